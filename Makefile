@@ -1,0 +1,71 @@
+# rocelab — the two commands that are the contract: `make demo` and `make test`.
+SHELL      := /bin/bash
+GO         ?= go
+BIN        := bin
+OUT        := out
+GOBIN      := $(CURDIR)/$(BIN)/tools
+STATICCHECK_VERSION := 2025.1.1
+STATICCHECK := $(GOBIN)/staticcheck
+FUZZTIME   ?= 30s
+BENCHTIME  ?= 1s
+PKGS       := ./...
+
+export PATH := $(GOBIN):$(PATH)
+
+.PHONY: all build test lint vet fmt-check staticcheck unit bench fuzz demo deps clean
+
+all: build
+
+## build: compile every package and the rocelab binary into bin/
+build:
+	$(GO) build $(PKGS)
+	$(GO) build -o $(BIN)/rocelab ./cmd/rocelab
+
+## deps: Go modules and the tools the suite needs (installed, never assumed)
+deps: $(STATICCHECK)
+	$(GO) mod download
+
+$(STATICCHECK):
+	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+## lint: gofmt, go vet, staticcheck
+lint: fmt-check vet staticcheck
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) $(PKGS)
+
+## unit: the Go test suite with the race detector (fuzz seed corpora included)
+unit:
+	$(GO) test -race -count=1 $(PKGS)
+
+## test: everything CI checks
+test: deps build lint unit
+
+## bench: benchmarks as a table on stdout and JSON in out/bench.json
+bench: build
+	@mkdir -p $(OUT)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS) | tee $(OUT)/bench.txt
+	$(GO) run ./internal/benchreport -in $(OUT)/bench.txt -json $(OUT)/bench.json
+
+## fuzz: run every fuzz target for FUZZTIME each (make fuzz FUZZTIME=10m)
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$t ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+## demo: the main job, end to end
+demo: build
+	./scripts/demo.sh
+
+clean:
+	rm -rf $(BIN) $(OUT)
