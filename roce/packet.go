@@ -1,0 +1,197 @@
+package roce
+
+import "encoding/binary"
+
+// Packet is a decoded RoCEv2 frame: views into the frame for every header present and
+// the offsets between them. Decode fills it without allocating; reuse one Packet per
+// goroutine across frames, as with gopacket's DecodingLayerParser. Views of headers a
+// frame does not carry are nil. A Packet refers to the frame's bytes: it is valid
+// until the frame is modified or reused.
+type Packet struct {
+	Frame     []byte
+	Ethernet  Ethernet
+	VLAN      bool   // an 802.1Q tag was present
+	VLANTCI   uint16 // its tag control information (PCP 3, DEI 1, VID 12)
+	EtherType uint16 // the EtherType after any VLAN tag
+	IPv4      IPv4
+	IPv6      IPv6
+	UDP       UDP
+	BTH       BTH
+	DETH      DETH
+	RETH      RETH
+	AtomicETH AtomicETH
+	AETH      AETH
+	AtomicAck AtomicAckETH
+	ImmDt     ImmDt
+	IETH      IETH
+	CNP       CNPReserved
+	Payload   []byte // the BTH payload without pad
+	Pad       []byte // the pad bytes (BTH PadCnt of them)
+	ICRC      uint32 // the ICRC carried by the frame
+
+	l3Off, udpOff, icrcOff int // offsets in Frame
+}
+
+// Info returns the opcode table entry of the decoded packet.
+func (p *Packet) Info() *OpcodeInfo { return p.BTH.Opcode().Info() }
+
+// L3 returns the bytes the ICRC covers: the IP header through the pad.
+func (p *Packet) L3() []byte { return p.Frame[p.l3Off:p.icrcOff] }
+
+// ComputeICRC returns the ICRC of the decoded packet as it should be.
+func (p *Packet) ComputeICRC() uint32 { return ICRC(p.L3(), p.udpOff-p.l3Off) }
+
+// ICRCOK reports whether the carried ICRC matches the packet.
+func (p *Packet) ICRCOK() bool { return p.ComputeICRC() == p.ICRC }
+
+// Decode parses an Ethernet frame carrying RoCEv2 over IPv4 or IPv6. It returns a
+// *DecodeError wrapping ErrNotRoCE for other well-formed traffic, and one wrapping
+// ErrTruncated, ErrBadLength, ErrBadHeader, ErrUnknownOpcode or ErrBadPadCount for
+// malformed RoCEv2. It does not check the ICRC: call ICRCOK or VerifyICRC, since some
+// callers (a switch, a capture) must see packets whose ICRC is wrong.
+func (p *Packet) Decode(frame []byte) error {
+	*p = Packet{Frame: frame}
+	if len(frame) < EthernetSize {
+		return decodeErr("ethernet", 0, ErrTruncated, "%d bytes, need %d", len(frame), EthernetSize)
+	}
+	p.Ethernet = Ethernet(frame[:EthernetSize])
+	off := EthernetSize
+	p.EtherType = p.Ethernet.EtherType()
+	if p.EtherType == EtherTypeVLAN {
+		if len(frame) < off+VLANTagSize {
+			return decodeErr("ethernet", off, ErrTruncated, "VLAN tag cut off")
+		}
+		p.VLAN = true
+		p.VLANTCI = binary.BigEndian.Uint16(frame[off:])
+		p.EtherType = binary.BigEndian.Uint16(frame[off+2:])
+		off += VLANTagSize
+	}
+	p.l3Off = off
+	var ipEnd int
+	switch p.EtherType {
+	case EtherTypeIPv4:
+		if len(frame) < off+IPv4MinSize {
+			return decodeErr("ipv4", off, ErrTruncated, "%d bytes left, need %d", len(frame)-off, IPv4MinSize)
+		}
+		h := IPv4(frame[off:])
+		if h.Version() != 4 {
+			return decodeErr("ipv4", off, ErrBadHeader, "version %d in an IPv4 EtherType", h.Version())
+		}
+		ihl := h.HeaderLen()
+		if ihl < IPv4MinSize {
+			return decodeErr("ipv4", off, ErrBadHeader, "IHL %d bytes", ihl)
+		}
+		if len(frame) < off+ihl {
+			return decodeErr("ipv4", off, ErrTruncated, "options cut off")
+		}
+		total := h.TotalLen()
+		if total < ihl || off+total > len(frame) {
+			return decodeErr("ipv4", off+2, ErrBadLength, "total length %d with header %d in %d bytes", total, ihl, len(frame)-off)
+		}
+		if h.Protocol() != IPProtoUDP {
+			return decodeErr("ipv4", off+9, ErrNotRoCE, "IP protocol %d", h.Protocol())
+		}
+		if binary.BigEndian.Uint16(h[6:])&0x3FFF != 0 {
+			return decodeErr("ipv4", off+6, ErrBadHeader, "fragmented packet")
+		}
+		p.IPv4 = h[:ihl]
+		ipEnd = off + total
+		off += ihl
+	case EtherTypeIPv6:
+		if len(frame) < off+IPv6Size {
+			return decodeErr("ipv6", off, ErrTruncated, "%d bytes left, need %d", len(frame)-off, IPv6Size)
+		}
+		h := IPv6(frame[off:])
+		if h.Version() != 6 {
+			return decodeErr("ipv6", off, ErrBadHeader, "version %d in an IPv6 EtherType", h.Version())
+		}
+		if off+IPv6Size+h.PayloadLen() > len(frame) {
+			return decodeErr("ipv6", off+4, ErrBadLength, "payload length %d in %d bytes", h.PayloadLen(), len(frame)-off-IPv6Size)
+		}
+		if h.NextHeader() != IPProtoUDP {
+			return decodeErr("ipv6", off+6, ErrNotRoCE, "next header %d", h.NextHeader())
+		}
+		p.IPv6 = h[:IPv6Size]
+		ipEnd = off + IPv6Size + h.PayloadLen()
+		off += IPv6Size
+	default:
+		return decodeErr("ethernet", off-2, ErrNotRoCE, "EtherType %#04x", p.EtherType)
+	}
+
+	if ipEnd < off+UDPSize {
+		return decodeErr("udp", off, ErrTruncated, "%d bytes left, need %d", ipEnd-off, UDPSize)
+	}
+	p.udpOff = off
+	p.UDP = UDP(frame[off : off+UDPSize])
+	if p.UDP.DstPort() != UDPPort {
+		return decodeErr("udp", off+2, ErrNotRoCE, "destination port %d", p.UDP.DstPort())
+	}
+	if p.UDP.Length() != ipEnd-off {
+		return decodeErr("udp", off+4, ErrBadLength, "UDP length %d, IP says %d", p.UDP.Length(), ipEnd-off)
+	}
+	off += UDPSize
+
+	if ipEnd < off+BTHSize+ICRCSize {
+		return decodeErr("bth", off, ErrTruncated, "%d bytes left, need BTH and ICRC", ipEnd-off)
+	}
+	p.BTH = BTH(frame[off : off+BTHSize])
+	info := p.BTH.Opcode().Info()
+	if info == nil {
+		return &DecodeError{Layer: "bth", Offset: off, Err: &UnknownOpcodeError{Opcode: p.BTH.Opcode()},
+			Detail: "opcode " + p.BTH.Opcode().String()}
+	}
+	off += BTHSize
+
+	p.icrcOff = ipEnd - ICRCSize
+	if off+info.Headers.Size() > p.icrcOff {
+		return decodeErr("eth", off, ErrTruncated, "%s needs %d bytes of extension headers, %d left",
+			info.Name, info.Headers.Size(), p.icrcOff-off)
+	}
+	for _, e := range headerOrder {
+		if info.Headers&e.hdr == 0 {
+			continue
+		}
+		h := frame[off : off+e.size]
+		switch e.hdr {
+		case HdrDETH:
+			p.DETH = h
+		case HdrRETH:
+			p.RETH = h
+		case HdrAtomicETH:
+			p.AtomicETH = h
+		case HdrAETH:
+			p.AETH = h
+		case HdrAtomicAckETH:
+			p.AtomicAck = h
+		case HdrImmDt:
+			p.ImmDt = h
+		case HdrIETH:
+			p.IETH = h
+		case HdrCNP:
+			p.CNP = h
+		}
+		off += e.size
+	}
+
+	pad := int(p.BTH.PadCnt())
+	body := p.icrcOff - off
+	if !info.Payload && body != 0 {
+		return decodeErr("payload", off, ErrBadLength, "%s carries no payload but %d bytes follow its headers", info.Name, body)
+	}
+	if pad > body {
+		return decodeErr("payload", off, ErrBadPadCount, "pad count %d with %d bytes of payload", pad, body)
+	}
+	p.Payload = frame[off : p.icrcOff-pad]
+	p.Pad = frame[p.icrcOff-pad : p.icrcOff]
+	p.ICRC = ReadICRC(frame[p.icrcOff:])
+	return nil
+}
+
+// VerifyICRC decodes nothing: it checks the ICRC of a packet Decode accepted and
+// returns a *DecodeError wrapping ErrBadICRC on mismatch.
+func (p *Packet) VerifyICRC() error {
+	if want := p.ComputeICRC(); want != p.ICRC {
+		return decodeErr("icrc", p.icrcOff, ErrBadICRC, "carried %#08x, computed %#08x", p.ICRC, want)
+	}
+	return nil
+}
