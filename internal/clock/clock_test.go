@@ -1,0 +1,137 @@
+package clock
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestVirtualOrderAndTies(t *testing.T) {
+	v := NewVirtual(1)
+	a, b := v.NewLoop("a"), v.NewLoop("b")
+	var got []string
+	at := func(l Loop, when Time, name string) {
+		l.NewTimer(func() {
+			if l.Now() != when {
+				t.Errorf("%s ran at %v, want %v", name, l.Now(), when)
+			}
+			got = append(got, name)
+		}).Reset(when)
+	}
+	at(a, 30, "a30")
+	at(b, 10, "b10")
+	at(a, 20, "a20-first")
+	at(b, 20, "b20-second")
+	at(a, 20, "a20-third")
+	v.Run()
+	want := []string{"b10", "a20-first", "b20-second", "a20-third", "a30"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+	if v.Now() != 30 || v.Events() != 5 {
+		t.Fatalf("now %v events %d", v.Now(), v.Events())
+	}
+}
+
+func TestVirtualResetStop(t *testing.T) {
+	v := NewVirtual(1)
+	l := v.NewLoop("l")
+	fired := 0
+	tm := l.NewTimer(func() { fired++ })
+	tm.Reset(100)
+	tm.Reset(50) // replaces, does not duplicate
+	if !tm.Pending() || tm.When() != 50 {
+		t.Fatalf("pending %v when %v", tm.Pending(), tm.When())
+	}
+	v.RunUntil(49)
+	if fired != 0 || v.Now() != 49 {
+		t.Fatalf("fired %d now %v", fired, v.Now())
+	}
+	v.RunUntil(50)
+	if fired != 1 || tm.Pending() {
+		t.Fatalf("fired %d pending %v", fired, tm.Pending())
+	}
+	tm.Reset(60)
+	if !tm.Stop() || tm.Stop() {
+		t.Fatal("Stop must report pending once")
+	}
+	v.Run()
+	if fired != 1 {
+		t.Fatalf("stopped timer fired")
+	}
+}
+
+func TestVirtualTaskCoalesces(t *testing.T) {
+	v := NewVirtual(1)
+	l := v.NewLoop("l")
+	runs := 0
+	var task *Task
+	task = l.NewTask(func() {
+		runs++
+		if runs == 1 {
+			task.Post() // a post while running schedules exactly one more run
+			task.Post()
+		}
+	})
+	l.NewTimer(func() { task.Post(); task.Post(); task.Post() }).Reset(7)
+	v.Run()
+	if runs != 2 || v.Now() != 7 {
+		t.Fatalf("runs %d at %v, want 2 at 7", runs, v.Now())
+	}
+}
+
+func TestVirtualRandDeterministic(t *testing.T) {
+	draw := func() []uint64 {
+		v := NewVirtual(42)
+		a, b := v.NewLoop("a"), v.NewLoop("b")
+		return []uint64{a.Rand().Uint64(), b.Rand().Uint64(), a.Rand().Uint64()}
+	}
+	x, y := draw(), draw()
+	if !slices.Equal(x, y) || x[0] == x[1] {
+		t.Fatalf("draws %v %v", x, y)
+	}
+}
+
+// TestRealSerializesTasksAndTimers checks ordering only; timing belongs in benchmarks.
+func TestRealSerializesTasksAndTimers(t *testing.T) {
+	r := NewReal(RealOptions{Seed: 1})
+	l := r.NewLoop("l")
+	const posts = 1000
+	count := 0 // touched only by the loop
+	done := make(chan []Time, 1)
+	var fired []Time
+	var timers []*Timer
+	for i := range 3 {
+		timers = append(timers, l.NewTimer(func() {
+			fired = append(fired, Time(i))
+			if len(fired) == 3 {
+				done <- fired
+			}
+		}))
+	}
+	task := l.NewTask(func() { count++ })
+	start := l.NewTask(func() {
+		now := l.Now()
+		timers[2].Reset(now.Add(300 * time.Microsecond))
+		timers[0].Reset(now.Add(100 * time.Microsecond))
+		timers[1].Reset(now.Add(200 * time.Microsecond))
+	})
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for range posts {
+		task.Post()
+	}
+	start.Post()
+	got := <-done
+	if !slices.Equal(got, []Time{0, 1, 2}) {
+		t.Fatalf("timers fired in order %v", got)
+	}
+	check := make(chan int)
+	last := l.NewTask(func() { check <- count })
+	last.Post()
+	if n := <-check; n < 1 || n > posts {
+		t.Fatalf("task ran %d times for %d posts", n, posts)
+	}
+}

@@ -1,0 +1,220 @@
+package clock
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultSpin is how long before a deadline a Real loop stops sleeping in the kernel and
+// spins instead. It covers the kernel's wake-up latency on the project's machines (see
+// docs/architecture.md for the measurement); a larger value buys precision with CPU.
+const DefaultSpin = 40 * time.Microsecond
+
+// RealOptions configure a Real driver. The zero value is usable.
+type RealOptions struct {
+	// Seed seeds the loops' random sources (in creation order, as under Virtual).
+	Seed uint64
+	// Spin overrides DefaultSpin when positive.
+	Spin time.Duration
+}
+
+// Real is the real-time driver. Each loop runs on its own goroutine, locked to an OS
+// thread whose timer slack is 1 ns; a loop sleeps in ppoll(2) on an eventfd until Spin
+// before its next deadline and spins from there. Create loops and set up nodes, then
+// Start; Close stops every loop.
+type Real struct {
+	epoch   time.Time
+	seed    uint64
+	spin    Time
+	loops   []*realLoop
+	wg      sync.WaitGroup
+	started bool
+}
+
+// NewReal returns a real-time driver whose epoch is now.
+func NewReal(opts RealOptions) *Real {
+	spin := opts.Spin
+	if spin <= 0 {
+		spin = DefaultSpin
+	}
+	return &Real{epoch: time.Now(), seed: opts.Seed, spin: Time(spin)}
+}
+
+// Now returns the time since the driver's epoch (monotonic).
+func (r *Real) Now() Time { return Time(time.Since(r.epoch)) }
+
+// NewLoop implements Clock. It panics after Start: a lab's nodes exist before it runs.
+func (r *Real) NewLoop(name string) Loop {
+	if r.started {
+		panic("clock: NewLoop after Start")
+	}
+	l := &realLoop{r: r, name: name, efd: -1,
+		rng: rand.New(rand.NewPCG(r.seed, uint64(len(r.loops)+1)))}
+	r.loops = append(r.loops, l)
+	return l
+}
+
+// Start runs every loop. It fails if an eventfd cannot be created.
+func (r *Real) Start() error {
+	if r.started {
+		return nil
+	}
+	r.started = true
+	for _, l := range r.loops {
+		if err := r.startLoop(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Real) startLoop(l *realLoop) error {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	l.efd = efd
+	r.wg.Add(1)
+	go l.run(&r.wg)
+	return nil
+}
+
+// Close stops every loop after the callback it is running and waits for them.
+func (r *Real) Close() {
+	for _, l := range r.loops {
+		l.stop.Store(true)
+		l.kick()
+	}
+	r.wg.Wait()
+	for _, l := range r.loops {
+		if l.efd >= 0 {
+			unix.Close(l.efd)
+			l.efd = -1
+		}
+	}
+}
+
+type realLoop struct {
+	r    *Real
+	name string
+	rng  *rand.Rand
+	q    queue
+	efd  int
+
+	stop    atomic.Bool
+	blocked atomic.Bool // the loop is (about to be) in ppoll: posters must kick
+
+	mu      sync.Mutex
+	inbox   []*Task // appended by any goroutine under mu
+	pending atomic.Int32
+	running []*Task // swapped with inbox by the loop
+}
+
+func (l *realLoop) Now() Time        { return l.r.Now() }
+func (l *realLoop) Rand() *rand.Rand { return l.rng }
+func (l *realLoop) String() string   { return l.name }
+
+func (l *realLoop) NewTimer(fn func()) *Timer {
+	return &Timer{fn: fn, index: -1, q: &l.q}
+}
+
+func (l *realLoop) NewTask(fn func()) *Task {
+	return &Task{fn: fn, post: l.post}
+}
+
+// post queues t. The critical section is one append per batch handed over, never per
+// packet: tasks coalesce.
+func (l *realLoop) post(t *Task) {
+	l.mu.Lock()
+	l.inbox = append(l.inbox, t)
+	l.mu.Unlock()
+	l.pending.Add(1)
+	if l.blocked.Load() {
+		l.kick()
+	}
+}
+
+func (l *realLoop) kick() {
+	if l.efd < 0 {
+		return
+	}
+	var one = [8]byte{1}
+	unix.Write(l.efd, one[:])
+}
+
+func (l *realLoop) run(wg *sync.WaitGroup) {
+	defer wg.Done()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// Without this the kernel may defer our wake-up by the default 50 µs slack.
+	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	for !l.stop.Load() {
+		l.runTasks()
+		now := l.Now()
+		for t := l.q.peek(); t != nil; t = l.q.peek() {
+			if t.when > now {
+				if now = l.Now(); t.when > now {
+					break
+				}
+			}
+			l.q.pop()
+			t.fn()
+		}
+		l.wait()
+	}
+}
+
+func (l *realLoop) runTasks() {
+	if l.pending.Load() == 0 {
+		return
+	}
+	l.mu.Lock()
+	l.inbox, l.running = l.running[:0], l.inbox
+	l.mu.Unlock()
+	l.pending.Add(-int32(len(l.running)))
+	for i, t := range l.running {
+		l.running[i] = nil
+		t.run()
+	}
+}
+
+// wait returns when the next timer is due, a task was posted or the loop must stop.
+func (l *realLoop) wait() {
+	deadline := Never
+	if t := l.q.peek(); t != nil {
+		deadline = t.when
+	}
+	var ts unix.Timespec
+	fds := [1]unix.PollFd{{Fd: int32(l.efd), Events: unix.POLLIN}}
+	for {
+		if l.pending.Load() != 0 || l.stop.Load() {
+			return
+		}
+		remaining := deadline - l.Now()
+		if remaining <= 0 {
+			return
+		}
+		if remaining <= l.r.spin {
+			continue // spin: the kernel cannot wake us this precisely
+		}
+		l.blocked.Store(true)
+		if l.pending.Load() == 0 && !l.stop.Load() {
+			timeout := &ts
+			if deadline == Never {
+				timeout = nil
+			} else {
+				ts = unix.NsecToTimespec(int64(remaining - l.r.spin))
+			}
+			if n, _ := unix.Ppoll(fds[:], timeout, nil); n > 0 {
+				var buf [8]byte
+				unix.Read(l.efd, buf[:])
+			}
+		}
+		l.blocked.Store(false)
+	}
+}

@@ -1,0 +1,90 @@
+package clock
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Virtual is the discrete-event driver. It is not safe for concurrent use: setup, Run
+// and every callback happen on one goroutine.
+type Virtual struct {
+	q      queue
+	now    Time
+	seed   uint64
+	loops  uint64
+	events uint64
+}
+
+// NewVirtual returns a virtual clock at time 0 whose loops draw randomness from seed.
+func NewVirtual(seed uint64) *Virtual { return &Virtual{seed: seed} }
+
+// Now returns the current virtual time.
+func (v *Virtual) Now() Time { return v.now }
+
+// Events returns how many callbacks have run.
+func (v *Virtual) Events() uint64 { return v.events }
+
+// NewLoop implements Clock.
+func (v *Virtual) NewLoop(name string) Loop {
+	v.loops++
+	return &virtualLoop{v: v, name: name, rng: rand.New(rand.NewPCG(v.seed, v.loops))}
+}
+
+// Step runs the earliest pending event, advancing time to it. It reports false when
+// nothing is pending.
+func (v *Virtual) Step() bool {
+	t := v.q.peek()
+	if t == nil {
+		return false
+	}
+	v.q.pop()
+	v.now = t.when
+	v.events++
+	t.fn()
+	return true
+}
+
+// Run runs events until none is pending.
+func (v *Virtual) Run() {
+	for v.Step() {
+	}
+}
+
+// RunUntil runs every event due at or before t, then sets the time to t (if it is
+// later than now).
+func (v *Virtual) RunUntil(t Time) {
+	for {
+		next := v.q.peek()
+		if next == nil || next.when > t {
+			break
+		}
+		v.Step()
+	}
+	if t > v.now {
+		v.now = t
+	}
+}
+
+// RunFor runs RunUntil(Now()+d).
+func (v *Virtual) RunFor(d time.Duration) { v.RunUntil(v.now.Add(d)) }
+
+type virtualLoop struct {
+	v    *Virtual
+	name string
+	rng  *rand.Rand
+}
+
+func (l *virtualLoop) Now() Time        { return l.v.now }
+func (l *virtualLoop) Rand() *rand.Rand { return l.rng }
+func (l *virtualLoop) String() string   { return l.name }
+
+func (l *virtualLoop) NewTimer(fn func()) *Timer {
+	return &Timer{fn: fn, index: -1, q: &l.v.q}
+}
+
+func (l *virtualLoop) NewTask(fn func()) *Task {
+	t := &Task{fn: fn}
+	timer := l.NewTimer(t.run)
+	t.post = func(*Task) { timer.Reset(l.v.now) }
+	return t
+}
