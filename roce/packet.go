@@ -45,7 +45,8 @@ func (p *Packet) ComputeICRC() uint32 { return ICRC(p.L3(), p.udpOff-p.l3Off) }
 func (p *Packet) ICRCOK() bool { return p.ComputeICRC() == p.ICRC }
 
 // Decode parses an Ethernet frame carrying RoCEv2 over IPv4 or IPv6. It returns a
-// *DecodeError wrapping ErrNotRoCE for other well-formed traffic, and one wrapping
+// *DecodeError wrapping ErrNotRoCE for other well-formed traffic (with the IP and UDP
+// views set as far as they were parsed), and one wrapping
 // ErrTruncated, ErrBadLength, ErrBadHeader, ErrUnknownOpcode or ErrBadPadCount for
 // malformed RoCEv2. It does not check the ICRC: call ICRCOK or VerifyICRC, since some
 // callers (a switch, a capture) must see packets whose ICRC is wrong.
@@ -88,13 +89,13 @@ func (p *Packet) Decode(frame []byte) error {
 		if total < ihl || off+total > len(frame) {
 			return decodeErr("ipv4", off+2, ErrBadLength, "total length %d with header %d in %d bytes", total, ihl, len(frame)-off)
 		}
+		p.IPv4 = h[:ihl]
 		if h.Protocol() != IPProtoUDP {
 			return decodeErr("ipv4", off+9, ErrNotRoCE, "IP protocol %d", h.Protocol())
 		}
 		if binary.BigEndian.Uint16(h[6:])&0x3FFF != 0 {
 			return decodeErr("ipv4", off+6, ErrBadHeader, "fragmented packet")
 		}
-		p.IPv4 = h[:ihl]
 		ipEnd = off + total
 		off += ihl
 	case EtherTypeIPv6:
@@ -108,10 +109,10 @@ func (p *Packet) Decode(frame []byte) error {
 		if off+IPv6Size+h.PayloadLen() > len(frame) {
 			return decodeErr("ipv6", off+4, ErrBadLength, "payload length %d in %d bytes", h.PayloadLen(), len(frame)-off-IPv6Size)
 		}
+		p.IPv6 = h[:IPv6Size]
 		if h.NextHeader() != IPProtoUDP {
 			return decodeErr("ipv6", off+6, ErrNotRoCE, "next header %d", h.NextHeader())
 		}
-		p.IPv6 = h[:IPv6Size]
 		ipEnd = off + IPv6Size + h.PayloadLen()
 		off += IPv6Size
 	default:
@@ -187,8 +188,7 @@ func (p *Packet) Decode(frame []byte) error {
 	return nil
 }
 
-// VerifyICRC decodes nothing: it checks the ICRC of a packet Decode accepted and
-// returns a *DecodeError wrapping ErrBadICRC on mismatch.
+// VerifyICRC checks the ICRC of a packet Decode accepted and returns a *DecodeError wrapping ErrBadICRC on mismatch.
 func (p *Packet) VerifyICRC() error {
 	if want := p.ComputeICRC(); want != p.ICRC {
 		return decodeErr("icrc", p.icrcOff, ErrBadICRC, "carried %#08x, computed %#08x", p.ICRC, want)

@@ -1,0 +1,71 @@
+package decode
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+)
+
+// Summary counts what a capture holds, for `rocelab decode --summary`.
+type Summary struct {
+	Frames      int
+	RoCE        int
+	ICRCFailed  int
+	Errors      int
+	Opcodes     map[string]int
+	FirstErrors []string // the first few error messages, with frame numbers
+}
+
+// maxListedErrors bounds FirstErrors so a garbage capture still prints one screen.
+const maxListedErrors = 10
+
+// Add counts one record.
+func (s *Summary) Add(r *Record) {
+	s.Frames++
+	if r.RoCE {
+		s.RoCE++
+	}
+	if r.BTH != nil {
+		if s.Opcodes == nil {
+			s.Opcodes = make(map[string]int)
+		}
+		s.Opcodes[r.BTH.OpcodeName]++
+	}
+	if r.ICRCOK != nil && !*r.ICRCOK {
+		s.ICRCFailed++
+	}
+	if r.Error != "" {
+		s.Errors++
+		if len(s.FirstErrors) < maxListedErrors {
+			s.FirstErrors = append(s.FirstErrors, fmt.Sprintf("frame %d: %s", r.Frame, r.Error))
+		}
+	}
+}
+
+// Print writes the summary as a table.
+func (s *Summary) Print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "frames\t%d\n", s.Frames)
+	fmt.Fprintf(tw, "RoCEv2 frames\t%d\n", s.RoCE)
+	fmt.Fprintf(tw, "ICRC failures\t%d\n", s.ICRCFailed)
+	fmt.Fprintf(tw, "decode errors\t%d\n", s.Errors)
+	names := make([]string, 0, len(s.Opcodes))
+	for n := range s.Opcodes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) > 0 {
+		fmt.Fprintf(tw, "\nopcode\tcount\n")
+	}
+	for _, n := range names {
+		fmt.Fprintf(tw, "%s\t%d\n", n, s.Opcodes[n])
+	}
+	for _, e := range s.FirstErrors {
+		fmt.Fprintf(tw, "\n%s", e)
+	}
+	if len(s.FirstErrors) > 0 {
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
