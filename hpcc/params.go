@@ -64,14 +64,14 @@ func DraftParams(lineRate float64, baseRTT time.Duration, flows int) Params {
 // Fast react on every ACK without committing the reference is the draft's behaviour
 // too, so Sender runs this preset unchanged.
 func SimParams(lineRate float64, baseRTT time.Duration) Params {
-	t := baseRTT.Seconds()
+	ns := float64(baseRTT.Nanoseconds())
 	return Params{
 		BaseRTT:  baseRTT,
 		LineRate: lineRate,
 		Eta:      0.95,
 		MaxStage: 0,
-		WAI:      10e6 * (lineRate / 25e9) * t / 8,
-		WMin:     1e9 * t / 8,
+		WAI:      10e6 * (lineRate / 25e9) * ns / 8e9,
+		WMin:     1e9 * ns / 8e9,
 	}
 }
 
@@ -103,7 +103,8 @@ func (p Params) resolve() (Params, error) {
 		if !finite(p.LineRate) || p.LineRate <= 0 {
 			return p, errors.New("hpcc: W_init is unset and line rate is not positive: one of them is needed")
 		}
-		p.WInit = p.LineRate * p.BaseRTT.Seconds() / 8
+		// bit/s × ns / 8e9: exact for round rates and RTTs, unlike × Seconds() / 8.
+		p.WInit = p.LineRate * float64(p.BaseRTT.Nanoseconds()) / 8e9
 	}
 	if p.WMin > p.WInit {
 		return p, fmt.Errorf("hpcc: W_min %v bytes exceeds W_init %v bytes", p.WMin, p.WInit)
