@@ -1,0 +1,151 @@
+// Package link is what both ends of a fabric link share: pooled frames, the Endpoint a
+// node (switch port or soft-RNIC) attaches to, and the in-process link that carries
+// frames between two endpoints with propagation delay and faults.
+//
+// A node sees only Endpoint and Receiver, so the two ends of a link need not share a
+// process: a tunnel to another lab process implements the same Endpoint.
+package link
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/rocelab/rocelab/internal/clock"
+)
+
+// Buffer contract. Every pooled frame has at least Headroom bytes free before its data
+// and Tailroom bytes free after a frame of its pool's maximum size, so a telemetry codec can
+// insert headers and per-hop records in place (Grow) without copying the packet to a new
+// buffer. A frame never grows beyond its buffer: Grow fails with ErrNoRoom instead.
+const (
+	// Headroom is the free space before a fresh frame's first byte.
+	Headroom = 128
+	// MaxFrame is the largest frame size a pool supports: a 9000-byte jumbo MTU plus
+	// an Ethernet header with one VLAN tag.
+	MaxFrame = 9000 + 18
+	// Tailroom is the free space after a frame of its pool's maximum size.
+	Tailroom = 256
+)
+
+// ErrNoRoom reports that a frame's buffer cannot hold the requested growth.
+var ErrNoRoom = errors.New("link: frame buffer has no room to grow")
+
+// Frame is one Ethernet frame (destination MAC through payload, without FCS) in a pooled
+// buffer, with the metadata the node holding it needs. A frame has one owner at a time:
+// whoever Sends it, Releases it or hands it to a Receiver gives it up.
+type Frame struct {
+	buf      []byte
+	off, end int
+	pool     *Pool
+
+	// Time is model time. A sender sets it to the moment the frame's last bit left;
+	// the link delivers it set to the moment the last bit arrived. In between, the
+	// node holding the frame may use it as it likes (a switch stores the enqueue time).
+	Time clock.Time
+	// InPort is the index of the port the frame arrived on, set by the receiving node.
+	InPort uint16
+	// Priority is the 802.1p priority (0–7) the receiving node classified it into.
+	Priority uint8
+}
+
+// Bytes returns the frame's contents. The slice aliases the buffer and is invalidated
+// by Grow, Shrink and SetLen.
+func (f *Frame) Bytes() []byte { return f.buf[f.off:f.end] }
+
+// Len returns the frame length in bytes.
+func (f *Frame) Len() int { return f.end - f.off }
+
+// Headroom returns the free bytes before the frame.
+func (f *Frame) Headroom() int { return f.off }
+
+// Tailroom returns the free bytes after the frame.
+func (f *Frame) Tailroom() int { return len(f.buf) - f.end }
+
+// SetLen sets the frame length, keeping its start, and returns the contents. Bytes
+// exposed by growing are not cleared. It fails if the buffer is too small.
+func (f *Frame) SetLen(n int) ([]byte, error) {
+	if n < 0 || f.off+n > len(f.buf) {
+		return nil, ErrNoRoom
+	}
+	f.end = f.off + n
+	return f.Bytes(), nil
+}
+
+// SetBytes replaces the contents with a copy of b.
+func (f *Frame) SetBytes(b []byte) error {
+	dst, err := f.SetLen(len(b))
+	if err != nil {
+		return err
+	}
+	copy(dst, b)
+	return nil
+}
+
+// Grow opens n bytes at offset off (0 ≤ off ≤ Len), moving the shorter side of the
+// frame into its headroom or tailroom, and returns the gap (not cleared). Bytes before
+// off keep their order and so do bytes after it; slices from Bytes are invalidated.
+func (f *Frame) Grow(off, n int) ([]byte, error) {
+	if off < 0 || off > f.Len() || n < 0 {
+		return nil, errors.New("link: Grow outside the frame")
+	}
+	headFits, tailFits := f.off >= n, f.Tailroom() >= n
+	switch {
+	case headFits && (off <= f.Len()-off || !tailFits):
+		copy(f.buf[f.off-n:], f.buf[f.off:f.off+off])
+		f.off -= n
+	case tailFits:
+		copy(f.buf[f.off+off+n:], f.buf[f.off+off:f.end])
+		f.end += n
+	default:
+		return nil, ErrNoRoom
+	}
+	return f.buf[f.off+off : f.off+off+n], nil
+}
+
+// Shrink removes n bytes at offset off by moving the bytes before them forward.
+func (f *Frame) Shrink(off, n int) error {
+	if off < 0 || n < 0 || off+n > f.Len() {
+		return errors.New("link: Shrink outside the frame")
+	}
+	copy(f.buf[f.off+n:], f.buf[f.off:f.off+off])
+	f.off += n
+	return nil
+}
+
+// Clone returns a copy of f, contents and metadata, from f's pool.
+func (f *Frame) Clone() *Frame {
+	c := f.pool.Get()
+	c.SetBytes(f.Bytes())
+	c.Time, c.InPort, c.Priority = f.Time, f.InPort, f.Priority
+	return c
+}
+
+// Release returns the frame to its pool. The caller must not touch it afterwards.
+func (f *Frame) Release() { f.pool.put(f) }
+
+// Pool hands out frames of one buffer size. It is safe for concurrent use: frames are released by whichever
+// node consumes them, often not the one that allocated them. In steady state Get
+// allocates nothing.
+type Pool struct {
+	p sync.Pool
+}
+
+// NewPool returns an empty pool of frames that hold maxFrame bytes (at most MaxFrame)
+// with full headroom and tailroom: size it for the largest MTU of the links it feeds,
+// plus 18 bytes of Ethernet and VLAN header.
+func NewPool(maxFrame int) *Pool {
+	size := Headroom + min(maxFrame, MaxFrame) + Tailroom
+	pl := &Pool{}
+	pl.p.New = func() any { return &Frame{buf: make([]byte, size), pool: pl} }
+	return pl
+}
+
+// Get returns an empty frame with Headroom bytes of headroom and zero metadata.
+func (pl *Pool) Get() *Frame {
+	f := pl.p.Get().(*Frame)
+	f.off, f.end = Headroom, Headroom
+	f.Time, f.InPort, f.Priority = 0, 0, 0
+	return f
+}
+
+func (pl *Pool) put(f *Frame) { pl.p.Put(f) }

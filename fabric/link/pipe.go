@@ -1,0 +1,264 @@
+package link
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/rocelab/rocelab/internal/clock"
+)
+
+// Config describes a link. Both directions share it.
+type Config struct {
+	// Rate is the line rate in bit/s.
+	Rate uint64
+	// Delay is the one-way propagation delay.
+	Delay time.Duration
+	// MTU is the largest IP packet carried; 0 means 1500.
+	MTU int
+	// Faults apply to each direction independently.
+	Faults Faults
+}
+
+// New returns the two ends of an in-process link. Frames sent at one end arrive at the
+// other Delay after their Time, with the configured faults applied by the sender's loop
+// (using its random source, so runs under the Virtual clock are reproducible).
+//
+// Handoff is batched and lock-free: the sender appends frames to a single-producer,
+// single-consumer ring and posts the receiver's drain task once per Send; the receiver
+// moves them into its arrival-ordered queue and delivers each batch that is due.
+func New(cfg Config) (a, b *End, err error) {
+	if cfg.Rate == 0 {
+		return nil, nil, fmt.Errorf("link: rate must be positive")
+	}
+	if cfg.Delay < 0 {
+		return nil, nil, fmt.Errorf("link: negative delay %v", cfg.Delay)
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = 1500
+	}
+	if cfg.MTU < 68 || cfg.MTU+18 > MaxFrame {
+		return nil, nil, fmt.Errorf("link: MTU %d outside [68, %d]", cfg.MTU, MaxFrame-18)
+	}
+	if err := cfg.Faults.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("link: %w", err)
+	}
+	if cfg.Faults.ReorderDelay == 0 {
+		cfg.Faults.ReorderDelay = 10 * time.Microsecond
+	}
+	a, b = &End{cfg: cfg, up: true}, &End{cfg: cfg, up: true}
+	a.peer, b.peer = b, a
+	return a, b, nil
+}
+
+// End is one end of an in-process link. It implements Endpoint.
+type End struct {
+	cfg  Config
+	peer *End
+
+	// Sender side, touched only by this end's loop.
+	loop        clock.Loop
+	up          bool
+	lastArrival clock.Time
+	stats       Stats
+
+	// Receiver side: ring is the handoff from the peer's loop; the rest is touched
+	// only by this end's loop.
+	ring    ring
+	drain   *clock.Task
+	rx      Receiver
+	arrived arrivals
+	timer   *clock.Timer
+	batch   []*Frame
+}
+
+var _ Endpoint = (*End)(nil)
+
+// Attach implements Endpoint.
+func (e *End) Attach(loop clock.Loop, rx Receiver) {
+	e.loop, e.rx = loop, rx
+	e.drain = loop.NewTask(e.drainRing)
+	e.timer = loop.NewTimer(e.deliver)
+}
+
+// Rate implements Endpoint.
+func (e *End) Rate() uint64 { return e.cfg.Rate }
+
+// MTU implements Endpoint.
+func (e *End) MTU() int { return e.cfg.MTU }
+
+// Delay returns the propagation delay.
+func (e *End) Delay() time.Duration { return e.cfg.Delay }
+
+// Stats implements Endpoint.
+func (e *End) Stats() *Stats { return &e.stats }
+
+// SetUp brings this direction of the link administratively up or down; frames sent
+// while it is down are dropped and counted in Stats.Down. Call from the attached loop.
+func (e *End) SetUp(up bool) { e.up = up }
+
+// Send implements Endpoint.
+func (e *End) Send(frames []*Frame) {
+	far := e.peer
+	f := &e.cfg.Faults
+	faulty := f.any()
+	for _, fr := range frames {
+		e.stats.Frames++
+		e.stats.Bytes += uint64(fr.Len())
+		if fr.Len() > e.cfg.MTU+18 {
+			e.stats.Oversize++
+			fr.Release()
+			continue
+		}
+		if !e.up || (faulty && f.Flap.down(fr.Time)) {
+			e.stats.Down++
+			fr.Release()
+			continue
+		}
+		arrival := fr.Time.Add(e.cfg.Delay)
+		if !faulty {
+			e.push(far, fr, arrival)
+			continue
+		}
+		rng := e.loop.Rand()
+		if f.Loss > 0 && rng.Float64() < f.Loss {
+			e.stats.Lost++
+			fr.Release()
+			continue
+		}
+		if f.Corrupt > 0 && rng.Float64() < f.Corrupt {
+			e.stats.Corrupted++
+			bit := rng.IntN(fr.Len() * 8)
+			fr.Bytes()[bit/8] ^= 0x80 >> (bit % 8)
+		}
+		if f.Jitter > 0 && (f.JitterProb == 0 || rng.Float64() < f.JitterProb) {
+			e.stats.Jittered++
+			arrival = arrival.Add(time.Duration(rng.Int64N(int64(f.Jitter))))
+		}
+		reordered := f.Reorder > 0 && rng.Float64() < f.Reorder
+		if reordered {
+			// Held back: it must not raise lastArrival, or the frames after it
+			// could not overtake it.
+			e.stats.Reordered++
+			e.pushAt(far, fr, arrival.Add(f.ReorderDelay))
+		} else {
+			e.push(far, fr, arrival)
+		}
+		if f.Duplicate > 0 && rng.Float64() < f.Duplicate {
+			e.stats.Duplicated++
+			e.push(far, fr.Clone(), arrival)
+		}
+	}
+	far.drain.Post()
+}
+
+// push queues fr for the far end, no earlier than the frame sent before it.
+func (e *End) push(far *End, fr *Frame, arrival clock.Time) {
+	if arrival < e.lastArrival {
+		arrival = e.lastArrival
+	}
+	e.lastArrival = arrival
+	e.pushAt(far, fr, arrival)
+}
+
+func (e *End) pushAt(far *End, fr *Frame, arrival clock.Time) {
+	fr.Time = arrival
+	if !far.ring.push(fr) {
+		// The far loop has not drained a full ring: it is stalled. Dropping keeps
+		// the sender non-blocking; Delivered falls short of Frames by these.
+		fr.Release()
+	}
+}
+
+// drainRing runs on this end's loop: it moves handed-over frames into arrival order.
+func (e *End) drainRing() {
+	for fr := e.ring.pop(); fr != nil; fr = e.ring.pop() {
+		e.arrived.insert(fr)
+	}
+	e.deliver()
+}
+
+// deliver hands every frame that has arrived to the receiver, as one batch, and arms
+// the timer for the next arrival.
+func (e *End) deliver() {
+	now := e.loop.Now()
+	e.batch = e.batch[:0]
+	for fr := e.arrived.head(); fr != nil && fr.Time <= now; fr = e.arrived.head() {
+		e.batch = append(e.batch, e.arrived.pop())
+	}
+	if len(e.batch) > 0 {
+		e.peer.stats.Delivered += uint64(len(e.batch))
+		e.rx.Receive(e.batch)
+		clear(e.batch)
+	}
+	if fr := e.arrived.head(); fr != nil {
+		if !e.timer.Pending() || e.timer.When() != fr.Time {
+			e.timer.Reset(fr.Time)
+		}
+	} else {
+		e.timer.Stop()
+	}
+}
+
+// ring is a single-producer single-consumer queue of frames.
+type ring struct {
+	slots      [4096]*Frame
+	head, tail atomic.Uint64 // head: next to pop (consumer); tail: next to push (producer)
+}
+
+func (r *ring) push(f *Frame) bool {
+	t := r.tail.Load()
+	if t-r.head.Load() == uint64(len(r.slots)) {
+		return false
+	}
+	r.slots[t%uint64(len(r.slots))] = f
+	r.tail.Store(t + 1)
+	return true
+}
+
+func (r *ring) pop() *Frame {
+	h := r.head.Load()
+	if h == r.tail.Load() {
+		return nil
+	}
+	i := h % uint64(len(r.slots))
+	f := r.slots[i]
+	r.slots[i] = nil
+	r.head.Store(h + 1)
+	return f
+}
+
+// arrivals is a queue of frames ordered by arrival time, stable for equal times. Frames
+// come almost always in order, so insertion from the back is O(1) in practice.
+type arrivals struct {
+	q    []*Frame
+	first int
+}
+
+func (a *arrivals) insert(f *Frame) {
+	if a.first > 0 && a.first == len(a.q) {
+		a.q, a.first = a.q[:0], 0
+	} else if a.first > 1024 && a.first*2 > len(a.q) {
+		n := copy(a.q, a.q[a.first:])
+		clear(a.q[n:])
+		a.q, a.first = a.q[:n], 0
+	}
+	a.q = append(a.q, f)
+	for i := len(a.q) - 1; i > a.first && a.q[i-1].Time > f.Time; i-- {
+		a.q[i], a.q[i-1] = a.q[i-1], a.q[i]
+	}
+}
+
+func (a *arrivals) head() *Frame {
+	if a.first == len(a.q) {
+		return nil
+	}
+	return a.q[a.first]
+}
+
+func (a *arrivals) pop() *Frame {
+	f := a.q[a.first]
+	a.q[a.first] = nil
+	a.first++
+	return f
+}
