@@ -231,7 +231,7 @@ func (r *ring) pop() *Frame {
 // arrivals is a queue of frames ordered by arrival time, stable for equal times. Frames
 // come almost always in order, so insertion from the back is O(1) in practice.
 type arrivals struct {
-	q    []*Frame
+	q     []*Frame
 	first int
 }
 

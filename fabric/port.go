@@ -1,0 +1,353 @@
+package fabric
+
+import (
+	"math"
+	"time"
+
+	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/hpcc"
+	"github.com/rocelab/rocelab/internal/clock"
+)
+
+// Port is one port of a switch: the receiver of its link's frames and the egress model
+// that transmits onto it. Its egress is a model advanced to the time of each event:
+// every departure time, queue length and byte count is computed from the line rate,
+// so they are exact whatever the timers' precision.
+type Port struct {
+	sw    *Switch
+	ep    link.Endpoint
+	index uint16
+	mac   MAC
+	rate  uint64
+	timer *clock.Timer
+
+	queues    [8]fifo
+	qbytes    [8]int
+	bytes     int        // queued on the port, all priorities
+	busyUntil clock.Time // when the frame on the wire finishes
+	modelTime clock.Time // the egress model has been advanced to here
+	txBytes   uint64     // transmitted since the start
+	paused    [8]clock.Time
+
+	// PFC state towards the upstream behind this port.
+	xoffSent [8]bool
+	xoffAt   [8]clock.Time
+
+	out   []*link.Frame
+	dirty bool
+	stats PortStats
+}
+
+// QueueStats counts one priority queue of a port.
+type QueueStats struct {
+	QLen              int // bytes queued now
+	TxFrames, TxBytes uint64
+	Drops, ECNMarks   uint64
+	Pauses            uint64 // PFC frames from the peer that paused this priority
+	PausedNs          uint64 // total pause time they requested
+}
+
+// PortStats counts one switch port.
+type PortStats struct {
+	RxFrames, RxBytes uint64
+	RxErrors          uint64 // malformed frames dropped
+	Filtered          uint64 // frames whose destination is behind their ingress port
+	TxFrames, TxBytes uint64
+	Drops             uint64 // tail drops and PFC headroom overflows, all priorities
+	HeadroomDrops     uint64 // of which lossless frames beyond XOff+Headroom
+	ECNMarks          uint64
+	Stamped           uint64 // frames that carried telemetry and got this hop
+	StampErrors       uint64 // frames the Stamper rejected as malformed (dropped)
+	PauseSent         uint64 // PFC frames sent upstream (XOFF and XON)
+	PauseRcvd         uint64 // PFC frames received from the peer
+	QLen              int    // bytes queued now
+	Queues            [8]QueueStats
+}
+
+// Index returns the port number.
+func (p *Port) Index() uint16 { return p.index }
+
+// Stats returns a snapshot of the port's counters.
+func (p *Port) Stats() PortStats {
+	s := p.stats
+	s.QLen = p.bytes
+	for i := range s.Queues {
+		s.Queues[i].QLen = p.qbytes[i]
+	}
+	return s
+}
+
+// TxBytes returns the bytes transmitted so far (the counter telemetry reports).
+func (p *Port) TxBytes() uint64 { return p.txBytes }
+
+// Receive implements link.Receiver.
+func (p *Port) Receive(frames []*link.Frame) {
+	for _, f := range frames {
+		p.sw.receive(p, f)
+	}
+	p.sw.flush()
+}
+
+// wake runs when the egress timer fires: the next frame is due.
+func (p *Port) wake() {
+	p.advance(p.sw.loop.Now())
+	p.arm()
+	p.sw.flush()
+}
+
+func (p *Port) enqueue(f *link.Frame) {
+	t := max(f.Time, p.modelTime)
+	p.advance(t)
+	if !p.admit(f, t) {
+		return
+	}
+	prio := f.Priority
+	n := f.Len()
+	p.queues[prio].push(f)
+	p.qbytes[prio] += n
+	p.bytes += n
+	p.advance(t)
+	p.arm()
+}
+
+// admit accounts for f in the buffer, or drops it.
+func (p *Port) admit(f *link.Frame, t clock.Time) bool {
+	s := p.sw
+	n, prio := f.Len(), f.Priority
+	if pfc := &s.cfg.PFC; pfc.Lossless>>prio&1 != 0 {
+		held := &s.ingBuf[f.InPort][prio]
+		if *held+n > pfc.XOff+pfc.Headroom {
+			p.stats.HeadroomDrops++
+			p.drop(f)
+			return false
+		}
+		*held += n
+		s.used += n
+		if *held >= pfc.XOff {
+			s.ports[f.InPort].sendPause(prio, t, true)
+		}
+		return true
+	}
+	if b := s.cfg.Buffer; b > 0 && ((s.cfg.SharedBuffer && s.used+n > b) || (!s.cfg.SharedBuffer && p.bytes+n > b)) {
+		p.drop(f)
+		return false
+	}
+	s.used += n
+	return true
+}
+
+func (p *Port) drop(f *link.Frame) {
+	p.stats.Drops++
+	p.stats.Queues[f.Priority].Drops++
+	f.Release()
+}
+
+// advance runs the egress model up to t: every frame whose transmission starts at or
+// before t departs, at the exact time the line rate and pauses allow.
+func (p *Port) advance(t clock.Time) {
+	for {
+		free := max(p.busyUntil, p.modelTime)
+		if free > t {
+			break
+		}
+		prio, start, ok := p.next(free)
+		if !ok || start > t {
+			break
+		}
+		p.modelTime = start
+		p.dequeue(prio, start)
+	}
+	p.modelTime = max(p.modelTime, t)
+}
+
+// next picks the queue to serve when the wire is free at free: the highest priority
+// that has frames and is not paused, or else the paused one that resumes first.
+func (p *Port) next(free clock.Time) (prio uint8, start clock.Time, ok bool) {
+	start = clock.Never
+	for q := 7; q >= 0; q-- {
+		if p.queues[q].empty() {
+			continue
+		}
+		resume := p.paused[q]
+		if resume <= free {
+			return uint8(q), free, true
+		}
+		if resume < start {
+			prio, start, ok = uint8(q), resume, true
+		}
+	}
+	return prio, start, ok
+}
+
+// dequeue transmits the head of queue prio starting at start: ECN marking, stamping,
+// serialization.
+func (p *Port) dequeue(prio uint8, start clock.Time) {
+	s := p.sw
+	f := p.queues[prio].pop()
+	n := f.Len()
+	p.qbytes[prio] -= n
+	p.bytes -= n
+	s.used -= n
+	if pfc := &s.cfg.PFC; pfc.Lossless>>prio&1 != 0 {
+		held := &s.ingBuf[f.InPort][prio]
+		*held -= n
+		if in := s.ports[f.InPort]; in.xoffSent[prio] && *held <= pfc.XOn {
+			in.sendPause(prio, start, false)
+		}
+	}
+	q := &p.stats.Queues[prio]
+	if s.cfg.ECN.Enabled && p.redMarks(p.qbytes[prio]) {
+		if s.markHdr.Parse(f.Bytes()) == nil && setCE(f.Bytes(), &s.markHdr) {
+			p.stats.ECNMarks++
+			q.ECNMarks++
+		}
+	}
+	if s.cfg.Stamper != nil {
+		stamped, err := s.cfg.Stamper.Stamp(f, hpcc.Hop{
+			TS:       uint64(start),
+			QLen:     uint64(p.bytes),
+			TxBytes:  p.txBytes,
+			Rate:     p.rate,
+			SwitchID: s.cfg.ID,
+			PortID:   uint32(p.index),
+		})
+		if err != nil {
+			p.stats.StampErrors++
+			f.Release()
+			return
+		}
+		if stamped {
+			p.stats.Stamped++
+			n = f.Len()
+		}
+	}
+	p.transmit(f, start)
+	q.TxFrames++
+	q.TxBytes += uint64(n)
+}
+
+// transmit puts f on the wire at start.
+func (p *Port) transmit(f *link.Frame, start clock.Time) {
+	n := f.Len()
+	p.txBytes += uint64(n)
+	p.busyUntil = start.Add(serialization(n, p.rate))
+	f.Time = p.busyUntil
+	p.stats.TxFrames++
+	p.stats.TxBytes += uint64(n)
+	p.out = append(p.out, f)
+	if !p.dirty {
+		p.dirty = true
+		p.sw.dirty = append(p.sw.dirty, p)
+	}
+}
+
+// redMarks draws the RED marking decision for a queue of qlen bytes.
+func (p *Port) redMarks(qlen int) bool {
+	e := &p.sw.cfg.ECN
+	switch {
+	case qlen < e.KMin:
+		return false
+	case qlen >= e.KMax:
+		return true
+	}
+	return p.sw.loop.Rand().Float64() < e.PMax*float64(qlen-e.KMin)/float64(e.KMax-e.KMin)
+}
+
+// sendPause sends a PFC frame for prio to the peer behind this port: XOFF (pause) or
+// XON. An XOFF is re-sent once half its pause time has passed while the priority is
+// still above XOn, so the upstream never resumes into a full buffer.
+func (p *Port) sendPause(prio uint8, t clock.Time, pause bool) {
+	pfc := &p.sw.cfg.PFC
+	if pause && p.xoffSent[prio] && (pfc.DisableRefreshing || t.Sub(p.xoffAt[prio]) < pauseDuration(pfc.PauseQuanta, p.rate)/2) {
+		return
+	}
+	if !pause && !p.xoffSent[prio] {
+		return
+	}
+	p.xoffSent[prio], p.xoffAt[prio] = pause, t
+	var quanta [8]uint16
+	if pause {
+		quanta[prio] = pfc.PauseQuanta
+	}
+	p.advance(t)
+	f := p.sw.cfg.Pool.Get()
+	b, _ := f.SetLen(60)
+	putPFC(b, p.mac, 1<<prio, &quanta)
+	p.stats.PauseSent++
+	// A PFC frame goes out between data frames, ahead of anything queued.
+	p.transmit(f, max(p.busyUntil, t))
+	p.arm()
+}
+
+// pause applies a PFC frame the peer sent at t.
+func (p *Port) pause(t clock.Time, enable uint8, quanta *[8]uint16) {
+	p.advance(t)
+	for prio := range 8 {
+		if enable>>prio&1 == 0 {
+			continue
+		}
+		p.paused[prio] = t.Add(pauseDuration(quanta[prio], p.rate))
+		if quanta[prio] != 0 {
+			p.stats.Queues[prio].Pauses++
+			p.stats.Queues[prio].PausedNs += uint64(pauseDuration(quanta[prio], p.rate))
+		}
+	}
+	p.advance(t)
+	p.arm()
+}
+
+// pauseDuration converts PFC quanta (512 bit times each) to time at rate.
+func pauseDuration(quanta uint16, rate uint64) time.Duration {
+	return time.Duration(math.Ceil(float64(quanta) * 512 * 1e9 / float64(rate)))
+}
+
+// arm sets the egress timer to the next departure, if any frame is queued.
+func (p *Port) arm() {
+	if p.bytes == 0 {
+		p.timer.Stop()
+		return
+	}
+	_, start, ok := p.next(max(p.busyUntil, p.modelTime))
+	if !ok {
+		p.timer.Stop()
+		return
+	}
+	if !p.timer.Pending() || p.timer.When() != start {
+		p.timer.Reset(start)
+	}
+}
+
+func (p *Port) flush() {
+	p.ep.Send(p.out)
+	clear(p.out)
+	p.out = p.out[:0]
+	p.dirty = false
+}
+
+// fifo is a growable ring of frames.
+type fifo struct {
+	buf        []*link.Frame
+	head, size int
+}
+
+func (q *fifo) empty() bool { return q.size == 0 }
+
+func (q *fifo) push(f *link.Frame) {
+	if q.size == len(q.buf) {
+		grown := make([]*link.Frame, max(64, 2*len(q.buf)))
+		for i := range q.size {
+			grown[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = grown, 0
+	}
+	q.buf[(q.head+q.size)%len(q.buf)] = f
+	q.size++
+}
+
+func (q *fifo) pop() *link.Frame {
+	f := q.buf[q.head]
+	q.buf[q.head] = nil
+	q.head = (q.head + 1) % len(q.buf)
+	q.size--
+	return f
+}

@@ -1,0 +1,39 @@
+package fabric
+
+import (
+	"time"
+
+	"github.com/rocelab/rocelab/internal/clock"
+)
+
+// Sample is one port's counters at one instant.
+type Sample struct {
+	Time   clock.Time
+	Switch uint32
+	Port   uint16
+	PortStats
+}
+
+// Series collects samples in memory.
+type Series struct {
+	Samples []Sample
+}
+
+// Record appends s.
+func (r *Series) Record(s Sample) { r.Samples = append(r.Samples, s) }
+
+// Sample calls record with every port's counters now and every interval after, on the
+// switch's loop, until stop is called. Under the Virtual clock a running sampler always
+// has an event pending: run the clock with RunUntil or RunFor, or stop the sampler.
+func (s *Switch) Sample(interval time.Duration, record func(Sample)) (stop func()) {
+	var t *clock.Timer
+	t = s.loop.NewTimer(func() {
+		now := s.loop.Now()
+		for _, p := range s.ports {
+			record(Sample{Time: now, Switch: s.cfg.ID, Port: p.index, PortStats: p.Stats()})
+		}
+		t.Reset(now.Add(interval))
+	})
+	t.Reset(s.loop.Now())
+	return func() { t.Stop() }
+}

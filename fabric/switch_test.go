@@ -1,0 +1,220 @@
+package fabric
+
+import (
+	"encoding/binary"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/hpcc"
+	"github.com/rocelab/rocelab/internal/clock"
+)
+
+// recordingStamper stamps every RoCEv2 frame whose DSCP is dscp: it records the hop and,
+// when grow is set, appends 8 bytes at the end (as a tail-stacked format would).
+type recordingStamper struct {
+	dscp uint8
+	grow bool
+	hops []hpcc.Hop
+	hdr  Headers
+}
+
+func (r *recordingStamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
+	if err := r.hdr.Parse(f.Bytes()); err != nil {
+		return false, err
+	}
+	if r.hdr.DstPort != 4791 || r.hdr.DSCP != r.dscp {
+		return false, nil
+	}
+	r.hops = append(r.hops, hop)
+	if r.grow {
+		gap, err := f.Grow(f.Len(), 8)
+		if err != nil {
+			return false, err
+		}
+		binary.BigEndian.PutUint64(gap, hop.TS)
+	}
+	return true, nil
+}
+
+// TestBottleneckQueueAndStamps feeds a 100 Gb/s port at 200 Gb/s: the queue must grow by
+// exactly one frame per departure (the slope (200−100) Gb/s), then drain at line rate,
+// and every stamped hop must equal the model's values.
+func TestBottleneckQueueAndStamps(t *testing.T) {
+	const n, size = 2000, 1000
+	const delay = time.Microsecond
+	v := clock.NewVirtual(1)
+	st := &recordingStamper{dscp: 26}
+	sw, hosts := star(v, 1, 200e9, 100e9, delay, Config{ID: 7, Stamper: st})
+	var arrivals []clock.Time
+	hosts[1].onRx = func(f *link.Frame) { arrivals = append(arrivals, f.Time) }
+	hosts[0].start(1, n, 0)
+	v.Run()
+
+	ser := serialization(size, 100e9) // 80 ns
+	first := clock.Time(serialization(size, 200e9) + delay)
+	if len(st.hops) != n || len(arrivals) != n {
+		t.Fatalf("stamped %d, delivered %d, want %d", len(st.hops), len(arrivals), n)
+	}
+	for k, hop := range st.hops {
+		// Frame j arrives at first+40j ns. Frame k departs at first+80k; a frame
+		// arriving at that very instant is not yet counted, so min(2k, n) have
+		// arrived and k+1 have left.
+		queued := min(2*k, n) - (k + 1)
+		if k == 0 {
+			queued = 0
+		}
+		want := hpcc.Hop{
+			TS:       uint64(first.Add(time.Duration(k) * ser)),
+			QLen:     uint64(queued * size),
+			TxBytes:  uint64(k * size),
+			Rate:     100e9,
+			SwitchID: 7,
+			PortID:   1,
+		}
+		if hop != want {
+			t.Fatalf("hop %d = %+v, want %+v", k, hop, want)
+		}
+		if at := first.Add(time.Duration(k+1)*ser + delay); arrivals[k] != at {
+			t.Fatalf("frame %d arrived at %v, want %v (line rate)", k, arrivals[k], at)
+		}
+	}
+	// Slope while both ends run: +1000 B per 80 ns = 100 Gb/s of growth.
+	mid := st.hops[n/2-1]
+	slope := float64(mid.QLen-st.hops[1].QLen) * 8 / float64(mid.TS-st.hops[1].TS)
+	t.Logf("queue growth %.3f Gb/s, peak %d B, drain at %v per frame", slope, mid.QLen, ser)
+	if p := sw.Ports()[1].Stats(); p.TxFrames != n || p.Stamped != n || p.QLen != 0 || p.Drops != 0 {
+		t.Fatalf("port stats %+v", p)
+	}
+}
+
+// TestStampGrowth lets the stamper grow frames: the grown length goes on the wire and
+// into the byte counter the next hop reports.
+func TestStampGrowth(t *testing.T) {
+	v := clock.NewVirtual(1)
+	st := &recordingStamper{dscp: 26, grow: true}
+	sw, hosts := star(v, 1, 100e9, 100e9, 0, Config{ID: 1, Stamper: st})
+	var lens []int
+	hosts[1].onRx = func(f *link.Frame) { lens = append(lens, f.Len()) }
+	hosts[0].start(1, 3, 0)
+	v.Run()
+	for k, hop := range st.hops {
+		if hop.TxBytes != uint64(k*1008) || lens[k] != 1008 {
+			t.Fatalf("hop %d txBytes %d, frame %d bytes", k, hop.TxBytes, lens[k])
+		}
+	}
+	if sw.Ports()[1].TxBytes() != 3*1008 {
+		t.Fatalf("tx bytes %d", sw.Ports()[1].TxBytes())
+	}
+}
+
+// TestECMPSpread sends one frame for each of 1000 flows (RoCEv2 source ports) to a
+// destination reachable over 4 ports: each must carry 250 ± 10%.
+func TestECMPSpread(t *testing.T) {
+	const flows, paths = 1000, 4
+	v := clock.NewVirtual(1)
+	sw, hosts := star(v, paths, 100e9, 100e9, 0, Config{HashSeed: 0x5eed})
+	dst := hostMAC(99)
+	sw.SetRoute(dst, []uint16{1, 2, 3, 4})
+	src := hosts[0]
+	src.sport = func(seq int) uint16 { return uint16(0xC000 | seq*7) } // as rxe: from the QPN
+	src.start(99, flows, 0)
+	v.Run()
+	for p := 1; p <= paths; p++ {
+		got := sw.Ports()[p].Stats().TxFrames
+		t.Logf("path %d: %d flows", p, got)
+		if math.Abs(float64(got)-flows/paths) > 0.1*flows/paths {
+			t.Errorf("path %d carries %d of %d flows, want %d ± 10%%", p, got, flows, flows/paths)
+		}
+	}
+}
+
+// TestPFCIncast: 16 senders at 100 Gb/s into one 100 Gb/s port. With a shared buffer
+// and tail drop, frames are lost (and counted); with PFC on the data priority, none is.
+func TestPFCIncast(t *testing.T) {
+	const senders, perSender = 16, 500
+	run := func(cfg Config) (sent, delivered int, drops uint64, pauses uint64) {
+		v := clock.NewVirtual(3)
+		sw, hosts := star(v, senders, 100e9, 100e9, time.Microsecond, cfg)
+		for i := range senders {
+			hosts[i].start(senders, perSender, 0)
+		}
+		v.Run()
+		for _, p := range sw.Ports() {
+			s := p.Stats()
+			drops += s.Drops
+			pauses += s.PauseSent
+		}
+		return senders * perSender, hosts[senders].rxFrames, drops, pauses
+	}
+	sent, got, drops, _ := run(Config{Buffer: 256 << 10, SharedBuffer: true})
+	t.Logf("tail drop: sent %d, delivered %d, dropped %d", sent, got, drops)
+	if drops == 0 || uint64(sent-got) != drops {
+		t.Errorf("tail drop: sent %d delivered %d counted drops %d", sent, got, drops)
+	}
+	sent, got, drops, pauses := run(Config{Buffer: 256 << 10, SharedBuffer: true,
+		PFC: PFC{Lossless: 1 << 3, XOff: 8 << 10, XOn: 4 << 10, Headroom: 32 << 10}})
+	t.Logf("PFC: sent %d, delivered %d, dropped %d, pause frames %d", sent, got, drops, pauses)
+	if drops != 0 || got != sent || pauses == 0 {
+		t.Errorf("PFC: sent %d delivered %d drops %d pauses %d", sent, got, drops, pauses)
+	}
+}
+
+// TestECNMarking: with KMin 0 and KMax 1 B every ECN-capable frame leaving a non-empty
+// queue is marked CE with a valid IPv4 checksum; not-ECT frames are never marked.
+func TestECNMarking(t *testing.T) {
+	for _, ecn := range []uint8{0, 2} {
+		v := clock.NewVirtual(1)
+		sw, hosts := star(v, 1, 200e9, 100e9, 0, Config{ECN: ECN{Enabled: true, KMin: 0, KMax: 1, PMax: 1}})
+		ce, badSum := 0, 0
+		var h Headers
+		hosts[1].onRx = func(f *link.Frame) {
+			b := f.Bytes()
+			h.Parse(b)
+			if h.ECN == 3 {
+				ce++
+			}
+			if binary.BigEndian.Uint16(b[24:]) != ipv4Checksum(b[14:34]) {
+				badSum++
+			}
+		}
+		hosts[0].ecn = ecn
+		hosts[0].start(1, 100, 0)
+		v.Run()
+		marks := sw.Ports()[1].Stats().ECNMarks
+		want := 0
+		if ecn != 0 {
+			// Frames 0, 1 and 99 leave an empty queue (see the bottleneck test's
+			// model: frame k leaves min(2k, n) − (k+1) frames behind).
+			want = 100 - 3
+		}
+		if ce != want || marks != uint64(want) || badSum != 0 {
+			t.Errorf("ECN %d: %d CE frames, %d counted, want %d; %d bad checksums", ecn, ce, marks, want, badSum)
+		}
+	}
+}
+
+// TestFloodAndLearn: an unknown destination floods along the spanning tree only; the
+// reply's source is learned, so the next frame to it goes out one port.
+func TestFloodAndLearn(t *testing.T) {
+	v := clock.NewVirtual(1)
+	sw, hosts := star(v, 3, 100e9, 100e9, 0, Config{})
+	for i := range 4 {
+		delete(sw.fib, hostMAC(i))
+	}
+	sw.SetFloodPorts([]uint16{0, 1, 2}) // port 3 is off the tree
+	hosts[0].start(1, 1, 0)
+	v.Run()
+	if hosts[1].rxFrames != 1 || hosts[2].rxFrames != 1 || hosts[3].rxFrames != 0 {
+		t.Fatalf("flood delivered %d %d %d", hosts[1].rxFrames, hosts[2].rxFrames, hosts[3].rxFrames)
+	}
+	hosts[1].start(0, 1, v.Now()) // learned: host 0 is behind port 0
+	v.Run()
+	hosts[2].sent = 0
+	hosts[2].start(1, 1, v.Now()) // learned from host 1's frame
+	v.Run()
+	if hosts[0].rxFrames != 1 || hosts[1].rxFrames != 2 || hosts[2].rxFrames != 1 || hosts[3].rxFrames != 0 {
+		t.Fatalf("after learning: %d %d %d %d", hosts[0].rxFrames, hosts[1].rxFrames, hosts[2].rxFrames, hosts[3].rxFrames)
+	}
+}
