@@ -189,3 +189,16 @@ func Saturate(v, max uint64) uint64 {
 	}
 	return v
 }
+
+// Codec is what every format offers a switch or a NIC besides decoding (whose result
+// is format-specific): see the package comment for the contract of each operation.
+type Codec interface {
+	// Request adds an empty telemetry request to frame and returns the longer frame.
+	Request(frame []byte) ([]byte, error)
+	// Push adds hop h as a transit node would and says what happened; the returned
+	// frame is to be forwarded whatever the Status. An error means the frame does not
+	// carry this format (ErrNoTelemetry) or is malformed; the frame is then unchanged.
+	Push(frame []byte, h *Hop) ([]byte, Status, error)
+	// Strip removes the telemetry and returns the original packet.
+	Strip(frame []byte) ([]byte, error)
+}

@@ -1,0 +1,249 @@
+// Package hpcchop carries the HPCC reference simulator's compact hop records (ns-3
+// High-Precision-Congestion-Control, src/network/utils/int-header.h): up to five 64-bit
+// hops in a ring and a hop count, between the UDP header and the BTH.
+//
+// Each hop is the simulator's bitfield word. GCC lays the fields out from the least
+// significant bit and the simulator serialises the two 32-bit halves with ns-3's
+// little-endian Buffer::WriteU32, so on the wire a hop is one little-endian uint64:
+//
+//	bit 63                                                                 bit 0
+//	+-----------------+----------------------+--------------------------+-------+
+//	|  qlen (17)      |   bytes (20)         |     time (24)            |rate(3)|
+//	+-----------------+----------------------+--------------------------+-------+
+//
+//	rate  line-rate code: 0 25G, 1 50G, 2 100G, 3 200G, 4 400G
+//	time  egress timestamp in ns, modulo 2^24 (wraps every 16.8 ms)
+//	bytes the port's cumulative transmitted bytes / (128·multi), modulo 2^20
+//	qlen  bytes queued on the port / (80·multi); rocelab saturates at 2^17−1 where the
+//	      simulator's bitfield would wrap, because qlen is a level, not a counter
+//
+// The simulator has no header around the hops (its packets are its own), so rocelab
+// wraps them in a 4-byte shim and signals the shim by a DSCP value, as INT-MD over UDP
+// does; the shim keeps the original DSCP so Strip restores it:
+//
+//	 0                   1                   2                   3
+//	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|  Ver  |  Rsv  | orig DSCP |Rsv|        hop count (nhop)       |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|                 hop slot 0 (64, little-endian)                |
+//	|                             ...                               |
+//	|                 hop slot 4 (64, little-endian)                |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//
+// A switch writes slot nhop mod 5 and increments nhop (IntHeader::PushHop), so a sixth
+// hop overwrites the first: Push reports telemetry.Wrapped and Decode returns the last
+// five hops in path order.
+package hpcchop
+
+import (
+	"encoding/binary"
+
+	"github.com/rocelab/rocelab/roce"
+	"github.com/rocelab/rocelab/roce/telemetry"
+)
+
+// Sizes and limits of the carriage.
+const (
+	ShimSize   = 4
+	HopSize    = 8
+	MaxHops    = 5
+	HeaderSize = ShimSize + MaxHops*HopSize // 44 bytes: the whole block between UDP and BTH
+	Version    = 1
+
+	// DefaultDSCP signals the HPCC block unless configured otherwise.
+	DefaultDSCP = 0x19
+
+	ByteUnit = 128 // bytes per unit of the bytes field, times Multi
+	QLenUnit = 80  // bytes per unit of the qlen field, times Multi
+
+	timeBits, bytesBits, qlenBits = 24, 20, 17
+)
+
+// LineRates maps the 3-bit line-rate code to bit/s; codes 5–7 are undefined.
+var LineRates = [8]uint64{25e9, 50e9, 100e9, 200e9, 400e9}
+
+// RateCode returns the code of a line rate and whether the format can express it.
+func RateCode(bps uint64) (uint8, bool) {
+	for i, r := range LineRates {
+		if r != 0 && r == bps {
+			return uint8(i), true
+		}
+	}
+	return 0, false
+}
+
+// Word is one decoded 64-bit hop, in the simulator's units.
+type Word struct {
+	RateCode uint8
+	Time     uint32 // 24 bits
+	Bytes    uint32 // 20 bits
+	QLen     uint32 // 17 bits
+}
+
+// Pack returns the hop as the simulator's 64-bit word.
+func (w Word) Pack() uint64 {
+	return uint64(w.RateCode&7) | uint64(w.Time&(1<<timeBits-1))<<3 |
+		uint64(w.Bytes&(1<<bytesBits-1))<<27 | uint64(w.QLen&(1<<qlenBits-1))<<47
+}
+
+// Unpack splits a 64-bit hop word.
+func Unpack(v uint64) Word {
+	return Word{RateCode: uint8(v & 7), Time: uint32(v>>3) & (1<<timeBits - 1),
+		Bytes: uint32(v>>27) & (1<<bytesBits - 1), QLen: uint32(v>>47) & (1<<qlenBits - 1)}
+}
+
+// Shim is a view of the 4-byte shim followed by the five hop slots.
+type Shim []byte
+
+func (s Shim) Version() uint8    { return s[0] >> 4 }
+func (s Shim) OrigDSCP() uint8   { return s[1] >> 2 }
+func (s Shim) NHop() uint16      { return binary.BigEndian.Uint16(s[2:]) }
+func (s Shim) SetNHop(n uint16)  { binary.BigEndian.PutUint16(s[2:], n) }
+func (s Shim) Slot(i int) uint64 { return binary.LittleEndian.Uint64(s[ShimSize+i*HopSize:]) }
+func (s Shim) SetSlot(i int, v uint64) {
+	binary.LittleEndian.PutUint64(s[ShimSize+i*HopSize:], v)
+}
+
+// Header holds the shim's fields as decoded.
+type Header struct {
+	Version  uint8
+	OrigDSCP uint8
+	NHop     uint16 // hops pushed so far, including overwritten ones
+}
+
+// Codec adds, stamps, decodes and strips HPCC compact hops. The zero value is not
+// ready: use New, or set DSCP and Multi.
+type Codec struct {
+	// DSCP marks packets that carry the block.
+	DSCP uint8
+	// Multi is the simulator's INT multiplier (line rate / 25 Gb/s in its configs):
+	// one bytes unit is 128·Multi bytes and one qlen unit 80·Multi bytes. 0 means 1.
+	Multi uint64
+}
+
+// New returns a codec with DefaultDSCP and multiplier 1.
+func New() *Codec { return &Codec{DSCP: DefaultDSCP, Multi: 1} }
+
+func (c *Codec) multi() uint64 {
+	if c.Multi == 0 {
+		return 1
+	}
+	return c.Multi
+}
+
+// find locates the block in frame.
+func (c *Codec) find(frame []byte) (telemetry.Layout, Shim, error) {
+	l, err := telemetry.Locate(frame)
+	if err != nil {
+		return l, nil, err
+	}
+	if l.Proto != telemetry.ProtoUDP || l.DSCP(frame) != c.DSCP || !l.UDPAt(frame, l.L4) {
+		return l, nil, telemetry.ErrNoTelemetry
+	}
+	off := l.L4 + roce.UDPSize
+	if off+HeaderSize > l.End {
+		return l, nil, telemetry.Malformed("HPCC block cut off: %d bytes after UDP", l.End-off)
+	}
+	s := Shim(frame[off : off+HeaderSize])
+	if s.Version() != Version {
+		return l, nil, telemetry.Malformed("HPCC shim version %d", s.Version())
+	}
+	return l, s, nil
+}
+
+// Request inserts an empty block after the UDP header, moves the packet's DSCP into
+// the shim and marks the packet with c.DSCP.
+func (c *Codec) Request(frame []byte) ([]byte, error) {
+	l, err := telemetry.Locate(frame)
+	if err != nil {
+		return frame, err
+	}
+	if l.Proto != telemetry.ProtoUDP || !l.UDPAt(frame, l.L4) {
+		return frame, telemetry.ErrUnsupported
+	}
+	if _, _, err := c.find(frame); err == nil {
+		return frame, telemetry.ErrAlreadyPresent
+	}
+	off := l.L4 + roce.UDPSize
+	frame, err = telemetry.Open(frame, off, HeaderSize)
+	if err != nil {
+		return frame, err
+	}
+	frame[off] = Version << 4
+	frame[off+1] = l.DSCP(frame) << 2
+	telemetry.AddUDPLength(frame, l.L4, HeaderSize)
+	l.AddIPLength(frame, HeaderSize)
+	l.SetDSCP(frame, c.DSCP)
+	return frame, nil
+}
+
+// Push writes hop h into slot nhop mod 5 and increments nhop. It reports
+// telemetry.Wrapped when the write overwrote an older hop. A line rate the format
+// cannot express is an error and leaves the packet unchanged.
+func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, error) {
+	_, s, err := c.find(frame)
+	if err != nil {
+		return frame, 0, err
+	}
+	code, ok := RateCode(h.Rate)
+	if !ok {
+		return frame, 0, telemetry.Malformed("line rate %d bit/s has no HPCC rate code", h.Rate)
+	}
+	m := c.multi()
+	w := Word{
+		RateCode: code,
+		Time:     uint32(h.TS),
+		Bytes:    uint32(h.TxBytes / (ByteUnit * m)),
+		QLen:     uint32(telemetry.Saturate(h.QLen/(QLenUnit*m), 1<<qlenBits-1)),
+	}
+	n := s.NHop()
+	s.SetSlot(int(n%MaxHops), w.Pack())
+	s.SetNHop(n + 1)
+	if n >= MaxHops {
+		return frame, telemetry.Wrapped, nil
+	}
+	return frame, telemetry.Pushed, nil
+}
+
+// Decode reads the block into st (hops in path order, the last five when the ring
+// wrapped) and returns the shim's fields.
+func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
+	_, s, err := c.find(frame)
+	if err != nil {
+		return Header{}, err
+	}
+	hd := Header{Version: s.Version(), OrigDSCP: s.OrigDSCP(), NHop: s.NHop()}
+	st.Format, st.N, st.Truncated = telemetry.FormatHPCC, 0, hd.NHop > MaxHops
+	n, first := int(hd.NHop), 0
+	if n > MaxHops {
+		n, first = MaxHops, int(hd.NHop%MaxHops)
+	}
+	m := c.multi()
+	for i := range n {
+		w := Unpack(s.Slot((first + i) % MaxHops))
+		hop := &st.Hops[i]
+		*hop = telemetry.Hop{}
+		hop.Rate = LineRates[w.RateCode]
+		hop.TS = uint64(w.Time)
+		hop.TxBytes = uint64(w.Bytes) * ByteUnit * m
+		hop.QLen = uint64(w.QLen) * QLenUnit * m
+		hop.Has = telemetry.FieldRate | telemetry.FieldTS | telemetry.FieldTxBytes | telemetry.FieldQLen
+	}
+	st.N = n
+	return hd, nil
+}
+
+// Strip removes the block, restores the DSCP and the IP and UDP lengths.
+func (c *Codec) Strip(frame []byte) ([]byte, error) {
+	l, s, err := c.find(frame)
+	if err != nil {
+		return frame, err
+	}
+	dscp := s.OrigDSCP()
+	frame = telemetry.Close(frame, l.L4+roce.UDPSize, HeaderSize)
+	telemetry.AddUDPLength(frame, l.L4, -HeaderSize)
+	l.AddIPLength(frame, -HeaderSize)
+	l.SetDSCP(frame, dscp)
+	return frame, nil
+}

@@ -1,0 +1,492 @@
+// Package intmd implements P4.org In-band Network Telemetry v2.1 over UDP: the INT-MD
+// (eMbed Data) mode, where each transit node pushes its metadata onto a stack in the
+// packet, and the INT-MX (eXport) mode, where the packet carries instructions only.
+//
+// The INT headers follow the UDP header; a configurable DSCP value marks packets that
+// carry them, and the shim keeps the original DSCP (NPT 0) so the sink restores it.
+//
+// Shim (4 bytes):
+//
+//	 0                   1                   2                   3
+//	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	| Type  |NPT| R |    Length     |   Reserved    |   DSCP    | R |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//
+// Type 1 = INT-MD, 3 = INT-MX; Length counts the 4-byte words after the shim.
+//
+// INT-MD metadata header (12 bytes), then the stack, newest hop first:
+//
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|  Ver  |D|E|M|      Reserved         | Hop ML  | Remaining Hops|
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|      Instruction Bitmap       |      Domain Specific ID       |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|        DS Instruction         |           DS Flags            |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|              hop N metadata (Hop ML words) ...                |
+//
+// INT-MX header (12 bytes): Ver 4 | D 1 | Reserved 27 | Instruction Bitmap 16 |
+// Domain Specific ID 16 | DS Instruction 16 | DS Flags 16; no stack follows.
+//
+// Per-hop metadata is written in instruction-bit order (bit 0 is the bitmap's most
+// significant bit), then the domain-specific metadata in DS-instruction-bit order.
+// A value a node cannot supply is all ones. Remaining Hop Count 0 makes a node set E
+// instead of pushing; a stack that would exceed the MTU makes it set M.
+//
+// rocelab's HPCC domain (Domain Specific ID DomainHPCC) adds two DS instructions:
+// bit 0, the egress port's cumulative transmitted bytes (64 bits), and bit 1, its line
+// rate in Mb/s (32 bits): the two HPCC inputs INT v2.1 has no standard field for.
+//
+// Source: In-band Network Telemetry (INT) Dataplane Specification v2.1, P4.org
+// Applications Working Group, 2020-11-11, sections 5.3–5.8.
+package intmd
+
+import (
+	"encoding/binary"
+
+	"github.com/rocelab/rocelab/roce"
+	"github.com/rocelab/rocelab/roce/telemetry"
+)
+
+// Header sizes and constants.
+const (
+	ShimSize     = 4
+	MDHeaderSize = 12
+	MXHeaderSize = 12
+	Version      = 2
+
+	TypeMD = 1
+	TypeMX = 3
+
+	// DefaultDSCP is the INT specification's example DSCP value for INT over UDP.
+	DefaultDSCP = 0x17
+	// DomainHPCC is rocelab's Domain Specific ID ("HP").
+	DomainHPCC = 0x4850
+)
+
+// Instruction bitmap bits; bit 0 of the specification is the most significant bit.
+const (
+	InstNodeID     uint16 = 1 << (15 - iota) // node ID, 32
+	InstL1Ports                              // L1 ingress 16 + egress 16
+	InstHopLatency                           // hop latency, 32
+	InstQueue                                // queue ID 8 + occupancy 24
+	InstIngressTS                            // ingress timestamp, 64
+	InstEgressTS                             // egress timestamp, 64
+	InstL2Ports                              // L2 ingress 32 + egress 32
+	InstTxUtil                               // egress Tx utilization, 32
+	InstBuffer                               // buffer ID 8 + occupancy 24
+	InstReserved9
+	InstReserved10
+	InstReserved11
+	InstReserved12
+	InstReserved13
+	InstReserved14
+	InstChecksum // checksum complement, 32
+)
+
+// DS instruction bits of DomainHPCC.
+const (
+	DSTxBytes  uint16 = 1 << 15 // cumulative tx bytes, 64
+	DSLineRate uint16 = 1 << 14 // line rate in Mb/s, 32
+)
+
+// instWords[i] is the size in words of the metadata of instruction bit i (bit 0 = MSB).
+// Reserved bits 9–14 are taken as one word each, filled with all ones: the value of
+// data a node cannot supply.
+var instWords = [16]int{1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+
+// HopWords returns the metadata words one hop adds for an instruction bitmap and,
+// when domain is DomainHPCC, its DS instructions.
+func HopWords(bitmap uint16, domain, dsInst uint16) int {
+	n := 0
+	for i := range 16 {
+		if bitmap&(1<<(15-i)) != 0 {
+			n += instWords[i]
+		}
+	}
+	if domain == DomainHPCC {
+		if dsInst&DSTxBytes != 0 {
+			n += 2
+		}
+		if dsInst&DSLineRate != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// Shim is a view of the INT shim header.
+type Shim []byte
+
+func (s Shim) Type() uint8         { return s[0] >> 4 }
+func (s Shim) NPT() uint8          { return s[0] >> 2 & 3 }
+func (s Shim) Length() int         { return int(s[1]) }
+func (s Shim) OrigDSCP() uint8     { return s[3] >> 2 }
+func (s Shim) SetLength(words int) { s[1] = uint8(words) }
+
+// MD is a view of the INT-MD metadata header.
+type MD []byte
+
+func (h MD) Version() uint8           { return h[0] >> 4 }
+func (h MD) D() bool                  { return h[0]&0x08 != 0 }
+func (h MD) E() bool                  { return h[0]&0x04 != 0 }
+func (h MD) M() bool                  { return h[0]&0x02 != 0 }
+func (h MD) HopML() int               { return int(h[2] & 0x1F) }
+func (h MD) RemainingHops() uint8     { return h[3] }
+func (h MD) Instructions() uint16     { return binary.BigEndian.Uint16(h[4:]) }
+func (h MD) DomainID() uint16         { return binary.BigEndian.Uint16(h[6:]) }
+func (h MD) DSInstructions() uint16   { return binary.BigEndian.Uint16(h[8:]) }
+func (h MD) DSFlags() uint16          { return binary.BigEndian.Uint16(h[10:]) }
+func (h MD) SetE()                    { h[0] |= 0x04 }
+func (h MD) SetM()                    { h[0] |= 0x02 }
+func (h MD) SetRemainingHops(n uint8) { h[3] = n }
+
+// Header holds the decoded shim and INT header fields.
+type Header struct {
+	Type           uint8 // TypeMD or TypeMX
+	NPT            uint8
+	Length         int // shim Length: words after the shim
+	OrigDSCP       uint8
+	Version        uint8
+	D, E, M        bool  // M and E are INT-MD only
+	HopML          int   // words per hop (INT-MD)
+	RemainingHops  uint8 // INT-MD
+	Instructions   uint16
+	DomainID       uint16
+	DSInstructions uint16
+	DSFlags        uint16
+}
+
+// Codec adds, stamps, decodes and strips INT over UDP. Configure it with New and
+// adjust the fields; it is read-only afterwards and safe to share.
+type Codec struct {
+	// DSCP marks packets carrying INT.
+	DSCP uint8
+	// MX selects INT-MX (instructions only) instead of INT-MD.
+	MX bool
+	// Instructions is the bitmap a source requests.
+	Instructions uint16
+	// DomainID and DSInstructions are the domain-specific instructions a source
+	// requests; DomainHPCC with DSTxBytes|DSLineRate completes the HPCC profile.
+	DomainID, DSInstructions uint16
+	// MaxHops is the Remaining Hop Count a source sets.
+	MaxHops uint8
+	// MTU is the largest IP packet (header included) a node may produce by pushing; 0
+	// means only the frame buffer's capacity limits it.
+	MTU int
+}
+
+// HPCCInstructions is the instruction bitmap of rocelab's HPCC profile: node ID, L1
+// ports, hop latency, queue occupancy, ingress and egress timestamps, egress Tx
+// utilization.
+const HPCCInstructions = InstNodeID | InstL1Ports | InstHopLatency | InstQueue |
+	InstIngressTS | InstEgressTS | InstTxUtil
+
+// New returns an INT-MD codec with the HPCC profile: DefaultDSCP, HPCCInstructions,
+// the HPCC domain's tx bytes and line rate, 8 hops, no MTU limit.
+func New() *Codec {
+	return &Codec{DSCP: DefaultDSCP, Instructions: HPCCInstructions, DomainID: DomainHPCC,
+		DSInstructions: DSTxBytes | DSLineRate, MaxHops: 8}
+}
+
+// Format returns "int-md" or "int-mx".
+func (c *Codec) Format() telemetry.Format {
+	if c.MX {
+		return telemetry.FormatINTMX
+	}
+	return telemetry.FormatINTMD
+}
+
+type located struct {
+	l    telemetry.Layout
+	off  int // shim offset
+	shim Shim
+	hdr  []byte // MD or MX header
+	size int    // shim + Length words
+}
+
+func (c *Codec) find(frame []byte) (located, error) {
+	var x located
+	l, err := telemetry.Locate(frame)
+	if err != nil {
+		return x, err
+	}
+	x.l = l
+	if l.Proto != telemetry.ProtoUDP || l.DSCP(frame) != c.DSCP || !l.UDPAt(frame, l.L4) {
+		return x, telemetry.ErrNoTelemetry
+	}
+	x.off = l.L4 + roce.UDPSize
+	if x.off+ShimSize+MDHeaderSize > l.End {
+		return x, telemetry.Malformed("INT headers cut off: %d bytes after UDP", l.End-x.off)
+	}
+	x.shim = Shim(frame[x.off:])
+	if t := x.shim.Type(); t != TypeMD && t != TypeMX {
+		return x, telemetry.Malformed("INT shim type %d", t)
+	}
+	x.size = ShimSize + 4*x.shim.Length()
+	if x.size < ShimSize+MDHeaderSize || x.off+x.size > l.End {
+		return x, telemetry.Malformed("INT shim length %d words in %d bytes", x.shim.Length(), l.End-x.off)
+	}
+	x.hdr = frame[x.off+ShimSize : x.off+ShimSize+MDHeaderSize]
+	if v := x.hdr[0] >> 4; v != Version {
+		return x, telemetry.Malformed("INT version %d", v)
+	}
+	if x.shim.Type() == TypeMX && x.size != ShimSize+MXHeaderSize {
+		return x, telemetry.Malformed("INT-MX with %d bytes of stack", x.size-ShimSize-MXHeaderSize)
+	}
+	if x.shim.Type() == TypeMD {
+		ml := MD(x.hdr).HopML()
+		if stack := x.size - ShimSize - MDHeaderSize; ml == 0 && stack != 0 || ml != 0 && stack%(4*ml) != 0 {
+			return x, telemetry.Malformed("INT-MD stack of %d bytes with Hop ML %d", stack, ml)
+		}
+	}
+	return x, nil
+}
+
+// Request inserts the shim and an INT-MD (or INT-MX) header with an empty stack after
+// the UDP header, keeps the original DSCP in the shim and marks the packet with
+// c.DSCP.
+func (c *Codec) Request(frame []byte) ([]byte, error) {
+	l, err := telemetry.Locate(frame)
+	if err != nil {
+		return frame, err
+	}
+	if l.Proto != telemetry.ProtoUDP || !l.UDPAt(frame, l.L4) {
+		return frame, telemetry.ErrUnsupported
+	}
+	if _, err := c.find(frame); err == nil {
+		return frame, telemetry.ErrAlreadyPresent
+	}
+	ml := HopWords(c.Instructions, c.DomainID, c.DSInstructions)
+	if !c.MX && ml > 31 {
+		return frame, telemetry.Malformed("instructions need %d words per hop, Hop ML holds 31", ml)
+	}
+	const n = ShimSize + MDHeaderSize
+	off := l.L4 + roce.UDPSize
+	if frame, err = telemetry.Open(frame, off, n); err != nil {
+		return frame, err
+	}
+	b := frame[off : off+n]
+	typ := uint8(TypeMD)
+	if c.MX {
+		typ = TypeMX
+	}
+	b[0] = typ << 4 // NPT 0: the shim carries the original DSCP
+	b[1] = MDHeaderSize / 4
+	b[3] = l.DSCP(frame) << 2
+	h := b[ShimSize:]
+	h[0] = Version << 4
+	if !c.MX {
+		h[2] = uint8(ml)
+		h[3] = c.MaxHops
+	}
+	binary.BigEndian.PutUint16(h[4:], c.Instructions)
+	binary.BigEndian.PutUint16(h[6:], c.DomainID)
+	binary.BigEndian.PutUint16(h[8:], c.DSInstructions)
+	telemetry.AddUDPLength(frame, l.L4, n)
+	l.AddIPLength(frame, n)
+	l.SetDSCP(frame, c.DSCP)
+	return frame, nil
+}
+
+// Push acts as an INT transit node: with Remaining Hop Count 0 it sets E; when the
+// hop would take the IP packet past c.MTU (or the frame past its buffer) it sets M;
+// otherwise it inserts the hop's metadata at the top of the stack, as the packet's own
+// instruction bitmap asks, and decrements Remaining Hop Count. INT-MX packets are left
+// unchanged (telemetry.NotStacked).
+func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, error) {
+	x, err := c.find(frame)
+	if err != nil {
+		return frame, 0, err
+	}
+	if x.shim.Type() == TypeMX {
+		return frame, telemetry.NotStacked, nil
+	}
+	md := MD(x.hdr)
+	if md.RemainingHops() == 0 {
+		md.SetE()
+		return frame, telemetry.HopCountExceeded, nil
+	}
+	n := 4 * md.HopML()
+	if 4*x.shim.Length()+n > 255*4 || c.MTU > 0 && x.l.End-x.l.L3+n > c.MTU || len(frame)+n > cap(frame) {
+		md.SetM()
+		return frame, telemetry.MTUExceeded, nil
+	}
+	at := x.off + ShimSize + MDHeaderSize
+	frame, _ = telemetry.Open(frame, at, n) // capacity checked above
+	md = MD(frame[x.off+ShimSize:])
+	writeHop(frame[at:at+n], md.Instructions(), md.DomainID(), md.DSInstructions(), h)
+	md.SetRemainingHops(md.RemainingHops() - 1)
+	Shim(frame[x.off:]).SetLength(x.shim.Length() + n/4)
+	telemetry.AddUDPLength(frame, x.l.L4, n)
+	x.l.AddIPLength(frame, n)
+	return frame, telemetry.Pushed, nil
+}
+
+// writeHop encodes one hop's metadata into b (Hop ML words). Values that do not fit
+// their field saturate just below all ones, which means "not supplied".
+func writeHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
+	p := 0
+	put32 := func(v uint32) { binary.BigEndian.PutUint32(b[p:], v); p += 4 }
+	put64 := func(v uint64) { binary.BigEndian.PutUint64(b[p:], v); p += 8 }
+	for i := range 16 {
+		bit := uint16(1) << (15 - i)
+		if bitmap&bit == 0 {
+			continue
+		}
+		switch bit {
+		case InstNodeID:
+			put32(h.SwitchID)
+		case InstL1Ports:
+			put32(uint32(telemetry.Saturate(uint64(h.IngressPort), 0xFFFE))<<16 |
+				uint32(telemetry.Saturate(uint64(h.PortID), 0xFFFE)))
+		case InstHopLatency:
+			put32(h.HopLatency)
+		case InstQueue:
+			put32(uint32(h.QueueID)<<24 | uint32(telemetry.Saturate(h.QLen, 0xFFFFFE)))
+		case InstIngressTS:
+			put64(h.IngressTS)
+		case InstEgressTS:
+			put64(h.TS)
+		case InstL2Ports:
+			put64(uint64(h.IngressPort)<<32 | uint64(h.PortID))
+		case InstTxUtil:
+			if h.Has&telemetry.FieldTxUtil != 0 {
+				put32(h.TxUtil)
+			} else {
+				put32(0xFFFFFFFF)
+			}
+		case InstBuffer:
+			put32(uint32(h.BufferID)<<24 | uint32(telemetry.Saturate(uint64(h.BufferOcc), 0xFFFFFE)))
+		default: // reserved bits and the checksum complement: not supplied
+			put32(0xFFFFFFFF)
+		}
+	}
+	if domain != DomainHPCC {
+		return
+	}
+	if dsInst&DSTxBytes != 0 {
+		put64(h.TxBytes)
+	}
+	if dsInst&DSLineRate != 0 {
+		put32(uint32(telemetry.Saturate(h.Rate/1e6, 0xFFFFFFFE)))
+	}
+}
+
+// readHop decodes one hop's metadata from b.
+func readHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
+	*h = telemetry.Hop{}
+	p := 0
+	get32 := func() uint32 { v := binary.BigEndian.Uint32(b[p:]); p += 4; return v }
+	get64 := func() uint64 { v := binary.BigEndian.Uint64(b[p:]); p += 8; return v }
+	for i := range 16 {
+		bit := uint16(1) << (15 - i)
+		if bitmap&bit == 0 {
+			continue
+		}
+		switch bit {
+		case InstNodeID:
+			h.SwitchID = get32()
+			h.Has |= telemetry.FieldSwitchID
+		case InstL1Ports:
+			v := get32()
+			h.IngressPort, h.PortID = v>>16, v&0xFFFF
+			h.Has |= telemetry.FieldIngressPort | telemetry.FieldEgressPort
+		case InstHopLatency:
+			h.HopLatency = get32()
+			h.Has |= telemetry.FieldHopLatency
+		case InstQueue:
+			v := get32()
+			h.QueueID, h.QLen = uint8(v>>24), uint64(v&0xFFFFFF)
+			h.Has |= telemetry.FieldQueueID | telemetry.FieldQLen
+		case InstIngressTS:
+			h.IngressTS = get64()
+			h.Has |= telemetry.FieldIngressTS
+		case InstEgressTS:
+			h.TS = get64()
+			h.Has |= telemetry.FieldTS
+		case InstL2Ports:
+			v := get64()
+			h.IngressPort, h.PortID = uint32(v>>32), uint32(v)
+			h.Has |= telemetry.FieldIngressPort | telemetry.FieldEgressPort
+		case InstTxUtil:
+			if v := get32(); v != 0xFFFFFFFF {
+				h.TxUtil = v
+				h.Has |= telemetry.FieldTxUtil
+			}
+		case InstBuffer:
+			v := get32()
+			h.BufferID, h.BufferOcc = uint8(v>>24), v&0xFFFFFF
+			h.Has |= telemetry.FieldBufferOcc
+		case InstChecksum:
+			h.Checksum = get32()
+			h.Has |= telemetry.FieldChecksum
+		default:
+			p += 4
+		}
+	}
+	if domain != DomainHPCC {
+		return
+	}
+	if dsInst&DSTxBytes != 0 {
+		h.TxBytes = get64()
+		h.Has |= telemetry.FieldTxBytes
+	}
+	if dsInst&DSLineRate != 0 {
+		h.Rate = uint64(get32()) * 1e6
+		h.Has |= telemetry.FieldRate
+	}
+}
+
+// Decode reads the INT headers into a Header and the stack into st, first switch
+// first. It does not allocate.
+func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
+	x, err := c.find(frame)
+	if err != nil {
+		return Header{}, err
+	}
+	md := MD(x.hdr)
+	hd := Header{Type: x.shim.Type(), NPT: x.shim.NPT(), Length: x.shim.Length(), OrigDSCP: x.shim.OrigDSCP(),
+		Version: md.Version(), D: md.D(), Instructions: md.Instructions(), DomainID: md.DomainID(),
+		DSInstructions: md.DSInstructions(), DSFlags: md.DSFlags()}
+	st.Format, st.N, st.Truncated = telemetry.FormatINTMX, 0, false
+	if hd.Type == TypeMX {
+		return hd, nil
+	}
+	st.Format = telemetry.FormatINTMD
+	hd.E, hd.M, hd.HopML, hd.RemainingHops = md.E(), md.M(), md.HopML(), md.RemainingHops()
+	if hd.HopML == 0 {
+		return hd, nil
+	}
+	if HopWords(hd.Instructions, hd.DomainID, hd.DSInstructions) > hd.HopML {
+		return hd, telemetry.Malformed("instructions need more than Hop ML %d words", hd.HopML)
+	}
+	size := 4 * hd.HopML
+	stack := frame[x.off+ShimSize+MDHeaderSize : x.off+x.size]
+	for p := 0; p < len(stack); p += size {
+		if st.N == telemetry.MaxHops {
+			st.Truncated = true
+			break
+		}
+		readHop(stack[p:p+size], hd.Instructions, hd.DomainID, hd.DSInstructions, &st.Hops[st.N])
+		st.N++
+	}
+	st.Reverse()
+	return hd, nil
+}
+
+// Strip removes the INT headers and stack and restores the DSCP and the IP and UDP
+// lengths: the INT sink's job.
+func (c *Codec) Strip(frame []byte) ([]byte, error) {
+	x, err := c.find(frame)
+	if err != nil {
+		return frame, err
+	}
+	dscp := x.shim.OrigDSCP()
+	frame = telemetry.Close(frame, x.off, x.size)
+	telemetry.AddUDPLength(frame, x.l.L4, -x.size)
+	x.l.AddIPLength(frame, -x.size)
+	x.l.SetDSCP(frame, dscp)
+	return frame, nil
+}
