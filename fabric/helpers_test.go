@@ -44,7 +44,7 @@ func ipv4Checksum(h []byte) uint16 {
 	return ^uint16(sum)
 }
 
-func hostMAC(i int) MAC { return MAC{0x02, 0, 0, 0, byte(i >> 8), byte(i)} }
+func hostMAC(i int) MAC    { return MAC{0x02, 0, 0, 0, byte(i >> 8), byte(i)} }
 func hostIP(i int) [4]byte { return [4]byte{10, 0, byte(i >> 8), byte(i)} }
 
 // testHost is a minimal NIC for tests and benchmarks: it sends count frames back to
@@ -126,6 +126,12 @@ func (h *testHost) Receive(frames []*link.Frame) {
 // star builds n senders and one receiver (host n) around one switch, every link at
 // rate with delay. The receiver's port is the switch's port n.
 func star(v *clock.Virtual, n int, rate, rxRate uint64, delay time.Duration, cfg Config) (*Switch, []*testHost) {
+	return starWith(v, n, link.Config{Rate: rate, Delay: delay}, rxRate, cfg, nil)
+}
+
+// starWith is star with every link configured as lc (the receiver's at rxRate), and
+// each switch port's endpoint passed through wrap when it is not nil.
+func starWith(v *clock.Virtual, n int, lc link.Config, rxRate uint64, cfg Config, wrap func(int, link.Endpoint) link.Endpoint) (*Switch, []*testHost) {
 	pool := link.NewPool(1518)
 	cfg.Pool = pool
 	sw, err := New(v.NewLoop("s1"), cfg)
@@ -134,16 +140,20 @@ func star(v *clock.Virtual, n int, rate, rxRate uint64, delay time.Duration, cfg
 	}
 	var hosts []*testHost
 	for i := 0; i <= n; i++ {
-		r := rate
+		c := lc
 		if i == n {
-			r = rxRate
+			c.Rate = rxRate
 		}
-		a, b, err := link.New(link.Config{Rate: r, Delay: delay})
+		a, b, err := link.New(c)
 		if err != nil {
 			panic(err)
 		}
 		hosts = append(hosts, newTestHost(v.NewLoop("h"), a, pool, i))
-		sw.AddPort(b, MAC{0x02, 0xff, 0, 0, 0, byte(i)})
+		var ep link.Endpoint = b
+		if wrap != nil {
+			ep = wrap(i, b)
+		}
+		sw.AddPort(ep, MAC{0x02, 0xff, 0, 0, 0, byte(i)})
 		sw.SetRoute(hostMAC(i), []uint16{uint16(i)})
 	}
 	return sw, hosts
