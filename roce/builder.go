@@ -118,6 +118,17 @@ func (b *Builder) l3Len() int {
 		len(b.Payload) + PadLen(len(b.Payload)) + ICRCSize
 }
 
+// PayloadOffset returns where in the frame Build writes the payload. A transmit path
+// that reads the message from memory directly into buf[off:off+n] and sets Payload to
+// that slice saves Build a copy, as a NIC DMAs payload into its packet buffer.
+func (b *Builder) PayloadOffset() (int, error) {
+	n, err := b.Len()
+	if err != nil {
+		return 0, err
+	}
+	return n - ICRCSize - PadLen(len(b.Payload)) - len(b.Payload), nil
+}
+
 // Build writes the frame into buf and returns its length. It does not allocate.
 func (b *Builder) Build(buf []byte) (int, error) {
 	n, err := b.Len()
@@ -192,7 +203,12 @@ func (b *Builder) Build(buf []byte) (int, error) {
 	BTH(l3[p : p+BTHSize]).Encode(&bth)
 	p += BTHSize
 	p = b.putExtensionHeaders(l3, p)
-	p += copy(l3[p:], b.Payload)
+	// The transmit path reads memory straight into the frame (see PayloadOffset): when
+	// Payload already sits at its place in buf, there is nothing to copy.
+	if len(b.Payload) > 0 && &l3[p] != &b.Payload[0] {
+		copy(l3[p:], b.Payload)
+	}
+	p += len(b.Payload)
 	clear(l3[p : p+int(bth.PadCnt)])
 	p += int(bth.PadCnt)
 	PutICRC(l3[p:], ICRC(l3[:p], udpOff))

@@ -8,55 +8,46 @@ import (
 // ICRCSize is the size of the invariant CRC that ends every RoCEv2 packet.
 const ICRCSize = 4
 
-// ones supplies the all-ones bytes that stand in for masked fields. It is a package
-// variable rather than a local so that handing it to crc32 never allocates.
-var ones = [8]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
-
-// ipv6FirstByte[v] is the first IPv6 header byte with version v and the traffic class's
-// high nibble masked to ones.
-var ipv6FirstByte = func() (t [16][1]byte) {
-	for v := range t {
-		t[v][0] = byte(v)<<4 | 0x0F
-	}
-	return t
-}()
+// crcAfterLRH is the CRC state after the eight 0xFF bytes that stand in for the LRH of
+// a native IB packet: every ICRC starts from it, so the prefix is never fed again.
+var crcAfterLRH = crc32.ChecksumIEEE([]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF})
 
 // ICRC computes the invariant CRC of a RoCEv2 packet (IBTA Annex A17.3.3; Linux
 // rxe_icrc.c). l3 holds the packet from the first byte of the IP header through the
-// last pad byte, without the ICRC; udp is the offset of the UDP header in l3.
+// last pad byte, without the ICRC; udp is the offset of the UDP header in l3 (the IP
+// header's length).
 //
 // The CRC is the zlib/IEEE CRC-32 over 8 bytes of 0xFF (the masked LRH of the native
 // IB packet), then the IP header, UDP header, BTH, extension headers, payload and pad,
-// with the fields that routers may change set to all ones first: IPv4 TOS, TTL and
-// header checksum; IPv6 traffic class, flow label and hop limit; the UDP checksum; and
-// BTH byte 4 (FECN, BECN, Resv6). The masking is done by feeding ones in place of
-// those bytes, so l3 is neither copied nor modified and nothing is allocated.
+// with the fields that routers may change taken as all ones: IPv4 TOS, TTL and header
+// checksum; IPv6 traffic class, flow label and hop limit; the UDP checksum; and BTH
+// byte 4 (FECN, BECN, Resv6). It is transmitted little-endian (PutICRC).
 //
-// The result is transmitted little-endian (PutICRC).
+// Contract: to run the CRC in one pass over contiguous bytes without allocating, ICRC
+// writes the masked values into l3 and restores the original bytes before it returns.
+// l3 must therefore be writable and not read by another goroutine during the call.
 func ICRC(l3 []byte, udp int) uint32 {
-	crc := crc32.Update(0, crc32.IEEETable, ones[:8])
-	if l3[0]>>4 == 4 {
-		ihl := udp
-		crc = crc32.Update(crc, crc32.IEEETable, l3[0:1])
-		crc = crc32.Update(crc, crc32.IEEETable, ones[:1]) // TOS
-		crc = crc32.Update(crc, crc32.IEEETable, l3[2:8])
-		crc = crc32.Update(crc, crc32.IEEETable, ones[:1]) // TTL
-		crc = crc32.Update(crc, crc32.IEEETable, l3[9:10])
-		crc = crc32.Update(crc, crc32.IEEETable, ones[:2]) // header checksum
-		crc = crc32.Update(crc, crc32.IEEETable, l3[12:ihl])
-	} else {
-		crc = crc32.Update(crc, crc32.IEEETable, ipv6FirstByte[l3[0]>>4][:])
-		crc = crc32.Update(crc, crc32.IEEETable, ones[:3]) // traffic class, flow label
-		crc = crc32.Update(crc, crc32.IEEETable, l3[4:7])
-		crc = crc32.Update(crc, crc32.IEEETable, ones[:1]) // hop limit
-		crc = crc32.Update(crc, crc32.IEEETable, l3[8:udp])
-	}
-	crc = crc32.Update(crc, crc32.IEEETable, l3[udp:udp+6])
-	crc = crc32.Update(crc, crc32.IEEETable, ones[:2]) // UDP checksum
 	bth := udp + UDPSize
-	crc = crc32.Update(crc, crc32.IEEETable, l3[bth:bth+bthMaskedByte])
-	crc = crc32.Update(crc, crc32.IEEETable, ones[:1]) // FECN, BECN, Resv6
-	return crc32.Update(crc, crc32.IEEETable, l3[bth+bthMaskedByte+1:])
+	_ = l3[bth+bthMaskedByte] // one bounds check for the writes below
+	udpSum := [2]byte{l3[udp+6], l3[udp+7]}
+	bthByte := l3[bth+bthMaskedByte]
+	l3[udp+6], l3[udp+7], l3[bth+bthMaskedByte] = 0xFF, 0xFF, 0xFF
+	var crc uint32
+	if l3[0]>>4 == 4 {
+		tos, ttl, sum := l3[1], l3[8], [2]byte{l3[10], l3[11]}
+		l3[1], l3[8], l3[10], l3[11] = 0xFF, 0xFF, 0xFF, 0xFF
+		crc = crc32.Update(crcAfterLRH, crc32.IEEETable, l3)
+		l3[1], l3[8], l3[10], l3[11] = tos, ttl, sum[0], sum[1]
+	} else {
+		word, hop := [4]byte(l3[0:4]), l3[7]
+		l3[0] |= 0x0F // version stays; traffic class and flow label become ones
+		l3[1], l3[2], l3[3], l3[7] = 0xFF, 0xFF, 0xFF, 0xFF
+		crc = crc32.Update(crcAfterLRH, crc32.IEEETable, l3)
+		copy(l3[0:4], word[:])
+		l3[7] = hop
+	}
+	l3[udp+6], l3[udp+7], l3[bth+bthMaskedByte] = udpSum[0], udpSum[1], bthByte
+	return crc
 }
 
 // PutICRC writes an ICRC value in wire order (little-endian, as rxe and NICs do).

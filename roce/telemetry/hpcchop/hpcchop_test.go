@@ -123,7 +123,7 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("10G rate: %v", err)
 	}
 	full := f[:len(f):len(f)]
-	if _, err := New().Request(telemetrytest.RoCEFrame(false)[:len(full)-HeaderSize:len(full)-HeaderSize]); !errors.Is(err, telemetry.ErrNoRoom) {
+	if _, err := New().Request(telemetrytest.RoCEFrame(false)[: len(full)-HeaderSize : len(full)-HeaderSize]); !errors.Is(err, telemetry.ErrNoRoom) {
 		t.Fatalf("request without room: %v", err)
 	}
 }

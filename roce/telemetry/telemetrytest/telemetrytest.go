@@ -3,6 +3,8 @@
 package telemetrytest
 
 import (
+	"bytes"
+	"fmt"
 	"net/netip"
 
 	"github.com/rocelab/rocelab/hpcc"
@@ -69,4 +71,78 @@ func Valid(frame []byte) error {
 		return err
 	}
 	return p.VerifyICRC()
+}
+
+// DecodeFunc decodes a frame's telemetry into a stack (a codec's Decode without its
+// format-specific header).
+type DecodeFunc func(frame []byte, st *telemetry.Stack) error
+
+// RoundTrip requests telemetry on a RoCEv2 frame, pushes Hop(1..n) through c,
+// decodes, checks every hop with check (hops[i] is Hop(i+1)), strips, and checks that
+// the original frame is back byte for byte with a valid ICRC. It returns the first
+// discrepancy.
+func RoundTrip(c telemetry.Codec, decode DecodeFunc, ipv6 bool, n int, check func(got, want *telemetry.Hop) error) error {
+	orig := RoCEFrame(ipv6)
+	keep := append([]byte(nil), orig...)
+	f, err := c.Request(orig)
+	if err != nil {
+		return fmt.Errorf("request: %w", err)
+	}
+	for i := 1; i <= n; i++ {
+		h := Hop(i)
+		var st telemetry.Status
+		if f, st, err = c.Push(f, &h); err != nil || st != telemetry.Pushed {
+			return fmt.Errorf("push hop %d: %v %v", i, st, err)
+		}
+	}
+	var st telemetry.Stack
+	if err := decode(f, &st); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	if st.N != n {
+		return fmt.Errorf("decoded %d hops, pushed %d", st.N, n)
+	}
+	for i := range n {
+		want := Hop(i + 1)
+		if err := check(&st.Hops[i], &want); err != nil {
+			return fmt.Errorf("hop %d: %w", i+1, err)
+		}
+	}
+	if f, err = c.Strip(f); err != nil {
+		return fmt.Errorf("strip: %w", err)
+	}
+	if !bytes.Equal(f, keep) {
+		return fmt.Errorf("strip did not restore the frame:\n got %x\nwant %x", f, keep)
+	}
+	if err := Valid(f); err != nil {
+		return fmt.Errorf("stripped frame: %w", err)
+	}
+	return nil
+}
+
+// CheckFields compares the fields got carries (got.Has) with want.
+func CheckFields(got, want *telemetry.Hop) error {
+	type field struct {
+		f         telemetry.Field
+		name      string
+		got, want uint64
+	}
+	for _, x := range []field{
+		{telemetry.FieldSwitchID, "switch_id", uint64(got.SwitchID), uint64(want.SwitchID)},
+		{telemetry.FieldIngressPort, "ingress_port", uint64(got.IngressPort), uint64(want.IngressPort)},
+		{telemetry.FieldEgressPort, "egress_port", uint64(got.PortID), uint64(want.PortID)},
+		{telemetry.FieldTS, "ts_ns", got.TS, want.TS},
+		{telemetry.FieldIngressTS, "ingress_ts_ns", got.IngressTS, want.IngressTS},
+		{telemetry.FieldQLen, "qlen_bytes", got.QLen, want.QLen},
+		{telemetry.FieldTxBytes, "tx_bytes", got.TxBytes, want.TxBytes},
+		{telemetry.FieldRate, "bw_bps", got.Rate, want.Rate},
+		{telemetry.FieldHopLatency, "hop_latency_ns", uint64(got.HopLatency), uint64(want.HopLatency)},
+		{telemetry.FieldQueueID, "queue_id", uint64(got.QueueID), uint64(want.QueueID)},
+		{telemetry.FieldTTL, "ttl", uint64(got.TTL), uint64(want.TTL)},
+	} {
+		if got.Has&x.f != 0 && x.got != x.want {
+			return fmt.Errorf("%s = %d, want %d", x.name, x.got, x.want)
+		}
+	}
+	return nil
 }
