@@ -1,0 +1,182 @@
+package topo
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated files in topologies/")
+
+const dir = "../../topologies"
+
+// examples are the generated files in topologies/ (incast.yaml is written by hand).
+func examples(t *testing.T) map[string]*Topology {
+	must := func(tp *Topology, err error) *Topology {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tp
+	}
+	p := Params{Rate: 100e9, Delay: time.Microsecond}
+	two := must(Star(1, p))
+	return map[string]*Topology{
+		"two-hosts.yaml":  two,
+		"dumbbell.yaml":   must(Dumbbell(4, Params{Rate: 100e9, FabricRate: 100e9, Delay: time.Microsecond})),
+		"leaf-spine.yaml": must(LeafSpine(4, 4, 4, p)),
+		"fat-tree-k4.yaml": must(FatTree(4, Params{Rate: 100e9, Delay: time.Microsecond,
+			Telemetry: "int", CongestionControl: "hpcc"})),
+	}
+}
+
+func TestGeneratedExamplesUpToDate(t *testing.T) {
+	for name, tp := range examples(t) {
+		path := filepath.Join(dir, name)
+		if *update {
+			if err := os.WriteFile(path, tp.YAML(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clearLines(got)
+		if !reflect.DeepEqual(got, tp) {
+			t.Errorf("%s differs from its generator; run go test ./fabric/topo -update", name)
+		}
+	}
+}
+
+func clearLines(t *Topology) {
+	for i := range t.Hosts {
+		t.Hosts[i].Line = 0
+	}
+	for i := range t.Switches {
+		t.Switches[i].Line = 0
+	}
+	for i := range t.Links {
+		t.Links[i].Line = 0
+	}
+}
+
+// TestLoadAllExamples loads every file in topologies/.
+func TestLoadAllExamples(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if len(files) < 5 {
+		t.Fatalf("only %d example topologies", len(files))
+	}
+	for _, f := range files {
+		tp, err := Load(f)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		t.Logf("%s: %d hosts, %d switches, %d links", filepath.Base(f), len(tp.Hosts), len(tp.Switches), len(tp.Links))
+	}
+	incast, err := Load(filepath.Join(dir, "incast.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(incast.Hosts) != 17 || incast.Switches[0].PFC == nil || incast.Switches[0].ECN == nil {
+		t.Fatalf("incast.yaml: %d hosts, pfc %v, ecn %v", len(incast.Hosts), incast.Switches[0].PFC, incast.Switches[0].ECN)
+	}
+}
+
+func TestRoundTripWithFaults(t *testing.T) {
+	tp, err := Dumbbell(1, Params{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.Links[0].Faults.Loss = 0.01
+	tp.Links[0].Faults.Jitter = 300 * time.Nanosecond
+	tp.Links[0].Faults.Flap.Period = time.Millisecond
+	tp.Links[0].Faults.Flap.Down = 10 * time.Microsecond
+	got, err := Parse(tp.YAML())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, tp.YAML())
+	}
+	clearLines(got)
+	if !reflect.DeepEqual(got, tp) {
+		t.Fatalf("round trip:\n%+v\n%+v", got.Links[0], tp.Links[0])
+	}
+}
+
+func TestErrorsNameTheLine(t *testing.T) {
+	const head = "hosts:\n  - {name: h1, ipv4: 10.0.0.1}\n  - {name: h2, ipv4: 10.0.0.2}\nswitches:\n  - name: s1\n"
+	cases := []struct{ yaml, want string }{
+		{head + "links:\n  - {endpoints: [h1, s1], rate: 100G}\n  - {endpoints: [h2, s9], rate: 100G}\n",
+			`line 8: link h2–s9: unknown node "s9"`},
+		{head + "links:\n  - {endpoints: [h1, s1], rate: fast}\n",
+			`line 7: link.rate: rate "fast"`},
+		{head + "links:\n  - {endpoints: [h1, s1], rate: 1G, delay: -1us}\n",
+			`line 7: link.delay: duration "-1us"`},
+		{head + "links:\n  - {endpoints: [h1, s1], rate: 1G, faults: {loss: 2}}\n",
+			`line 7: faults.loss: probability "2"`},
+		{head + "links:\n  - {endpoints: [h1, s1], rate: 1G, colour: red}\n",
+			`line 7: link: unknown field "colour"`},
+		{head + "links:\n  - {endpoints: [h1, s1], rate: 1G}\n  - {endpoints: [h2, s1]}\n",
+			`line 8: link h2–s1 has no rate`},
+		{head + "links:\n  - {endpoints: [h1, s1], rate: 1G}\n",
+			`line 3: host "h2" is not connected`},
+		{"telemetry: sflow\n", `line 1: unknown telemetry format "sflow"`},
+		{"hosts:\n  - {name: h1, ipv4: 10.0.0.300}\n", `line 2: host.ipv4: "10.0.0.300" is not an IPv4 address`},
+		{"hosts:\n  - {name: h1}\n  - {name: h1, ipv4: 10.0.0.1}\n", `line 2: host "h1" has no address`},
+		{head + "  - name: h1\n", `line 6: switch "h1": name already used on line 2`},
+		{head + "links:\n  - {endpoints: [h1, s1], rate: 1G, mtu: 20000}\n", `line 7: link h1–s1: mtu 20000`},
+		{"hosts: [\n", `line 1`},
+	}
+	for _, c := range cases {
+		_, err := Parse([]byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("error %v, want it to contain %q\n%s", err, c.want, c.yaml)
+		}
+	}
+}
+
+func TestUnits(t *testing.T) {
+	for in, want := range map[string]uint64{"100G": 100e9, "25Gbps": 25e9, "100Gb/s": 100e9, "400M": 400e6, "1T": 1e12, "1.5G": 1.5e9} {
+		if got, err := ParseRate(in); err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %d, %v", in, got, err)
+		}
+	}
+	for in, want := range map[string]int{"1500": 1500, "64KB": 64000, "4MiB": 4 << 20, "9000B": 9000} {
+		if got, err := ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v", in, got, err)
+		}
+	}
+}
+
+// TestForwardingFatTree checks the k=4 fat-tree's ECMP sets and spanning tree.
+func TestForwardingFatTree(t *testing.T) {
+	tp, err := FatTree(4, Params{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tp.Hosts) != 16 || len(tp.Switches) != 20 || len(tp.Links) != 48 {
+		t.Fatalf("%d hosts %d switches %d links", len(tp.Hosts), len(tp.Switches), len(tp.Links))
+	}
+	fwd := tp.Forwarding()
+	far := tp.Hosts[15].MAC.String() // in pod 4
+	local := tp.Hosts[0].MAC.String()
+	for sw, want := range map[string]int{"edge1-1": 2, "agg1-1": 2, "core1": 1, "edge4-2": 1} {
+		if got := len(fwd[sw].Routes[far]); got != want {
+			t.Errorf("%s: %d next hops to h16, want %d", sw, got, want)
+		}
+	}
+	if got := fwd["edge1-1"].Routes[local]; len(got) != 1 || got[0] != 2 {
+		t.Errorf("edge1-1 reaches h1 through %v, want port 2", got) // ports 0,1 go up
+	}
+	treeEdges := 0
+	for _, tb := range fwd {
+		treeEdges += len(tb.Flood)
+	}
+	// Every tree edge between switches counts twice; each host's edge once.
+	if nodes := len(tp.Hosts) + len(tp.Switches); treeEdges != 2*(nodes-1)-len(tp.Hosts) {
+		t.Errorf("spanning tree has %d switch port ends for %d nodes", treeEdges, nodes)
+	}
+}
