@@ -1,0 +1,134 @@
+package qp
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/rocelab/rocelab/roce"
+)
+
+// Never is the deadline of a timer that is not armed.
+const Never int64 = math.MaxInt64
+
+// Config describes a QP at creation (ibv_qp_init_attr plus what the rnic binds it to).
+type Config struct {
+	Type   Type
+	QPN    roce.QPN
+	Memory Memory // the protection domain's memory regions
+
+	SendCQ CompletionQueue
+	RecvCQ CompletionQueue
+	SRQ    RecvQueue // a shared receive queue; nil gives the QP its own of MaxRecvWR
+
+	MaxSendWR int // send queue depth (ibv_qp_cap.max_send_wr)
+	MaxRecvWR int // receive queue depth, without an SRQ
+	MaxSGE    int // SGEs per work request; 0 means 1
+
+	SigAll bool // sq_sig_all: every send WR completes signaled
+
+	// PortMTU bounds UD messages, which have no path MTU attribute (rxe uses the port's
+	// active MTU); 0 means roce.MTU1024, the value for a 1500-byte netdev.
+	PortMTU roce.MTU
+}
+
+// QP is one queue pair. Its methods must be called from one goroutine at a time (the
+// rnic's node loop); it keeps no references to the caller's buffers after a call
+// returns, except the SGLs of posted work requests.
+type QP struct {
+	cfg   Config
+	state State
+	attr  Attr
+	rq    *ring     // own receive queue, nil with an SRQ
+	recv  RecvQueue // rq or the SRQ
+
+	sq   sendQueue
+	req  requester
+	comp completer
+	resp responder
+
+	tx      roce.Builder // the connected path; UD sets the address per work request
+	rx      roce.Packet  // ReceiveFrame's decode state
+	payload []byte       // one MTU of gathered payload for the frame being built
+	ctr     Counters
+}
+
+// New creates a QP in the RESET state.
+func New(cfg Config) (*QP, error) {
+	switch cfg.Type {
+	case RC, UC, UD:
+	default:
+		return nil, fmt.Errorf("qp: unsupported QP type %v", cfg.Type)
+	}
+	if !cfg.QPN.Valid() || cfg.QPN <= roce.GSIQPN {
+		return nil, fmt.Errorf("qp: QPN %v is reserved or exceeds 24 bits", cfg.QPN)
+	}
+	if cfg.Memory == nil || cfg.SendCQ == nil || cfg.RecvCQ == nil {
+		return nil, fmt.Errorf("qp: Memory, SendCQ and RecvCQ are required")
+	}
+	if cfg.MaxSendWR < 1 || (cfg.SRQ == nil && cfg.MaxRecvWR < 1) {
+		return nil, fmt.Errorf("qp: queue depths must be at least 1 (send %d, receive %d)", cfg.MaxSendWR, cfg.MaxRecvWR)
+	}
+	if cfg.MaxSGE == 0 {
+		cfg.MaxSGE = 1
+	}
+	if cfg.PortMTU == 0 {
+		cfg.PortMTU = roce.MTU1024
+	}
+	if !cfg.PortMTU.Valid() {
+		return nil, fmt.Errorf("qp: port MTU %d is not an IBTA MTU", cfg.PortMTU)
+	}
+	q := &QP{cfg: cfg, payload: make([]byte, roce.MTU4096)}
+	q.sq.init(cfg.MaxSendWR)
+	if cfg.SRQ != nil {
+		q.recv = cfg.SRQ
+	} else {
+		q.rq = newRing(cfg.MaxRecvWR)
+		q.recv = q.rq
+	}
+	q.reset()
+	return q, nil
+}
+
+// QPN returns the QP's number.
+func (q *QP) QPN() roce.QPN { return q.cfg.QPN }
+
+// Type returns the QP's transport type.
+func (q *QP) Type() Type { return q.cfg.Type }
+
+// State returns the QP's current state. The rnic checks it after each call to raise the
+// affiliated asynchronous event when a QP has moved to ERR or SQE by itself.
+func (q *QP) State() State { return q.state }
+
+// Attr returns the QP's current attributes (ibv_query_qp).
+func (q *QP) Attr() Attr {
+	a := q.attr
+	a.State, a.CurState = q.state, q.state
+	return a
+}
+
+// Counters returns the QP's counters.
+func (q *QP) Counters() Counters { return q.ctr }
+
+// pathMTU is the segment size of the QP's messages.
+func (q *QP) pathMTU() int {
+	if q.cfg.Type == UD {
+		return int(q.cfg.PortMTU)
+	}
+	return int(q.attr.PathMTU)
+}
+
+// reset returns the QP to its freshly created state (RESET), discarding every queue
+// without completions, as modify to RESET does.
+func (q *QP) reset() {
+	q.state = StateReset
+	q.attr = Attr{PathMTU: roce.MTU1024, Port: 1}
+	q.sq.clear()
+	if q.rq != nil {
+		q.rq.clear()
+	}
+	q.req = requester{}
+	q.comp = completer{rtoDeadline: Never}
+	q.req.rnrUntil = Never
+	q.resp.reset(0)
+	q.tx = roce.Builder{}
+}

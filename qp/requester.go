@@ -1,0 +1,293 @@
+package qp
+
+import (
+	"errors"
+
+	"github.com/rocelab/rocelab/roce"
+)
+
+// The requester turns send WQEs into request packets (IBTA 9.7.4; rxe_req.c):
+//
+//  1. ready picks the WQE at sq.next if the QP may transmit: RTS (SQD only finishes
+//     WQEs already started), no RNR wait, the fence and max_rd_atomic satisfied.
+//  2. start assigns its PSNs on first transmission.
+//  3. buildRequest writes one packet: the segment at nextPSN, with RETH on the first
+//     WRITE packet, ImmDt/IETH on the last, AckReq on the last packet of a message,
+//     every ackEvery packets and on every retransmission.
+//  4. The completer (completer.go) rewinds nextPSN for go-back-N.
+
+// ackEvery is how many packets may go without AckReq (rxe's RXE_MAX_PKT_PER_ACK).
+const ackEvery = 64
+
+// maxOutstandingPSNs keeps the unacknowledged PSN range within half the sequence space,
+// so that both ends tell old from new PSNs (IBTA 9.7.2).
+const maxOutstandingPSNs = 1 << 22
+
+// MaxFrameSize is the largest frame a QP builds: Ethernet, IPv6, UDP, BTH, the largest
+// extension headers (AtomicETH), a 4096-byte payload and the ICRC. Buffers passed to
+// NextRequest and NextResponse must hold it (or FrameSize of the path MTU).
+const MaxFrameSize = 14 + 40 + 8 + 12 + 28 + 4096 + 4
+
+// FrameSize is the largest frame a QP with the given path MTU builds.
+func FrameSize(mtu roce.MTU) int { return MaxFrameSize - 4096 + int(mtu) }
+
+// requester is the requester's state.
+type requester struct {
+	psn       roce.PSN // PSN of the next packet to transmit
+	highPSN   roce.PSN // one past the highest PSN ever transmitted
+	noAckPkts int      // packets since the last AckReq
+	rdAtomic  int      // started READ/atomic WQEs not yet completed
+	rnrUntil  int64    // end of an RNR wait, Never when not waiting
+	inflight  uint64   // request payload bytes transmitted and not acknowledged
+}
+
+// HasRequest reports whether NextRequest would produce a packet now.
+func (q *QP) HasRequest() bool { return q.ready() != nil }
+
+// InFlightBytes returns the SEND and RDMA WRITE payload bytes transmitted and not yet
+// acknowledged: what a congestion window is compared with. UC and UD QPs, which are
+// not acknowledged, report 0.
+func (q *QP) InFlightBytes() uint64 { return q.req.inflight }
+
+func (q *QP) ready() *sendWQE {
+	if q.state != StateRTS && q.state != StateSQD {
+		return nil
+	}
+	if q.req.rnrUntil != Never || q.sq.next == q.sq.tail {
+		return nil
+	}
+	w := q.sq.at(q.sq.next)
+	if w.started {
+		return w
+	}
+	if q.state == StateSQD {
+		return nil
+	}
+	if q.cfg.Type == RC {
+		if w.wr.Flags&SendFence != 0 && q.req.rdAtomic > 0 {
+			return nil
+		}
+		if w.wr.Opcode.readOrAtomic() && q.req.rdAtomic >= int(q.attr.MaxRdAtomic) {
+			return nil
+		}
+		if int(q.req.psn.Diff(q.comp.psn))+npkts(w.length, q.pathMTU()) > maxOutstandingPSNs {
+			return nil
+		}
+	}
+	return w
+}
+
+func (q *QP) start(w *sendWQE) {
+	w.started = true
+	w.firstPSN = q.req.psn
+	n := 1
+	if !w.wr.Opcode.isAtomic() {
+		n = npkts(w.length, q.pathMTU())
+	}
+	w.lastPSN = w.firstPSN.Add(n - 1)
+	w.nextPSN = w.firstPSN
+	if q.cfg.Type == RC && w.wr.Opcode.readOrAtomic() {
+		w.rdAtomic = true
+		q.req.rdAtomic++
+	}
+}
+
+// NextRequest builds the next request packet into buf and returns its length, or
+// ok=false when the QP has nothing it may send. now arms the transport timer.
+func (q *QP) NextRequest(now int64, buf []byte) (n int, ok bool) {
+	for {
+		w := q.ready()
+		if w == nil {
+			return 0, false
+		}
+		if !w.started {
+			if q.cfg.Type == UD && w.length > uint32(q.cfg.PortMTU) {
+				q.sendError(w, WCLocLenErr)
+				continue
+			}
+			q.start(w)
+		}
+		psn := w.nextPSN
+		n, err := q.buildRequest(buf, w, psn)
+		if err != nil {
+			if errors.Is(err, roce.ErrBufferTooSmall) {
+				return 0, false
+			}
+			q.sendError(w, WCLocProtErr)
+			continue
+		}
+		q.ctr.TxRequests++
+		if psn.Before(q.req.highPSN) {
+			q.ctr.TxRetransmits++
+		}
+		w.nextPSN = psn.Add(1)
+		if w.wr.Opcode == WRRead {
+			w.nextPSN = w.lastPSN.Add(1) // one request asks for every response PSN
+		}
+		q.req.psn = w.nextPSN
+		if q.req.highPSN.Before(q.req.psn) {
+			q.req.highPSN = q.req.psn
+		}
+		if w.nextPSN == w.lastPSN.Add(1) {
+			q.sq.next++
+			if q.cfg.Type != RC {
+				w.done = true // UC and UD complete once transmitted
+				q.retire()
+			}
+		}
+		if q.cfg.Type == RC && q.comp.rtoDeadline == Never && q.attr.Timeout != 0 {
+			q.comp.rtoDeadline = now + rto(q.attr.Timeout)
+		}
+		return n, true
+	}
+}
+
+// buildRequest writes the packet of w at psn into buf.
+func (q *QP) buildRequest(buf []byte, w *sendWQE, psn roce.PSN) (int, error) {
+	b := &q.tx
+	wr := &w.wr
+	if q.cfg.Type == UD {
+		setAddress(b, wr.AH, roce.DatagramSourcePort(q.cfg.QPN))
+		b.BTH.PKey = roce.DefaultPKey
+		b.BTH.DestQP = roce.QPN(wr.RemoteQPN)
+		qkey := wr.RemoteQKey
+		if qkey&0x80000000 != 0 {
+			qkey = q.attr.QKey // IBTA 10.2.5: a high-order bit set selects the QP's Q_Key
+		}
+		b.DETH = roce.DETHFields{QKey: qkey, SrcQP: q.cfg.QPN}
+	}
+	mtu := q.pathMTU()
+	off := uint32(psn.Diff(w.firstPSN)) * uint32(mtu)
+	first, last := off == 0, true
+	b.Payload = nil
+	switch {
+	case wr.Opcode == WRRead:
+		b.BTH.Opcode = roce.OpRCReadRequest
+		b.RETH = roce.RETHFields{VA: wr.RemoteAddr + uint64(off), RKey: wr.RKey, DMALen: w.length - off}
+	case wr.Opcode.isAtomic():
+		b.BTH.Opcode = roce.OpRCFetchAdd
+		b.AtomicETH = roce.AtomicETHFields{VA: wr.RemoteAddr, RKey: wr.RKey, SwapAdd: wr.CompareAdd}
+		if wr.Opcode == WRCompareSwap {
+			b.BTH.Opcode = roce.OpRCCompareSwap
+			b.AtomicETH.SwapAdd, b.AtomicETH.Compare = wr.Swap, wr.CompareAdd
+		}
+	default:
+		n := min(uint32(mtu), w.length-off)
+		last = off+n == w.length
+		payload := q.payload[:n]
+		if err := q.gather(wr.SGL, off, payload); err != nil {
+			return 0, err
+		}
+		b.Payload = payload
+		b.BTH.Opcode = q.dataOpcode(wr.Opcode, first, last)
+		if wr.Opcode.isWrite() && first {
+			b.RETH = roce.RETHFields{VA: wr.RemoteAddr, RKey: wr.RKey, DMALen: w.length}
+		}
+		b.Imm, b.IETHRKey = wr.Imm, wr.InvalidateRKey
+		if end := off + n; end > w.sent && q.cfg.Type == RC {
+			q.req.inflight += uint64(end - w.sent)
+			w.sent = end
+		}
+	}
+	b.BTH.PSN = psn
+	b.BTH.SE = last && wr.Flags&SendSolicited != 0
+	b.BTH.AckReq = false
+	if q.cfg.Type == RC {
+		q.req.noAckPkts++
+		if last || q.req.noAckPkts >= ackEvery || psn.Before(q.req.highPSN) {
+			b.BTH.AckReq = true
+			q.req.noAckPkts = 0
+		}
+	}
+	return b.Build(buf)
+}
+
+// dataOpcode returns the opcode of a SEND or WRITE packet by its place in the message.
+func (q *QP) dataOpcode(op WROpcode, first, last bool) roce.Opcode {
+	var base roce.Opcode // RC
+	switch q.cfg.Type {
+	case UD:
+		if op == WRSendWithImm {
+			return roce.OpUDSendOnlyImm
+		}
+		return roce.OpUDSendOnly
+	case UC:
+		base = roce.OpUCSendFirst
+	}
+	if op.isWrite() {
+		switch {
+		case first && last && op == WRWriteWithImm:
+			return base + roce.OpRCWriteOnlyImm
+		case first && last:
+			return base + roce.OpRCWriteOnly
+		case first:
+			return base + roce.OpRCWriteFirst
+		case last && op == WRWriteWithImm:
+			return base + roce.OpRCWriteLastImm
+		case last:
+			return base + roce.OpRCWriteLast
+		}
+		return base + roce.OpRCWriteMiddle
+	}
+	switch {
+	case first && last && op == WRSendWithImm:
+		return base + roce.OpRCSendOnlyImm
+	case first && last && op == WRSendWithInv:
+		return roce.OpRCSendOnlyInv
+	case first && last:
+		return base + roce.OpRCSendOnly
+	case first:
+		return base + roce.OpRCSendFirst
+	case last && op == WRSendWithImm:
+		return base + roce.OpRCSendLastImm
+	case last && op == WRSendWithInv:
+		return roce.OpRCSendLastInv
+	case last:
+		return base + roce.OpRCSendLast
+	}
+	return base + roce.OpRCSendMiddle
+}
+
+// gather copies len(dst) bytes of the SGL, starting off bytes into it, into dst.
+func (q *QP) gather(sgl []SGE, off uint32, dst []byte) error {
+	for _, s := range sgl {
+		if len(dst) == 0 {
+			return nil
+		}
+		if off >= s.Length {
+			off -= s.Length
+			continue
+		}
+		n := min(s.Length-off, uint32(len(dst)))
+		if err := q.cfg.Memory.Read(s.LKey, s.Addr+uint64(off), dst[:n], AccessLocalRead); err != nil {
+			return err
+		}
+		dst, off = dst[n:], 0
+	}
+	return nil
+}
+
+// errSGLTooShort reports a scatter beyond the end of a receive buffer.
+var errSGLTooShort = errors.New("message longer than the receive buffer")
+
+// scatter copies src into the SGL, starting off bytes into it.
+func (q *QP) scatter(sgl []SGE, off uint32, src []byte) error {
+	for _, s := range sgl {
+		if len(src) == 0 {
+			return nil
+		}
+		if off >= s.Length {
+			off -= s.Length
+			continue
+		}
+		n := min(s.Length-off, uint32(len(src)))
+		if err := q.cfg.Memory.Write(s.LKey, s.Addr+uint64(off), src[:n], AccessLocalWrite); err != nil {
+			return err
+		}
+		src, off = src[n:], 0
+	}
+	if len(src) != 0 {
+		return errSGLTooShort
+	}
+	return nil
+}
