@@ -140,7 +140,8 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		b = append(b[:len(b):len(b)], make([]byte, 64)...)[:len(b)]
-		if _, _, err := c.Push(b, &h); err != nil && !errors.Is(err, telemetry.ErrMalformed) {
+		b, _, err := c.Push(b, &h)
+		if err != nil && !errors.Is(err, telemetry.ErrMalformed) {
 			t.Fatalf("push after decode: %v", err)
 		}
 		if _, err := c.Strip(b); err != nil {

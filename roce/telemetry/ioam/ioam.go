@@ -101,10 +101,10 @@ type Trace []byte
 
 func (t Trace) Namespace() uint16 { return binary.BigEndian.Uint16(t[0:]) }
 func (t Trace) NodeLen() int      { return int(t[2] >> 3) }
-func (t Trace) Flags() uint8      { return t[2] >> 1 & 0xF }
+func (t Trace) Flags() uint8      { return uint8(binary.BigEndian.Uint16(t[2:]) >> 7 & 0xF) }
 func (t Trace) RemainingLen() int { return int(binary.BigEndian.Uint16(t[2:]) & 0x7F) }
 func (t Trace) Type() uint32      { return binary.BigEndian.Uint32(t[4:]) >> 8 }
-func (t Trace) SetOverflow()      { t[2] |= FlagOverflow << 1 }
+func (t Trace) SetOverflow()      { t[2] |= FlagOverflow >> 1 } // flags straddle bytes 2 and 3
 func (t Trace) SetRemainingLen(n int) {
 	binary.BigEndian.PutUint16(t[2:], binary.BigEndian.Uint16(t[2:])&^0x7F|uint16(n)&0x7F)
 }
@@ -144,10 +144,10 @@ type Codec struct {
 	MTU int
 }
 
-// New returns a pre-allocated-trace codec with the HPCC profile for 8 nodes in
-// namespace 1.
+// New returns a pre-allocated-trace codec with the HPCC profile in namespace 1, with
+// room for 5 nodes: 9 words each, and one option's data holds at most 245 bytes.
 func New() *Codec {
-	return &Codec{Namespace: 1, TraceType: HPCCTraceType, Nodes: 8}
+	return &Codec{Namespace: 1, TraceType: HPCCTraceType, Nodes: 5}
 }
 
 type located struct {

@@ -1,0 +1,54 @@
+// Package stamp adapts rocelab's telemetry codecs to the switch's stamping hook,
+// fabric.Stamper: a switch port calls Stamp at dequeue with the hop its egress model
+// measured, and the adapter pushes that hop with whichever codec the lab configured.
+package stamp
+
+import (
+	"errors"
+
+	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/hpcc"
+	"github.com/rocelab/rocelab/roce/telemetry"
+)
+
+// Stamper satisfies fabric.Stamper for one codec. It is used by one switch goroutine
+// at a time (it keeps the hop it builds, so stamping does not allocate).
+type Stamper struct {
+	codec telemetry.Codec
+	hop   telemetry.Hop
+	last  telemetry.Status
+}
+
+// New returns a Stamper pushing hops with c.
+func New(c telemetry.Codec) *Stamper { return &Stamper{codec: c} }
+
+// Last returns the status of the most recent push (which overflow rule applied).
+func (s *Stamper) Last() telemetry.Status { return s.last }
+
+// Stamp pushes hop into f if f requests telemetry in the codec's format. It reports
+// true when a hop was recorded (telemetry.Pushed, or telemetry.Wrapped for the HPCC
+// ring), false for frames without the format and frames whose budget is exhausted —
+// the codec has then set the format's overflow flag. Frames grow into their
+// tailroom; the adapter only tells the frame its new length. Errors are malformed
+// telemetry (the switch drops the frame).
+func (s *Stamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
+	b := f.Bytes()
+	s.hop = telemetry.Hop{Hop: hop, IngressPort: uint32(f.InPort)}
+	if l, err := telemetry.Locate(b); err == nil {
+		s.hop.TTL = l.TTL(b)
+	}
+	out, st, err := s.codec.Push(b, &s.hop)
+	switch {
+	case errors.Is(err, telemetry.ErrNoTelemetry), errors.Is(err, telemetry.ErrUnsupported):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	s.last = st
+	if len(out) != len(b) {
+		if _, err := f.SetLen(len(out)); err != nil {
+			return false, err
+		}
+	}
+	return st == telemetry.Pushed || st == telemetry.Wrapped, nil
+}

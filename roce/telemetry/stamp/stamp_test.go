@@ -1,0 +1,67 @@
+package stamp
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/rocelab/rocelab/fabric"
+	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/roce/telemetry"
+	"github.com/rocelab/rocelab/roce/telemetry/hpcchop"
+	"github.com/rocelab/rocelab/roce/telemetry/ifa"
+	"github.com/rocelab/rocelab/roce/telemetry/intmd"
+	"github.com/rocelab/rocelab/roce/telemetry/ioam"
+	"github.com/rocelab/rocelab/roce/telemetry/telemetrytest"
+)
+
+// Every codec stamps through the switch's interface: the frame grows in its pooled
+// buffer and decodes with the hop the switch measured.
+func TestStampThroughFabricInterface(t *testing.T) {
+	cases := []struct {
+		name   string
+		codec  telemetry.Codec
+		ipv6   bool
+		decode func([]byte, *telemetry.Stack) error
+	}{
+		{"int-md", intmd.New(), false, func(b []byte, s *telemetry.Stack) error { _, err := intmd.New().Decode(b, s); return err }},
+		{"ioam", ioam.New(), true, func(b []byte, s *telemetry.Stack) error { _, err := ioam.New().Decode(b, s); return err }},
+		{"ifa", ifa.New(), false, func(b []byte, s *telemetry.Stack) error { _, err := ifa.New().Decode(b, s); return err }},
+		{"hpcc", hpcchop.New(), false, func(b []byte, s *telemetry.Stack) error { _, err := hpcchop.New().Decode(b, s); return err }},
+	}
+	pool := link.NewPool(2048)
+	for _, c := range cases {
+		var st fabric.Stamper = New(c.codec)
+		req, err := c.codec.Request(telemetrytest.RoCEFrame(c.ipv6))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := pool.Get()
+		if err := f.SetBytes(req); err != nil {
+			t.Fatal(err)
+		}
+		f.InPort = 3
+		want := telemetrytest.Hop(1)
+		ok, err := st.Stamp(f, want.Hop)
+		if err != nil || !ok {
+			t.Fatalf("%s: stamp %v %v", c.name, ok, err)
+		}
+		var s telemetry.Stack
+		if err := c.decode(f.Bytes(), &s); err != nil || s.N != 1 {
+			t.Fatalf("%s: decode %d hops: %v", c.name, s.N, err)
+		}
+		want.IngressPort = 3
+		want.TTL = 64
+		got := s.Hops[0]
+		got.Has &^= telemetry.FieldHopLatency | telemetry.FieldIngressTS | telemetry.FieldQueueID // the switch hook supplies none
+		if err := telemetrytest.CheckFields(&got, &want); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		// A frame without telemetry is left alone.
+		plain := telemetrytest.RoCEFrame(c.ipv6)
+		f.SetBytes(plain)
+		if ok, err := st.Stamp(f, want.Hop); ok || err != nil || !bytes.Equal(f.Bytes(), plain) {
+			t.Errorf("%s: plain frame stamped: %v %v", c.name, ok, err)
+		}
+		f.Release()
+	}
+}
