@@ -1,0 +1,102 @@
+package qp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+)
+
+// Memory layout of the RC tests: key 1 is a local buffer on each node, key 2 the
+// remotely accessible region.
+const (
+	localKey, localBase   = 1, 0x1000
+	remoteKey, remoteBase = 2, 0x100000
+	regionSize            = 64 << 10
+)
+
+func withRegions(a, b *node, remoteAccess Access) (la, lb, ra, rb []byte) {
+	la = a.mem.reg(localKey, localBase, regionSize, AccessLocalWrite)
+	lb = b.mem.reg(localKey, localBase, regionSize, AccessLocalWrite)
+	ra = a.mem.reg(remoteKey, remoteBase, regionSize, AccessLocalWrite|remoteAccess)
+	rb = b.mem.reg(remoteKey, remoteBase, regionSize, AccessLocalWrite|remoteAccess)
+	return
+}
+
+func fill(b []byte, seed byte) {
+	for i := range b {
+		b[i] = seed + byte(i*7)
+	}
+}
+
+func post(t *testing.T, n *node, wr SendWR) {
+	t.Helper()
+	if err := n.qp.PostSend(&wr); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func postRecv(t *testing.T, n *node, wrid uint64, addr uint64, length uint32) {
+	t.Helper()
+	if err := n.qp.PostRecv(&RecvWR{WRID: wrid, SGL: []SGE{{Addr: addr, Length: length, LKey: localKey}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func expectWC(t *testing.T, got []WC, want ...WC) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d completions %+v, want %d %+v", len(got), got, len(want), want)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.WRID != w.WRID || g.Status != w.Status || g.Opcode != w.Opcode ||
+			(w.ByteLen != 0 && g.ByteLen != w.ByteLen) || g.Flags != w.Flags || g.Imm != w.Imm {
+			t.Errorf("completion %d: got %+v (%v), want %+v (%v)", i, g, g.Status, w, w.Status)
+		}
+	}
+}
+
+func TestRCOperations(t *testing.T) {
+	a, b := newPair(t, defaultOpts())
+	la, lb, _, rb := withRegions(a, b, AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic)
+	fill(la[:10000], 1)
+	postRecv(t, b, 100, localBase, 8000)
+	postRecv(t, b, 101, localBase+8000, 16)
+
+	post(t, a, SendWR{WRID: 1, Opcode: WRWrite, SGL: []SGE{{localBase, 3000, localKey}}, RemoteAddr: remoteBase + 8, RKey: remoteKey})
+	post(t, a, SendWR{WRID: 2, Opcode: WRSendWithImm, Imm: 0xdeadbeef, SGL: []SGE{{localBase, 2500, localKey}, {localBase + 5000, 2500, localKey}}})
+	post(t, a, SendWR{WRID: 3, Opcode: WRRead, SGL: []SGE{{localBase + 20000, 3000, localKey}}, RemoteAddr: remoteBase + 8, RKey: remoteKey})
+	binary.LittleEndian.PutUint64(rb[4096:], 40)
+	post(t, a, SendWR{WRID: 4, Opcode: WRFetchAdd, SGL: []SGE{{localBase + 30000, 8, localKey}}, RemoteAddr: remoteBase + 4096, RKey: remoteKey, CompareAdd: 2})
+	post(t, a, SendWR{WRID: 5, Opcode: WRCompareSwap, SGL: []SGE{{localBase + 30008, 8, localKey}}, RemoteAddr: remoteBase + 4096, RKey: remoteKey, CompareAdd: 42, Swap: 7})
+	post(t, a, SendWR{WRID: 6, Opcode: WRWriteWithImm, Imm: 9, SGL: []SGE{{localBase, 0, localKey}}, RemoteAddr: remoteBase, RKey: remoteKey})
+	exchange(t, 0, a, b)
+
+	expectWC(t, a.scq.take(),
+		WC{WRID: 1, Opcode: WCWrite}, WC{WRID: 2, Opcode: WCSend}, WC{WRID: 3, Opcode: WCRead, ByteLen: 3000},
+		WC{WRID: 4, Opcode: WCFetchAdd}, WC{WRID: 5, Opcode: WCCompareSwap}, WC{WRID: 6, Opcode: WCWrite})
+	expectWC(t, b.rcq.take(),
+		WC{WRID: 100, Opcode: WCRecv, ByteLen: 5000, Imm: 0xdeadbeef, Flags: WCFlagWithImm},
+		WC{WRID: 101, Opcode: WCRecvWriteWithImm, Imm: 9, Flags: WCFlagWithImm})
+	if !bytes.Equal(rb[8:3008], la[:3000]) {
+		t.Error("WRITE data differs")
+	}
+	if !bytes.Equal(lb[:2500], la[:2500]) || !bytes.Equal(lb[2500:5000], la[5000:7500]) {
+		t.Error("SEND data differs")
+	}
+	if !bytes.Equal(la[20000:23000], la[:3000]) {
+		t.Error("READ data differs")
+	}
+	if got := binary.LittleEndian.Uint64(la[30000:]); got != 40 {
+		t.Errorf("FETCH_ADD returned %d, want 40", got)
+	}
+	if got := binary.LittleEndian.Uint64(la[30008:]); got != 42 {
+		t.Errorf("CMP_SWAP returned %d, want 42", got)
+	}
+	if got := binary.LittleEndian.Uint64(rb[4096:]); got != 7 {
+		t.Errorf("word is %d after the atomics, want 7", got)
+	}
+	if a.qp.InFlightBytes() != 0 || a.qp.HasRequest() || b.qp.HasResponse() {
+		t.Errorf("idle QP reports in-flight %d, request %v, response %v", a.qp.InFlightBytes(), a.qp.HasRequest(), b.qp.HasResponse())
+	}
+}
