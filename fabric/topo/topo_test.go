@@ -180,3 +180,28 @@ func TestForwardingFatTree(t *testing.T) {
 		t.Errorf("spanning tree has %d switch port ends for %d nodes", treeEdges, nodes)
 	}
 }
+
+// FuzzParse: the loader never panics, and whatever it accepts validates and survives a
+// round trip through YAML.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	for _, file := range files {
+		data, _ := os.ReadFile(file)
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tp, err := Parse(data)
+		if err != nil {
+			return
+		}
+		again, err := Parse(tp.YAML())
+		if err != nil {
+			t.Fatalf("accepted topology does not round-trip: %v\n%s", err, tp.YAML())
+		}
+		clearLines(tp)
+		clearLines(again)
+		if !reflect.DeepEqual(tp, again) {
+			t.Fatalf("round trip changed the topology")
+		}
+	})
+}
