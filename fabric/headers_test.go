@@ -14,8 +14,8 @@ func TestParseVLANIPv6PFC(t *testing.T) {
 	binary.BigEndian.PutUint16(b[16:], etherTypeIPv6)
 	ip := b[18:]
 	binary.BigEndian.PutUint32(ip, 6<<28|uint32(26<<2|2)<<20) // DSCP 26, ECT(0)
-	ip[6] = 0                                                  // Hop-by-Hop
-	ip[40], ip[41] = 17, 0                                     // next UDP, 8 bytes
+	ip[6] = 0                                                 // Hop-by-Hop
+	ip[40], ip[41] = 17, 0                                    // next UDP, 8 bytes
 	binary.BigEndian.PutUint16(ip[48:], 0xC001)
 	binary.BigEndian.PutUint16(ip[50:], 4791)
 	var h Headers

@@ -30,8 +30,11 @@ func (s *Switch) Sample(interval time.Duration, record func(Sample)) (stop func(
 	t = s.loop.NewTimer(func() {
 		now := s.loop.Now()
 		for _, p := range s.ports {
+			p.advance(now) // the model's state at now, not at the port's last event
+			p.arm()
 			record(Sample{Time: now, Switch: s.cfg.ID, Port: p.index, PortStats: p.Stats()})
 		}
+		s.flush()
 		t.Reset(now.Add(interval))
 	})
 	t.Reset(s.loop.Now())
