@@ -101,6 +101,7 @@ type DETHRecord struct {
 // one Decoder per goroutine.
 type Decoder struct {
 	pkt roce.Packet
+	tel telemetryState
 }
 
 // Packet returns the RoCEv2 parse of the last frame Decode saw (valid when the record's
@@ -110,6 +111,9 @@ func (d *Decoder) Packet() *roce.Packet { return &d.pkt }
 // Decode decodes one frame; index is its 1-based position in the capture.
 func (d *Decoder) Decode(index int, frame []byte) Record {
 	r := Record{Frame: index}
+	if t, inner := d.tel.decodeTelemetry(frame); t != nil {
+		r.Telemetry, frame = t, inner
+	}
 	p := &d.pkt
 	err := p.Decode(frame)
 	r.IP = ipRecord(p)
