@@ -336,6 +336,7 @@ func (q *QP) resumeFrom(psn roce.PSN) {
 // send queue is flushed in order.
 func (q *QP) sendError(w *sendWQE, status WCStatus) {
 	w.status = status
+	q.retire() // WQEs acknowledged before the failing one complete normally
 	if q.cfg.Type == RC {
 		q.enterError()
 		q.resp.queue.clear()

@@ -303,7 +303,7 @@ func (h *host) receive(now int64, frame []byte) {
 	}
 }
 
-func (s *stream) lkey() uint32              { return uint32(0x1000 + s.id) }
+func (s *stream) lkey() uint32                { return uint32(0x1000 + s.id) }
 func (s *stream) slotAddr(wrid uint64) uint64 { return uint64(s.lkey())<<32 + (wrid%slots)*slotSize }
 
 func (s *stream) postRecv(t *testing.T) {
@@ -433,4 +433,3 @@ func TestHarness(t *testing.T) {
 		})
 	}
 }
-

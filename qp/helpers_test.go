@@ -181,6 +181,12 @@ func connect(t testing.TB, o pairOpts, n, peer *node) {
 // timers when nothing else is left. It returns the virtual time reached.
 func exchange(t testing.TB, now int64, a, b *node) int64 {
 	t.Helper()
+	return exchangeWith(t, now, a, b, nil)
+}
+
+// exchangeWith is exchange with a filter that drops the frames it returns true for.
+func exchangeWith(t testing.TB, now int64, a, b *node, drop func(from *node, frame []byte) bool) int64 {
+	t.Helper()
 	buf := make([]byte, MaxFrameSize)
 	for range 1_000_000 {
 		moved := false
@@ -194,7 +200,9 @@ func exchange(t testing.TB, now int64, a, b *node) int64 {
 				if !ok {
 					break
 				}
-				to.qp.ReceiveFrame(now, buf[:n])
+				if drop == nil || !drop(from, buf[:n]) {
+					to.qp.ReceiveFrame(now, buf[:n])
+				}
 				moved = true
 				now += 100
 			}

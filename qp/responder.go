@@ -399,6 +399,7 @@ func (q *QP) responderError(psn roce.PSN, nakCode uint8, recvStatus WCStatus) {
 		q.completeRecv(q.resp.wqe.WRID, recvStatus, WCRecv, 0, 0, 0)
 	}
 	q.enterError()
-	q.resp.queue.clear()
+	// Responses already queued (ACKs, READ responses of earlier requests) still go out,
+	// ahead of the NAK.
 	q.queueAck(roce.MakeSyndrome(roce.AckTypeNAK, nakCode), psn)
 }
