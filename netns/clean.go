@@ -1,0 +1,50 @@
+package netns
+
+import (
+	"errors"
+	"strings"
+
+	"go.uber.org/zap"
+)
+
+// Clean removes the leftovers of crashed labs: every lab in the store whose lab
+// process is gone (dead, a zombie, or its pid reused) is removed as by [Cleaner.Down].
+// Labs whose process runs are listed in Report.Running and left alone. Namespaces that
+// carry rocelab's prefix but that no state file in the store records are listed in
+// Report.Foreign and left alone: without a record, nothing says they are rocelab's.
+func (c *Cleaner) Clean() (Report, error) {
+	var rep Report
+	labs, unreadable, err := c.Store.List()
+	if err != nil {
+		return rep, err
+	}
+	errs := unreadable
+	recorded := map[string]bool{}
+	for _, l := range labs {
+		for _, h := range l.Hosts {
+			recorded[h.Netns] = true
+		}
+		if l.Running() {
+			c.log().Info("lab running, left alone", zap.String("lab", l.Name), zap.Int("pid", l.Owner.PID))
+			rep.Running = append(rep.Running, l.Name)
+			continue
+		}
+		labRep, err := c.down(l.Name, true)
+		rep.Removed = append(rep.Removed, labRep.Removed...)
+		rep.Running = append(rep.Running, labRep.Running...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	names, err := ListNamespaces()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, ns := range names {
+		if strings.HasPrefix(ns, Prefix) && !recorded[ns] {
+			c.log().Warn("namespace named like rocelab's but not recorded, left alone", zap.String("netns", ns))
+			rep.Foreign = append(rep.Foreign, ns)
+		}
+	}
+	return rep, errors.Join(errs...)
+}

@@ -1,0 +1,77 @@
+package netns
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+)
+
+// HostConfig describes one host of a lab for [AddHost].
+type HostConfig struct {
+	Name       string
+	MAC        net.HardwareAddr
+	IPv4       netip.Prefix // address and subnet; the zero Prefix for none
+	IPv6       netip.Prefix // address and subnet; the zero Prefix for none
+	MTU        int          // 0 keeps the TAP's default (1500)
+	Queues     int          // TAP queues; 0 means 1
+	Routes     []Route
+	Neighbours []Neighbour
+}
+
+// AddHost builds host cfg of lab, whose state file must exist: it records the host,
+// then creates its namespace [NamespaceName](lab, host) and TAP [TapName](host) there,
+// and configures the TAP and loopback. It returns the open TAP, owned by the caller;
+// the TAP disappears when the caller closes it or exits. On failure the namespace is
+// deleted again; the record may stay, which removal tolerates.
+func AddHost(store Store, lab string, cfg HostConfig) (*TAP, error) {
+	if err := ValidName(cfg.Name); err != nil {
+		return nil, fmt.Errorf("netns: add host to lab %s: %w", lab, err)
+	}
+	host := Host{
+		Name:  cfg.Name,
+		Netns: NamespaceName(lab, cfg.Name),
+		Tap:   TapName(cfg.Name),
+		MAC:   cfg.MAC.String(),
+		IPv4:  cfg.IPv4,
+		IPv6:  cfg.IPv6,
+	}
+	err := store.Update(lab, func(l *Lab) error {
+		if l.Host(cfg.Name) != nil {
+			return fmt.Errorf("netns: add host %s to lab %s: already recorded", cfg.Name, lab)
+		}
+		l.Hosts = append(l.Hosts, host)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	tap, err := createHost(host, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("netns: add host %s to lab %s: %w", cfg.Name, lab, err)
+	}
+	return tap, nil
+}
+
+func createHost(host Host, cfg HostConfig) (*TAP, error) {
+	if err := CreateNamespace(host.Netns); err != nil {
+		return nil, err
+	}
+	queues := max(cfg.Queues, 1)
+	tap, err := OpenTAP(host.Netns, host.Tap, queues)
+	if err == nil {
+		link := LinkConfig{Name: host.Tap, MTU: cfg.MTU, MAC: cfg.MAC, Routes: cfg.Routes, Neighbours: cfg.Neighbours}
+		for _, p := range []netip.Prefix{cfg.IPv4, cfg.IPv6} {
+			if p.IsValid() {
+				link.Addrs = append(link.Addrs, p)
+			}
+		}
+		if err = ConfigureLink(host.Netns, link); err != nil {
+			err = errors.Join(err, tap.Close())
+		}
+	}
+	if err != nil {
+		return nil, errors.Join(err, DeleteNamespace(host.Netns))
+	}
+	return tap, nil
+}
