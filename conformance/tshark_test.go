@@ -298,4 +298,3 @@ func toU64(v any) (uint64, bool) {
 	}
 	return 0, false
 }
-
