@@ -181,7 +181,7 @@ func deleteDevice(d Device, dryRun bool) error {
 		if err != nil {
 			return fmt.Errorf("netns: delete device %s in %s: %w", d.Name, d.Netns, err)
 		}
-		defer nh.Delete()
+		defer nh.Close()
 		h = nh
 	}
 	link, err := h.LinkByName(d.Name)

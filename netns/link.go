@@ -50,7 +50,7 @@ func configureLink(ns string, cfg LinkConfig) error {
 	if err != nil {
 		return err
 	}
-	defer h.Delete()
+	defer h.Close()
 
 	lo, err := h.LinkByName("lo")
 	if err != nil {
