@@ -69,3 +69,12 @@ demo: build
 
 clean:
 	rm -rf $(BIN) $(OUT)
+
+## deps-system: Debian packages the independent checks use (tshark decodes rocelab's output)
+.PHONY: deps-system wireshark
+deps-system:
+	@command -v tshark >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y tshark; }
+
+## wireshark: install rocelab's Lua dissectors into ~/.local/lib/wireshark/plugins
+wireshark: build
+	./$(BIN)/rocelab wireshark install
