@@ -1,0 +1,226 @@
+package rnic
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/qp"
+	"github.com/rocelab/rocelab/roce"
+	"github.com/rocelab/rocelab/roce/telemetry"
+	"github.com/rocelab/rocelab/roce/telemetry/probe"
+)
+
+// Device limits (ibv_device_attr), modest like rxe's.
+const (
+	MaxQP   = 1 << 16
+	MaxWR   = 1 << 14
+	MaxSGE  = 32
+	MaxCQE  = 1 << 20
+	firstQP = 0x11 // rxe hands out QPNs from 17: 0 and 1 are the special QPs
+)
+
+// Config describes a soft-RNIC.
+type Config struct {
+	// Name names the device (rxe0, h1, ...) in errors and diagnostics.
+	Name string
+	// MAC is the port's Ethernet address.
+	MAC [6]byte
+	// GIDs are the port's addresses (IPv4 and IPv6), in GID table order. The device
+	// answers ARP and NDP for every one of them.
+	GIDs []netip.Addr
+	// Loop is the device's event loop; every verbs call and every frame runs on it.
+	Loop clock.Loop
+	// Link is the port's link; Open attaches the device to it.
+	Link link.Endpoint
+	// Pool supplies the frames the device transmits; size it for the link's MTU.
+	Pool *link.Pool
+	// CC is the congestion control of the device's QPs unless a QP overrides it.
+	CC CC
+	// TxLookahead lets the port hand frames to the link up to this much before their
+	// serialization starts, so that a real-time run wakes once per batch instead of
+	// once per frame. 0 (the virtual-time default) decides every frame at its time.
+	TxLookahead time.Duration
+	// Host, if set, receives the frames the device does not terminate (not RoCEv2 for
+	// one of its GIDs): the lab's relay to the host's TAP netdev. The device then
+	// leaves ARP and NDP to the host's kernel, learning neighbours from them.
+	Host link.Receiver
+	// AsyncHandler, if set, receives asynchronous events on the loop instead of
+	// GetAsyncEvent.
+	AsyncHandler func(AsyncEvent)
+}
+
+// Device is an open soft-RNIC (ibv_context): its verbs objects, its port and its
+// pipelines. Create it with Open.
+type Device struct {
+	cfg     Config
+	loop    clock.Loop
+	port    port
+	sched   scheduler
+	neigh   neighbours
+	qps     map[roce.QPN]*QP
+	active  []*QP // QPs in creation order: the scheduler's round-robin ring
+	nextQPN roce.QPN
+	nextKey uint32
+	pds     int
+	async   chan AsyncEvent
+	closed  bool
+	stats   Stats
+	tel     *telemetryCodecs
+
+	// Scratch of the pipelines, reused for every frame so that nothing allocates.
+	txPkt     roce.Packet
+	rxPkt     roce.Packet
+	ctl       roce.Builder
+	rxStack   telemetry.Stack
+	probeReq  probe.Request
+	probeResp probe.Response
+	body      [probe.ResponseSize + probe.MaxRecords*probe.RecordSize]byte
+	hostBatch [1]*link.Frame
+
+	// Do's hand-over from other goroutines.
+	callMu       sync.Mutex
+	calls, spare []func()
+	callTask     *clock.Task
+}
+
+// Stats counts what a device did and dropped.
+type Stats struct {
+	TxFrames, TxBytes   uint64
+	RxFrames, RxBytes   uint64
+	RxMalformed         uint64 // frames that failed to parse or carried bad telemetry
+	RxBadICRC           uint64
+	RxUnknownQP         uint64 // RoCEv2 packets for a QPN the device does not have
+	RxNotForUs          uint64 // frames the device does not terminate and has no host for
+	TxTelemetryErrors   uint64 // telemetry a frame could not carry (sent without it)
+	ProbesSent          uint64
+	ProbeResponses      uint64 // telemetry responses and Rx-HPCC window updates sent
+	CNPsSent, CNPsRcvd  uint64
+	ARPReplies, ARPReqs uint64
+	AsyncEvents         uint64
+	AsyncEventsLost     uint64
+}
+
+// Open creates the device and attaches it to its link.
+func Open(cfg Config) (*Device, error) {
+	switch {
+	case cfg.Loop == nil || cfg.Link == nil || cfg.Pool == nil:
+		return nil, errorf(ErrInvalidArgument, "device %q needs a loop, a link and a frame pool", cfg.Name)
+	case len(cfg.GIDs) == 0:
+		return nil, errorf(ErrInvalidArgument, "device %q has no GID (IP address)", cfg.Name)
+	}
+	tel, err := newTelemetryCodecs(cfg.CC.Telemetry)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.CC.check(); err != nil {
+		return nil, err
+	}
+	d := &Device{cfg: cfg, loop: cfg.Loop, qps: make(map[roce.QPN]*QP), nextQPN: firstQP,
+		async: make(chan AsyncEvent, 64), tel: tel}
+	d.callTask = cfg.Loop.NewTask(d.runCalls)
+	d.neigh.init()
+	d.port.init(d)
+	d.sched.init(d)
+	cfg.Link.Attach(cfg.Loop, &d.port)
+	return d, nil
+}
+
+// Do runs fn on the device's loop: the way another goroutine makes verbs calls. It
+// is safe from any goroutine and returns at once; fn runs after the events already
+// due, and calls from one goroutine run in order. Only this hand-over takes a lock:
+// the loop's own work never does.
+func (d *Device) Do(fn func()) {
+	d.callMu.Lock()
+	d.calls = append(d.calls, fn)
+	d.callMu.Unlock()
+	d.callTask.Post()
+}
+
+// runCalls runs the functions handed over by Do, on the loop.
+func (d *Device) runCalls() {
+	d.callMu.Lock()
+	calls := d.calls
+	d.calls = d.spare[:0]
+	d.callMu.Unlock()
+	for i, fn := range calls {
+		fn()
+		calls[i] = nil
+	}
+	d.spare = calls[:0]
+}
+
+// Now returns the device loop's time.
+func (d *Device) Now() clock.Time { return d.loop.Now() }
+
+// Name returns the device's name.
+func (d *Device) Name() string { return d.cfg.Name }
+
+// Stats returns the device's counters.
+func (d *Device) Stats() Stats { return d.stats }
+
+// Close closes the device (ibv_close_device): no new objects can be created.
+func (d *Device) Close() { d.closed = true }
+
+// DeviceAttr is what QueryDevice reports (ibv_device_attr, abridged).
+type DeviceAttr struct {
+	FWVer                       string
+	NodeGUID                    uint64
+	MaxQP, MaxQPWR, MaxSGE      int
+	MaxCQE                      int
+	MaxQPRdAtom, MaxQPInitRdAtm int
+	PhysPortCnt                 int
+}
+
+// QueryDevice reports the device's limits (ibv_query_device).
+func (d *Device) QueryDevice() DeviceAttr {
+	m := d.cfg.MAC
+	// The EUI-64 from the MAC, as rxe derives its node GUID.
+	guid := uint64(m[0]^2)<<56 | uint64(m[1])<<48 | uint64(m[2])<<40 | 0xFF<<32 | 0xFE<<24 |
+		uint64(m[3])<<16 | uint64(m[4])<<8 | uint64(m[5])
+	return DeviceAttr{FWVer: "rocelab", NodeGUID: guid, MaxQP: MaxQP, MaxQPWR: MaxWR, MaxSGE: MaxSGE,
+		MaxCQE: MaxCQE, MaxQPRdAtom: qp.MaxRdAtomicLimit, MaxQPInitRdAtm: qp.MaxRdAtomicLimit, PhysPortCnt: 1}
+}
+
+// PortAttr is what QueryPort reports (ibv_port_attr, abridged).
+type PortAttr struct {
+	State       string // "ACTIVE"
+	MaxMTU      roce.MTU
+	ActiveMTU   roce.MTU
+	GIDTableLen int
+	Rate        uint64 // bit/s
+	LinkLayer   string // "Ethernet"
+}
+
+// QueryPort reports port 1 (ibv_query_port); other port numbers are an error.
+func (d *Device) QueryPort(port uint8) (PortAttr, error) {
+	if port != 1 {
+		return PortAttr{}, errorf(ErrInvalidArgument, "port %d: the device has port 1 only", port)
+	}
+	mtu := roce.MTUForLinkMTU(d.cfg.Link.MTU())
+	return PortAttr{State: "ACTIVE", MaxMTU: mtu, ActiveMTU: mtu, GIDTableLen: len(d.cfg.GIDs),
+		Rate: d.cfg.Link.Rate(), LinkLayer: "Ethernet"}, nil
+}
+
+// QueryGID returns GID index of port 1 (ibv_query_gid).
+func (d *Device) QueryGID(index int) (roce.GID, error) {
+	if index < 0 || index >= len(d.cfg.GIDs) {
+		return roce.GID{}, errorf(ErrInvalidArgument, "GID index %d: the table holds %d", index, len(d.cfg.GIDs))
+	}
+	return roce.GIDFromAddr(d.cfg.GIDs[index]), nil
+}
+
+// gidFor returns the device's first GID of the same IP version as dst.
+func (d *Device) gidFor(dst roce.GID) (roce.GID, error) {
+	for _, a := range d.cfg.GIDs {
+		if a.Unmap().Is4() == dst.IsIPv4() {
+			return roce.GIDFromAddr(a), nil
+		}
+	}
+	return roce.GID{}, errorf(ErrInvalidArgument, "no GID of %v's IP version on %s", dst, d.cfg.Name)
+}
+
+func (d *Device) String() string { return fmt.Sprintf("rnic %s", d.cfg.Name) }

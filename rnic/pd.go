@@ -1,0 +1,184 @@
+package rnic
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rocelab/rocelab/qp"
+)
+
+// PD is a protection domain (ibv_pd): the memory regions, address handles, QPs and
+// SRQs created in it may only be used together. It implements qp.Memory for its QPs.
+type PD struct {
+	dev  *Device
+	mrs  map[uint32]*MR // by key: lkey and rkey are equal, as in rxe
+	refs int            // QPs, SRQs and AHs created in the PD
+}
+
+var _ qp.Memory = (*PD)(nil)
+
+// AllocPD allocates a protection domain (ibv_alloc_pd).
+func (d *Device) AllocPD() (*PD, error) {
+	if d.closed {
+		return nil, errorf(ErrClosed, "alloc PD on %s", d.cfg.Name)
+	}
+	pd := &PD{dev: d, mrs: make(map[uint32]*MR)}
+	d.pds++
+	return pd, nil
+}
+
+// DeallocPD frees a protection domain (ibv_dealloc_pd). It fails with ErrBusy while
+// memory regions, QPs, SRQs or address handles still use it.
+func (d *Device) DeallocPD(pd *PD) error {
+	if len(pd.mrs) != 0 || pd.refs != 0 {
+		return errorf(ErrBusy, "PD still holds %d MRs and %d QPs/SRQs/AHs", len(pd.mrs), pd.refs)
+	}
+	d.pds--
+	return nil
+}
+
+// RegMR registers length bytes of fresh shared memory (a memfd) with the access flags
+// (ibv_reg_mr on a buffer the device allocates). The region's Addr is where the memory
+// is mapped in this process.
+func (d *Device) RegMR(pd *PD, length int, access qp.Access) (*MR, error) {
+	if err := checkMR(pd, length, access); err != nil {
+		return nil, err
+	}
+	fd, mem, err := newMemfd(fmt.Sprintf("rocelab-%s-mr", d.cfg.Name), length)
+	if err != nil {
+		return nil, errorf(ErrNoMemory, "%d-byte MR: %v", length, err)
+	}
+	return pd.add(fd, mem, uint64(uintptr(unsafe.Pointer(&mem[0]))), access), nil
+}
+
+// RegMRFD registers length bytes of the shared memory fd at offset, which the
+// application addresses from addr on (ibv_reg_mr over a buffer another process
+// allocated in a memfd and passed to the device). The MR takes a duplicate of fd.
+func (d *Device) RegMRFD(pd *PD, fd int, offset int64, length int, addr uint64, access qp.Access) (*MR, error) {
+	if err := checkMR(pd, length, access); err != nil {
+		return nil, err
+	}
+	if addr+uint64(length) < addr {
+		return nil, errorf(ErrInvalidArgument, "MR at %#x of %d bytes wraps the address space", addr, length)
+	}
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return nil, errorf(ErrInvalidArgument, "memory fd %d: %v", fd, err)
+	}
+	mem, err := mapFD(dup, offset, length)
+	if err != nil {
+		unix.Close(dup)
+		return nil, errorf(ErrInvalidArgument, "map %d bytes at %d of fd %d: %v", length, offset, fd, err)
+	}
+	return pd.add(dup, mem, addr, access), nil
+}
+
+func checkMR(pd *PD, length int, access qp.Access) error {
+	if pd.dev.closed {
+		return errorf(ErrClosed, "register MR")
+	}
+	if length <= 0 {
+		return errorf(ErrInvalidArgument, "MR length %d: must be positive", length)
+	}
+	const known = qp.AccessLocalWrite | qp.AccessRemoteWrite | qp.AccessRemoteRead | qp.AccessRemoteAtomic
+	if access&^known != 0 {
+		return errorf(ErrInvalidArgument, "unknown access flags %#x", access&^known)
+	}
+	// IBTA o10-29.2.1: remote write or atomic access needs local write access.
+	if access&(qp.AccessRemoteWrite|qp.AccessRemoteAtomic) != 0 && access&qp.AccessLocalWrite == 0 {
+		return errorf(ErrInvalidArgument, "remote write or atomic access %#x without local write", access)
+	}
+	return nil
+}
+
+func (pd *PD) add(fd int, mem []byte, addr uint64, access qp.Access) *MR {
+	d := pd.dev
+	d.nextKey++
+	// rxe: index in the upper 24 bits, a variant byte below it.
+	key := d.nextKey<<8 | uint32(d.nextKey*0x9E&0xFF)
+	m := &MR{pd: pd, lkey: key, rkey: key, addr: addr, access: access, mem: mem, fd: fd}
+	pd.mrs[key] = m
+	return m
+}
+
+// DeregMR deregisters a memory region (ibv_dereg_mr) and unmaps its memory.
+func (d *Device) DeregMR(m *MR) error {
+	if m.fd < 0 {
+		return errorf(ErrInvalidArgument, "MR %#x already deregistered", m.lkey)
+	}
+	delete(m.pd.mrs, m.lkey)
+	err := unix.Munmap(m.mem)
+	unix.Close(m.fd)
+	m.mem, m.fd = nil, -1
+	if err != nil {
+		return errorf(ErrInvalidArgument, "unmap MR %#x: %v", m.lkey, err)
+	}
+	return nil
+}
+
+func (pd *PD) region(key uint32) (*MR, error) {
+	m, ok := pd.mrs[key]
+	if !ok {
+		return nil, errorf(qp.ErrInvalidKey, "no MR with key %#x in the PD", key)
+	}
+	return m, nil
+}
+
+// Read implements qp.Memory.
+func (pd *PD) Read(key uint32, addr uint64, dst []byte, need qp.Access) error {
+	m, err := pd.region(key)
+	if err != nil {
+		return err
+	}
+	b, err := m.span(addr, uint64(len(dst)), need)
+	if err != nil {
+		return err
+	}
+	copy(dst, b)
+	return nil
+}
+
+// Write implements qp.Memory.
+func (pd *PD) Write(key uint32, addr uint64, src []byte, need qp.Access) error {
+	m, err := pd.region(key)
+	if err != nil {
+		return err
+	}
+	b, err := m.span(addr, uint64(len(src)), need)
+	if err != nil {
+		return err
+	}
+	copy(b, src)
+	return nil
+}
+
+// Check implements qp.Memory.
+func (pd *PD) Check(key uint32, addr uint64, length uint64, need qp.Access) error {
+	m, err := pd.region(key)
+	if err != nil {
+		return err
+	}
+	_, err = m.span(addr, length, need)
+	return err
+}
+
+// Atomic implements qp.Memory.
+func (pd *PD) Atomic(key uint32, addr uint64, op qp.AtomicOp, need qp.Access) (uint64, error) {
+	m, err := pd.region(key)
+	if err != nil {
+		return 0, err
+	}
+	w, err := m.word(addr, need)
+	if err != nil {
+		return 0, err
+	}
+	return atomicApply(w, op), nil
+}
+
+// Invalidate implements qp.Memory. rocelab has no memory windows or fast-registration
+// MRs, so no key can be invalidated.
+func (pd *PD) Invalidate(rkey uint32) error {
+	return errorf(qp.ErrInvalidKey, "rkey %#x names no memory window or fast-registration MR", rkey)
+}

@@ -1,0 +1,243 @@
+package rnic
+
+import (
+	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/qp"
+	"github.com/rocelab/rocelab/roce"
+)
+
+// QP is a queue pair (ibv_qp): a transport engine of package qp plus what the device
+// keeps for it — its congestion-control state, its pacing deadline and its transport
+// timer.
+type QP struct {
+	dev      *Device
+	pd       *PD
+	q        *qp.QP
+	sendCQ   *CQ
+	recvCQ   *CQ
+	srq      *SRQ
+	cc       *flowCC
+	nextSend clock.Time // the pacer lets the QP send its next request from here on
+	timer    *clock.Timer
+	state    qp.State // as last seen, to raise EventQPFatal once on a spontaneous ERR
+	// Context is the application's qp_context.
+	Context any
+}
+
+// QPCap sizes a QP's queues (ibv_qp_cap).
+type QPCap struct {
+	MaxSendWR, MaxRecvWR, MaxSendSGE, MaxRecvSGE int
+}
+
+// QPInitAttr describes a QP at creation (ibv_qp_init_attr).
+type QPInitAttr struct {
+	Type           qp.Type
+	SendCQ, RecvCQ *CQ
+	SRQ            *SRQ
+	Cap            QPCap
+	SigAll         bool
+	// CC overrides the device's congestion control for this QP (nil: the device's).
+	// Both ends of a flow must use the same mode.
+	CC *CC
+}
+
+// CreateQP creates a queue pair in the RESET state (ibv_create_qp).
+func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
+	switch {
+	case d.closed:
+		return nil, errorf(ErrClosed, "create QP")
+	case pd == nil || pd.dev != d:
+		return nil, errorf(ErrInvalidArgument, "QP needs a PD of this device")
+	case attr.SendCQ == nil || attr.RecvCQ == nil:
+		return nil, errorf(ErrInvalidArgument, "QP needs a send CQ and a receive CQ")
+	case attr.SendCQ.dev != d || attr.RecvCQ.dev != d:
+		return nil, errorf(ErrInvalidArgument, "QP's CQs belong to another device")
+	case attr.SRQ != nil && attr.SRQ.pd != pd:
+		return nil, errorf(ErrInvalidArgument, "QP's SRQ belongs to another PD")
+	case len(d.qps) >= MaxQP:
+		return nil, errorf(ErrNoMemory, "the device holds %d QPs", MaxQP)
+	case attr.Cap.MaxSendWR > MaxWR || attr.Cap.MaxRecvWR > MaxWR:
+		return nil, errorf(ErrInvalidArgument, "queue depths %d/%d exceed %d", attr.Cap.MaxSendWR, attr.Cap.MaxRecvWR, MaxWR)
+	case attr.Cap.MaxSendSGE > MaxSGE || attr.Cap.MaxRecvSGE > MaxSGE:
+		return nil, errorf(ErrInvalidArgument, "%d/%d SGEs exceed %d", attr.Cap.MaxSendSGE, attr.Cap.MaxRecvSGE, MaxSGE)
+	}
+	ccfg := d.cfg.CC
+	if attr.CC != nil {
+		ccfg = *attr.CC
+		ccfg.Telemetry = d.cfg.CC.Telemetry
+		if err := ccfg.check(); err != nil {
+			return nil, err
+		}
+	}
+	cc, err := newFlowCC(ccfg, float64(d.cfg.Link.Rate()))
+	if err != nil {
+		return nil, err
+	}
+	qpn := d.allocQPN()
+	cfg := qp.Config{Type: attr.Type, QPN: qpn, Memory: pd, SendCQ: attr.SendCQ, RecvCQ: attr.RecvCQ,
+		MaxSendWR: attr.Cap.MaxSendWR, MaxRecvWR: attr.Cap.MaxRecvWR, MaxSGE: max(attr.Cap.MaxSendSGE, attr.Cap.MaxRecvSGE),
+		SigAll: attr.SigAll, PortMTU: roce.MTUForLinkMTU(d.cfg.Link.MTU())}
+	if attr.SRQ != nil {
+		cfg.SRQ = attr.SRQ
+	}
+	q, err := qp.New(cfg)
+	if err != nil {
+		return nil, errorf(ErrInvalidArgument, "%v", err)
+	}
+	x := &QP{dev: d, pd: pd, q: q, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, cc: cc}
+	x.timer = d.loop.NewTimer(x.onTimer)
+	pd.refs++
+	attr.SendCQ.refs++
+	attr.RecvCQ.refs++
+	if attr.SRQ != nil {
+		attr.SRQ.refs++
+	}
+	d.qps[qpn] = x
+	d.active = append(d.active, x)
+	return x, nil
+}
+
+func (d *Device) allocQPN() roce.QPN {
+	for {
+		n := d.nextQPN
+		d.nextQPN++
+		if d.nextQPN > roce.QPNMask {
+			d.nextQPN = firstQP
+		}
+		if _, used := d.qps[n]; !used {
+			return n
+		}
+	}
+}
+
+// QPN returns the QP's number.
+func (x *QP) QPN() roce.QPN { return x.q.QPN() }
+
+// State returns the QP's state.
+func (x *QP) State() qp.State { return x.q.State() }
+
+// Counters returns the transport's counters.
+func (x *QP) Counters() qp.Counters { return x.q.Counters() }
+
+// Rate returns the QP's current pacing rate (bit/s; +Inf when unpaced) and window
+// (bytes; +Inf when unlimited), as congestion control set them.
+func (x *QP) Rate() (rate, window float64) {
+	return x.cc.currentRate(int64(x.dev.loop.Now())), x.cc.window
+}
+
+// InFlightBytes returns the request payload bytes sent and not yet acknowledged.
+func (x *QP) InFlightBytes() uint64 { return x.q.InFlightBytes() }
+
+// ModifyQP changes the QP's state and attributes (ibv_modify_qp). With IBV_QP_AV it
+// resolves the path: a zero SGID becomes the device's GID of the destination's IP
+// version, the source MAC is the port's, and a zero destination MAC is looked up in the
+// neighbour cache; an unknown neighbour fails with ErrUnresolved after asking the
+// network, as rxe fails the move to RTR.
+func (d *Device) ModifyQP(x *QP, attr *qp.Attr, mask qp.AttrMask) error {
+	if mask&qp.AttrAV != 0 {
+		a := *attr
+		if err := d.resolveAV(&a.AV); err != nil {
+			return err
+		}
+		if x.cc.mode == ModeDCQCN {
+			a.AV.TrafficClass |= ecnECT0
+		}
+		attr = &a
+	}
+	if err := x.q.Modify(attr, mask); err != nil {
+		return errorf(ErrInvalidArgument, "modify QP %v: %v", x.QPN(), err)
+	}
+	x.state = x.q.State()
+	d.sched.kick()
+	return nil
+}
+
+// ecnECT0 is the ECN-capable transport codepoint DCQCN's data carries.
+const ecnECT0 = 0b10
+
+func (d *Device) resolveAV(av *qp.AddressVector) error {
+	if av.SGID == (roce.GID{}) {
+		g, err := d.gidFor(av.DGID)
+		if err != nil {
+			return err
+		}
+		av.SGID = g
+	}
+	av.SrcMAC = d.cfg.MAC
+	if av.DstMAC == ([6]byte{}) {
+		mac, err := d.resolve(av.SGID.Addr(), av.DGID.Addr())
+		if err != nil {
+			return err
+		}
+		av.DstMAC = mac
+	}
+	return nil
+}
+
+// QueryQP returns the QP's attributes (ibv_query_qp).
+func (d *Device) QueryQP(x *QP) qp.Attr { return x.q.Attr() }
+
+// DestroyQP destroys a queue pair (ibv_destroy_qp). Its outstanding work is dropped
+// without completions, as destroying a QP in any state does.
+func (d *Device) DestroyQP(x *QP) error {
+	if _, ok := d.qps[x.QPN()]; !ok {
+		return errorf(ErrNotFound, "QP %v is not on %s", x.QPN(), d.cfg.Name)
+	}
+	delete(d.qps, x.QPN())
+	for i, a := range d.active {
+		if a == x {
+			d.active = append(d.active[:i], d.active[i+1:]...)
+			break
+		}
+	}
+	x.timer.Stop()
+	x.pd.refs--
+	x.sendCQ.refs--
+	x.recvCQ.refs--
+	if x.srq != nil {
+		x.srq.refs--
+	}
+	return nil
+}
+
+// PostSend posts a send work request (ibv_post_send). The QP keeps wr.SGL until the
+// request completes.
+func (x *QP) PostSend(wr *qp.SendWR) error {
+	if err := x.q.PostSend(wr); err != nil {
+		return errorf(ErrInvalidArgument, "post send on QP %v: %v", x.QPN(), err)
+	}
+	x.afterEvent()
+	x.dev.sched.kick()
+	return nil
+}
+
+// PostRecv posts a receive work request (ibv_post_recv).
+func (x *QP) PostRecv(wr *qp.RecvWR) error {
+	if err := x.q.PostRecv(wr); err != nil {
+		return errorf(ErrInvalidArgument, "post receive on QP %v: %v", x.QPN(), err)
+	}
+	x.afterEvent()
+	return nil
+}
+
+// onTimer runs the transport timer (retransmission, RNR back-off).
+func (x *QP) onTimer() {
+	x.q.OnTimer(int64(x.dev.loop.Now()))
+	x.afterEvent()
+	x.dev.sched.kick()
+}
+
+// afterEvent re-arms the transport timer and reports a spontaneous move to ERR.
+func (x *QP) afterEvent() {
+	if dl := x.q.NextDeadline(); dl == qp.Never {
+		x.timer.Stop()
+	} else if t := clock.Time(dl); !x.timer.Pending() || x.timer.When() != t {
+		x.timer.Reset(t)
+	}
+	if s := x.q.State(); s != x.state {
+		if s == qp.StateErr {
+			x.dev.raise(AsyncEvent{Type: EventQPFatal, QP: x})
+		}
+		x.state = s
+	}
+}

@@ -1,0 +1,111 @@
+package rnic
+
+import (
+	"errors"
+
+	"github.com/rocelab/rocelab/hpcc"
+	"github.com/rocelab/rocelab/roce/telemetry"
+	"github.com/rocelab/rocelab/roce/telemetry/hpcchop"
+	"github.com/rocelab/rocelab/roce/telemetry/ifa"
+	"github.com/rocelab/rocelab/roce/telemetry/intmd"
+	"github.com/rocelab/rocelab/roce/telemetry/ioam"
+)
+
+// A telemetry format is used twice: as the request the sender adds to a data packet or
+// probe, which switches on the forward path push hops into, and as the echo the
+// receiver puts in an ACK to carry those hops back. The echo is the same encoding with
+// a different signal (DSCP, IP protocol or IOAM namespace), so the switches on the
+// reverse path, which serve only the request's signal, leave it alone.
+
+// Echo signals, one per format. Their DSCPs share the class selector of the request
+// DSCPs (3), so requests, echoes and plain RoCE data of AF31 land in one priority.
+const (
+	EchoDSCP      = 0x1D // INT-MD and HPCC-compact echoes
+	EchoProtocol  = 254  // IFA echoes (the request uses ifa.DefaultProtocol, 253)
+	EchoNamespace = 2    // IOAM echoes (the request uses namespace 1)
+	// RequestDSCPINT is the DSCP that signals an INT-MD request: the INT
+	// specification's example value (0x17) is class 2, which would put telemetry
+	// packets in another queue than the flow's other packets and reorder them.
+	RequestDSCPINT = 0x1B
+)
+
+// codec is one direction of a format: the generic operations and its decoder.
+type codec struct {
+	telemetry.Codec
+	decode func(frame []byte, st *telemetry.Stack) error
+}
+
+// telemetryCodecs is a device's format: request and echo codecs and the wrap of the
+// counters it carries.
+type telemetryCodecs struct {
+	format    telemetry.Format
+	request   codec
+	echo      codec
+	wrap      hpcc.Wrap
+	needsIPv6 bool
+}
+
+// Codecs returns the request codec of format as the switches of a lab must be
+// configured with it (for roce/telemetry/stamp).
+func Codecs(format telemetry.Format) (telemetry.Codec, error) {
+	c, err := newTelemetryCodecs(format)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	return c.request.Codec, nil
+}
+
+func newTelemetryCodecs(format telemetry.Format) (*telemetryCodecs, error) {
+	switch format {
+	case "":
+		return nil, nil
+	case telemetry.FormatINTMD:
+		req, echo := intmd.New(), intmd.New()
+		req.DSCP, echo.DSCP = RequestDSCPINT, EchoDSCP
+		return &telemetryCodecs{format: format,
+			request: codec{req, func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
+			echo:    codec{echo, func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
+		}, nil
+	case telemetry.FormatHPCC:
+		req, echo := hpcchop.New(), hpcchop.New()
+		echo.DSCP = EchoDSCP
+		return &telemetryCodecs{format: format, wrap: hpcc.CompactWrap(req.Multi),
+			request: codec{req, func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
+			echo:    codec{echo, func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
+		}, nil
+	case telemetry.FormatIFA:
+		req, echo := ifa.New(), ifa.New()
+		echo.Protocol = EchoProtocol
+		return &telemetryCodecs{format: format, wrap: hpcc.Wrap{TxBytes: ifa.TxBytesWrap},
+			request: codec{req, func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
+			echo:    codec{echo, func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
+		}, nil
+	case telemetry.FormatIOAM:
+		req, echo := ioam.New(), ioam.New()
+		echo.Namespace = EchoNamespace
+		return &telemetryCodecs{format: format, needsIPv6: true,
+			request: codec{req, func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
+			echo:    codec{echo, func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
+		}, nil
+	}
+	return nil, errorf(ErrNotSupported, "telemetry format %q: want %s, %s, %s or %s", format,
+		telemetry.FormatINTMD, telemetry.FormatIOAM, telemetry.FormatIFA, telemetry.FormatHPCC)
+}
+
+// found reports whether err says the frame carries the codec's telemetry, and whether
+// err is a real problem (malformed telemetry) rather than its absence.
+func found(err error) (present bool, malformed bool) {
+	if err == nil {
+		return true, false
+	}
+	return false, !errors.Is(err, telemetry.ErrNoTelemetry) && !errors.Is(err, telemetry.ErrUnsupported)
+}
+
+// hopsOf copies a decoded stack's HPCC hops into dst (reused, so nothing allocates).
+func hopsOf(st *telemetry.Stack, dst []hpcc.Hop) []hpcc.Hop {
+	dst = dst[:0]
+	for i := range st.N {
+		dst = append(dst, st.Hops[i].Hop)
+	}
+	return dst
+}
