@@ -117,7 +117,7 @@ type Attr struct {
 	AV               AddressVector
 	PathMTU          roce.MTU // IBV_QP_PATH_MTU, in bytes (use roce.MTUFromEnum for ibv_mtu)
 	Timeout          uint8    // IBV_QP_TIMEOUT: 4.096 µs × 2^Timeout; 0 = infinite
-	RetryCnt         uint8    // IBV_QP_RETRY_CNT: 0..7
+	RetryCnt         uint8    // IBV_QP_RETRY_CNT: 0..7, 7 = infinite (as rxe)
 	RNRRetry         uint8    // IBV_QP_RNR_RETRY: 0..7, 7 = infinite
 	RQPSN            roce.PSN // IBV_QP_RQ_PSN: first PSN the responder expects
 	MaxRdAtomic      uint8    // IBV_QP_MAX_QP_RD_ATOMIC: outstanding READs/atomics as requester

@@ -255,6 +255,11 @@ func (q *QP) goBackN() {
 	q.resumeFrom(q.comp.psn)
 }
 
+// infiniteRetry is the retry_cnt and rnr_retry value that never runs out. IBTA gives
+// that meaning to rnr_retry 7 only; rxe (rxe_comp.c) gives it to retry_cnt 7 as well,
+// and rocelab follows rxe, whose peers (rc_pingpong, perftest) ask for 7.
+const infiniteRetry = 7
+
 // spendRetry takes one retry from the budget, or fails the oldest outstanding WQE with
 // RETRY_EXC_ERR and reports false when none is left.
 func (q *QP) spendRetry() bool {
@@ -266,7 +271,9 @@ func (q *QP) spendRetry() bool {
 		}
 		return false
 	}
-	q.comp.retryLeft--
+	if q.attr.RetryCnt != infiniteRetry {
+		q.comp.retryLeft--
+	}
 	return true
 }
 
@@ -281,7 +288,7 @@ func (q *QP) rnrNAK(now int64, psn roce.PSN, timer uint8) {
 		}
 		return
 	}
-	if q.attr.RNRRetry != 7 { // 7 means retry forever (IBTA 9.7.5.2.8)
+	if q.attr.RNRRetry != infiniteRetry { // IBTA 9.7.5.2.8
 		q.comp.rnrRetryLeft--
 	}
 	q.req.rnrUntil = now + rnrTimeout(timer)

@@ -30,12 +30,11 @@ type sendQueue struct {
 	head, next, tail uint64
 }
 
-func (s *sendQueue) init(n int)              { s.wqes = make([]sendWQE, n) }
-func (s *sendQueue) at(i uint64) *sendWQE    { return &s.wqes[i%uint64(len(s.wqes))] }
-func (s *sendQueue) full() bool              { return s.tail-s.head == uint64(len(s.wqes)) }
-func (s *sendQueue) push() *sendWQE          { w := s.at(s.tail); s.tail++; return w }
-func (s *sendQueue) clear()                  { clear(s.wqes); s.head, s.next, s.tail = 0, 0, 0 }
-func (s *sendQueue) outstanding() (n uint64) { return s.tail - s.head }
+func (s *sendQueue) init(n int)           { s.wqes = make([]sendWQE, n) }
+func (s *sendQueue) at(i uint64) *sendWQE { return &s.wqes[i%uint64(len(s.wqes))] }
+func (s *sendQueue) full() bool           { return s.tail-s.head == uint64(len(s.wqes)) }
+func (s *sendQueue) push() *sendWQE       { w := s.at(s.tail); s.tail++; return w }
+func (s *sendQueue) clear()               { clear(s.wqes); s.head, s.next, s.tail = 0, 0, 0 }
 
 // npkts is the number of PSNs a message of n bytes takes at path MTU mtu.
 func npkts(n uint32, mtu int) int {

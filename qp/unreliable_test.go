@@ -16,7 +16,7 @@ func TestUCWriteAndSendSurviveAGap(t *testing.T) {
 	la, lb, _, rb := withRegions(a, b, AccessRemoteWrite)
 	fill(la[:8192], 3)
 	postRecv(t, b, 1, localBase, 8192)
-	post(t, a, SendWR{WRID: 1, Opcode: WRSend, SGL: []SGE{{localBase, 3000, localKey}}})   // packet 2 of 3 is lost
+	post(t, a, SendWR{WRID: 1, Opcode: WRSend, SGL: []SGE{{localBase, 3000, localKey}}}) // packet 2 of 3 is lost
 	post(t, a, SendWR{WRID: 2, Opcode: WRSendWithImm, Imm: 5, SGL: []SGE{{localBase + 100, 2000, localKey}}})
 	post(t, a, SendWR{WRID: 3, Opcode: WRWrite, SGL: []SGE{{localBase, 4000, localKey}}, RemoteAddr: remoteBase, RKey: remoteKey})
 	pkt := 0
@@ -64,7 +64,7 @@ func TestUDSendWithGRH(t *testing.T) {
 		postRecv(t, b, 1, localBase, 2000)
 		postRecv(t, b, 2, localBase+4096, 2000)
 		post(t, a, udSend(a, b, 1, 1000, 0x11111111))
-		post(t, a, udSend(a, b, 2, 10, 0x22222222))  // wrong Q_Key: dropped
+		post(t, a, udSend(a, b, 2, 10, 0x22222222))   // wrong Q_Key: dropped
 		post(t, a, udSend(a, b, 3, 1024, 0x80000000)) // high bit: the QP's own Q_Key
 		var frames [][]byte
 		exchangeWith(t, 0, a, b, func(_ *node, f []byte) bool { frames = append(frames, bytes.Clone(f)); return false })
