@@ -182,7 +182,7 @@ func intSuite() Suite {
 			var st telemetry.Stack
 			h, err := c.Decode(f, &st)
 			if err != nil || !h.E || h.M || st.N != 3 {
-				return fmt.Errorf("E=%v M=%v hops=%d err=%v, want E set, 3 hops", h.E, h.M, st.N, err)
+				return fmt.Errorf("got E=%v M=%v hops=%d err=%v, want E set, 3 hops", h.E, h.M, st.N, err)
 			}
 			return nil
 		}},
@@ -197,7 +197,7 @@ func intSuite() Suite {
 			var st telemetry.Stack
 			h, _ := c.Decode(f, &st)
 			if !h.M || h.E || st.N != 2 {
-				return fmt.Errorf("M=%v E=%v hops=%d, want M set, 2 hops", h.M, h.E, st.N)
+				return fmt.Errorf("got M=%v E=%v hops=%d, want M set, 2 hops", h.M, h.E, st.N)
 			}
 			return nil
 		}},
