@@ -83,10 +83,17 @@ func newTelemetryCodecs(format telemetry.Format) (*telemetryCodecs, error) {
 	case telemetry.FormatIOAM:
 		req, echo := ioam.New(), ioam.New()
 		echo.Namespace = EchoNamespace
-		return &telemetryCodecs{format: format, needsIPv6: true,
-			request: codec{req, func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
-			echo:    codec{echo, func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
-		}, nil
+		// The IOAM decoder reads any trace; the namespace tells request from echo.
+		ns := func(c *ioam.Codec) func(f []byte, st *telemetry.Stack) error {
+			return func(f []byte, st *telemetry.Stack) error {
+				h, err := c.Decode(f, st)
+				if err == nil && h.Namespace != c.Namespace {
+					return telemetry.ErrNoTelemetry
+				}
+				return err
+			}
+		}
+		return &telemetryCodecs{format: format, request: codec{req, ns(req)}, echo: codec{echo, ns(echo)}}, nil
 	}
 	return nil, errorf(ErrNotSupported, "telemetry format %q: want %s, %s, %s or %s", format,
 		telemetry.FormatINTMD, telemetry.FormatIOAM, telemetry.FormatIFA, telemetry.FormatHPCC)
