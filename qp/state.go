@@ -156,7 +156,6 @@ func (q *QP) flushSend() {
 	}
 	q.sq.clear()
 	q.req.rdAtomic, q.req.inflight = 0, 0
-	q.req.psn, q.req.highPSN = q.comp.psn, q.comp.psn
 }
 
 func (q *QP) flushRecv() {
