@@ -490,6 +490,9 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 	if hd.OptionType == PreAllocated {
 		data = data[4*hd.RemainingLen:]
 	}
+	if hd.NodeLen != NodeLen(hd.TraceType) {
+		return hd, telemetry.Malformed("NodeLen %d for Trace-Type %#06x (needs %d)", hd.NodeLen, hd.TraceType, NodeLen(hd.TraceType))
+	}
 	if hd.NodeLen == 0 && hd.TraceType&TraceOpaque == 0 {
 		if len(data) != 0 {
 			return hd, telemetry.Malformed("%d bytes of node data with NodeLen 0", len(data))
