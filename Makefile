@@ -46,7 +46,7 @@ unit:
 	$(GO) test -race -count=1 $(PKGS)
 
 ## test: everything CI checks
-test: deps build lint unit
+test: deps deps-system build lint unit
 
 ## bench: benchmarks as a table on stdout and JSON in out/bench.json
 bench: build
