@@ -22,7 +22,6 @@ type MR struct {
 	access qp.Access
 	mem    []byte
 	fd     int // the memfd behind mem; -1 once deregistered
-	owned  bool
 }
 
 // LKey returns the local key (ibv_mr.lkey).

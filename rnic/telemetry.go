@@ -38,11 +38,10 @@ type codec struct {
 // telemetryCodecs is a device's format: request and echo codecs and the wrap of the
 // counters it carries.
 type telemetryCodecs struct {
-	format    telemetry.Format
-	request   codec
-	echo      codec
-	wrap      hpcc.Wrap
-	needsIPv6 bool
+	format  telemetry.Format
+	request codec
+	echo    codec
+	wrap    hpcc.Wrap
 }
 
 // Codecs returns the request codec of format as the switches of a lab must be

@@ -1,0 +1,146 @@
+package rnic
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/qp"
+)
+
+// pair is two devices joined by one link, on a virtual clock.
+func pair(t *testing.T) (*clock.Virtual, *Device, *Device) {
+	t.Helper()
+	v := clock.NewVirtual(1)
+	a, b, err := link.New(link.Config{Rate: 10e9, Delay: time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := link.NewPool(1518)
+	var events []AsyncEvent
+	open := func(name string, ep link.Endpoint, mac byte, ip string) *Device {
+		d, err := Open(Config{Name: name, MAC: [6]byte{2, 0, 0, 0, 0, mac}, GIDs: []netip.Addr{netip.MustParseAddr(ip)},
+			Loop: v.NewLoop(name), Link: ep, Pool: pool, AsyncHandler: func(e AsyncEvent) { events = append(events, e) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return v, open("h1", a, 1, "10.0.0.1"), open("h2", b, 2, "10.0.0.2")
+}
+
+func TestMRChecks(t *testing.T) {
+	_, d, _ := pair(t)
+	pd, _ := d.AllocPD()
+	if _, err := d.RegMR(pd, 4096, qp.AccessRemoteWrite); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("remote write without local write: %v", err)
+	}
+	mr, err := d.RegMR(pd, 4096, qp.AccessLocalWrite|qp.AccessRemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pd.Write(mr.RKey(), mr.Addr()+4090, make([]byte, 8), qp.AccessRemoteWrite); !errors.Is(err, qp.ErrOutOfBounds) {
+		t.Errorf("write past the end: %v", err)
+	}
+	if err := pd.Read(mr.LKey(), mr.Addr(), make([]byte, 8), qp.AccessRemoteRead); !errors.Is(err, qp.ErrAccessDenied) {
+		t.Errorf("remote read of a region without it: %v", err)
+	}
+	if err := pd.Write(mr.RKey()+1, mr.Addr(), make([]byte, 8), qp.AccessRemoteWrite); !errors.Is(err, qp.ErrInvalidKey) {
+		t.Errorf("unknown key: %v", err)
+	}
+	if err := pd.Write(mr.RKey(), mr.Addr()+8, []byte{1, 0, 0, 0, 0, 0, 0, 0}, qp.AccessRemoteWrite); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := pd.Atomic(mr.RKey(), mr.Addr()+8, qp.AtomicOp{SwapAdd: 41}, qp.AccessLocalWrite)
+	if err != nil || orig != 1 || mr.Bytes()[8] != 42 {
+		t.Errorf("fetch-add: orig %d, err %v, word now %d", orig, err, mr.Bytes()[8])
+	}
+	if err := d.DeallocPD(pd); !errors.Is(err, ErrBusy) {
+		t.Errorf("dealloc PD holding an MR: %v", err)
+	}
+	if err := d.DeregMR(mr); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCQOverflowRaisesEvent(t *testing.T) {
+	_, d, _ := pair(t)
+	var got []AsyncEvent
+	d.cfg.AsyncHandler = func(e AsyncEvent) { got = append(got, e) }
+	ch := d.CreateCompChannel(1)
+	woken := 0
+	ch.Handler = func(*CQ) { woken++ }
+	cq, _ := d.CreateCQ(2, ch)
+	cq.ReqNotifyCQ(false)
+	for i := range 3 {
+		cq.Push(qp.WC{WRID: uint64(i)})
+	}
+	if woken != 1 || len(got) != 1 || got[0].Type != EventCQErr || got[0].CQ != cq {
+		t.Fatalf("woken %d, events %+v", woken, got)
+	}
+	if _, err := cq.PollCQ(make([]qp.WC, 4)); !errors.Is(err, ErrNoMemory) {
+		t.Errorf("poll of an overrun CQ: %v", err)
+	}
+}
+
+func TestSRQLimit(t *testing.T) {
+	_, d, _ := pair(t)
+	var got []AsyncEvent
+	d.cfg.AsyncHandler = func(e AsyncEvent) { got = append(got, e) }
+	pd, _ := d.AllocPD()
+	srq, _ := d.CreateSRQ(pd, SRQInitAttr{MaxWR: 4})
+	for i := range 3 {
+		if err := srq.PostSRQRecv(&qp.RecvWR{WRID: uint64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srq.ModifySRQ(2)
+	if wr, ok := srq.Pop(); !ok || wr.WRID != 0 || len(got) != 0 {
+		t.Fatalf("first pop: %v %v, events %v", wr, ok, got)
+	}
+	srq.Pop()
+	if len(got) != 1 || got[0].Type != EventSRQLimitReached {
+		t.Fatalf("events %+v", got)
+	}
+}
+
+// TestARPResolvesPeer: an AH towards an unknown neighbour fails with ErrUnresolved and
+// asks; the peer answers; the retry succeeds with the learned MAC.
+func TestARPResolvesPeer(t *testing.T) {
+	v, a, b := pair(t)
+	pd, _ := a.AllocPD()
+	gid, _ := b.QueryGID(0)
+	if _, err := a.CreateAH(pd, AHAttr{DGID: gid}); !errors.Is(err, ErrUnresolved) {
+		t.Fatalf("first AH: %v", err)
+	}
+	v.RunFor(10 * time.Microsecond)
+	ah, err := a.CreateAH(pd, AHAttr{DGID: gid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ah.AV().DstMAC != b.cfg.MAC || b.Stats().ARPReplies != 1 {
+		t.Errorf("resolved %v, replies %d", ah.AV().DstMAC, b.Stats().ARPReplies)
+	}
+}
+
+// TestMalformedFramesDropped feeds garbage and truncated RoCE frames: counted, dropped,
+// nothing else happens.
+func TestMalformedFramesDropped(t *testing.T) {
+	_, d, _ := pair(t)
+	pool := link.NewPool(1518)
+	frames := [][]byte{
+		{1, 2, 3},
+		append(make([]byte, 12), 0x08, 0x00, 0x45), // IPv4 cut off
+	}
+	for _, b := range frames {
+		f := pool.Get()
+		f.SetBytes(b)
+		d.receive(f)
+	}
+	if s := d.Stats(); s.RxFrames != 2 || s.RxMalformed+s.RxNotForUs != 2 {
+		t.Errorf("stats %+v", s)
+	}
+}
