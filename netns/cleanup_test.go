@@ -3,8 +3,10 @@ package netns
 import (
 	"errors"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
@@ -34,21 +36,30 @@ func TestDownRemovesOnlyItsOwn(t *testing.T) {
 		t.Errorf("Clean with a running lab = %+v; want it running, %s foreign, nothing removed", rep, foreign)
 	}
 
-	// A tampered record naming a namespace without our prefix must not reach it.
+	// A tampered record naming a namespace without our prefix, or a file that is not a
+	// socket, must not reach them.
+	notSocket := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(notSocket, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := store.Update(lab, func(l *Lab) error {
 		l.Hosts = append(l.Hosts, Host{Name: "h9", Netns: unprefixed})
+		l.Sockets = append(l.Sockets, notSocket)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Down(lab); err == nil {
-		t.Error("Down accepted a namespace without rocelab's prefix")
+		t.Error("Down accepted a namespace without rocelab's prefix and a file that is no socket")
 	}
-	if _, err := os.Stat(NamespacePath(unprefixed)); err != nil {
-		t.Errorf("Down touched %s: %v", unprefixed, err)
+	for _, path := range []string{NamespacePath(unprefixed), notSocket} {
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("Down touched %s: %v", path, err)
+		}
 	}
 	if err := store.Update(lab, func(l *Lab) error {
 		l.Hosts = slices.DeleteFunc(l.Hosts, func(h Host) bool { return h.Netns == unprefixed })
+		l.Sockets = nil
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -95,6 +106,14 @@ func TestCleanRemovesCrashedLab(t *testing.T) {
 	}
 	t.Cleanup(func() { stray.Process.Kill(); stray.Wait() })
 
+	sock := listenUnix(t, filepath.Join(t.TempDir(), "control.sock"))
+	if err := store.Update(lab, func(l *Lab) error {
+		l.Sockets = append(l.Sockets, sock)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
 	dry := *c
 	dry.DryRun = true
 	planned, err := dry.Clean()
@@ -114,7 +133,7 @@ func TestCleanRemovesCrashedLab(t *testing.T) {
 	if !slices.Equal(planned.Removed, rep.Removed) {
 		t.Errorf("dry run planned %v, Clean removed %v", planned.Removed, rep.Removed)
 	}
-	want := map[string]int{"process": 2, "namespace": 2, "state": 1}
+	want := map[string]int{"process": 2, "namespace": 2, "socket": 1, "state": 1}
 	got := map[string]int{}
 	for _, r := range rep.Removed {
 		got[r.Kind]++
@@ -128,7 +147,36 @@ func TestCleanRemovesCrashedLab(t *testing.T) {
 		}
 	}
 	assertNoNamespaces(t, Prefix+lab+"-")
-	if _, err := os.Stat(store.Dir(lab)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("state dir left behind: %v", err)
+	for _, path := range []string{store.Dir(lab), sock} {
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left behind: %v", path, err)
+		}
 	}
+}
+
+// TestAddHostRefusesExistingNamespace: a namespace that exists already, under the name
+// a host would get, is neither adopted nor recorded, so Down can never delete it.
+func TestAddHostRefusesExistingNamespace(t *testing.T) {
+	needRoot(t)
+	store, _, lab := newLab(t, self(t))
+	taken := NamespaceName(lab, "h1")
+	createForeign(t, taken)
+	if _, err := AddHost(store, lab, hostConfig(1)); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("AddHost over existing %s = %v, want ErrExist", taken, err)
+	}
+	if l, err := store.Load(lab); err != nil || len(l.Hosts) != 0 {
+		t.Errorf("lab after the refused AddHost: %+v, %v; want no hosts", l, err)
+	}
+}
+
+// listenUnix leaves a Unix socket file at path, as a crashed lab process would.
+func listenUnix(t *testing.T, path string) string {
+	t.Helper()
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	return path
 }

@@ -17,7 +17,8 @@ import (
 // then stays, so that a later Down or Clean can finish the job.
 //
 // The lab process must exit on SIGTERM without calling Down itself: Down holds the
-// lab's lock while it waits for the process.
+// lab's lock while it waits for the process. A lab process that removes its own lab
+// closes its TAPs first: an open TAP keeps its namespace alive, unnamed, until closed.
 func (c *Cleaner) Down(lab string) (Report, error) { return c.down(lab, false) }
 
 // down is Down; with onlyCrashed it removes the lab only if, under the lab's lock, its
@@ -71,13 +72,7 @@ func (c *Cleaner) remove(l *Lab, rep *Report) error {
 		})
 	}
 	for _, s := range l.Sockets {
-		r.object("socket", s, "", func(dryRun bool) error {
-			if dryRun {
-				_, err := os.Stat(s)
-				return err
-			}
-			return os.Remove(s)
-		})
+		r.object("socket", s, "", func(dryRun bool) error { return removeSocket(s, dryRun) })
 	}
 	if len(r.errs) > 0 {
 		return errors.Join(r.errs...)
@@ -194,6 +189,25 @@ func deleteDevice(d Device, dryRun bool) error {
 	}
 	if err != nil {
 		return fmt.Errorf("netns: delete device %s in %q: %w", d.Name, d.Netns, err)
+	}
+	return nil
+}
+
+// removeSocket removes the Unix socket at path (in a dry run, only checks it is one).
+// Anything but a socket is left alone: a tampered record must not turn this into rm.
+func removeSocket(path string, dryRun bool) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err == nil && fi.Mode().Type() != os.ModeSocket {
+		err = errors.New("not a socket, left alone")
+	}
+	if err == nil && !dryRun {
+		err = os.Remove(path)
+	}
+	if err != nil {
+		return fmt.Errorf("netns: remove socket %s: %w", path, unwrapPathError(err))
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"slices"
 )
 
 // HostConfig describes one host of a lab for [AddHost].
@@ -22,8 +24,9 @@ type HostConfig struct {
 // AddHost builds host cfg of lab, whose state file must exist: it records the host,
 // then creates its namespace [NamespaceName](lab, host) and TAP [TapName](host) there,
 // and configures the TAP and loopback. It returns the open TAP, owned by the caller;
-// the TAP disappears when the caller closes it or exits. On failure the namespace is
-// deleted again; the record may stay, which removal tolerates.
+// the TAP disappears when the caller closes it or exits. A namespace of that name must
+// not exist. On failure the namespace is deleted and the host unrecorded again (a crash
+// in between leaves a record of a missing namespace, which removal tolerates).
 func AddHost(store Store, lab string, cfg HostConfig) (*TAP, error) {
 	if err := ValidName(cfg.Name); err != nil {
 		return nil, fmt.Errorf("netns: add host to lab %s: %w", lab, err)
@@ -35,6 +38,11 @@ func AddHost(store Store, lab string, cfg HostConfig) (*TAP, error) {
 		MAC:   cfg.MAC.String(),
 		IPv4:  cfg.IPv4,
 		IPv6:  cfg.IPv6,
+	}
+	// Checked before recording: a record of a namespace someone else made would let
+	// Down delete it.
+	if _, err := os.Stat(NamespacePath(host.Netns)); err == nil {
+		return nil, fmt.Errorf("netns: add host %s to lab %s: namespace %s: %w", cfg.Name, lab, host.Netns, os.ErrExist)
 	}
 	err := store.Update(lab, func(l *Lab) error {
 		if l.Host(cfg.Name) != nil {
@@ -48,7 +56,13 @@ func AddHost(store Store, lab string, cfg HostConfig) (*TAP, error) {
 	}
 	tap, err := createHost(host, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("netns: add host %s to lab %s: %w", cfg.Name, lab, err)
+		// Nothing of the host is left; neither should its record be, in case the
+		// namespace was created by someone else meanwhile.
+		unrecord := store.Update(lab, func(l *Lab) error {
+			l.Hosts = slices.DeleteFunc(l.Hosts, func(h Host) bool { return h.Name == cfg.Name })
+			return nil
+		})
+		return nil, errors.Join(fmt.Errorf("netns: add host %s to lab %s: %w", cfg.Name, lab, err), unrecord)
 	}
 	return tap, nil
 }
