@@ -77,7 +77,8 @@ func TestTwoHostsRelayFrames(t *testing.T) {
 }
 
 // checkInside asserts, through netlink inside ns, that the TAP and loopback are up and
-// carry the configured MTU, MAC, addresses (IPv6 not tentative) and neighbours.
+// carry the configured MTU, MAC, addresses (usable: not tentative, local route
+// installed) and neighbours.
 func checkInside(t *testing.T, ns string, cfg HostConfig) {
 	t.Helper()
 	h, err := openNetlink(ns)
@@ -127,6 +128,11 @@ func checkInside(t *testing.T, ns string, cfg HostConfig) {
 		}
 		if !found {
 			t.Errorf("%s: address %s missing from %v", ns, want, addrs)
+		}
+		// The kernel delivers to an address only once its local route exists, which
+		// for IPv6 it installs asynchronously: ConfigureLink must have waited for it.
+		if routes, err := h.RouteGet(net.IP(want.Addr().AsSlice())); err != nil || len(routes) == 0 || routes[0].Type != unix.RTN_LOCAL {
+			t.Errorf("%s: no local route for %s yet (%v, %v)", ns, want.Addr(), routes, err)
 		}
 	}
 	neighs, err := h.NeighList(a.Index, netlink.FAMILY_ALL)

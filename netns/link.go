@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
@@ -37,7 +38,8 @@ type Neighbour struct {
 // ConfigureLink applies cfg to the link cfg.Name in namespace ns, brings the link and
 // the namespace's loopback up, and is idempotent: addresses, routes and neighbours that
 // exist already are replaced, not duplicated. IPv6 addresses skip duplicate address
-// detection (IFA_F_NODAD), so they are usable as soon as ConfigureLink returns.
+// detection (IFA_F_NODAD) and ConfigureLink returns once the kernel accepts packets for
+// them.
 func ConfigureLink(ns string, cfg LinkConfig) error {
 	if err := configureLink(ns, cfg); err != nil {
 		return fmt.Errorf("netns: configure link %s in %s: %w", cfg.Name, ns, err)
@@ -51,6 +53,22 @@ func configureLink(ns string, cfg LinkConfig) error {
 		return err
 	}
 	defer h.Close()
+	var v6 []netip.Addr
+	for _, p := range cfg.Addrs {
+		if p.Addr().Is6() {
+			v6 = append(v6, p.Addr())
+		}
+	}
+	var routeUpdates <-chan netlink.RouteUpdate
+	if len(v6) > 0 {
+		// Subscribed before the addresses exist, so no route event can be missed.
+		updates, stop, err := subscribeRoutes(ns)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		routeUpdates = updates
+	}
 
 	lo, err := h.LinkByName("lo")
 	if err != nil {
@@ -84,6 +102,9 @@ func configureLink(ns string, cfg LinkConfig) error {
 	}
 	if err := h.LinkSetUp(link); err != nil {
 		return fmt.Errorf("link up: %w", err)
+	}
+	if err := waitLocal(h, v6, routeUpdates); err != nil {
+		return err
 	}
 	for _, r := range cfg.Routes {
 		route := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(r.Dst.Masked())}
@@ -131,4 +152,54 @@ func ipNet(p netip.Prefix) *net.IPNet {
 		IP:   net.IP(p.Addr().AsSlice()),
 		Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen()),
 	}
+}
+
+// ipv6Timeout bounds the wait for IPv6 addresses to become usable, which takes
+// microseconds on an idle machine and a scheduling delay on a busy one.
+const ipv6Timeout = 5 * time.Second
+
+// waitLocal returns once every address in addrs has its local route, i.e. the kernel
+// delivers packets sent to it. For IPv6 that is asynchronous even with IFA_F_NODAD:
+// the kernel's DAD worker installs the route, some time after the address is added (a
+// packet arriving before counts as Ip6InAddrErrors and is dropped). updates carries
+// the namespace's route events; each one prompts a recheck, so nothing sleeps.
+func waitLocal(h *netlink.Handle, addrs []netip.Addr, updates <-chan netlink.RouteUpdate) error {
+	timeout := time.NewTimer(ipv6Timeout)
+	defer timeout.Stop()
+	for _, a := range addrs {
+		for {
+			routes, err := h.RouteGet(net.IP(a.AsSlice()))
+			if err != nil {
+				return fmt.Errorf("route to %s: %w", a, err)
+			}
+			if len(routes) > 0 && routes[0].Type == unix.RTN_LOCAL {
+				break
+			}
+			select {
+			case <-updates:
+			case <-timeout.C:
+				return fmt.Errorf("address %s: not usable after %v", a, ipv6Timeout)
+			}
+		}
+	}
+	return nil
+}
+
+// subscribeRoutes delivers the route events of namespace ns until stop is called.
+func subscribeRoutes(ns string) (updates <-chan netlink.RouteUpdate, stop func(), err error) {
+	nsh, err := vnetns.GetFromPath(NamespacePath(ns))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer nsh.Close()
+	ch := make(chan netlink.RouteUpdate, 16)
+	done := make(chan struct{})
+	if err := netlink.RouteSubscribeWithOptions(ch, done, netlink.RouteSubscribeOptions{Namespace: &nsh}); err != nil {
+		return nil, nil, fmt.Errorf("subscribe to routes: %w", err)
+	}
+	return ch, func() {
+		close(done)
+		for range ch { // until the subscription's goroutine closes ch on its way out
+		}
+	}, nil
 }
