@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 	"go.uber.org/zap"
@@ -55,9 +56,7 @@ func (c *Cleaner) remove(l *Lab, rep *Report) error {
 	r := &labRemoval{Cleaner: c, lab: l, rep: rep, log: c.log().With(zap.String("lab", l.Name))}
 
 	// 1. Processes first: they hold namespaces, TAPs and sockets open.
-	for _, p := range r.processes() {
-		r.stop(p)
-	}
+	r.stopAll(r.processes())
 	// 2. Devices outside the hosts' namespaces, then the namespaces with theirs inside.
 	for _, d := range l.Devices {
 		r.object("device", d.Name, d.Name, func(dryRun bool) error { return deleteDevice(d, dryRun) })
@@ -140,17 +139,28 @@ func (r *labRemoval) processes() []Process {
 	return procs
 }
 
-func (r *labRemoval) stop(p Process) {
-	if r.DryRun {
-		r.removed("process", p.String())
-		return
+// stopAll stops procs in parallel, so that N processes ignoring SIGTERM cost one
+// grace period, not N, and reports them in order.
+func (r *labRemoval) stopAll(procs []Process) {
+	type result struct {
+		signalled bool
+		err       error
 	}
-	signalled, err := terminate(p, r.grace())
-	switch {
-	case err != nil:
-		r.failed("process", p.String(), err)
-	case signalled:
-		r.removed("process", p.String())
+	results := make([]result, len(procs))
+	if !r.DryRun {
+		var wg sync.WaitGroup
+		for i, p := range procs {
+			wg.Go(func() { results[i].signalled, results[i].err = terminate(p, r.grace()) })
+		}
+		wg.Wait()
+	}
+	for i, p := range procs {
+		switch res := results[i]; {
+		case res.err != nil:
+			r.failed("process", p.String(), res.err)
+		case res.signalled || r.DryRun:
+			r.removed("process", p.String())
+		}
 	}
 }
 
