@@ -9,18 +9,24 @@
 //
 //   - by name: a host's namespace is "rl-<lab>-<host>" (see [NamespaceName]) and its TAP
 //     is "rl-<host>", cut to fit IFNAMSIZ (see [TapName]);
-//   - by record: the lab's state file, <root>/<lab>/state.json (see [StateRoot]), lists
+//   - by record: the lab's state file, <root>/<lab>/state.json (see [DefaultStore]), lists
 //     the namespaces, devices, sockets and processes of the lab.
 //
 // Removal trusts only the record. A namespace named like ours that no state file lists
-// is reported by [Clean], never deleted: someone else may own it.
+// is reported by [Cleaner.Clean], never deleted: someone else may own it.
 //
 // # Record before create
 //
 // Whoever builds a lab writes the state file (with its own [Process] as owner) before
-// it creates anything, and records each object before creating it ([SetupHost] does).
+// it creates anything, and records each object before creating it ([AddHost] does).
 // A crash therefore leaves at most a record of something that does not exist, which
 // removal tolerates, and never an object nobody recorded.
+//
+// # Removal
+//
+// [Cleaner.Down] removes one lab (`rocelab down`); [Cleaner.Clean] removes every lab
+// whose lab process is gone (`rocelab clean`). Processes are identified by pid and
+// start time, so a reused pid is never taken for a lab's.
 //
 // # Threads and namespaces
 //
