@@ -113,6 +113,11 @@ func (p *Packet) Decode(frame []byte) error {
 		if h.NextHeader() != IPProtoUDP {
 			return decodeErr("ipv6", off+6, ErrNotRoCE, "next header %d", h.NextHeader())
 		}
+		// An IPv4-mapped GID means RoCEv2 over IPv4 (IBTA A17.4.5.1, rxe's GID
+		// types); in an IPv6 header such an address is malformed RoCEv2.
+		if h.Src().Is4In6() || h.Dst().Is4In6() {
+			return decodeErr("ipv6", off+8, ErrBadHeader, "IPv4-mapped address %v -> %v in an IPv6 header", h.Src(), h.Dst())
+		}
 		ipEnd = off + IPv6Size + h.PayloadLen()
 		off += IPv6Size
 	default:

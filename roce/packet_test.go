@@ -151,6 +151,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad version", mod(good, func(b []byte) { b[EthernetSize] = 0x65 }), ErrBadHeader},
 		{"bad ihl", mod(good, func(b []byte) { b[EthernetSize] = 0x44 }), ErrBadHeader},
 		{"fragment", mod(good, func(b []byte) { b[EthernetSize+6] = 0x20 }), ErrBadHeader},
+		{"ipv4-mapped in ipv6", mod(good6, func(b []byte) {
+			copy(b[EthernetSize+24:], []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 1})
+		}), ErrBadHeader},
 		{"ip total too long", mod(good, func(b []byte) { b[EthernetSize+2] = 0xFF }), ErrBadLength},
 		{"ip total below header", mod(good, func(b []byte) { b[EthernetSize+2], b[EthernetSize+3] = 0, 10 }), ErrBadLength},
 		{"ipv6 payload too long", mod(good6, func(b []byte) { b[EthernetSize+4] = 0xFF }), ErrBadLength},
