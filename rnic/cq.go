@@ -25,8 +25,9 @@ var _ qp.CompletionQueue = (*CQ)(nil)
 
 // CompChannel is a completion channel (ibv_comp_channel). An armed CQ bound to it
 // announces its next completion here once. Under the Virtual clock, or when the
-// consumer lives on the device's loop, set Handler: it runs on the loop. Otherwise
-// read events with GetCQEvent from any goroutine.
+// consumer lives on the device's loop, set Handler: it runs on the loop, after the
+// event that completed the work (never inside a QP's processing), so it may poll and
+// post at once. Otherwise read events with GetCQEvent from any goroutine.
 type CompChannel struct {
 	// Handler, if set, receives events on the device's loop instead of the channel.
 	Handler func(cq *CQ)
@@ -96,7 +97,7 @@ func (cq *CQ) Push(wc qp.WC) {
 	cq.n++
 	if cq.armed && cq.channel != nil {
 		cq.armed = false
-		cq.channel.notify(cq)
+		cq.dev.pendingCQs = append(cq.dev.pendingCQs, cq)
 	}
 }
 
@@ -128,7 +129,8 @@ func (cq *CQ) ReqNotifyCQ(solicitedOnly bool) error {
 	cq.armed = true
 	if cq.n > 0 {
 		cq.armed = false
-		cq.channel.notify(cq)
+		cq.dev.pendingCQs = append(cq.dev.pendingCQs, cq)
+		cq.dev.notify()
 	}
 	return nil
 }

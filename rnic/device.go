@@ -80,6 +80,9 @@ type Device struct {
 	probeResp probe.Response
 	body      [probe.ResponseSize + probe.MaxRecords*probe.RecordSize]byte
 	hostBatch [1]*link.Frame
+	// CQs whose armed event is due; announced when the current event is done.
+	pendingCQs []*CQ
+	notifying  bool
 
 	// Do's hand-over from other goroutines.
 	callMu       sync.Mutex
@@ -224,3 +227,19 @@ func (d *Device) gidFor(dst roce.GID) (roce.GID, error) {
 }
 
 func (d *Device) String() string { return fmt.Sprintf("rnic %s", d.cfg.Name) }
+
+// notify announces the CQ events the current event produced. Handlers may post work,
+// which may complete and queue more events: they are announced in the same pass.
+func (d *Device) notify() {
+	if d.notifying {
+		return
+	}
+	d.notifying = true
+	for i := 0; i < len(d.pendingCQs); i++ {
+		cq := d.pendingCQs[i]
+		d.pendingCQs[i] = nil
+		cq.channel.notify(cq)
+	}
+	d.pendingCQs = d.pendingCQs[:0]
+	d.notifying = false
+}

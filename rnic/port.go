@@ -29,6 +29,7 @@ func (p *port) Receive(frames []*link.Frame) {
 		p.d.receive(f)
 	}
 	p.d.sched.kick()
+	p.d.notify()
 }
 
 // transmit queues f to leave when the wire is free at or after start, and returns the

@@ -149,6 +149,7 @@ func (d *Device) ModifyQP(x *QP, attr *qp.Attr, mask qp.AttrMask) error {
 	}
 	x.state = x.q.State()
 	d.sched.kick()
+	d.notify()
 	return nil
 }
 
@@ -208,6 +209,7 @@ func (x *QP) PostSend(wr *qp.SendWR) error {
 	}
 	x.afterEvent()
 	x.dev.sched.kick()
+	x.dev.notify()
 	return nil
 }
 
@@ -217,6 +219,7 @@ func (x *QP) PostRecv(wr *qp.RecvWR) error {
 		return errorf(ErrInvalidArgument, "post receive on QP %v: %v", x.QPN(), err)
 	}
 	x.afterEvent()
+	x.dev.notify()
 	return nil
 }
 
@@ -225,6 +228,7 @@ func (x *QP) onTimer() {
 	x.q.OnTimer(int64(x.dev.loop.Now()))
 	x.afterEvent()
 	x.dev.sched.kick()
+	x.dev.notify()
 }
 
 // afterEvent re-arms the transport timer and reports a spontaneous move to ERR.

@@ -80,6 +80,7 @@ func (s *scheduler) pump() {
 		s.timer.Reset(max(wake, now))
 	}
 	s.pumping = false
+	d.notify() // after pumping: a handler's posts must be able to kick the scheduler
 }
 
 // next returns the frame to send at start, or nil and the earliest time a paced QP may

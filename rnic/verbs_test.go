@@ -78,6 +78,7 @@ func TestCQOverflowRaisesEvent(t *testing.T) {
 	for i := range 3 {
 		cq.Push(qp.WC{WRID: uint64(i)})
 	}
+	d.notify() // what the device does when the event that completed the work ends
 	if woken != 1 || len(got) != 1 || got[0].Type != EventCQErr || got[0].CQ != cq {
 		t.Fatalf("woken %d, events %+v", woken, got)
 	}
