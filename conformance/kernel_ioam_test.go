@@ -88,7 +88,9 @@ func helperRecv(ifname string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		if n > 54 && buf[12] == 0x86 && buf[13] == 0xDD && buf[20] == 0 {
+		// IPv6 with a Hop-by-Hop header whose next header is UDP: MLD reports, sent as
+		// the veths come up, also carry Hop-by-Hop (Router Alert) but then ICMPv6.
+		if n > 54 && buf[12] == 0x86 && buf[13] == 0xDD && buf[20] == 0 && buf[54] == 17 {
 			fmt.Println(hex.EncodeToString(buf[:n]))
 			return 0
 		}
