@@ -138,6 +138,17 @@ type Stack struct {
 // HopList returns the decoded hops, first switch first. The slice aliases s.
 func (s *Stack) HopList() []Hop { return s.Hops[:s.N] }
 
+// Slot returns where the next decoded hop goes, or nil when the stack already holds
+// MaxHops, in which case it marks the stack Truncated. The caller counts the hop
+// (N++) once it has decoded it, so a hop that fails to decode is not counted.
+func (s *Stack) Slot() *Hop {
+	if s.N == MaxHops {
+		s.Truncated = true
+		return nil
+	}
+	return &s.Hops[s.N]
+}
+
 // Reverse puts hops decoded newest-first into path order.
 func (s *Stack) Reverse() {
 	for i, j := 0, s.N-1; i < j; i, j = i+1, j-1 {

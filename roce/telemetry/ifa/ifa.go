@@ -267,11 +267,11 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 	st.Format, st.N, st.Truncated = telemetry.FormatIFA, 0, false
 	stack := frame[x.md+MDHeaderSize : x.md+MDHeaderSize+x.stack]
 	for p := 0; p < len(stack); p += HopSize {
-		if st.N == telemetry.MaxHops {
-			st.Truncated = true
+		hop := st.Slot()
+		if hop == nil {
 			break
 		}
-		readHop(stack[p:p+HopSize], &st.Hops[st.N])
+		readHop(stack[p:p+HopSize], hop)
 		st.N++
 	}
 	st.Reverse()

@@ -465,11 +465,11 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 	size := 4 * hd.HopML
 	stack := frame[x.off+ShimSize+MDHeaderSize : x.off+x.size]
 	for p := 0; p < len(stack); p += size {
-		if st.N == telemetry.MaxHops {
-			st.Truncated = true
+		hop := st.Slot()
+		if hop == nil {
 			break
 		}
-		readHop(stack[p:p+size], hd.Instructions, hd.DomainID, hd.DSInstructions, &st.Hops[st.N])
+		readHop(stack[p:p+size], hd.Instructions, hd.DomainID, hd.DSInstructions, hop)
 		st.N++
 	}
 	st.Reverse()

@@ -500,11 +500,11 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 		return hd, nil
 	}
 	for len(data) > 0 {
-		if st.N == telemetry.MaxHops {
-			st.Truncated = true
+		hop := st.Slot()
+		if hop == nil {
 			break
 		}
-		n := c.readNode(data, hd.TraceType, hd.NodeLen, &st.Hops[st.N])
+		n := c.readNode(data, hd.TraceType, hd.NodeLen, hop)
 		if n <= 0 {
 			return hd, telemetry.Malformed("node data cut off after %d nodes", st.N)
 		}
