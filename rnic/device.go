@@ -80,6 +80,7 @@ type Device struct {
 	probeResp probe.Response
 	body      [probe.ResponseSize + probe.MaxRecords*probe.RecordSize]byte
 	hostBatch [1]*link.Frame
+	host      hostRelay
 	// CQs whose armed event is due; announced when the current event is done.
 	pendingCQs []*CQ
 	notifying  bool
@@ -105,6 +106,8 @@ type Stats struct {
 	ARPReplies, ARPReqs uint64
 	AsyncEvents         uint64
 	AsyncEventsLost     uint64
+	HostFrames          uint64 // frames the host's kernel sent through the device (SendFromHost)
+	HostDropped         uint64 // of those, dropped: backlog full or frame too long
 }
 
 // Open creates the device and attaches it to its link.
@@ -128,6 +131,7 @@ func Open(cfg Config) (*Device, error) {
 	d.neigh.init()
 	d.port.init(d)
 	d.sched.init(d)
+	d.host.init(d)
 	cfg.Link.Attach(cfg.Loop, &d.port)
 	return d, nil
 }

@@ -1,0 +1,83 @@
+package rnic
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/internal/clock"
+)
+
+// hostSink is a host netdev double: it keeps copies of what the device relays to it.
+type hostSink struct{ frames [][]byte }
+
+func (h *hostSink) Receive(frames []*link.Frame) {
+	for _, f := range frames {
+		h.frames = append(h.frames, bytes.Clone(f.Bytes()))
+		f.Release()
+	}
+}
+
+// TestHostRelay sends kernel frames into h1 (SendFromHost) and expects them, unchanged,
+// at h2's host netdev: the two directions of a lab host's TAP relay. The backlog bound
+// and oversized frames are counted drops.
+func TestHostRelay(t *testing.T) {
+	v := clock.NewVirtual(1)
+	a, b, err := link.New(link.Config{Rate: 10e9, Delay: time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := link.NewPool(1518)
+	sink := &hostSink{}
+	open := func(name string, ep link.Endpoint, mac byte, ip string, host link.Receiver) *Device {
+		d, err := Open(Config{Name: name, MAC: [6]byte{2, 0, 0, 0, 0, mac}, GIDs: []netip.Addr{netip.MustParseAddr(ip)},
+			Loop: v.NewLoop(name), Link: ep, Pool: pool, Host: host})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	h1 := open("h1", a, 1, "10.0.0.1", nil)
+	h2 := open("h2", b, 2, "10.0.0.2", sink)
+
+	// An ARP request from h1's kernel for 10.0.0.2 and an IPv4 ICMP echo to it.
+	arp := []byte{
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 1, 0x08, 0x06,
+		0, 1, 0x08, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2,
+	}
+	ping := []byte{
+		2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00,
+		0x45, 0, 0, 28, 0, 1, 0x40, 0, 64, 1, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+		8, 0, 0xf7, 0xfe, 0, 1, 0, 0,
+	}
+	if n := h1.SendFromHost([][]byte{arp, ping, make([]byte, 4000)}); n != 2 {
+		t.Fatalf("SendFromHost accepted %d of 3 frames, want 2 (the 4000-byte frame exceeds the pool)", n)
+	}
+	v.Run()
+	if len(sink.frames) != 2 || !bytes.Equal(sink.frames[0], arp) || !bytes.Equal(sink.frames[1], ping) {
+		t.Fatalf("h2's host received %x, want the ARP request and the ping", sink.frames)
+	}
+	if s := h1.Stats(); s.HostFrames != 2 || s.HostDropped != 1 || s.TxFrames != 2 {
+		t.Errorf("h1 stats %+v: want 2 host frames sent, 1 dropped", s)
+	}
+	if mac, ok := h2.Neighbour(netip.MustParseAddr("10.0.0.1")); !ok || mac != [6]byte{2, 0, 0, 0, 0, 1} {
+		t.Errorf("h2 did not learn h1 from the relayed ARP request: %x %v", mac, ok)
+	}
+
+	burst := make([][]byte, MaxHostBacklog+5)
+	for i := range burst {
+		burst[i] = ping
+	}
+	if n := h1.SendFromHost(burst); n != MaxHostBacklog {
+		t.Errorf("a burst of %d accepted %d, want the backlog bound %d", len(burst), n, MaxHostBacklog)
+	}
+	v.Run()
+	if got := len(sink.frames) - 2; got != MaxHostBacklog {
+		t.Errorf("h2's host received %d of the burst, want %d", got, MaxHostBacklog)
+	}
+	if s := h1.Stats(); s.HostDropped != 6 {
+		t.Errorf("h1 dropped %d host frames, want 6", s.HostDropped)
+	}
+}
