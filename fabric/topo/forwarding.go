@@ -136,3 +136,17 @@ func (g *graph) reach(src int) []int {
 	}
 	return out
 }
+
+// Diameter returns the number of links on the longest shortest path between two hosts
+// (2 for hosts on one switch); 0 with fewer than two connected hosts.
+func (t *Topology) Diameter() int {
+	g := t.graph()
+	d := 0
+	for _, h := range t.Hosts {
+		dist := g.distances(g.index[h.Name])
+		for _, o := range t.Hosts {
+			d = max(d, dist[g.index[o.Name]])
+		}
+	}
+	return d
+}

@@ -1,0 +1,170 @@
+package lab
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/rocelab/rocelab/fabric/topo"
+	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/qp"
+	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/roce"
+)
+
+// write is one RC RDMA WRITE between two hosts of a network, set up on their devices.
+type write struct {
+	src, dst *rnic.Device
+	sq       *rnic.QP
+	smr, rmr *rnic.MR
+	cq       *rnic.CQ
+}
+
+func newWrite(t *testing.T, src, dst *rnic.Device, size int, seed byte) *write {
+	t.Helper()
+	w := &write{src: src, dst: dst}
+	spd, _ := src.AllocPD()
+	dpd, _ := dst.AllocPD()
+	var err error
+	if w.smr, err = src.RegMR(spd, size, qp.AccessLocalWrite); err != nil {
+		t.Fatal(err)
+	}
+	if w.rmr, err = dst.RegMR(dpd, size, qp.AccessLocalWrite|qp.AccessRemoteWrite); err != nil {
+		t.Fatal(err)
+	}
+	for i := range w.smr.Bytes() {
+		w.smr.Bytes()[i] = byte(i*7) ^ seed
+	}
+	if w.cq, err = src.CreateCQ(16, nil); err != nil {
+		t.Fatal(err)
+	}
+	dcq, _ := dst.CreateCQ(16, nil)
+	attr := rnic.QPInitAttr{Type: qp.RC, SendCQ: w.cq, RecvCQ: w.cq, Cap: rnic.QPCap{MaxSendWR: 4, MaxRecvWR: 4}}
+	if w.sq, err = src.CreateQP(spd, attr); err != nil {
+		t.Fatal(err)
+	}
+	attr.SendCQ, attr.RecvCQ = dcq, dcq
+	rq, err := dst.CreateQP(dpd, attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sgid, _ := src.QueryGID(0)
+	dgid, _ := dst.QueryGID(0)
+	connect(t, src, w.sq, dgid, rq.QPN())
+	connect(t, dst, rq, sgid, w.sq.QPN())
+	sgl := []qp.SGE{{Addr: w.smr.Addr(), Length: uint32(size), LKey: w.smr.LKey()}}
+	if err := w.sq.PostSend(&qp.SendWR{WRID: 1, Opcode: qp.WRWrite, Flags: qp.SendSignaled, SGL: sgl,
+		RemoteAddr: w.rmr.Addr(), RKey: w.rmr.RKey()}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func connect(t *testing.T, d *rnic.Device, x *rnic.QP, peer roce.GID, peerQPN roce.QPN) {
+	t.Helper()
+	a := qp.Attr{State: qp.StateInit, Port: 1, AccessFlags: qp.AccessRemoteWrite}
+	if err := d.ModifyQP(x, &a, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+		t.Fatal(err)
+	}
+	a = qp.Attr{State: qp.StateRTR, AV: qp.AddressVector{DGID: peer}, PathMTU: roce.MTU1024, DestQPN: peerQPN,
+		MaxDestRdAtomic: 1, MinRNRTimer: 12}
+	if err := d.ModifyQP(x, &a, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|
+		qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
+		t.Fatal(err)
+	}
+	a = qp.Attr{State: qp.StateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1}
+	if err := d.ModifyQP(x, &a, qp.AttrState|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrSQPSN|qp.AttrMaxQPRdAtomic); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// check polls the sender's completion and compares the receiver's buffer.
+func (w *write) check(t *testing.T) {
+	t.Helper()
+	var wc [1]qp.WC
+	if n, err := w.cq.PollCQ(wc[:]); n != 1 || err != nil || wc[0].Status != qp.WCSuccess {
+		t.Fatalf("%s→%s: completion %d %v %+v", w.src.Name(), w.dst.Name(), n, err, wc[0])
+	}
+	if !bytes.Equal(w.smr.Bytes(), w.rmr.Bytes()) {
+		t.Fatalf("%s→%s: the receiver's buffer differs from the sender's", w.src.Name(), w.dst.Name())
+	}
+}
+
+// TestBuildLeafSpine builds a 2-spine leaf-spine with HPCC over INT in virtual time and
+// moves data both ways between hosts on different leaves (over the spines, ECMP) and
+// between hosts of one leaf; a capture on the first leaf's uplink sees the traffic.
+func TestBuildLeafSpine(t *testing.T) {
+	tp, err := topo.LeafSpine(2, 2, 2, topo.Params{Rate: 25e9, Delay: time.Microsecond, MTU: 1500,
+		Telemetry: "int", CongestionControl: "hpcc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := clock.NewVirtual(3)
+	n, err := Build(tp, v, Options{StaticNeighbours: true, Monitors: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.Hosts) != 4 || len(n.Switches) != 4 {
+		t.Fatalf("%d hosts, %d switches", len(n.Hosts), len(n.Switches))
+	}
+	// 4 links of 25G at 1 µs: 8 µs of propagation plus serialization.
+	if n.BaseRTT < 8*time.Microsecond || n.BaseRTT > 12*time.Microsecond {
+		t.Errorf("base RTT %v", n.BaseRTT)
+	}
+	leaf := n.Switch(tp.Switches[0].Name)
+	var buf bytes.Buffer
+	var sessions []interface{ Stop() error }
+	for _, m := range leaf.Monitors {
+		s, err := m.Start(&buf, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, s)
+		break // one port: the leaf's first link
+	}
+	h := func(i int) *rnic.Device { return n.Hosts[i].Device }
+	writes := []*write{
+		newWrite(t, h(0), h(3), 300_000, 1),
+		newWrite(t, h(3), h(0), 300_000, 2),
+		newWrite(t, h(1), h(2), 200_000, 3),
+		newWrite(t, h(0), h(1), 100_000, 4),
+	}
+	v.RunFor(50 * time.Millisecond)
+	for _, w := range writes {
+		w.check(t)
+	}
+	for _, s := range sessions {
+		if err := s.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := pcapgo.NewNgReader(&buf, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := 0
+	for {
+		if _, _, err := r.ReadPacketData(); err != nil {
+			break
+		}
+		frames++
+	}
+	if frames < 100 {
+		t.Errorf("the capture of %s holds %d frames", leaf.Monitors[0].Name(), frames)
+	}
+	for _, x := range n.Hosts {
+		if s := x.Device.Stats(); s.RxMalformed+s.RxBadICRC+s.RxUnknownQP > 0 {
+			t.Errorf("%s: %+v", x.Name, s)
+		}
+	}
+}
+
+// TestBuildRejects: topology choices Build cannot honour are errors that say so.
+func TestBuildRejects(t *testing.T) {
+	tp, _ := topo.Star(2, topo.Params{Rate: 10e9, Delay: time.Microsecond, MTU: 1500, Telemetry: "none", CongestionControl: "none"})
+	tp.CongestionControl = "hpcc"
+	if _, err := Build(tp, clock.NewVirtual(1), Options{}); err == nil {
+		t.Error("HPCC without telemetry accepted")
+	}
+}
