@@ -44,6 +44,9 @@ type Config struct {
 	// serialization starts, so that a real-time run wakes once per batch instead of
 	// once per frame. 0 (the virtual-time default) decides every frame at its time.
 	TxLookahead time.Duration
+	// Arbitration is how the scheduler shares the port among QPs with data: packet
+	// round robin (the zero value) or deficit weighted round robin by QP weight.
+	Arbitration Arbitration
 	// Host, if set, receives the frames the device does not terminate (not RoCEv2 for
 	// one of its GIDs): the lab's relay to the host's TAP netdev. The device then
 	// leaves ARP and NDP to the host's kernel, learning neighbours from them.

@@ -18,6 +18,8 @@ type QP struct {
 	srq      *SRQ
 	cc       *flowCC
 	nextSend clock.Time // the pacer lets the QP send its next request from here on
+	quantum  int        // DWRR: bytes added to deficit per turn
+	deficit  int        // DWRR: bytes the QP may still send in its turn
 	timer    *clock.Timer
 	state    qp.State // as last seen, to raise EventQPFatal once on a spontaneous ERR
 	// Context is the application's qp_context.
@@ -39,6 +41,10 @@ type QPInitAttr struct {
 	// CC overrides the device's congestion control for this QP (nil: the device's).
 	// Both ends of a flow must use the same mode.
 	CC *CC
+	// Weight is the QP's share of the port under ArbitrationDWRR, relative to the
+	// other QPs with data: its quantum is Weight × the largest frame at the port's
+	// MTU. 0 means 1; at most MaxWeight. Round robin ignores it.
+	Weight int
 }
 
 // CreateQP creates a queue pair in the RESET state (ibv_create_qp).
@@ -60,6 +66,10 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		return nil, errorf(ErrInvalidArgument, "queue depths %d/%d exceed %d", attr.Cap.MaxSendWR, attr.Cap.MaxRecvWR, MaxWR)
 	case attr.Cap.MaxSendSGE > MaxSGE || attr.Cap.MaxRecvSGE > MaxSGE:
 		return nil, errorf(ErrInvalidArgument, "%d/%d SGEs exceed %d", attr.Cap.MaxSendSGE, attr.Cap.MaxRecvSGE, MaxSGE)
+	case attr.Weight < 0 || attr.Weight > MaxWeight:
+		return nil, errorf(ErrInvalidArgument, "QP weight %d: must be in [0, %d]", attr.Weight, MaxWeight)
+	case d.cfg.Arbitration > ArbitrationDWRR:
+		return nil, errorf(ErrInvalidArgument, "device %s: unknown %v", d.cfg.Name, d.cfg.Arbitration)
 	}
 	ccfg := d.cfg.CC
 	if attr.CC != nil {
@@ -84,7 +94,8 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, errorf(ErrInvalidArgument, "%v", err)
 	}
-	x := &QP{dev: d, pd: pd, q: q, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, cc: cc}
+	x := &QP{dev: d, pd: pd, q: q, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, cc: cc,
+		quantum: max(attr.Weight, 1) * d.sched.unit}
 	x.timer = d.loop.NewTimer(x.onTimer)
 	pd.refs++
 	attr.SendCQ.refs++

@@ -1,10 +1,13 @@
 package rnic
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/qp"
+	"github.com/rocelab/rocelab/roce"
 )
 
 // The scheduler decides what the port sends next, each time the wire becomes free:
@@ -14,26 +17,78 @@ import (
 //  2. QP responses (ACKs, NAKs, READ responses, atomic ACKs): they release the peer's
 //     window, so they never wait behind data;
 //  3. a telemetry-request probe of a ModeHPCCProbe flow that is due;
-//  4. one request packet of the next QP in round-robin order that has one and that
-//     congestion control admits: its bytes in flight are below its window and its
-//     pacer (one packet per size/rate) allows it now.
+//  4. one request packet of a QP that has one and that congestion control admits —
+//     its bytes in flight are below its window and its pacer (one packet per
+//     size/rate) allows it now — chosen by the device's arbitration among such QPs.
 //
 // It is work-conserving: a QP held back by its pacer or window does not hold the
 // others, and when nobody may send the scheduler sleeps until the earliest pacing
-// deadline (a window opens only with an ACK, which kicks it). Arbitration is
-// packet-by-packet round robin: every QP with data gets an equal share of packets,
-// and congestion control shapes each share.
+// deadline (a window opens only with an ACK, which kicks it).
+//
+// Arbitration (Config.Arbitration) shares the port among the QPs congestion control
+// admits; congestion control shapes each share from below:
+//
+//   - ArbitrationRR (the default): packet-by-packet round robin; every QP with data
+//     gets an equal share of packets.
+//   - ArbitrationDWRR: deficit weighted round robin (Shreedhar & Varghese, "Efficient
+//     fair queueing using deficit round robin", 1995). The QPs form a ring; a QP's
+//     turn adds its quantum, QPInitAttr.Weight × FrameSize(port MTU) bytes, to its
+//     deficit counter, and it sends frames while the counter is positive, each frame's
+//     wire length (telemetry included) taken off it. A frame's length is known only
+//     once it is built, so the counter may end a turn below zero by less than one
+//     frame, and that debt carries into the next turn (the fq_codel form of DRR); over
+//     many turns each backlogged QP gets bytes in proportion to its weight. A QP with
+//     nothing to send loses its turn and its counter is reset to zero, as DRR resets
+//     the deficit of an empty queue. A QP held back by its pacer or window loses the
+//     rest of its turn but keeps its counter (it is still backlogged) and is not
+//     granted a quantum until it can send, so it neither blocks the others nor saves
+//     up a burst.
 type scheduler struct {
 	d       *Device
 	timer   *clock.Timer
 	ctrl    []*link.Frame
-	rr      int
+	rr      int  // round robin: where the next search starts; DWRR: the QP whose turn it is
+	granted bool // DWRR: the QP at rr has had its quantum for this turn
+	dwrr    bool
+	unit    int // DWRR: the quantum of weight 1, in bytes
 	pumping bool
 }
+
+// Arbitration is how the scheduler shares the port among the QPs that may send.
+type Arbitration uint8
+
+// The arbitrations.
+const (
+	// ArbitrationRR is packet-by-packet round robin (the zero value).
+	ArbitrationRR Arbitration = iota
+	// ArbitrationDWRR is deficit weighted round robin by QPInitAttr.Weight.
+	ArbitrationDWRR
+)
+
+func (a Arbitration) String() string {
+	switch a {
+	case ArbitrationRR:
+		return "rr"
+	case ArbitrationDWRR:
+		return "dwrr"
+	}
+	return fmt.Sprintf("Arbitration(%d)", uint8(a))
+}
+
+// MaxWeight bounds QPInitAttr.Weight.
+const MaxWeight = 1 << 16
 
 func (s *scheduler) init(d *Device) {
 	s.d = d
 	s.timer = d.loop.NewTimer(s.pump)
+	s.dwrr = d.cfg.Arbitration == ArbitrationDWRR
+	s.unit = d.maxFrameSize()
+}
+
+// maxFrameSize is the largest frame a QP builds at the port's MTU, telemetry aside:
+// DWRR's quantum of weight 1.
+func (d *Device) maxFrameSize() int {
+	return qp.FrameSize(roce.MTUForLinkMTU(d.cfg.Link.MTU()))
 }
 
 // control queues a frame the device built itself.
@@ -108,16 +163,41 @@ func (s *scheduler) next(start clock.Time) (*link.Frame, clock.Time) {
 			}
 		}
 	}
+	if s.dwrr {
+		return s.nextDWRR(start)
+	}
+	return s.nextRR(start)
+}
+
+// admitted reports whether congestion control lets x send a request at start; if
+// only its pacer holds it, wake is lowered to the pacer's deadline.
+func admitted(x *QP, start clock.Time, wake *clock.Time) bool {
+	if float64(x.q.InFlightBytes()) >= x.cc.window {
+		return false
+	}
+	if x.nextSend > start {
+		*wake = min(*wake, x.nextSend)
+		return false
+	}
+	return true
+}
+
+// paced moves x's pacer past the frame f it sends at start.
+func paced(x *QP, f *link.Frame, start clock.Time) {
+	if rate := x.cc.currentRate(int64(start)); !math.IsInf(rate, 1) {
+		x.nextSend = max(x.nextSend, start).Add(pacingGap(f.Len(), rate))
+	}
+}
+
+// nextRR is step 4 under packet-by-packet round robin.
+func (s *scheduler) nextRR(start clock.Time) (*link.Frame, clock.Time) {
+	d := s.d
 	wake := clock.Never
 	n := len(d.active)
 	for i := range n {
 		k := (s.rr + i) % n
 		x := d.active[k]
-		if !x.q.HasRequest() || float64(x.q.InFlightBytes()) >= x.cc.window {
-			continue
-		}
-		if x.nextSend > start {
-			wake = min(wake, x.nextSend)
+		if !x.q.HasRequest() || !admitted(x, start, &wake) {
 			continue
 		}
 		f := d.buildRequest(x, start)
@@ -125,10 +205,58 @@ func (s *scheduler) next(start clock.Time) (*link.Frame, clock.Time) {
 			continue
 		}
 		s.rr = k + 1
-		if rate := x.cc.currentRate(int64(start)); !math.IsInf(rate, 1) {
-			x.nextSend = max(x.nextSend, start).Add(pacingGap(f.Len(), rate))
-		}
+		paced(x, f, start)
 		return f, 0
 	}
 	return nil, wake
+}
+
+// nextDWRR is step 4 under deficit weighted round robin.
+func (s *scheduler) nextDWRR(start clock.Time) (*link.Frame, clock.Time) {
+	d := s.d
+	wake := clock.Never
+	n := len(d.active)
+	if s.rr >= n {
+		s.rr, s.granted = 0, false
+	}
+	// Two laps: the QP whose turn it is may have spent its quantum, and every other
+	// QP that may send reaches a positive deficit with the quantum of its own turn.
+	for range 2 * n {
+		x := d.active[s.rr]
+		switch {
+		case !x.q.HasRequest():
+			x.deficit = 0
+		case !admitted(x, start, &wake):
+		default:
+			if !s.granted {
+				x.deficit += x.quantum
+				s.granted = true
+			}
+			if x.deficit <= 0 {
+				break
+			}
+			f := d.buildRequest(x, start)
+			if f == nil {
+				x.deficit = 0 // nothing to send after all
+				break
+			}
+			x.deficit -= f.Len()
+			paced(x, f, start)
+			if x.deficit <= 0 {
+				s.turn()
+			}
+			return f, 0
+		}
+		s.turn()
+	}
+	return nil, wake
+}
+
+// turn ends the turn of the QP at rr.
+func (s *scheduler) turn() {
+	s.rr++
+	if s.rr >= len(s.d.active) {
+		s.rr = 0
+	}
+	s.granted = false
 }

@@ -1,0 +1,114 @@
+package rnic
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/rocelab/rocelab/roce"
+)
+
+// shares runs backlogged WRITE streams of the given weights from one device to
+// another over a 10 Gb/s link (the sender's port is the bottleneck) and returns each
+// QP's sent payload bytes and the port's utilization over a 10 ms window after 1 ms of
+// warm-up. setup may adjust the QPs before the clock runs.
+func shares(t *testing.T, arb Arbitration, weights []int, setup func([]*stream)) (bytes []float64, util float64) {
+	t.Helper()
+	const rate = 10e9
+	v, a, b := linkedPair(t, rate, 1500, Config{Arbitration: arb})
+	var ss []*stream
+	for _, w := range weights {
+		ss = append(ss, newStream(t, a, b, QPInitAttr{Weight: w}, 64<<10, 4, roce.MTU1024))
+	}
+	if setup != nil {
+		setup(ss)
+	}
+	v.RunFor(time.Millisecond)
+	before := make([]uint64, len(ss))
+	for i, s := range ss {
+		before[i] = s.sq.cc.sentBytes
+	}
+	tx := a.Stats().TxBytes
+	const window = 10 * time.Millisecond
+	v.RunFor(window)
+	for i, s := range ss {
+		bytes = append(bytes, float64(s.sq.cc.sentBytes-before[i]))
+		if s.completed == 0 {
+			t.Fatalf("stream %d completed nothing", i)
+		}
+	}
+	util = float64(a.Stats().TxBytes-tx) * 8 / (rate * window.Seconds())
+	return bytes, util
+}
+
+// checkShares asserts that got is split in the proportions of want within 2%.
+func checkShares(t *testing.T, got []float64, want []float64) {
+	t.Helper()
+	var gs, ws float64
+	for i := range got {
+		gs += got[i]
+		ws += want[i]
+	}
+	for i := range got {
+		share, exp := got[i]/gs, want[i]/ws
+		t.Logf("QP %d: %.0f bytes, share %.4f, want %.4f", i, got[i], share, exp)
+		if math.Abs(share/exp-1) > 0.02 {
+			t.Errorf("QP %d: share %.4f, want %.4f ± 2%%", i, share, exp)
+		}
+	}
+}
+
+func TestDWRRWeightedShares(t *testing.T) {
+	for _, weights := range [][]int{{1, 2}, {1, 2, 4}} {
+		got, util := shares(t, ArbitrationDWRR, weights, nil)
+		want := make([]float64, len(weights))
+		for i, w := range weights {
+			want[i] = float64(w)
+		}
+		checkShares(t, got, want)
+		if util < 0.99 {
+			t.Errorf("weights %v: port utilization %.4f: not work-conserving", weights, util)
+		}
+	}
+}
+
+func TestRRSharesEqually(t *testing.T) {
+	got, util := shares(t, ArbitrationRR, []int{1, 2, 4}, nil) // round robin ignores weights
+	checkShares(t, got, []float64{1, 1, 1})
+	if util < 0.99 {
+		t.Errorf("port utilization %.4f", util)
+	}
+}
+
+// TestDWRRPacedQPDoesNotSteal: the heaviest QP is paced at 1 Gb/s; it gets its rate
+// and no more (no burst from a saved-up deficit), and the others share the rest of
+// the port by their weights.
+func TestDWRRPacedQPDoesNotSteal(t *testing.T) {
+	const paced = 1e9
+	got, util := shares(t, ArbitrationDWRR, []int{4, 1, 2}, func(ss []*stream) {
+		ss[0].sq.cc.rate = paced
+	})
+	if util < 0.99 {
+		t.Errorf("port utilization %.4f: not work-conserving", util)
+	}
+	// The pacer counts wire bytes: payload is 1024 of every 1024+58 (IPv4, RETH on the
+	// first packet of a message aside).
+	rate := got[0] * 8 / 0.01
+	t.Logf("paced QP: %.4g bit/s of payload", rate)
+	if rate > paced || rate < 0.9*paced {
+		t.Errorf("paced QP sent %.4g bit/s of payload, want at most (and near) %.4g", rate, paced)
+	}
+	checkShares(t, got[1:], []float64{1, 2})
+}
+
+func TestQPWeightChecked(t *testing.T) {
+	_, a, _ := linkedPair(t, 10e9, 1500, Config{Arbitration: ArbitrationDWRR})
+	pd, _ := a.AllocPD()
+	cq, _ := a.CreateCQ(4, nil)
+	for _, w := range []int{-1, MaxWeight + 1} {
+		if _, err := a.CreateQP(pd, QPInitAttr{SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1}, Weight: w}); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("weight %d: %v", w, err)
+		}
+	}
+}
