@@ -30,7 +30,8 @@ type Options struct {
 	// StaticNeighbours installs every other host's MAC in each device, as the lab
 	// installs them in each host's kernel, so that QPs connect without waiting for ARP.
 	StaticNeighbours bool
-	// Monitors wraps every switch port in a capture.Monitor (`rocelab capture`).
+	// Monitors wraps every switch port and every host port in a capture.Monitor
+	// (`rocelab capture`).
 	Monitors bool
 }
 
@@ -53,6 +54,9 @@ type Host struct {
 	Config topo.Host
 	Device *rnic.Device
 	Loop   clock.Loop
+	// Monitor is the capture point of the host's port ("h1:p0"); nil without
+	// Options.Monitors.
+	Monitor *capture.Monitor
 }
 
 // Switch is one bridge-switch and its ports' capture points (nil without
@@ -165,7 +169,7 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 				s.Monitors = append(s.Monitors, m)
 				end = m
 			}
-			s.Switch.AddPort(end, portMAC(len(n.Switches), port, s))
+			s.Switch.AddPort(end, portMAC(s.Switch.ID(), port))
 		}
 	}
 
@@ -186,6 +190,11 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 		if !ok {
 			return nil, fmt.Errorf("lab: host %s has no link", th.Name)
 		}
+		var mon *capture.Monitor
+		if opts.Monitors {
+			mon = capture.NewMonitor(ep, th.Name+":p0")
+			ep = mon
+		}
 		var gids []netip.Addr
 		for _, a := range []netip.Addr{th.IPv4, th.IPv6} {
 			if a.IsValid() {
@@ -201,7 +210,7 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 		if err != nil {
 			return nil, fmt.Errorf("lab: host %s: %w", th.Name, err)
 		}
-		n.Hosts = append(n.Hosts, &Host{Name: th.Name, Config: th, Device: d, Loop: cfg.Loop})
+		n.Hosts = append(n.Hosts, &Host{Name: th.Name, Config: th, Device: d, Loop: cfg.Loop, Monitor: mon})
 	}
 	if opts.StaticNeighbours {
 		for _, h := range n.Hosts {
@@ -222,8 +231,7 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 
 // portMAC is a switch port's own address (PFC frames' source): locally administered,
 // switch and port numbered.
-func portMAC(_ int, port int, s *Switch) fabric.MAC {
-	id := s.Switch.ID()
+func portMAC(id uint32, port int) fabric.MAC {
 	return fabric.MAC{0x02, 0xff, byte(id >> 8), byte(id), byte(port >> 8), byte(port)}
 }
 

@@ -1,0 +1,307 @@
+package lab
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rocelab/rocelab/fabric"
+	"github.com/rocelab/rocelab/fabric/capture"
+	"github.com/rocelab/rocelab/fabric/topo"
+	"github.com/rocelab/rocelab/netns"
+	"github.com/rocelab/rocelab/rnic"
+)
+
+// The control protocol: a client connects to the lab's control socket and writes one
+// JSON request line; the lab answers with one JSON line (Reply). For "capture" a
+// successful reply is followed by the pcapng stream until either side closes.
+//
+//	{"op":"status"}                      → Reply{Status}
+//	{"op":"capture","port":"s1:p3"}      → Reply{} then pcapng bytes
+
+// Request is a control request.
+type Request struct {
+	Op   string `json:"op"`
+	Port string `json:"port,omitempty"`
+}
+
+// Reply answers a Request.
+type Reply struct {
+	Error  string  `json:"error,omitempty"`
+	Status *Status `json:"status,omitempty"`
+}
+
+// Status is a running lab's description and live counters (`rocelab status --json`).
+type Status struct {
+	Name              string         `json:"name"`
+	Running           bool           `json:"running"`
+	Pid               int            `json:"pid,omitempty"`
+	Dir               string         `json:"state_dir"`
+	Topology          string         `json:"topology,omitempty"`
+	Telemetry         string         `json:"telemetry,omitempty"`
+	CongestionControl string         `json:"congestion_control,omitempty"`
+	Uptime            string         `json:"uptime,omitempty"`
+	Hosts             []HostStatus   `json:"hosts"`
+	Switches          []SwitchStatus `json:"switches,omitempty"`
+}
+
+// HostStatus is one host: the kernel's view (namespace, TAP, addresses) and its
+// soft-RNIC's counters.
+type HostStatus struct {
+	Name  string      `json:"name"`
+	Netns string      `json:"netns"`
+	Tap   string      `json:"tap"`
+	IPv4  string      `json:"ipv4,omitempty"`
+	IPv6  string      `json:"ipv6,omitempty"`
+	MAC   string      `json:"mac"`
+	RNIC  *rnic.Stats `json:"rnic,omitempty"`
+}
+
+// SwitchStatus is one switch's ports.
+type SwitchStatus struct {
+	Name  string       `json:"name"`
+	Ports []PortStatus `json:"ports"`
+}
+
+// PortStatus is one switch port: where it leads and its counters.
+type PortStatus struct {
+	Port  string           `json:"port"` // s1:p3
+	Peer  string           `json:"peer"` // the node at the link's far end
+	Rate  string           `json:"rate"`
+	Stats fabric.PortStats `json:"stats"`
+}
+
+func (l *Lab) listenControl() error {
+	path := ControlPath(l.cfg.Store, l.cfg.Name)
+	if err := l.cfg.Store.Update(l.cfg.Name, func(r *netns.Lab) error {
+		r.Sockets = append(r.Sockets, path)
+		return nil
+	}); err != nil {
+		return err
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("lab: control socket: %w", err)
+	}
+	l.ctl = ln
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go l.serve(c)
+		}
+	}()
+	return nil
+}
+
+func (l *Lab) serve(c net.Conn) {
+	defer c.Close()
+	var req Request
+	if err := json.NewDecoder(bufio.NewReader(io.LimitReader(c, 4096))).Decode(&req); err != nil {
+		writeReply(c, Reply{Error: "bad request: " + err.Error()})
+		return
+	}
+	switch req.Op {
+	case "status":
+		st := l.Status()
+		writeReply(c, Reply{Status: &st})
+	case "capture":
+		l.serveCapture(c, req.Port)
+	default:
+		writeReply(c, Reply{Error: fmt.Sprintf("unknown op %q: want status or capture", req.Op)})
+	}
+}
+
+func writeReply(w io.Writer, r Reply) error {
+	b, _ := json.Marshal(r)
+	_, err := w.Write(append(b, '\n'))
+	return err
+}
+
+func (l *Lab) serveCapture(c net.Conn, port string) {
+	m, err := l.monitor(port)
+	if err != nil {
+		writeReply(c, Reply{Error: err.Error()})
+		return
+	}
+	if err := writeReply(c, Reply{}); err != nil {
+		return
+	}
+	s, err := m.Start(c, l.epoch)
+	if err != nil {
+		l.log.Warn("capture", zap.String("port", port), zap.Error(err))
+		return
+	}
+	// The client ends a capture by closing its end: a read then fails.
+	go func() {
+		io.Copy(io.Discard, c)
+		s.Stop()
+	}()
+	<-s.Done()
+	l.log.Info("capture ended", zap.String("port", port), zap.Uint64("frames", s.Frames()), zap.Uint64("dropped", s.Dropped()))
+}
+
+// monitor finds the capture point named like "s1:p3" or "h1".
+func (l *Lab) monitor(name string) (*capture.Monitor, error) {
+	node, port, err := splitPort(name)
+	if err != nil {
+		return nil, err
+	}
+	if h := l.Network.Host(node); h != nil {
+		if port != 0 {
+			return nil, fmt.Errorf("host %s has one port, p0", node)
+		}
+		return h.Monitor, nil
+	}
+	s := l.Network.Switch(node)
+	if s == nil {
+		return nil, fmt.Errorf("no node %q in lab %s", node, l.cfg.Name)
+	}
+	if port >= len(s.Monitors) {
+		return nil, fmt.Errorf("switch %s has ports p0–p%d, not p%d", node, len(s.Monitors)-1, port)
+	}
+	return s.Monitors[port], nil
+}
+
+// Status returns the lab's description with counters read on each node's loop.
+func (l *Lab) Status() Status {
+	rec, err := l.cfg.Store.Load(l.cfg.Name)
+	st := Status{Name: l.cfg.Name, Running: true, Pid: os.Getpid(), Dir: l.Dir(), Topology: l.cfg.TopologyFile,
+		Telemetry: l.cfg.Topology.Telemetry, CongestionControl: l.cfg.Topology.CongestionControl,
+		Uptime: time.Since(l.started).Round(time.Millisecond).String()}
+	if err == nil {
+		st.Hosts = hostStatuses(rec)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for i := range st.Hosts {
+		h := l.Network.Host(st.Hosts[i].Name)
+		if h == nil {
+			continue
+		}
+		ch := make(chan rnic.Stats, 1)
+		h.Device.Do(func() { ch <- h.Device.Stats() })
+		select {
+		case s := <-ch:
+			st.Hosts[i].RNIC = &s
+		case <-ctx.Done():
+		}
+	}
+	peers := peerNames(l.cfg.Topology)
+	for _, s := range l.Network.Switches {
+		ch := make(chan []fabric.PortStats, 1)
+		l.inboxes[s.Name].do(func() {
+			var ps []fabric.PortStats
+			for _, p := range s.Switch.Ports() {
+				ps = append(ps, p.Stats())
+			}
+			ch <- ps
+		})
+		ss := SwitchStatus{Name: s.Name}
+		select {
+		case ps := <-ch:
+			for i, p := range ps {
+				pe := peers[s.Name][i]
+				ss.Ports = append(ss.Ports, PortStatus{Port: fmt.Sprintf("%s:p%d", s.Name, i), Peer: pe.name,
+					Rate: topo.FormatRate(pe.rate), Stats: p})
+			}
+		case <-ctx.Done():
+		}
+		st.Switches = append(st.Switches, ss)
+	}
+	return st
+}
+
+// StatusFromRecord describes a lab from its state file alone: what `rocelab status`
+// shows of a lab whose process is gone (crashed: `rocelab clean` removes it).
+func StatusFromRecord(store netns.Store, rec *netns.Lab) Status {
+	return Status{Name: rec.Name, Running: rec.Running(), Pid: rec.Owner.PID, Dir: store.Dir(rec.Name), Hosts: hostStatuses(rec)}
+}
+
+func hostStatuses(rec *netns.Lab) []HostStatus {
+	var out []HostStatus
+	for _, h := range rec.Hosts {
+		hs := HostStatus{Name: h.Name, Netns: h.Netns, Tap: h.Tap, MAC: h.MAC}
+		if h.IPv4.IsValid() {
+			hs.IPv4 = h.IPv4.Addr().String()
+		}
+		if h.IPv6.IsValid() {
+			hs.IPv6 = h.IPv6.Addr().String()
+		}
+		out = append(out, hs)
+	}
+	return out
+}
+
+type peer struct {
+	name string
+	rate uint64
+}
+
+// peerNames lists, per switch, the far end of each port in port order.
+func peerNames(t *topo.Topology) map[string][]peer {
+	out := map[string][]peer{}
+	for _, lk := range t.Links {
+		a, b := lk.Endpoints[0], lk.Endpoints[1]
+		out[a] = append(out[a], peer{b, lk.Rate})
+		out[b] = append(out[b], peer{a, lk.Rate})
+	}
+	return out
+}
+
+// Query sends req to lab's control socket and returns the reply; for "capture" the
+// connection stays open for the stream and is returned too (the caller closes it).
+func Query(store netns.Store, lab string, req Request) (Reply, net.Conn, error) {
+	c, err := net.DialTimeout("unix", ControlPath(store, lab), 5*time.Second)
+	if err != nil {
+		return Reply{}, nil, fmt.Errorf("lab %s: control socket: %w", lab, err)
+	}
+	b, _ := json.Marshal(req)
+	if _, err := c.Write(append(b, '\n')); err != nil {
+		c.Close()
+		return Reply{}, nil, err
+	}
+	// Read the reply line byte by byte: what follows it (pcapng) must stay unread.
+	var line []byte
+	var one [1]byte
+	for {
+		if _, err := c.Read(one[:]); err != nil {
+			c.Close()
+			return Reply{}, nil, fmt.Errorf("lab %s: control reply: %w", lab, err)
+		}
+		if one[0] == '\n' {
+			break
+		}
+		line = append(line, one[0])
+		if len(line) > 16<<20 {
+			c.Close()
+			return Reply{}, nil, errors.New("control reply too long")
+		}
+	}
+	var r Reply
+	if err := json.Unmarshal(line, &r); err != nil {
+		c.Close()
+		return Reply{}, nil, fmt.Errorf("lab %s: control reply: %w", lab, err)
+	}
+	if r.Error != "" {
+		c.Close()
+		return r, nil, fmt.Errorf("lab %s: %s", lab, r.Error)
+	}
+	if req.Op != "capture" {
+		c.Close()
+		return r, nil, nil
+	}
+	return r, c, nil
+}
