@@ -41,9 +41,11 @@ vet:
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) $(PKGS)
 
-## unit: the Go test suite with the race detector (fuzz seed corpora included)
+## unit: the Go test suite with the race detector (fuzz seed corpora included), then the
+## real-time tests, which skip under -race (it slows their loops below real time), without it
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -count=1 -run 'RealTime' ./rnic/experiment/
 
 ## test: everything CI checks
 test: deps deps-system build lint unit
