@@ -118,6 +118,7 @@ type pairOpts struct {
 	minRNRTimer uint8
 	maxRd       uint8
 	sigAll      bool
+	ackReqEvery int
 	mem         [2]*fakeMem // shared memories, nil = fresh
 	qpn         [2]roce.QPN
 }
@@ -136,7 +137,8 @@ func newNode(t testing.TB, o pairOpts, i int) *node {
 		n.mem = newFakeMem()
 	}
 	q, err := New(Config{Type: o.typ, QPN: o.qpn[i], Memory: n.mem, SendCQ: n.scq, RecvCQ: n.rcq,
-		MaxSendWR: o.sqDepth, MaxRecvWR: o.rqDepth, MaxSGE: 4, SigAll: o.sigAll, PortMTU: o.mtu})
+		MaxSendWR: o.sqDepth, MaxRecvWR: o.rqDepth, MaxSGE: 4, SigAll: o.sigAll, PortMTU: o.mtu,
+		AckReqEvery: o.ackReqEvery})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,12 @@ type Config struct {
 
 	SigAll bool // sq_sig_all: every send WR completes signaled
 
+	// AckReqEvery sets AckReq on every Nth RC request packet as well as on the last
+	// packet of a message and on retransmissions: 1 asks for an ACK per packet (what a
+	// congestion window of a few packets, or per-ACK telemetry, needs); 0 means 64,
+	// rxe's RXE_MAX_PKT_PER_ACK. The builder sets the bit before the ICRC is computed.
+	AckReqEvery int
+
 	// PortMTU bounds UD messages, which have no path MTU attribute (rxe uses the port's
 	// active MTU); 0 means roce.MTU1024, the value for a 1500-byte netdev.
 	PortMTU roce.MTU
@@ -67,6 +73,12 @@ func New(cfg Config) (*QP, error) {
 	}
 	if cfg.MaxSendWR < 1 || (cfg.SRQ == nil && cfg.MaxRecvWR < 1) {
 		return nil, fmt.Errorf("qp: queue depths must be at least 1 (send %d, receive %d)", cfg.MaxSendWR, cfg.MaxRecvWR)
+	}
+	if cfg.AckReqEvery < 0 {
+		return nil, fmt.Errorf("qp: AckReqEvery %d is negative", cfg.AckReqEvery)
+	}
+	if cfg.AckReqEvery == 0 {
+		cfg.AckReqEvery = defaultAckEvery
 	}
 	if cfg.MaxSGE == 0 {
 		cfg.MaxSGE = 1

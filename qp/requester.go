@@ -13,11 +13,12 @@ import (
 //  2. start assigns its PSNs on first transmission.
 //  3. buildRequest writes one packet: the segment at nextPSN, with RETH on the first
 //     WRITE packet, ImmDt/IETH on the last, AckReq on the last packet of a message,
-//     every ackEvery packets and on every retransmission.
+//     every Config.AckReqEvery packets and on every retransmission.
 //  4. The completer (completer.go) rewinds nextPSN for go-back-N.
 
-// ackEvery is how many packets may go without AckReq (rxe's RXE_MAX_PKT_PER_ACK).
-const ackEvery = 64
+// defaultAckEvery is how many packets may go without AckReq by default (rxe's
+// RXE_MAX_PKT_PER_ACK).
+const defaultAckEvery = 64
 
 // maxOutstandingPSNs keeps the unacknowledged PSN range within half the sequence space,
 // so that both ends tell old from new PSNs (IBTA 9.7.2).
@@ -194,7 +195,7 @@ func (q *QP) buildRequest(buf []byte, w *sendWQE, psn roce.PSN) (int, error) {
 	b.BTH.AckReq = false
 	if q.cfg.Type == RC {
 		q.req.noAckPkts++
-		if last || q.req.noAckPkts >= ackEvery || psn.Before(q.req.highPSN) {
+		if last || q.req.noAckPkts >= q.cfg.AckReqEvery || psn.Before(q.req.highPSN) {
 			b.BTH.AckReq = true
 			q.req.noAckPkts = 0
 		}

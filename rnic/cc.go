@@ -180,12 +180,15 @@ func (f *flowCC) telemetryOnNext() bool {
 	return false
 }
 
-// ackEveryPacket reports whether every data packet must ask for an ACK. A window-
-// limited flow needs ACKs as often as the window is small (HPCC's can be a few
-// packets, while package qp asks for one every 64), and in the per-ACK modes the
-// ACK is what carries the telemetry back.
-func (f *flowCC) ackEveryPacket() bool {
-	return !math.IsInf(f.window, 1) || f.sender != nil
+// ackReqEvery is the qp.Config.AckReqEvery of a QP under c: HPCC flows ask for an ACK
+// with every request packet, since a window of a few packets needs every ACK and the
+// per-ACK modes get their telemetry back in them (package qp otherwise asks every 64
+// packets). DCQCN and none keep qp's default.
+func ackReqEvery(c *CC) int {
+	if c.hpccMode() {
+		return 1
+	}
+	return 0
 }
 
 // currentRate returns the pacing rate at now.

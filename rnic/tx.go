@@ -13,11 +13,10 @@ import (
 //
 //  1. The QP's engine builds the whole RoCEv2 frame into a pooled buffer (package qp,
 //     roce.Builder): headers, payload read from the MR, ICRC.
-//  2. Requests of an HPCC flow ask for an ACK (AckReq; the ICRC covers it, so it is
-//     recomputed): the window needs every ACK, and per-ACK modes get their telemetry
-//     back in them. If this packet carries telemetry (every packet, or every Nth),
-//     the request codec inserts an empty stack for the switches to fill. Telemetry is
-//     outside the ICRC.
+//  2. If this packet carries telemetry (every packet, or every Nth), the request
+//     codec inserts an empty stack for the switches to fill. Telemetry is outside the
+//     ICRC. (Requests of an HPCC flow ask for an ACK: package qp sets AckReq on every
+//     packet of such a QP, qp.Config.AckReqEvery = 1, before it computes the ICRC.)
 //  3. Responses: an ACK of a flow whose last data packet carried telemetry echoes those
 //     hops in the echo encoding.
 //  4. Probes and responses to probes, Rx-HPCC window updates and CNPs are built from
@@ -63,10 +62,6 @@ func (d *Device) buildRequest(x *QP, start clock.Time) *link.Frame {
 	cc.sentBytes += uint64(len(p.Payload))
 	if cc.rp != nil {
 		cc.rp.OnSent(int64(start), uint64(len(p.Payload)))
-	}
-	if cc.ackEveryPacket() && !p.BTH.AckReq() {
-		p.BTH.SetAckReq(true)
-		roce.PutICRC(frame[len(frame)-roce.ICRCSize:], p.ComputeICRC())
 	}
 	if cc.telemetryOnNext() && d.tel != nil {
 		d.requestTelemetry(f)
