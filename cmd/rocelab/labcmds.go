@@ -1,0 +1,332 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rocelab/rocelab/fabric/lab"
+	"github.com/rocelab/rocelab/netns"
+)
+
+func init() {
+	rootCmd.AddCommand(newStatusCmd(), newExecCmd(), newCaptureCmd(), newDownCmd())
+}
+
+// pickLab returns the lab a command acts on: the one named, else the only running one.
+func pickLab(store netns.Store, name string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	running, err := store.Running()
+	if err != nil {
+		return "", err
+	}
+	switch len(running) {
+	case 0:
+		return "", errors.New("no lab is running (start one with rocelab up -f TOPOLOGY.yaml)")
+	case 1:
+		return running[0].Name, nil
+	}
+	var names []string
+	for _, l := range running {
+		names = append(names, l.Name)
+	}
+	return "", fmt.Errorf("%d labs run (%s): pick one with --lab", len(running), strings.Join(names, ", "))
+}
+
+func newStatusCmd() *cobra.Command {
+	var labName string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [--lab LAB] [--json]",
+		Short: "Show labs: hosts, addresses, RNICs, switch ports and live counters",
+		Long: `status describes the running lab (or the one --lab names): its hosts with their
+namespace, TAP, addresses and MAC, each soft-RNIC's counters, and each switch port's
+peer, rate and counters (frames, bytes, drops, ECN marks, telemetry stamps, queue).
+Without --lab and with several labs, it shows every lab. A lab whose process is gone is
+shown from its state file, marked crashed (rocelab clean removes it).
+
+--json prints one JSON object per lab ({"name", "hosts": [{"name", "netns", "ipv4",
+"ipv6", "mac", "rnic": {...}}], "switches": [...]}); several labs print a JSON array.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			store := netns.DefaultStore()
+			var recs []*netns.Lab
+			if labName != "" {
+				l, err := store.Load(labName)
+				if err != nil {
+					return fmt.Errorf("status: lab %s: %w", labName, err)
+				}
+				recs = append(recs, l)
+			} else {
+				all, unreadable, err := store.List()
+				if err != nil {
+					return err
+				}
+				for _, e := range unreadable {
+					fmt.Fprintln(cmd.ErrOrStderr(), "rocelab: status:", e)
+				}
+				recs = all
+			}
+			var sts []lab.Status
+			for _, r := range recs {
+				st := lab.StatusFromRecord(store, r)
+				if r.Running() {
+					reply, _, err := lab.Query(store, r.Name, lab.Request{Op: "status"})
+					if err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "rocelab: status: %v (showing the state file)\n", err)
+					} else {
+						st = *reply.Status
+					}
+				}
+				sts = append(sts, st)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if len(sts) == 1 {
+					return enc.Encode(sts[0])
+				}
+				if sts == nil {
+					sts = []lab.Status{}
+				}
+				return enc.Encode(sts)
+			}
+			if len(sts) == 0 {
+				fmt.Fprintln(out, "no labs (start one with rocelab up -f TOPOLOGY.yaml)")
+			}
+			for i, st := range sts {
+				if i > 0 {
+					fmt.Fprintln(out)
+				}
+				printStatus(out, st)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&labName, "lab", "", "the lab to show (default: all)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printStatus(out io.Writer, st lab.Status) {
+	state := "running"
+	if !st.Running {
+		state = "CRASHED (rocelab clean removes it)"
+	}
+	fmt.Fprintf(out, "lab %s: %s, pid %d", st.Name, state, st.Pid)
+	if st.Uptime != "" {
+		fmt.Fprintf(out, ", up %s", st.Uptime)
+	}
+	if st.Topology != "" {
+		fmt.Fprintf(out, ", %s (%s telemetry, %s)", st.Topology, st.Telemetry, st.CongestionControl)
+	}
+	fmt.Fprintf(out, "\nstate: %s\n\n", st.Dir)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "HOST\tNETNS\tIPV4\tIPV6\tMAC\tRNIC TX\tRNIC RX\tKERNEL FRAMES\tDROPPED")
+	for _, h := range st.Hosts {
+		tx, rx, kern, drop := "-", "-", "-", "-"
+		if r := h.RNIC; r != nil {
+			tx, rx = fmt.Sprintf("%d", r.TxFrames), fmt.Sprintf("%d", r.RxFrames)
+			kern = fmt.Sprintf("%d", r.HostFrames)
+			drop = fmt.Sprintf("%d", r.HostDropped+r.RxMalformed+r.RxBadICRC+r.RxUnknownQP)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Netns, h.IPv4, h.IPv6, h.MAC, tx, rx, kern, drop)
+	}
+	w.Flush()
+	if len(st.Switches) == 0 {
+		return
+	}
+	fmt.Fprintln(out)
+	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "PORT\tPEER\tRATE\tTX FRAMES\tTX BYTES\tRX FRAMES\tDROPS\tECN\tSTAMPED\tPAUSES\tQUEUE")
+	for _, s := range st.Switches {
+		for _, p := range s.Ports {
+			ps := p.Stats
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Port, p.Peer, p.Rate, ps.TxFrames, ps.TxBytes,
+				ps.RxFrames, ps.Drops, ps.ECNMarks, ps.Stamped, ps.PauseSent+ps.PauseRcvd, ps.QLen)
+		}
+	}
+	w.Flush()
+}
+
+func newExecCmd() *cobra.Command {
+	var labName string
+	cmd := &cobra.Command{
+		Use:   "exec [--lab LAB] HOST -- CMD [ARG...]",
+		Short: "Run a command inside a host's namespace",
+		Long: `exec runs CMD inside HOST's network namespace with standard input, output and
+error attached, and exits with its status. The command sees the host's TAP netdev as
+its NIC and reaches its soft-RNIC's verbs service; its environment carries
+ROCELAB_LAB, ROCELAB_HOST, ROCELAB_NETNS, ROCELAB_IPV4, ROCELAB_IPV6 and
+ROCELAB_STATE_DIR, and PATH starts with the directory of the rocelab binary, where
+the sample apps are built. The process is recorded with the lab, so down and clean
+stop it.`,
+		Example: `  sudo rocelab exec h1 -- ping -c 3 10.0.0.2
+  sudo rocelab exec h2 -- ip addr
+  sudo rocelab exec --lab ls h3 -- sh`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 {
+				return errors.New("exec: want HOST -- CMD [ARG...]")
+			}
+			store := netns.DefaultStore()
+			name, err := pickLab(store, labName)
+			if err != nil {
+				return fmt.Errorf("exec: %w", err)
+			}
+			// The sample apps sit next to the rocelab binary: put that directory first.
+			path := os.Getenv("PATH")
+			if self, err := os.Executable(); err == nil {
+				path = filepath.Dir(self) + string(os.PathListSeparator) + path
+			}
+			c := exec.Command(args[1], args[2:]...)
+			if p, ok := lookPathIn(args[1], path); ok {
+				c.Path, c.Err = p, nil
+			}
+			c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+			c.Env = append(os.Environ(), "PATH="+path)
+			if err := store.Exec(name, args[0], c); err != nil {
+				return fmt.Errorf("exec: %w", err)
+			}
+			signal.Ignore(syscall.SIGINT) // the child gets Ctrl-C; we wait for it
+			err = c.Wait()
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				os.Exit(exit.ExitCode())
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&labName, "lab", "", "the lab (default: the only running one)")
+	return cmd
+}
+
+// lookPathIn finds an executable named name (without a slash) in the directories of
+// path, as the shell would.
+func lookPathIn(name, path string) (string, bool) {
+	if strings.Contains(name, "/") {
+		return "", false
+	}
+	for _, dir := range filepath.SplitList(path) {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+func newCaptureCmd() *cobra.Command {
+	var labName, file string
+	var duration time.Duration
+	cmd := &cobra.Command{
+		Use:   "capture [--lab LAB] NODE:PORT [-w FILE]",
+		Short: "Capture a switch or host port as pcapng, live",
+		Long: `capture records every frame crossing a port of the running lab, both directions,
+telemetry included, as pcapng: to standard output (so that | wireshark -k -i - shows it
+live) or with -w to a file. Ports are named NODE:pN (s1:p0 is switch s1's first port in
+the topology file's link order; rocelab status lists them with their peers); a host has
+one port, h1:p0. The capture runs until Ctrl-C, --duration, or the reader goes away.
+Timestamps are the lab's model times (real time since the lab started, plus its start).`,
+		Example: `  sudo rocelab capture s1:p1 | wireshark -k -i -
+  sudo rocelab capture s1:p0 -w out/s1p0.pcapng --duration 5s
+  rocelab decode out/s1p0.pcapng`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			store := netns.DefaultStore()
+			name, err := pickLab(store, labName)
+			if err != nil {
+				return fmt.Errorf("capture: %w", err)
+			}
+			out := cmd.OutOrStdout()
+			if file != "" {
+				f, err := os.Create(file)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				out = f
+			}
+			_, conn, err := lab.Query(store, name, lab.Request{Op: "capture", Port: args[0]})
+			if err != nil {
+				return fmt.Errorf("capture: %w", err)
+			}
+			defer conn.Close()
+			stop := make(chan os.Signal, 1)
+			signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+			if duration > 0 {
+				time.AfterFunc(duration, func() { stop <- syscall.SIGINT })
+			}
+			go func() {
+				<-stop
+				conn.Close()
+			}()
+			n, err := io.Copy(out, conn)
+			if errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EPIPE) || (err != nil && strings.Contains(err.Error(), "use of closed")) {
+				err = nil
+			}
+			if file != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "captured %d bytes of %s to %s\n", n, args[0], file)
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&labName, "lab", "", "the lab (default: the only running one)")
+	cmd.Flags().StringVarP(&file, "write", "w", "", "write pcapng to FILE instead of standard output")
+	cmd.Flags().DurationVar(&duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
+	return cmd
+}
+
+func newDownCmd() *cobra.Command {
+	var labName string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "down [LAB]",
+		Short: "Stop a lab and remove exactly what up created",
+		Long: `down stops the lab process and every process started in the lab (SIGTERM, then
+SIGKILL), deletes the lab's namespaces (their TAPs go with them), sockets and state
+directory. It removes only what the lab's state file records: namespaces of other labs
+or of anyone else are never touched. Without LAB it takes the only running lab.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				labName = args[0]
+			}
+			store := netns.DefaultStore()
+			name, err := pickLab(store, labName)
+			if err != nil {
+				return fmt.Errorf("down: %w", err)
+			}
+			if _, err := store.Load(name); err != nil {
+				return fmt.Errorf("down: lab %s: %w", name, err)
+			}
+			rep, err := (&netns.Cleaner{Store: store, Log: stderrLogger(cmd.ErrOrStderr(), verbose)}).Down(name)
+			for _, r := range rep.Removed {
+				if verbose {
+					fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", r)
+				}
+			}
+			if err == nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "lab %s down (%d objects removed)\n", name, len(rep.Removed))
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&labName, "lab", "", "the lab (same as the LAB argument)")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "list what is removed")
+	return cmd
+}
