@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rocelab/rocelab/fabric/lab"
+	"github.com/rocelab/rocelab/netns"
+)
+
+// rocelabBinary builds the CLI once per test binary: the lab tests run it as users do,
+// because `up` daemonizes by re-executing itself.
+func rocelabBinary(t *testing.T) string {
+	t.Helper()
+	if unix.Geteuid() != 0 {
+		t.Skip("lab CLI tests need root (namespaces and TAPs)")
+	}
+	bin := filepath.Join(t.TempDir(), "rocelab")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type cli struct {
+	t     *testing.T
+	bin   string
+	store netns.Store
+}
+
+func (c *cli) cmd(args ...string) *exec.Cmd {
+	x := exec.Command(c.bin, args...)
+	x.Env = append(os.Environ(), netns.StateRootEnv+"="+c.store.Root)
+	return x
+}
+
+func (c *cli) run(args ...string) string {
+	c.t.Helper()
+	out, err := c.cmd(args...).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("rocelab %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func newCLI(t *testing.T) *cli {
+	return &cli{t: t, bin: rocelabBinary(t), store: netns.Store{Root: t.TempDir()}}
+}
+
+func labName(prefix string) string { return fmt.Sprintf("%s%d", prefix, os.Getpid()%100000) }
+
+func namespacesOf(t *testing.T, name string) []string {
+	t.Helper()
+	all, err := netns.ListNamespaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ns := range all {
+		if strings.HasPrefix(ns, netns.Prefix+name+"-") {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	if err != nil {
+		return false
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f := strings.Fields(string(b))
+	return len(f) > 2 && f[2] != "Z"
+}
+
+// waitGone waits (bounded) for pid to exit: SIGKILL is delivered asynchronously.
+func waitGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) still runs", what, pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestUpKillClean: `up` a lab, start a process in it with `exec`, kill -9 the lab
+// process, then `clean`: no namespace, TAP, socket, state or process is left.
+func TestUpKillClean(t *testing.T) {
+	c := newCLI(t)
+	name := labName("k")
+	out := c.run("up", "-f", "../../topologies/two-hosts.yaml", "--name", name)
+	if !strings.Contains(out, "ready") {
+		t.Fatalf("up printed %q", out)
+	}
+	var st lab.Status
+	if err := json.Unmarshal([]byte(c.run("status", "--json", "--lab", name)), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Name != name || len(st.Hosts) != 2 || st.Hosts[1].IPv4 != "10.0.0.2" || !st.Running || st.Hosts[0].RNIC == nil {
+		t.Fatalf("status %+v", st)
+	}
+	if got := namespacesOf(t, name); len(got) != 2 {
+		t.Fatalf("namespaces %v", got)
+	}
+	sleeper := c.cmd("exec", "h1", "--", "sleep", "300")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sleeper.Process.Kill()
+	// exec records the process before it returns control to the command; wait for the
+	// record to show it.
+	var child int
+	for deadline := time.Now().Add(10 * time.Second); child == 0; time.Sleep(10 * time.Millisecond) {
+		rec, err := c.store.Load(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Processes) > 0 {
+			child = rec.Processes[0].PID
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the exec'd process was never recorded")
+		}
+	}
+	ctl := lab.ControlPath(c.store, name)
+	if _, err := os.Stat(ctl); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := syscall.Kill(st.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, st.Pid, "the lab process")
+	out = c.run("clean")
+	t.Logf("clean: %s", out)
+	if got := namespacesOf(t, name); len(got) != 0 {
+		t.Errorf("namespaces left: %v", got)
+	}
+	waitGone(t, child, "the process started with exec")
+	if _, err := os.Stat(c.store.Dir(name)); !os.IsNotExist(err) {
+		t.Errorf("state directory left: %v", err)
+	}
+	if _, err := os.Stat(ctl); !os.IsNotExist(err) {
+		t.Errorf("control socket left: %v", err)
+	}
+	links, _ := exec.Command("ip", "-o", "link").Output()
+	if bytes.Contains(links, []byte("rl-h1")) {
+		t.Errorf("a TAP is left in the root namespace:\n%s", links)
+	}
+}
+
+// TestDownLeavesForeign: a namespace named like the lab's but created by someone else
+// survives `down`; two labs run side by side and --lab picks one.
+func TestDownLeavesForeign(t *testing.T) {
+	c := newCLI(t)
+	a, b := labName("a"), labName("b")
+	c.run("up", "-f", "../../topologies/two-hosts.yaml", "--name", a)
+	c.run("up", "-f", "../../topologies/two-hosts.yaml", "--name", b)
+	foreign := netns.NamespaceName(a, "h9")
+	if err := netns.CreateNamespace(foreign); err != nil {
+		t.Fatal(err)
+	}
+	defer netns.DeleteNamespace(foreign)
+
+	if out, err := c.cmd("exec", "h1", "--", "true").CombinedOutput(); err == nil || !strings.Contains(string(out), "--lab") {
+		t.Errorf("exec with two labs and no --lab: %v %s", err, out)
+	}
+	c.run("exec", "--lab", b, "h2", "--", "true")
+	c.run("down", a)
+	if got := namespacesOf(t, a); len(got) != 1 || got[0] != foreign {
+		t.Errorf("after down %s: namespaces %v, want only the foreign %s", a, got, foreign)
+	}
+	if got := namespacesOf(t, b); len(got) != 2 {
+		t.Errorf("down %s touched lab %s: its namespaces are %v", a, b, got)
+	}
+	c.run("down") // the only lab left
+	if got := namespacesOf(t, b); len(got) != 0 {
+		t.Errorf("namespaces of %s left: %v", b, got)
+	}
+}
