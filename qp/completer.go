@@ -353,7 +353,9 @@ func (q *QP) sendError(w *sendWQE, status WCStatus) {
 }
 
 // retire completes finished WQEs at the head of the send queue, in order. Successful
-// WQEs produce a completion only when signaled.
+// WQEs produce a completion only when signaled. A WQE's slot is freed before its
+// completion is pushed, so a consumer that re-posts the moment it sees the completion
+// finds room.
 func (q *QP) retire() {
 	for q.sq.head != q.sq.next {
 		w := q.sq.at(q.sq.head)
@@ -364,11 +366,13 @@ func (q *QP) retire() {
 			q.req.rdAtomic--
 		}
 		q.req.inflight -= uint64(w.sent - w.acked)
-		if q.cfg.SigAll || w.wr.Flags&SendSignaled != 0 {
-			q.cfg.SendCQ.Push(WC{WRID: w.wr.WRID, Status: WCSuccess, Opcode: w.wr.Opcode.wcOpcode(),
-				ByteLen: w.length, QPNum: uint32(q.cfg.QPN)})
-		}
+		signaled := q.cfg.SigAll || w.wr.Flags&SendSignaled != 0
+		wc := WC{WRID: w.wr.WRID, Status: WCSuccess, Opcode: w.wr.Opcode.wcOpcode(),
+			ByteLen: w.length, QPNum: uint32(q.cfg.QPN)}
 		*w = sendWQE{}
 		q.sq.head++
+		if signaled {
+			q.cfg.SendCQ.Push(wc)
+		}
 	}
 }

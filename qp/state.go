@@ -146,13 +146,19 @@ func (q *QP) enterSQE() {
 }
 
 func (q *QP) flushSend() {
-	for i := q.sq.head; i != q.sq.tail; i++ {
-		w := q.sq.at(i)
+	// Each slot is freed before its completion is pushed (see retire); a WR posted
+	// from the completion is flushed in turn by this loop.
+	for q.sq.head != q.sq.tail {
+		w := q.sq.at(q.sq.head)
 		status := w.status
 		if status == WCSuccess {
 			status = WCWRFlushErr
 		}
-		q.cfg.SendCQ.Push(WC{WRID: w.wr.WRID, Status: status, Opcode: w.wr.Opcode.wcOpcode(), QPNum: uint32(q.cfg.QPN)})
+		wc := WC{WRID: w.wr.WRID, Status: status, Opcode: w.wr.Opcode.wcOpcode(), QPNum: uint32(q.cfg.QPN)}
+		*w = sendWQE{}
+		q.sq.head++
+		q.sq.next = max(q.sq.next, q.sq.head)
+		q.cfg.SendCQ.Push(wc)
 	}
 	q.sq.clear()
 	q.req.rdAtomic, q.req.inflight = 0, 0
