@@ -9,10 +9,13 @@ STATICCHECK := $(GOBIN)/staticcheck
 FUZZTIME   ?= 30s
 BENCHTIME  ?= 1s
 PKGS       := ./...
+# the lab `make lab` starts
+LAB_TOPO   ?= topologies/two-hosts.yaml
+LAB        ?= $(basename $(notdir $(LAB_TOPO)))
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build test lint vet fmt-check staticcheck unit bench fuzz demo deps clean
+.PHONY: all build test lint vet fmt-check staticcheck unit bench fuzz demo deps clean lab down
 
 all: build
 
@@ -68,6 +71,13 @@ fuzz:
 ## demo: the main job, end to end
 demo: build
 	./scripts/demo.sh
+
+## lab: start the lab LAB_TOPO describes (root); make down stops it
+lab: build
+	./$(BIN)/rocelab up -f $(LAB_TOPO) --name $(LAB)
+
+down:
+	./$(BIN)/rocelab down $(LAB)
 
 clean:
 	rm -rf $(BIN) $(OUT)
