@@ -1,0 +1,326 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/rnic/service/wire"
+	"github.com/rocelab/rocelab/roce"
+)
+
+// maxObjects bounds what one client may hold, so that a runaway client exhausts its own
+// quota before the lab process's memory.
+const maxObjects = 1 << 16
+
+// conn is one client. The socket and the doorbell belong to the connection's
+// goroutines; everything else (objects, rings) is touched only on the device's loop.
+type conn struct {
+	s    *Server
+	sock *net.UnixConn
+	pid  int32
+
+	// Doorbell: the client writes bellFD after posting; ring() waits on it.
+	bell   *os.File
+	page   []byte
+	scanFn func() // c.scan, bound once so that each doorbell's Do allocates nothing
+
+	// Loop-owned.
+	objs   map[uint32]any
+	next   uint32
+	qps    []*sQP
+	srqs   []*sSRQ
+	byQPN  map[roce.QPN]*sQP
+	closed bool
+}
+
+func (c *conn) serve() {
+	defer c.s.wg.Done()
+	defer func() {
+		c.s.mu.Lock()
+		delete(c.s.conns, c)
+		c.s.mu.Unlock()
+		c.sock.Close()
+	}()
+	buf := make([]byte, wire.MaxMessage)
+	oob := make([]byte, wire.OOBSpace)
+	resp := make([]byte, 0, wire.MaxMessage)
+
+	cred, err := peerCred(c.sock)
+	if err != nil {
+		c.s.logf("verbs service %s: SO_PEERCRED: %v", c.s.addr, err)
+		return
+	}
+	c.pid = cred.Pid
+	msg, fds, err := wire.Recv(c.sock, buf, oob)
+	wire.CloseFDs(fds)
+	if err != nil {
+		return
+	}
+	if !c.s.allowed[cred.Uid] {
+		c.s.rejected.Add(1)
+		c.s.logf("verbs service %s: refused pid %d uid %d", c.s.addr, cred.Pid, cred.Uid)
+		wire.Send(c.sock, wire.AppendError(resp, wire.OpHello, fmt.Errorf("%w: uid %d may not use the RNIC %s (SO_PEERCRED; allowed: the lab's uid and root)",
+			wire.ErrPermission, cred.Uid, c.s.dev.Name())))
+		return
+	}
+	if err := c.hello(msg, resp); err != nil {
+		c.s.logf("verbs service %s: pid %d: %v", c.s.addr, c.pid, err)
+		return
+	}
+	c.s.clients.Add(1)
+	defer c.s.clients.Add(-1)
+	bellDone := make(chan struct{})
+	go func() {
+		defer close(bellDone)
+		c.ring()
+	}()
+	defer func() {
+		var n int
+		c.s.onLoop(func() { n = c.reclaim() })
+		c.bell.Close()
+		<-bellDone
+		unix.Munmap(c.page)
+		if n > 0 {
+			c.s.logf("verbs service %s: pid %d went away: reclaimed %d objects", c.s.addr, c.pid, n)
+		}
+		if c.s.onReclaim != nil {
+			c.s.onReclaim(c.pid, n)
+		}
+	}()
+
+	for {
+		msg, fds, err := wire.Recv(c.sock, buf, oob)
+		if err != nil {
+			if errors.Is(err, wire.ErrProtocol) {
+				c.s.logf("verbs service %s: pid %d: %v", c.s.addr, c.pid, err)
+				if wire.Send(c.sock, wire.AppendError(resp, 0, err)) == nil {
+					continue
+				}
+			}
+			return
+		}
+		var out []byte
+		var outFDs []int
+		h, body, err := wire.ParseHeader(msg)
+		if err != nil {
+			wire.CloseFDs(fds)
+			out = wire.AppendError(resp, h.Op, err)
+		} else {
+			c.s.onLoop(func() { out, outFDs = c.call(h.Op, body, fds, resp) })
+		}
+		err = wire.Send(c.sock, out, outFDs...)
+		wire.CloseFDs(outFDs) // the service keeps its mappings, not the descriptors
+		if err != nil {
+			return
+		}
+	}
+}
+
+// hello answers the client's Hello with the doorbell eventfd and page.
+func (c *conn) hello(msg, resp []byte) error {
+	h, body, err := wire.ParseHeader(msg)
+	var req wire.Hello
+	if err == nil && h.Op != wire.OpHello {
+		err = fmt.Errorf("%w: first message is %v, not HELLO", wire.ErrProtocol, h.Op)
+	}
+	if err == nil {
+		err = wire.DecodeBody(body, &req)
+	}
+	if err == nil && (req.MinVersion > wire.Version || req.MaxVersion < wire.Version) {
+		err = fmt.Errorf("%w: client speaks versions %d..%d, the service %d", wire.ErrProtocol, req.MinVersion, req.MaxVersion, wire.Version)
+	}
+	if err != nil {
+		wire.Send(c.sock, wire.AppendError(resp, wire.OpHello, err))
+		return err
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		err = fmt.Errorf("%w: eventfd: %v", rnic.ErrNoMemory, err)
+		wire.Send(c.sock, wire.AppendError(resp, wire.OpHello, err))
+		return err
+	}
+	pfd, page, err := wire.SealedMemfd("rocelab-verbs-doorbell", wire.PageSize)
+	if err != nil {
+		unix.Close(efd)
+		err = fmt.Errorf("%w: doorbell page: %v", rnic.ErrNoMemory, err)
+		wire.Send(c.sock, wire.AppendError(resp, wire.OpHello, err))
+		return err
+	}
+	c.bell = os.NewFile(uintptr(efd), "verbs-doorbell") // non-blocking: waits in the netpoller
+	c.page = page
+	c.scanFn = c.scan
+	c.byQPN = map[roce.QPN]*sQP{}
+	err = wire.Send(c.sock, wire.AppendResponse(resp, wire.OpHello,
+		&wire.HelloResp{Version: wire.Version, PageSize: wire.PageSize, PID: uint32(os.Getpid())}), efd, pfd)
+	unix.Close(pfd)
+	if err != nil {
+		c.bell.Close()
+		unix.Munmap(page)
+	}
+	return err
+}
+
+// ring waits for doorbells and hands each batch to the loop: one Do per wake-up,
+// however many WQEs the client posted meanwhile.
+func (c *conn) ring() {
+	var b [8]byte
+	for {
+		if _, err := c.bell.Read(b[:]); err != nil {
+			return
+		}
+		c.s.dev.Do(c.scanFn)
+	}
+}
+
+// scan drains every work ring of the connection, on the loop. Pending is cleared first:
+// a post that lands after the clear rings the doorbell again (see wire.Pending).
+func (c *conn) scan() {
+	if c.closed {
+		return
+	}
+	wire.Store(wire.Pending(c.page), 0)
+	for _, x := range c.qps {
+		x.drainSQ()
+		if x.srq == nil {
+			x.drainRQ()
+		}
+	}
+	for _, s := range c.srqs {
+		s.drain()
+	}
+}
+
+// add registers an object under a fresh handle.
+func (c *conn) add(o any) (uint32, error) {
+	if len(c.objs) >= maxObjects {
+		return 0, fmt.Errorf("%w: the client holds %d objects", rnic.ErrNoMemory, len(c.objs))
+	}
+	for {
+		c.next++
+		if c.next != 0 && c.objs[c.next] == nil {
+			break
+		}
+	}
+	c.objs[c.next] = o
+	c.s.objects.Add(1)
+	return c.next, nil
+}
+
+func (c *conn) remove(h uint32) {
+	delete(c.objs, h)
+	c.s.objects.Add(-1)
+}
+
+// get returns handle h's object if it is a T.
+func get[T any](c *conn, h uint32, kind string) (T, error) {
+	o, ok := c.objs[h].(T)
+	if !ok {
+		var zero T
+		return zero, fmt.Errorf("%w: no %s with handle %d", rnic.ErrNotFound, kind, h)
+	}
+	return o, nil
+}
+
+// reclaim destroys everything the client holds, in dependency order, on the loop, and
+// returns how many objects there were.
+func (c *conn) reclaim() int {
+	n := len(c.objs)
+	c.closed = true
+	for _, kind := range []int{kindQP, kindSRQ, kindAH, kindCQ, kindMR, kindPD, kindChannel} {
+		for h, o := range c.objs {
+			if kindOf(o) == kind {
+				if err := c.destroy(o); err != nil {
+					c.s.logf("verbs service %s: pid %d: reclaim: %v", c.s.addr, c.pid, err)
+				}
+				c.remove(h)
+			}
+		}
+	}
+	return n
+}
+
+const (
+	kindPD = iota
+	kindMR
+	kindChannel
+	kindCQ
+	kindSRQ
+	kindAH
+	kindQP
+)
+
+func kindOf(o any) int {
+	switch o.(type) {
+	case *sPD:
+		return kindPD
+	case *sMR:
+		return kindMR
+	case *sChannel:
+		return kindChannel
+	case *sCQ:
+		return kindCQ
+	case *sSRQ:
+		return kindSRQ
+	case *sAH:
+		return kindAH
+	default:
+		return kindQP
+	}
+}
+
+// destroy releases one object on the device (the handle is the caller's to drop).
+func (c *conn) destroy(o any) error {
+	d := c.s.dev
+	switch o := o.(type) {
+	case *sPD:
+		return d.DeallocPD(o.pd)
+	case *sMR:
+		return d.DeregMR(o.mr)
+	case *sChannel:
+		if o.refs > 0 {
+			return fmt.Errorf("%w: completion channel still bound to %d CQs", rnic.ErrBusy, o.refs)
+		}
+		unix.Close(o.fd)
+		o.fd = -1
+	case *sCQ:
+		if err := d.DestroyCQ(o.cq); err != nil {
+			return err
+		}
+		o.dead = true
+		if o.ch != nil {
+			o.ch.refs--
+		}
+		unix.Munmap(o.mem)
+	case *sSRQ:
+		if err := d.DestroySRQ(o.srq); err != nil {
+			return err
+		}
+		for i, s := range c.srqs {
+			if s == o {
+				c.srqs = append(c.srqs[:i], c.srqs[i+1:]...)
+				break
+			}
+		}
+		unix.Munmap(o.mem)
+	case *sAH:
+		return d.DestroyAH(o.ah)
+	case *sQP:
+		if err := d.DestroyQP(o.x); err != nil {
+			return err
+		}
+		delete(c.byQPN, o.x.QPN())
+		for i, x := range c.qps {
+			if x == o {
+				c.qps = append(c.qps[:i], c.qps[i+1:]...)
+				break
+			}
+		}
+		unix.Munmap(o.mem)
+	}
+	return nil
+}

@@ -1,0 +1,194 @@
+// Package service is the verbs service of a soft-RNIC: it serves the device to
+// application processes in the host's network namespace, over an abstract Unix socket
+// (SOCK_SEQPACKET) that exists only in that namespace, as a netns-exclusive RDMA device
+// is visible only there. Package rnic/verbs is the client; package rnic/service/wire
+// is the protocol; docs/verbs-service.md describes both.
+//
+// Control calls (create and destroy objects, modify QPs, queries) are request/response
+// datagrams; each runs on the device's loop through one Device.Do. The data path never
+// crosses the socket: work requests and completions travel through rings in shared
+// memory, memory regions are the application's own memfd pages, and a post costs the
+// client at most one eventfd write, which a per-connection goroutine turns into one
+// Device.Do that drains every ring of the connection.
+//
+// A connection's objects belong to it: when the client closes the socket or dies,
+// however it dies, the service destroys them all (QPs first, then SRQs, address
+// handles, CQs, memory regions, PDs, completion channels) and unmaps their memory.
+package service
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rocelab/rocelab/rnic"
+)
+
+// EnvSocket names the environment variable that overrides a client's service address.
+const EnvSocket = "ROCELAB_VERBS_SOCKET"
+
+// Address is the abstract socket address of host's verbs service in lab: the string
+// "@rocelab/<lab>/<host>/verbs" ('@' is Go's spelling of the abstract namespace's
+// leading NUL byte). Abstract names are scoped to the network namespace, so the same
+// address in two hosts' namespaces names two services.
+func Address(lab, host string) string { return "@rocelab/" + lab + "/" + host + "/verbs" }
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithAllowedUIDs replaces the user IDs whose processes may connect (checked with
+// SO_PEERCRED). The default is the lab process's own uid and root.
+func WithAllowedUIDs(uids ...uint32) Option {
+	return func(s *Server) {
+		s.allowed = map[uint32]bool{}
+		for _, u := range uids {
+			s.allowed[u] = true
+		}
+	}
+}
+
+// WithLogf sets where the service reports rejected peers, protocol errors and
+// reclaims (default: nowhere).
+func WithLogf(logf func(format string, args ...any)) Option {
+	return func(s *Server) { s.logf = logf }
+}
+
+// WithReclaimHook calls fn after the service has destroyed the objects of a client
+// that went away: its pid and how many objects it held.
+func WithReclaimHook(fn func(pid int32, objects int)) Option {
+	return func(s *Server) { s.onReclaim = fn }
+}
+
+// Server is a running verbs service.
+type Server struct {
+	dev       *rnic.Device
+	ln        *net.UnixListener
+	addr      string
+	allowed   map[uint32]bool
+	logf      func(string, ...any)
+	onReclaim func(int32, int)
+
+	mu     sync.Mutex
+	conns  map[*conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+
+	channel *rnic.CompChannel // on the loop: the one channel every service CQ is bound to
+
+	clients, objects, rejected atomic.Int64
+}
+
+// Listen creates the service's socket at addr (see Address) and serves dev on it.
+// The socket is created before Listen returns, in the calling thread's network
+// namespace: a lab calls Listen inside the host's namespace (netns.Do), and the socket
+// stays there whichever thread later accepts on it. Close the server before stopping
+// the device's clock: reclaiming runs on the device's loop.
+func Listen(dev *rnic.Device, addr string, opts ...Option) (*Server, error) {
+	if !strings.HasPrefix(addr, "@") {
+		return nil, fmt.Errorf("verbs service: address %q is not abstract (must start with @)", addr)
+	}
+	s := &Server{dev: dev, addr: addr, conns: map[*conn]struct{}{}, logf: func(string, ...any) {},
+		allowed: map[uint32]bool{uint32(os.Getuid()): true, 0: true}}
+	for _, o := range opts {
+		o(s)
+	}
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: addr, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("verbs service on %s: %w", dev.Name(), err)
+	}
+	s.ln = ln
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// Addr returns the service's address.
+func (s *Server) Addr() string { return s.addr }
+
+// Stats counts the service's clients and objects.
+type Stats struct {
+	Clients  int // connected clients
+	Objects  int // objects (PDs, MRs, CQs, QPs, ...) they hold
+	Rejected int // connections refused by the SO_PEERCRED policy
+}
+
+// Stats returns the service's counters. Safe from any goroutine.
+func (s *Server) Stats() Stats {
+	return Stats{Clients: int(s.clients.Load()), Objects: int(s.objects.Load()), Rejected: int(s.rejected.Load())}
+}
+
+// Close stops accepting, disconnects every client, reclaims their objects and waits
+// until all is done. The device's loop must still be running.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	err := s.ln.Close()
+	for c := range s.conns {
+		c.sock.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		sock, err := s.ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.logf("verbs service %s: accept: %v", s.addr, err)
+			continue
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			sock.Close()
+			return
+		}
+		c := &conn{s: s, sock: sock, objs: map[uint32]any{}}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go c.serve()
+	}
+}
+
+// peerCred reads the connecting process's credentials (SO_PEERCRED): taken by the
+// kernel at connect time, so a client cannot claim another identity.
+func peerCred(sock *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := sock.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	return cred, cerr
+}
+
+// onLoop runs fn on the device's loop and waits for it.
+func (s *Server) onLoop(fn func()) {
+	done := make(chan struct{})
+	s.dev.Do(func() {
+		defer close(done)
+		fn()
+	})
+	<-done
+}
