@@ -120,6 +120,9 @@ func (c *Context) CreateCQ(cqe int, channel *CompChannel) (*CQ, error) {
 		return nil, fmt.Errorf("verbs: %w: CQ of %d entries: must be in [1, %d]", rnic.ErrInvalidArgument, cqe, rnic.MaxCQE)
 	}
 	req := wire.CreateCQ{CQE: uint32(cqe)}
+	if channel != nil && channel.c != c {
+		return nil, fmt.Errorf("verbs: %w: the completion channel belongs to another context", rnic.ErrInvalidArgument)
+	}
 	if channel != nil {
 		req.Channel = channel.h
 	}
@@ -243,6 +246,9 @@ func (c *Context) CreateSRQ(pd *PD, attr rnic.SRQInitAttr) (*SRQ, error) {
 	if attr.MaxWR < 1 || attr.MaxWR > rnic.MaxWR || attr.MaxSGE < 0 || attr.MaxSGE > rnic.MaxSGE {
 		return nil, fmt.Errorf("verbs: %w: SRQ of %d WRs of %d SGEs", rnic.ErrInvalidArgument, attr.MaxWR, attr.MaxSGE)
 	}
+	if err := c.owns(pd); err != nil {
+		return nil, err
+	}
 	var r wire.RingResp
 	mem, err := c.callRing(wire.OpCreateSRQ, &wire.CreateSRQ{PD: pd.h, MaxWR: uint32(attr.MaxWR), MaxSGE: uint32(attr.MaxSGE)},
 		&r, func() uint64 { return r.Size })
@@ -313,6 +319,12 @@ type QP struct {
 func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		return nil, fmt.Errorf("verbs: %w: QP needs a send CQ and a receive CQ", rnic.ErrInvalidArgument)
+	}
+	if err := c.owns(pd, attr.SendCQ.c, attr.RecvCQ.c); err != nil {
+		return nil, err
+	}
+	if attr.SRQ != nil && attr.SRQ.c != c {
+		return nil, fmt.Errorf("verbs: %w: the SRQ belongs to another context", rnic.ErrInvalidArgument)
 	}
 	k := attr.Cap
 	if k.MaxSendWR < 0 || k.MaxRecvWR < 0 || k.MaxSendSGE < 0 || k.MaxRecvSGE < 0 ||

@@ -253,6 +253,20 @@ func (c *Context) AllocPD() (*PD, error) {
 	return &PD{c: c, h: r.Handle}, nil
 }
 
+// owns checks that pd and the contexts of other objects are c: handles are per
+// connection, so another context's object would name an unrelated one of this.
+func (c *Context) owns(pd *PD, others ...*Context) error {
+	if pd == nil || pd.c != c {
+		return fmt.Errorf("verbs: %w: the PD belongs to another context", rnic.ErrInvalidArgument)
+	}
+	for _, o := range others {
+		if o != c {
+			return fmt.Errorf("verbs: %w: an object belongs to another context", rnic.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
 // DeallocPD frees a protection domain (ibv_dealloc_pd); ErrBusy while objects use it.
 func (c *Context) DeallocPD(pd *PD) error {
 	return c.callNoFD(wire.OpDeallocPD, &wire.Handle{Handle: pd.h}, nil)
@@ -290,6 +304,9 @@ func (m *MR) Bytes() []byte { return m.mem }
 func (c *Context) RegMR(pd *PD, length int, access qp.Access) (*MR, error) {
 	if length <= 0 {
 		return nil, fmt.Errorf("verbs: %w: MR length %d: must be positive", rnic.ErrInvalidArgument, length)
+	}
+	if err := c.owns(pd); err != nil {
+		return nil, err
 	}
 	fd, err := unix.MemfdCreate("rocelab-verbs-mr", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
@@ -342,6 +359,9 @@ func (ah *AH) AV() *qp.AddressVector { return &ah.av }
 func (c *Context) CreateAH(pd *PD, attr rnic.AHAttr) (*AH, error) {
 	if attr.SGIDIndex < 0 {
 		return nil, fmt.Errorf("verbs: %w: SGID index %d", rnic.ErrInvalidArgument, attr.SGIDIndex)
+	}
+	if err := c.owns(pd); err != nil {
+		return nil, err
 	}
 	var r wire.Handle
 	if err := c.callNoFD(wire.OpCreateAH, &wire.CreateAH{PD: pd.h, SGIDIndex: uint32(attr.SGIDIndex), DGID: attr.DGID,
