@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -25,9 +26,10 @@ type conn struct {
 	pid  int32
 
 	// Doorbell: the client writes bellFD after posting; ring() waits on it.
-	bell   *os.File
-	page   []byte
-	scanFn func() // c.scan, bound once so that each doorbell's Do allocates nothing
+	bellFD   int
+	stopping atomic.Bool
+	page     []byte
+	scanFn   func() // c.scan, bound once so that each doorbell's Do allocates nothing
 
 	// Loop-owned.
 	objs   map[uint32]any
@@ -82,8 +84,7 @@ func (c *conn) serve() {
 	defer func() {
 		var n int
 		c.s.onLoop(func() { n = c.reclaim() })
-		c.bell.Close()
-		<-bellDone
+		c.stopRing(bellDone)
 		unix.Munmap(c.page)
 		if n > 0 {
 			c.s.logf("verbs service %s: pid %d went away: reclaimed %d objects", c.s.addr, c.pid, n)
@@ -138,7 +139,7 @@ func (c *conn) hello(msg, resp []byte) error {
 		wire.Send(c.sock, wire.AppendError(resp, wire.OpHello, err))
 		return err
 	}
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC) // blocking: see ring
 	if err != nil {
 		err = fmt.Errorf("%w: eventfd: %v", rnic.ErrNoMemory, err)
 		wire.Send(c.sock, wire.AppendError(resp, wire.OpHello, err))
@@ -151,7 +152,7 @@ func (c *conn) hello(msg, resp []byte) error {
 		wire.Send(c.sock, wire.AppendError(resp, wire.OpHello, err))
 		return err
 	}
-	c.bell = os.NewFile(uintptr(efd), "verbs-doorbell") // non-blocking: waits in the netpoller
+	c.bellFD = efd
 	c.page = page
 	c.scanFn = c.scan
 	c.byQPN = map[roce.QPN]*sQP{}
@@ -159,22 +160,38 @@ func (c *conn) hello(msg, resp []byte) error {
 		&wire.HelloResp{Version: wire.Version, PageSize: wire.PageSize, PID: uint32(os.Getpid())}), efd, pfd)
 	unix.Close(pfd)
 	if err != nil {
-		c.bell.Close()
+		unix.Close(efd)
 		unix.Munmap(page)
 	}
 	return err
 }
 
 // ring waits for doorbells and hands each batch to the loop: one Do per wake-up,
-// however many WQEs the client posted meanwhile.
+// however many WQEs the client posted meanwhile. It blocks in read(2) on its own thread
+// rather than in Go's netpoller: while application goroutines of this process poll
+// (busy), the scheduler consults the netpoller only every few milliseconds, and a
+// doorbell must cost microseconds.
 func (c *conn) ring() {
 	var b [8]byte
 	for {
-		if _, err := c.bell.Read(b[:]); err != nil {
+		_, err := unix.Read(c.bellFD, b[:])
+		if c.stopping.Load() {
+			return
+		}
+		if err != nil && err != unix.EINTR && err != unix.EAGAIN {
+			c.s.logf("verbs service %s: pid %d: doorbell: %v", c.s.addr, c.pid, err)
 			return
 		}
 		c.s.dev.Do(c.scanFn)
 	}
+}
+
+// stopRing wakes ring for the last time and closes the doorbell once it has returned.
+func (c *conn) stopRing(done <-chan struct{}) {
+	c.stopping.Store(true)
+	unix.Write(c.bellFD, one[:])
+	<-done
+	unix.Close(c.bellFD)
 }
 
 // scan drains every work ring of the connection, on the loop. Pending is cleared first:
