@@ -24,7 +24,9 @@ import (
 // Config describes an experiment.
 type Config struct {
 	// Scenario is "incast" (Senders → one receiver), "fairness" (Senders long flows
-	// to one receiver, joining one by one every Stagger and leaving in reverse order).
+	// to one receiver, joining one by one every Stagger and leaving in reverse order)
+	// or "mix" (Poisson arrivals of flows with sizes from a CDF, between random hosts
+	// of a leaf-spine or fat-tree: see mix.go).
 	Scenario string
 	Senders  int
 	FlowSize int // bytes per flow
@@ -53,6 +55,8 @@ type Config struct {
 	Limit time.Duration
 	// TxLookahead is passed to every device (real-time runs).
 	TxLookahead time.Duration
+
+	Mix // the mix scenario's parameters
 }
 
 // Defaults returns the incast experiment of the HPCC paper's Figure 9 style at 100 Gb/s:
@@ -75,13 +79,17 @@ func (c *Config) baseRTT() time.Duration {
 }
 
 // ccConfig is the devices' congestion control.
-func (c *Config) ccConfig() rnic.CC {
+func (c *Config) ccConfig() rnic.CC { return c.ccConfigFor(c.baseRTT(), c.Senders) }
+
+// ccConfigFor is the devices' congestion control with HPCC's base RTT T and the flows
+// N its rule-of-thumb W_ai is sized for.
+func (c *Config) ccConfigFor(t time.Duration, flows int) rnic.CC {
 	cc := rnic.CC{Mode: c.CC, EveryN: c.EveryN}
 	if c.CC == rnic.ModeDCQCN || c.CC == rnic.ModeNone {
 		return cc
 	}
 	cc.Telemetry = c.Telemetry
-	p := hpcc.DraftParams(float64(c.LinkRate), c.baseRTT(), c.Senders)
+	p := hpcc.DraftParams(float64(c.LinkRate), t, flows)
 	if c.Eta > 0 {
 		p.Eta = c.Eta
 	}
@@ -95,6 +103,9 @@ func (c *Config) ccConfig() rnic.CC {
 }
 
 func (c *Config) validate() error {
+	if c.Scenario == "mix" {
+		return c.validateMix()
+	}
 	switch {
 	case c.Senders < 1:
 		return fmt.Errorf("experiment: --senders %d: need at least one", c.Senders)
@@ -110,7 +121,7 @@ func (c *Config) validate() error {
 	switch c.Scenario {
 	case "incast", "fairness":
 	default:
-		return fmt.Errorf("experiment: unknown scenario %q: want incast or fairness", c.Scenario)
+		return fmt.Errorf("experiment: unknown scenario %q: want incast, fairness or mix", c.Scenario)
 	}
 	return nil
 }
@@ -119,9 +130,11 @@ func (c *Config) validate() error {
 type FlowRecord struct {
 	ID       int     `json:"id"`
 	Src      int     `json:"src"`
+	Dst      int     `json:"dst"`
 	Size     int     `json:"size_bytes"`
 	StartNs  int64   `json:"start_ns"`
 	FCTNs    int64   `json:"fct_ns"`
+	IdealNs  int64   `json:"ideal_fct_ns"`
 	Slowdown float64 `json:"slowdown"`
 }
 
@@ -149,6 +162,8 @@ type Result struct {
 	// Errors lists data verification failures and unfinished flows; empty on success.
 	Errors []string
 	Events uint64
+	// MixInfo describes the mix scenario's network and arrivals; nil for the others.
+	MixInfo *MixInfo
 }
 
 // Metrics are the summary figures (the --json keys).
@@ -164,6 +179,9 @@ type Metrics struct {
 func Run(cfg Config) (*Result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Scenario == "mix" {
+		return runMix(cfg)
 	}
 	v := clock.NewVirtual(cfg.Seed)
 	n := cfg.Senders + 1
@@ -253,10 +271,13 @@ func Run(cfg Config) (*Result, error) {
 		}
 		fct := f.Done.Sub(f.Start)
 		ideal := idealFCT(&cfg, f.Size)
-		res.Flows = append(res.Flows, FlowRecord{ID: f.ID, Src: f.Src, Size: f.Size, StartNs: int64(f.Start),
-			FCTNs: fct.Nanoseconds(), Slowdown: float64(fct) / float64(ideal)})
+		res.Flows = append(res.Flows, FlowRecord{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: f.Size, StartNs: int64(f.Start),
+			FCTNs: fct.Nanoseconds(), IdealNs: ideal.Nanoseconds(), Slowdown: float64(fct) / float64(ideal)})
 	}
-	res.Metrics = measure(res, bottleneck, first, last, txEnd-txStart)
+	res.Metrics = measure(res, last)
+	if first >= 0 && last > first {
+		res.Metrics.Utilization = float64(txEnd-txStart) * 8e9 / float64(cfg.LinkRate) / float64(last-first)
+	}
 	return res, nil
 }
 
@@ -281,10 +302,10 @@ func idealFCT(cfg *Config, size int) time.Duration {
 	return baseRTT(cfg) + time.Duration(float64(wire)*8e9/float64(cfg.LinkRate))
 }
 
-// measure computes the summary metrics.
-func measure(res *Result, bottleneck *fabric.Port, first, last clock.Time, txBytes uint64) Metrics {
+// measure computes the queue metrics from res.Queue up to the last completion at
+// last, and Jain's index over the flows; the caller computes the utilization.
+func measure(res *Result, last clock.Time) Metrics {
 	var m Metrics
-	cfg := &res.Config
 	var after []int
 	var sumLast float64
 	var nLast int
@@ -305,9 +326,6 @@ func measure(res *Result, bottleneck *fabric.Port, first, last clock.Time, txByt
 	}
 	if nLast > 0 {
 		m.MeanQueueLast = sumLast / float64(nLast)
-	}
-	if first >= 0 && last > first {
-		m.Utilization = float64(txBytes) * 8e9 / float64(cfg.LinkRate) / float64(last-first)
 	}
 	// Jain's index over the flows' mean throughputs.
 	var s, s2 float64

@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/rocelab/rocelab/internal/clock"
@@ -18,8 +19,13 @@ type flow struct {
 	Start    clock.Time
 	Done     clock.Time // 0 until complete
 	Failed   string
+	// GID is the index of the GID both ends use (their IPv6 address under IOAM).
+	GID      int
+	src, dst *rnic.Device
 	sq, rq   *rnic.QP
 	smr, rmr *rnic.MR
+	spd, dpd *rnic.PD
+	scq, dcq *rnic.CQ
 	sgl      [1]qp.SGE
 	wcs      [4]qp.WC
 }
@@ -30,14 +36,17 @@ func pattern(id, i int) byte { return byte(i*7 + id*13 + i>>10) }
 
 // connect creates the flow's QPs, MRs and CQs and brings both QPs to RTS.
 func (f *flow) connect(src, dst *rnic.Device, mtu roce.MTU, onDone func(*flow)) error {
+	f.src, f.dst = src, dst
 	spd, err := src.AllocPD()
 	if err != nil {
 		return err
 	}
+	f.spd = spd
 	dpd, err := dst.AllocPD()
 	if err != nil {
 		return err
 	}
+	f.dpd = dpd
 	if f.smr, err = src.RegMR(spd, f.Size, qp.AccessLocalWrite); err != nil {
 		return err
 	}
@@ -53,6 +62,7 @@ func (f *flow) connect(src, dst *rnic.Device, mtu roce.MTU, onDone func(*flow)) 
 	if err != nil {
 		return err
 	}
+	f.scq = scq
 	ch.Handler = func(cq *rnic.CQ) {
 		n, err := cq.PollCQ(f.wcs[:])
 		switch {
@@ -71,6 +81,7 @@ func (f *flow) connect(src, dst *rnic.Device, mtu roce.MTU, onDone func(*flow)) 
 	if err != nil {
 		return err
 	}
+	f.dcq = dcq
 	init := rnic.QPInitAttr{Type: qp.RC, Cap: rnic.QPCap{MaxSendWR: 4, MaxRecvWR: 4}}
 	init.SendCQ, init.RecvCQ = scq, scq
 	if f.sq, err = src.CreateQP(spd, init); err != nil {
@@ -80,8 +91,14 @@ func (f *flow) connect(src, dst *rnic.Device, mtu roce.MTU, onDone func(*flow)) 
 	if f.rq, err = dst.CreateQP(dpd, init); err != nil {
 		return err
 	}
-	sgid, _ := src.QueryGID(0)
-	dgid, _ := dst.QueryGID(0)
+	sgid, err := src.QueryGID(f.GID)
+	if err != nil {
+		return err
+	}
+	dgid, err := dst.QueryGID(f.GID)
+	if err != nil {
+		return err
+	}
 	if err := bringUp(src, f.sq, dgid, f.rq.QPN(), mtu); err != nil {
 		return fmt.Errorf("flow %d sender: %w", f.ID, err)
 	}
@@ -122,4 +139,27 @@ func (f *flow) verify() error {
 		}
 	}
 	return nil
+}
+
+// release destroys the flow's QPs, CQs, MRs and PDs on both devices once its data is
+// checked, so that a long mix holds memory only for the flows in progress. Each device
+// does it on its own loop after the current event (the completion being handled). A
+// frame of the flow still in flight then finds no QP and is counted as such.
+func (f *flow) release() {
+	for _, side := range []struct {
+		d   *rnic.Device
+		q   *rnic.QP
+		cq  *rnic.CQ
+		mr  *rnic.MR
+		pd  *rnic.PD
+		who string
+	}{{f.src, f.sq, f.scq, f.smr, f.spd, "sender"}, {f.dst, f.rq, f.dcq, f.rmr, f.dpd, "receiver"}} {
+		side.d.Do(func() {
+			err := errors.Join(side.d.DestroyQP(side.q), side.d.DestroyCQ(side.cq), side.d.DeregMR(side.mr), side.d.DeallocPD(side.pd))
+			if err != nil && f.Failed == "" {
+				f.Failed = fmt.Sprintf("releasing the %s's resources: %v", side.who, err)
+			}
+		})
+	}
+	f.sq, f.rq, f.smr, f.rmr = nil, nil, nil, nil
 }

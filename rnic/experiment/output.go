@@ -13,12 +13,16 @@ import (
 // WriteFiles writes the time series and completion records as CSV and the plots as PNG
 // and SVG into dir:
 //
-//	queue.csv      t_ns, bottleneck queue bytes
-//	rates.csv      t_ns, flow, rate_bps, window_bytes
-//	flows.csv      id, src, size_bytes, start_ns, fct_ns, slowdown
-//	queue.png/svg  bottleneck queue vs time
-//	rates.png/svg  per-flow rate vs time
-//	fct.png/svg    FCT slowdown by flow size at p50, p95, p99
+//	queue.csv        t_ns, bottleneck queue bytes
+//	rates.csv        t_ns, flow, rate_bps, window_bytes
+//	flows.csv        id, src, dst, size_bytes, start_ns, fct_ns, ideal_fct_ns, slowdown
+//	fct_buckets.csv  (mix) from_pct, to_pct, min_size_bytes, max_size_bytes, flows,
+//	                 slowdown p50, p95, p99 per 5% of the flows by size
+//	queue.png/svg    bottleneck queue vs time
+//	rates.png/svg    per-flow rate vs time
+//	fct.png/svg      FCT slowdown by flow size at p50, p95, p99
+//
+// Hosts are numbered from 0 in src and dst (host h1 is 0).
 func (r *Result) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -31,11 +35,21 @@ func (r *Result) WriteFiles(dir string) error {
 	for _, s := range r.Rates {
 		rt = append(rt, []string{itoa(int64(s.T)), itoa(int64(s.Flow)), ftoa(s.Rate), ftoa(s.Window)})
 	}
-	fl := [][]string{{"id", "src", "size_bytes", "start_ns", "fct_ns", "slowdown"}}
+	fl := [][]string{{"id", "src", "dst", "size_bytes", "start_ns", "fct_ns", "ideal_fct_ns", "slowdown"}}
 	for _, f := range r.Flows {
-		fl = append(fl, []string{itoa(int64(f.ID)), itoa(int64(f.Src)), itoa(int64(f.Size)), itoa(f.StartNs), itoa(f.FCTNs), ftoa(f.Slowdown)})
+		fl = append(fl, []string{itoa(int64(f.ID)), itoa(int64(f.Src)), itoa(int64(f.Dst)), itoa(int64(f.Size)), itoa(f.StartNs),
+			itoa(f.FCTNs), itoa(f.IdealNs), ftoa(f.Slowdown)})
 	}
-	for name, rows := range map[string][][]string{"queue.csv": q, "rates.csv": rt, "flows.csv": fl} {
+	files := map[string][][]string{"queue.csv": q, "rates.csv": rt, "flows.csv": fl}
+	if r.MixInfo != nil {
+		b := [][]string{{"from_pct", "to_pct", "min_size_bytes", "max_size_bytes", "flows", "slowdown_p50", "slowdown_p95", "slowdown_p99"}}
+		for _, k := range sizeBuckets(r.Flows, percentSteps(5)) {
+			b = append(b, []string{ftoa(k.From), ftoa(k.To), itoa(int64(k.MinSize)), itoa(int64(k.Size)), itoa(int64(k.N)),
+				ftoa(k.P50), ftoa(k.P95), ftoa(k.P99)})
+		}
+		files["fct_buckets.csv"] = b
+	}
+	for name, rows := range files {
 		if err := writeCSV(filepath.Join(dir, name), rows); err != nil {
 			return err
 		}
@@ -61,6 +75,10 @@ func writeCSV(path string, rows [][]string) error {
 
 // WriteSummary prints the one-screen summary.
 func (r *Result) WriteSummary(w io.Writer) {
+	if r.MixInfo != nil {
+		r.writeMixSummary(w)
+		return
+	}
 	c := &r.Config
 	fmt.Fprintf(w, "%s: %d senders × %d bytes, %d Gb/s links, %v delay, MTU %d, cc %s", c.Scenario, c.Senders,
 		c.FlowSize, c.LinkRate/1e9, c.LinkDelay, c.MTU, c.CC)
@@ -101,4 +119,82 @@ type JSON struct {
 func quantile(sorted []float64, q float64) float64 {
 	i := int(q*float64(len(sorted))+0.5) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// writeMixSummary prints the mix scenario's summary: the workload, the bottleneck and
+// its queue, and the FCT slowdown by flow size.
+func (r *Result) writeMixSummary(w io.Writer) {
+	c, x, m := &r.Config, r.MixInfo, &r.Metrics
+	fmt.Fprintf(w, "mix: %s (%d hosts), %s flow sizes (mean %s) at load %.2f: %d flows, %s in %v\n",
+		x.Topology, x.Hosts, x.CDF, bytesString(x.CDFMean), c.Load, len(r.Flows), bytesString(float64(x.Offered)), x.Window)
+	fabricRate := c.FabricRate
+	if fabricRate == 0 {
+		fabricRate = c.LinkRate
+	}
+	fmt.Fprintf(w, "  network           hosts %s, fabric %s, %v per link, MTU %d, cc %s", topoRate(c.LinkRate), topoRate(fabricRate),
+		c.LinkDelay, c.MTU, c.CC)
+	if c.CC != "dcqcn" && c.CC != "none" {
+		fmt.Fprintf(w, " (%s)", c.Telemetry)
+	}
+	fmt.Fprintf(w, ", seed %d\n", c.Seed)
+	fmt.Fprintf(w, "  base RTT          %v to %v by path; HPCC T %v\n", x.RTTMin, x.RTTMax, r.BaseRTT)
+	fmt.Fprintf(w, "  bottleneck        %s at %s: of %d switch egress ports, the largest peak queue\n",
+		x.Bottleneck, topoRate(x.BottleneckRate), x.Ports)
+	fmt.Fprintf(w, "  bottleneck queue  peak %d B, p99 %d B (after one base RTT), mean over the second half %.0f B\n",
+		m.PeakQueue, m.QueueP99, m.MeanQueueLast)
+	fmt.Fprintf(w, "  utilization       %.1f%% of the bottleneck from the first arrival to the last completion\n", 100*m.Utilization)
+	fmt.Fprintf(w, "  fairness (Jain)   %.4f over the flows' throughputs (size / FCT)\n", m.Jain)
+	var sd []float64
+	var end int64
+	for _, f := range r.Flows {
+		if f.FCTNs > 0 {
+			sd = append(sd, f.Slowdown)
+			end = max(end, f.StartNs+f.FCTNs)
+		}
+	}
+	sort.Float64s(sd)
+	if len(sd) > 0 {
+		fmt.Fprintf(w, "  FCT slowdown      p50 %.2f, p95 %.2f, p99 %.2f over %d flows; last done at %.1f µs\n",
+			quantile(sd, 0.5), quantile(sd, 0.95), quantile(sd, 0.99), len(sd), float64(end)/1e3)
+		fmt.Fprintf(w, "    %-14s  %-21s  %5s  %6s  %6s  %6s\n", "size class", "sizes", "flows", "p50", "p95", "p99")
+		for _, b := range mixClasses(r.Flows) {
+			fmt.Fprintf(w, "    %-14s  %-21s  %5d  %6.2f  %6.2f  %6.2f\n", fmt.Sprintf("%g–%g%%", b.From, b.To),
+				bytesString(float64(b.MinSize))+" – "+bytesString(float64(b.Size)), b.N, b.P50, b.P95, b.P99)
+		}
+	}
+	fmt.Fprintf(w, "  simulated events  %d\n", r.Events)
+	for i, e := range r.Errors {
+		if i == 5 {
+			fmt.Fprintf(w, "  ... and %d more errors\n", len(r.Errors)-i)
+			break
+		}
+		fmt.Fprintf(w, "  ERROR %s\n", e)
+	}
+}
+
+// mixClasses are the summary's rows: the flows cut by size at their 50th, 80th and
+// 95th percentiles.
+func mixClasses(flows []FlowRecord) []sizeBucket {
+	return sizeBuckets(flows, []float64{0, 50, 80, 95, 100})
+}
+
+// bytesString formats a size in decimal units: 950 B, 12.3 KB, 1.71 MB.
+func bytesString(n float64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.3g GB", n/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.3g MB", n/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.3g KB", n/1e3)
+	}
+	return fmt.Sprintf("%.0f B", n)
+}
+
+// topoRate formats bit/s as "100 Gb/s".
+func topoRate(r uint64) string {
+	if r%1e9 == 0 {
+		return fmt.Sprintf("%d Gb/s", r/1e9)
+	}
+	return fmt.Sprintf("%.3g Gb/s", float64(r)/1e9)
 }
