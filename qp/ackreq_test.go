@@ -45,6 +45,10 @@ func TestAckReqEvery(t *testing.T) {
 					if err := p.VerifyICRC(); err != nil {
 						t.Errorf("message %d packet %d: %v", m, i, err)
 					}
+					if n, data := a.qp.LastRequest(); n != len(p.Payload) || !data {
+						t.Errorf("message %d packet %d: LastRequest %d, %v; the packet carries %d bytes of WRITE",
+							m, i, n, data, len(p.Payload))
+					}
 					if got := p.BTH.AckReq(); got != want {
 						t.Errorf("message %d packet %d: AckReq %v, want %v", m, i, got, want)
 					}

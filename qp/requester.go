@@ -2,6 +2,7 @@ package qp
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/rocelab/rocelab/roce"
 )
@@ -40,7 +41,15 @@ type requester struct {
 	rdAtomic  int      // started READ/atomic WQEs not yet completed
 	rnrUntil  int64    // end of an RNR wait, Never when not waiting
 	inflight  uint64   // request payload bytes transmitted and not acknowledged
+	lastData  bool     // the last packet built was a SEND or WRITE packet
+	lastLen   int      // ... and carried this many payload bytes
 }
+
+// LastRequest describes the packet the last successful NextRequest built: whether it
+// was a SEND or RDMA WRITE packet (data, what congestion control counts; READ requests
+// and atomics are not) and its payload length. The rnic uses it instead of parsing
+// the frame again.
+func (q *QP) LastRequest() (payload int, data bool) { return q.req.lastLen, q.req.lastData }
 
 // HasRequest reports whether NextRequest would produce a packet now.
 func (q *QP) HasRequest() bool { return q.ready() != nil }
@@ -161,6 +170,7 @@ func (q *QP) buildRequest(buf []byte, w *sendWQE, psn roce.PSN) (int, error) {
 	off := uint32(psn.Diff(w.firstPSN)) * uint32(mtu)
 	first, last := off == 0, true
 	b.Payload = nil
+	q.req.lastData, q.req.lastLen = false, 0
 	switch {
 	case wr.Opcode == WRRead:
 		b.BTH.Opcode = roce.OpRCReadRequest
@@ -175,12 +185,16 @@ func (q *QP) buildRequest(buf []byte, w *sendWQE, psn roce.PSN) (int, error) {
 	default:
 		n := min(uint32(mtu), w.length-off)
 		last = off+n == w.length
-		payload := q.payload[:n]
+		b.BTH.Opcode = q.dataOpcode(wr.Opcode, first, last)
+		payload, err := q.payloadIn(b, buf, n)
+		if err != nil {
+			return 0, err
+		}
 		if err := q.gather(wr.SGL, off, payload); err != nil {
 			return 0, err
 		}
 		b.Payload = payload
-		b.BTH.Opcode = q.dataOpcode(wr.Opcode, first, last)
+		q.req.lastData, q.req.lastLen = true, int(n)
 		if wr.Opcode.isWrite() && first {
 			b.RETH = roce.RETHFields{VA: wr.RemoteAddr, RKey: wr.RKey, DMALen: w.length}
 		}
@@ -201,6 +215,23 @@ func (q *QP) buildRequest(buf []byte, w *sendWQE, psn roce.PSN) (int, error) {
 		}
 	}
 	return b.Build(buf)
+}
+
+// payloadIn returns the bytes of buf where b, its opcode set, will carry a payload of
+// n bytes, so that the payload is read from memory straight into the frame and Build
+// has nothing to copy (roce.Builder.PayloadOffset). It fails with
+// roce.ErrBufferTooSmall if buf cannot hold the frame.
+func (q *QP) payloadIn(b *roce.Builder, buf []byte, n uint32) ([]byte, error) {
+	b.Payload = q.payload[:n] // its length sizes the frame
+	total, err := b.Len()
+	if err != nil {
+		return nil, err
+	}
+	if len(buf) < total {
+		return nil, fmt.Errorf("%w: need %d bytes, have %d", roce.ErrBufferTooSmall, total, len(buf))
+	}
+	off := total - roce.ICRCSize - roce.PadLen(int(n)) - int(n)
+	return buf[off : off+int(n)], nil
 }
 
 // dataOpcode returns the opcode of a SEND or WRITE packet by its place in the message.

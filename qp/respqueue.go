@@ -97,7 +97,10 @@ func (q *QP) NextResponse(buf []byte) (n int, ok bool) {
 			n := min(mtu, r.length-r.offset)
 			first, last := r.offset == 0, r.offset+n == r.length
 			b.BTH.Opcode = readResponseOpcode(first, last)
-			payload := q.payload[:n]
+			payload, err := q.payloadIn(b, buf, n)
+			if err != nil {
+				return 0, false // a buffer smaller than FrameSize: the caller's bug
+			}
 			if err := q.cfg.Memory.Read(r.rkey, r.va+uint64(r.offset), payload, AccessRemoteRead); err != nil {
 				// The region changed since the request was checked.
 				psn := r.psn

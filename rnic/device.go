@@ -75,7 +75,6 @@ type Device struct {
 	tel     *telemetryCodecs
 
 	// Scratch of the pipelines, reused for every frame so that nothing allocates.
-	txPkt     roce.Packet
 	rxPkt     roce.Packet
 	ctl       roce.Builder
 	rxStack   telemetry.Stack

@@ -29,7 +29,7 @@ func (p *port) Receive(frames []*link.Frame) {
 		p.d.receive(f)
 	}
 	p.d.sched.kick()
-	p.d.notify()
+	p.d.sched.settle()
 }
 
 // transmit queues f to leave when the wire is free at or after start, and returns the

@@ -160,7 +160,7 @@ func (d *Device) ModifyQP(x *QP, attr *qp.Attr, mask qp.AttrMask) error {
 	}
 	x.state = x.q.State()
 	d.sched.kick()
-	d.notify()
+	d.sched.settle()
 	return nil
 }
 
@@ -220,7 +220,7 @@ func (x *QP) PostSend(wr *qp.SendWR) error {
 	}
 	x.afterEvent()
 	x.dev.sched.kick()
-	x.dev.notify()
+	x.dev.sched.settle()
 	return nil
 }
 
@@ -230,7 +230,7 @@ func (x *QP) PostRecv(wr *qp.RecvWR) error {
 		return errorf(ErrInvalidArgument, "post receive on QP %v: %v", x.QPN(), err)
 	}
 	x.afterEvent()
-	x.dev.notify()
+	x.dev.sched.settle()
 	return nil
 }
 
@@ -239,7 +239,7 @@ func (x *QP) onTimer() {
 	x.q.OnTimer(int64(x.dev.loop.Now()))
 	x.afterEvent()
 	x.dev.sched.kick()
-	x.dev.notify()
+	x.dev.sched.settle()
 }
 
 // afterEvent re-arms the transport timer and reports a spontaneous move to ERR.

@@ -52,6 +52,7 @@ type scheduler struct {
 	dwrr    bool
 	unit    int // DWRR: the quantum of weight 1, in bytes
 	pumping bool
+	again   bool // kicked while completion handlers ran: run again when they are done
 }
 
 // Arbitration is how the scheduler shares the port among the QPs that may send.
@@ -98,17 +99,52 @@ func (s *scheduler) control(f *link.Frame) {
 }
 
 // kick runs the scheduler now unless it is already running (it is re-entered from
-// the Rx pipeline and verbs calls it invokes).
+// the Rx pipeline and verbs calls it invokes). While completion handlers run (the
+// device announcing CQ events), it only notes the kick, and the scheduler runs once
+// when they are done (pump's loop, settle): a handler that re-posts many WRs then
+// hands their frames to the link in one batch instead of one batch per WR. The
+// timer, armed for now, is the safety net should nobody settle.
 func (s *scheduler) kick() {
-	if !s.pumping {
+	switch {
+	case s.pumping:
+	case s.d.notifying:
+		if !s.again {
+			s.again = true
+			s.timer.Reset(s.d.loop.Now())
+		}
+	default:
 		s.pump()
 	}
 }
 
-// pump sends frames while the wire is free (or frees up within the lookahead), then
-// arms the timer for the next opportunity.
+// settle announces the CQ events the current event produced, then runs the
+// scheduler if a completion handler kicked it. Called from a handler (a post), it
+// leaves that to whoever is announcing.
+func (s *scheduler) settle() {
+	s.d.notify()
+	if s.again && !s.d.notifying && !s.pumping {
+		s.pump()
+	}
+}
+
+// pump sends frames while the wire is free (or frees up within the lookahead), arms
+// the timer for the next opportunity and announces the CQ events; it runs again if
+// their handlers posted work.
 func (s *scheduler) pump() {
-	s.pumping = true
+	for {
+		s.again = false
+		s.pumping = true
+		s.fill()
+		s.pumping = false
+		s.d.notify() // after pumping: a handler's posts must be able to kick the scheduler
+		if !s.again {
+			return
+		}
+	}
+}
+
+// fill is one pass of pump.
+func (s *scheduler) fill() {
 	d := s.d
 	p := &d.port
 	now := d.loop.Now()
@@ -134,8 +170,6 @@ func (s *scheduler) pump() {
 	case !s.timer.Pending() || s.timer.When() != wake:
 		s.timer.Reset(max(wake, now))
 	}
-	s.pumping = false
-	d.notify() // after pumping: a handler's posts must be able to kick the scheduler
 }
 
 // next returns the frame to send at start, or nil and the earliest time a paced QP may

@@ -112,3 +112,35 @@ func TestQPWeightChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestPostFromHandlerOutsideEvents: a completion handler that runs from ReqNotifyCQ
+// called outside the loop's events (setup code, or a call handed over with Do) and
+// posts work still gets it sent: the scheduler's timer catches a kick that no event
+// settles.
+func TestPostFromHandlerOutsideEvents(t *testing.T) {
+	v, a, b := linkedPair(t, 10e9, 1500, Config{})
+	s := newStream(t, a, b, QPInitAttr{}, 4096, 1, roce.MTU1024)
+	cq := s.sq.sendCQ
+	cq.channel.Handler = nil // the stream stops re-posting
+	v.RunFor(100 * time.Microsecond)
+	if cq.Len() == 0 {
+		t.Fatal("no completion queued")
+	}
+	posted := false
+	cq.channel.Handler = func(*CQ) {
+		s.post()
+		posted = true
+	}
+	// Arming with completions queued runs the handler at once.
+	if err := cq.ReqNotifyCQ(false); err != nil {
+		t.Fatal(err)
+	}
+	if !posted {
+		t.Fatal("the handler did not run")
+	}
+	before := s.sq.Counters().TxRequests
+	v.RunFor(100 * time.Microsecond)
+	if got := s.sq.Counters().TxRequests; got == before {
+		t.Error("the WR posted from the handler was never sent")
+	}
+}

@@ -48,20 +48,15 @@ func (d *Device) buildRequest(x *QP, start clock.Time) *link.Frame {
 		f.Release()
 		return nil
 	}
-	frame := buf[:n]
 	f.SetLen(n)
-	p := &d.txPkt
-	if p.Decode(frame) != nil {
-		return f // the QP built it; nothing of ours to add
+	payload, data := x.q.LastRequest()
+	if !data {
+		return f // READ requests and atomics: congestion control counts data only
 	}
-	info := p.Info()
 	cc := x.cc
-	if info.Operation != roce.OperationSend && info.Operation != roce.OperationWrite {
-		return f
-	}
-	cc.sentBytes += uint64(len(p.Payload))
+	cc.sentBytes += uint64(payload)
 	if cc.rp != nil {
-		cc.rp.OnSent(int64(start), uint64(len(p.Payload)))
+		cc.rp.OnSent(int64(start), uint64(payload))
 	}
 	if cc.telemetryOnNext() && d.tel != nil {
 		d.requestTelemetry(f)
