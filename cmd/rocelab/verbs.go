@@ -1,6 +1,13 @@
 package main
 
-import "github.com/rocelab/rocelab/fabric/lab"
+import (
+	"github.com/rocelab/rocelab/fabric/lab"
+	"github.com/rocelab/rocelab/rnic/service"
+)
 
-// verbsServices starts each lab host's verbs service inside its namespace.
-var verbsServices func(*lab.Host, *lab.Lab) (lab.Closer, error)
+// verbsServices starts a lab host's verbs service. The lab calls it on a thread inside
+// the host's namespace, where the abstract socket it creates is scoped: apps that
+// `rocelab exec` starts there find it through ROCELAB_LAB and ROCELAB_HOST.
+func verbsServices(h *lab.Host, l *lab.Lab) (lab.Closer, error) {
+	return service.Listen(h.Device, service.Address(l.Name(), h.Name))
+}
