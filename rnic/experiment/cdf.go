@@ -18,9 +18,9 @@ import (
 // line, "size_bytes cumulative_percent".
 //
 //   - websearch: the web-search workload of the DCTCP paper (Alizadeh et al., SIGCOMM
-//     2010); mean 1.71 MB, half the flows below 62 KB, the largest 30 MB.
-//   - fbhadoop: Facebook's Hadoop cluster (Roy et al., SIGCOMM 2015); mean 120 KB, half
-//     the flows below 700 bytes, the largest 10 MB.
+//     2010); mean 1.71 MB, median 73 KB, the largest 30 MB.
+//   - fbhadoop: Facebook's Hadoop cluster (Roy et al., SIGCOMM 2015); mean 120 KB, median
+//     700 bytes, the largest 10 MB.
 //
 //go:embed cdf/*.txt
 var cdfFiles embed.FS
