@@ -96,7 +96,7 @@ func (h *testHost) send() {
 	f := h.pool.Get()
 	b, _ := f.SetLen(h.size)
 	putRoCE(b, hostMAC(h.id), hostMAC(h.dst), hostIP(h.id), hostIP(h.dst), h.sport(h.sent), h.dscp, h.ecn, uint32(h.sent))
-	h.busy = now.Add(serialization(h.size, h.ep.Rate()))
+	h.busy = now.Add(link.Serialization(h.size, h.ep.Rate()))
 	f.Time = h.busy
 	h.batch[0] = f
 	h.ep.Send(h.batch[:])

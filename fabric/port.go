@@ -230,7 +230,7 @@ func (p *Port) dequeue(prio uint8, start clock.Time) {
 func (p *Port) transmit(f *link.Frame, start clock.Time) {
 	n := f.Len()
 	p.txBytes += uint64(n)
-	p.busyUntil = start.Add(serialization(n, p.rate))
+	p.busyUntil = start.Add(link.Serialization(n, p.rate))
 	f.Time = p.busyUntil
 	p.stats.TxFrames++
 	p.stats.TxBytes += uint64(n)

@@ -25,7 +25,6 @@ package fabric
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/hpcc"
@@ -269,12 +268,4 @@ func (s *Switch) flush() {
 	}
 	clear(s.dirty)
 	s.dirty = s.dirty[:0]
-}
-
-// serialization returns how long n bytes occupy a link of rate bit/s, rounded up to
-// the nanosecond. Frames occupy the wire for exactly their length, as in the HPCC
-// reference simulator: preamble, FCS and inter-frame gap are not modelled.
-func serialization(n int, rate uint64) time.Duration {
-	bits := uint64(n) * 8 * 1e9
-	return time.Duration((bits + rate - 1) / rate)
 }

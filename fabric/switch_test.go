@@ -52,8 +52,8 @@ func TestBottleneckQueueAndStamps(t *testing.T) {
 	hosts[0].start(1, n, 0)
 	v.Run()
 
-	ser := serialization(size, 100e9) // 80 ns
-	first := clock.Time(serialization(size, 200e9) + delay)
+	ser := link.Serialization(size, 100e9) // 80 ns
+	first := clock.Time(link.Serialization(size, 200e9) + delay)
 	if len(st.hops) != n || len(arrivals) != n {
 		t.Fatalf("stamped %d, delivered %d, want %d", len(st.hops), len(arrivals), n)
 	}

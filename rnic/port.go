@@ -1,8 +1,6 @@
 package rnic
 
 import (
-	"time"
-
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
 )
@@ -37,7 +35,7 @@ func (p *port) Receive(frames []*link.Frame) {
 func (p *port) transmit(f *link.Frame, start clock.Time) clock.Time {
 	p.d.stats.TxFrames++
 	p.d.stats.TxBytes += uint64(f.Len())
-	p.busyUntil = max(start, p.busyUntil).Add(serialization(f.Len(), p.rate))
+	p.busyUntil = max(start, p.busyUntil).Add(link.Serialization(f.Len(), p.rate))
 	f.Time = p.busyUntil
 	p.out = append(p.out, f)
 	return p.busyUntil
@@ -51,10 +49,4 @@ func (p *port) flush() {
 	p.ep.Send(p.out)
 	clear(p.out)
 	p.out = p.out[:0]
-}
-
-// serialization returns how long n bytes occupy a link of rate bit/s, rounded up to the
-// nanosecond: the switches' rule, so a NIC at line rate never builds a queue by rounding.
-func serialization(n int, rate uint64) time.Duration {
-	return time.Duration((uint64(n)*8*1e9 + rate - 1) / rate)
 }

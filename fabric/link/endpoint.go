@@ -1,6 +1,10 @@
 package link
 
-import "github.com/rocelab/rocelab/internal/clock"
+import (
+	"time"
+
+	"github.com/rocelab/rocelab/internal/clock"
+)
 
 // Endpoint is one end of a link, as the node attached to it sees it. A switch port and
 // a soft-RNIC port attach the same way. Implementations: the in-process link of this
@@ -49,4 +53,12 @@ type Stats struct {
 	Duplicated    uint64 // delivered twice
 	Reordered     uint64 // held back so later frames overtake it
 	Jittered      uint64 // delivered later than the propagation delay
+}
+
+// Serialization returns how long n bytes occupy a link of rate bit/s, rounded up to the
+// nanosecond, so that a sender at line rate never builds a queue by rounding. Frames
+// occupy the wire for exactly their length, as in the HPCC reference simulator:
+// preamble, FCS and inter-frame gap are not modelled. Every node serializes with it.
+func Serialization(n int, rate uint64) time.Duration {
+	return time.Duration((uint64(n)*8*1e9 + rate - 1) / rate)
 }
