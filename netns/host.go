@@ -19,6 +19,12 @@ type HostConfig struct {
 	Queues     int          // TAP queues; 0 means 1
 	Routes     []Route
 	Neighbours []Neighbour
+	// Bridge, if set, makes the TAP a port of a Linux bridge of that name in the
+	// namespace instead of the host's NIC: the lab relays the fabric to whatever else
+	// joins the bridge (a QEMU VM's TAP, a veth). The TAP then carries no address,
+	// route or neighbour, and keeps a MAC of its own; MAC, IPv4 and IPv6 are recorded
+	// as the external device's but not configured.
+	Bridge string
 }
 
 // AddHost builds host cfg of lab, whose state file must exist: it records the host,
@@ -35,9 +41,10 @@ func AddHost(store Store, lab string, cfg HostConfig) (*TAP, error) {
 		Name:  cfg.Name,
 		Netns: NamespaceName(lab, cfg.Name),
 		Tap:   TapName(cfg.Name),
-		MAC:   cfg.MAC.String(),
-		IPv4:  cfg.IPv4,
-		IPv6:  cfg.IPv6,
+		MAC:    cfg.MAC.String(),
+		IPv4:   cfg.IPv4,
+		IPv6:   cfg.IPv6,
+		Bridge: cfg.Bridge,
 	}
 	// Checked before recording: a record of a namespace someone else made would let
 	// Down delete it.
@@ -73,7 +80,11 @@ func createHost(host Host, cfg HostConfig) (*TAP, error) {
 	}
 	queues := max(cfg.Queues, 1)
 	tap, err := OpenTAP(host.Netns, host.Tap, queues)
-	if err == nil {
+	if err == nil && cfg.Bridge != "" {
+		if err = addBridge(host.Netns, cfg.Bridge, host.Tap, cfg.MTU); err != nil {
+			err = errors.Join(err, tap.Close())
+		}
+	} else if err == nil {
 		link := LinkConfig{Name: host.Tap, MTU: cfg.MTU, MAC: cfg.MAC, Routes: cfg.Routes, Neighbours: cfg.Neighbours}
 		for _, p := range []netip.Prefix{cfg.IPv4, cfg.IPv6} {
 			if p.IsValid() {

@@ -203,3 +203,45 @@ func subscribeRoutes(ns string) (updates <-chan netlink.RouteUpdate, stop func()
 		}
 	}, nil
 }
+
+// addBridge creates bridge br in namespace ns, makes the link port (already there)
+// its port, and brings both and the loopback up. STP stays off, as on a new bridge, so
+// ports forward as soon as they are up: the bridge stands for a piece of wire.
+func addBridge(ns, br, port string, mtu int) error {
+	h, err := openNetlink(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name = br
+	if mtu > 0 {
+		attrs.MTU = mtu
+	}
+	bridge := &netlink.Bridge{LinkAttrs: attrs}
+	if err := h.LinkAdd(bridge); err != nil {
+		return fmt.Errorf("netns: add bridge %s in %s: %w", br, ns, err)
+	}
+	p, err := h.LinkByName(port)
+	if err != nil {
+		return err
+	}
+	if mtu > 0 {
+		if err := h.LinkSetMTU(p, mtu); err != nil {
+			return fmt.Errorf("netns: set MTU of %s: %w", port, err)
+		}
+	}
+	if err := h.LinkSetMaster(p, bridge); err != nil {
+		return fmt.Errorf("netns: add %s to bridge %s: %w", port, br, err)
+	}
+	for _, name := range []string{"lo", port, br} {
+		l, err := h.LinkByName(name)
+		if err == nil {
+			err = h.LinkSetUp(l)
+		}
+		if err != nil {
+			return fmt.Errorf("netns: %s up in %s: %w", name, ns, err)
+		}
+	}
+	return nil
+}

@@ -49,6 +49,9 @@ type Host struct {
 	MAC   string       `json:"mac"`
 	IPv4  netip.Prefix `json:"ipv4"`
 	IPv6  netip.Prefix `json:"ipv6"`
+	// Bridge names the Linux bridge in the namespace that the TAP is a port of, for
+	// an external host (HostConfig.Bridge); empty for an emulated host.
+	Bridge string `json:"bridge,omitempty"`
 }
 
 // Device is a netdev in namespace Netns ("" for the namespace rocelab runs in).

@@ -56,13 +56,15 @@ type Status struct {
 // HostStatus is one host: the kernel's view (namespace, TAP, addresses) and its
 // soft-RNIC's counters.
 type HostStatus struct {
-	Name  string      `json:"name"`
-	Netns string      `json:"netns"`
-	Tap   string      `json:"tap"`
-	IPv4  string      `json:"ipv4,omitempty"`
-	IPv6  string      `json:"ipv6,omitempty"`
-	MAC   string      `json:"mac"`
-	RNIC  *rnic.Stats `json:"rnic,omitempty"`
+	Name  string `json:"name"`
+	Netns string `json:"netns"`
+	Tap   string `json:"tap"`
+	// Bridge is the Linux bridge of an external host, where its VM or veth joins.
+	Bridge string      `json:"bridge,omitempty"`
+	IPv4   string      `json:"ipv4,omitempty"`
+	IPv6   string      `json:"ipv6,omitempty"`
+	MAC    string      `json:"mac"`
+	RNIC   *rnic.Stats `json:"rnic,omitempty"`
 }
 
 // SwitchStatus is one switch's ports.
@@ -165,6 +167,12 @@ func (l *Lab) monitor(name string) (*capture.Monitor, error) {
 		}
 		return h.Monitor, nil
 	}
+	if x := l.Network.External(node); x != nil {
+		if port != 0 {
+			return nil, fmt.Errorf("host %s has one port, p0", node)
+		}
+		return x.Monitor, nil
+	}
 	s := l.Network.Switch(node)
 	if s == nil {
 		return nil, fmt.Errorf("no node %q in lab %s", node, l.cfg.Name)
@@ -233,7 +241,7 @@ func StatusFromRecord(store netns.Store, rec *netns.Lab) Status {
 func hostStatuses(rec *netns.Lab) []HostStatus {
 	var out []HostStatus
 	for _, h := range rec.Hosts {
-		hs := HostStatus{Name: h.Name, Netns: h.Netns, Tap: h.Tap, MAC: h.MAC}
+		hs := HostStatus{Name: h.Name, Netns: h.Netns, Tap: h.Tap, MAC: h.MAC, Bridge: h.Bridge}
 		if h.IPv4.IsValid() {
 			hs.IPv4 = h.IPv4.Addr().String()
 		}

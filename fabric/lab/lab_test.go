@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,13 +71,18 @@ func startLab(t *testing.T, tp *topo.Topology) (*Lab, netns.Store) {
 // ping sends one ICMP echo from host src's namespace to dst and waits for the reply:
 // the kernels of both hosts answer, across the lab's fabric.
 func ping(lab, src string, dst netip.Addr) error {
+	return pingFrom(netns.NamespaceName(lab, src), dst)
+}
+
+// pingFrom pings dst from namespace ns.
+func pingFrom(ns string, dst netip.Addr) error {
 	network, proto := "ip4:icmp", 1
 	var typ icmp.Type = ipv4.ICMPTypeEcho
 	if dst.Is6() {
 		network, proto, typ = "ip6:ipv6-icmp", 58, ipv6.ICMPTypeEchoRequest
 	}
 	var c *icmp.PacketConn
-	if err := netns.Do(netns.NamespaceName(lab, src), func() (err error) {
+	if err := netns.Do(ns, func() (err error) {
 		c, err = icmp.ListenPacket(network, "")
 		return err
 	}); err != nil {
@@ -304,4 +310,66 @@ func TestLabSixteenHosts(t *testing.T) {
 	}
 	pingAllPairs(t, l)
 	tcpAllPairs(t, l)
+}
+
+// TestLabExternalHosts: an emulated host, an external kernel host and an external
+// bridge host with a veth standing in for a VM. Everyone pings everyone (IPv4 and
+// IPv6) through the Go switch, and the capture of the bridge host's port sees it.
+func TestLabExternalHosts(t *testing.T) {
+	needRoot(t)
+	tp, err := topo.Parse([]byte(`telemetry: int
+congestion_control: hpcc
+hosts:
+  - {name: h1, ipv4: 10.0.0.1, ipv6: "fd00::1"}
+  - {name: k1, ipv4: 10.0.0.50, ipv6: "fd00::50", mac: "02:00:00:00:00:50", external: kernel}
+  - {name: vm, ipv4: 10.0.0.100, ipv6: "fd00::100", mac: "52:54:0a:00:00:64", external: bridge}
+switches:
+  - name: s1
+links:
+  - {endpoints: [h1, s1], rate: 10G, delay: 1us}
+  - {endpoints: [k1, s1], rate: 10G, delay: 1us}
+  - {endpoints: [vm, s1], rate: 10G, delay: 1us}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := startLab(t, tp)
+	if len(l.Network.Hosts) != 1 || len(l.Network.Externals) != 2 {
+		t.Fatalf("%d emulated, %d external hosts", len(l.Network.Hosts), len(l.Network.Externals))
+	}
+	// The "VM": a namespace with a veth whose other end joins the external host's bridge.
+	vmns := fmt.Sprintf("rlt-vm%d", os.Getpid())
+	if err := netns.CreateNamespace(vmns); err != nil {
+		t.Fatal(err)
+	}
+	defer netns.DeleteNamespace(vmns)
+	bridgeNS := netns.NamespaceName(l.Name(), "vm")
+	for _, args := range [][]string{
+		{"-n", bridgeNS, "link", "add", "vmport", "type", "veth", "peer", "name", "eth0", "netns", vmns},
+		{"-n", bridgeNS, "link", "set", "vmport", "master", "br0", "up"},
+		{"-n", vmns, "link", "set", "eth0", "address", "52:54:0a:00:00:64", "up"},
+		{"-n", vmns, "link", "set", "lo", "up"},
+		{"-n", vmns, "addr", "add", "10.0.0.100/24", "dev", "eth0"},
+		{"-n", vmns, "addr", "add", "fd00::100/64", "dev", "eth0", "nodad"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v\n%s", args, err, out)
+		}
+	}
+	for _, src := range []struct{ ns, name string }{
+		{netns.NamespaceName(l.Name(), "h1"), "h1"},
+		{netns.NamespaceName(l.Name(), "k1"), "k1"},
+		{vmns, "vm"},
+	} {
+		for _, dst := range tp.Hosts {
+			if dst.Name == src.name {
+				continue
+			}
+			for _, a := range []netip.Addr{dst.IPv4, dst.IPv6} {
+				if err := pingFrom(src.ns, a); err != nil {
+					t.Errorf("ping %s→%s (%v): %v", src.name, dst.Name, a, err)
+				}
+			}
+		}
+	}
 }

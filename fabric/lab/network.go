@@ -33,14 +33,30 @@ type Options struct {
 	// Monitors wraps every switch port and every host port in a capture.Monitor
 	// (`rocelab capture`).
 	Monitors bool
+	// External attaches an external host's end of its link (topo.Host.External): the
+	// lab runtime relays it to the host's TAP. Build fails on external hosts without it.
+	External func(h *External) error
+}
+
+// External is a host rocelab does not emulate (topo.Host.External): its link end, the
+// loop to use it from, and its capture point.
+type External struct {
+	Name    string
+	Config  topo.Host
+	Link    link.Endpoint
+	Loop    clock.Loop
+	Monitor *capture.Monitor
+	Pool    *link.Pool // the network's frame pool
 }
 
 // Network is a topology built into running nodes on one clock: a soft-RNIC per host, a
 // bridge-switch per switch, an in-process link per topology link.
 type Network struct {
 	Topology *topo.Topology
-	Hosts    []*Host
-	Switches []*Switch
+	Hosts    []*Host // the emulated hosts, in file order
+	// Externals are the hosts behind TAPs without a soft-RNIC, in file order.
+	Externals []*External
+	Switches  []*Switch
 	// Pool supplies every node's frames, sized for the largest link MTU.
 	Pool *link.Pool
 	// BaseRTT is the HPCC base RTT Build derived: the round trip of an MTU-sized
@@ -66,6 +82,16 @@ type Switch struct {
 	Switch   *fabric.Switch
 	Loop     clock.Loop
 	Monitors []*capture.Monitor
+}
+
+// External returns the external host named name, or nil.
+func (n *Network) External(name string) *External {
+	for _, x := range n.Externals {
+		if x.Name == name {
+			return x
+		}
+	}
+	return nil
 }
 
 // Host returns the host named name, or nil.
@@ -195,6 +221,17 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 			mon = capture.NewMonitor(ep, th.Name+":p0")
 			ep = mon
 		}
+		if th.External != "" {
+			if opts.External == nil {
+				return nil, fmt.Errorf("lab: host %s is external (%s): only a lab with TAPs (rocelab up) can attach it", th.Name, th.External)
+			}
+			x := &External{Name: th.Name, Config: th, Link: ep, Loop: clk.NewLoop(th.Name), Monitor: mon, Pool: n.Pool}
+			if err := opts.External(x); err != nil {
+				return nil, fmt.Errorf("lab: external host %s: %w", th.Name, err)
+			}
+			n.Externals = append(n.Externals, x)
+			continue
+		}
 		var gids []netip.Addr
 		for _, a := range []netip.Addr{th.IPv4, th.IPv6} {
 			if a.IsValid() {
@@ -214,13 +251,13 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 	}
 	if opts.StaticNeighbours {
 		for _, h := range n.Hosts {
-			for _, o := range n.Hosts {
-				if o == h {
+			for _, o := range t.Hosts {
+				if o.Name == h.Name {
 					continue
 				}
-				for _, a := range []netip.Addr{o.Config.IPv4, o.Config.IPv6} {
+				for _, a := range []netip.Addr{o.IPv4, o.IPv6} {
 					if a.IsValid() {
-						h.Device.AddNeighbour(a, o.Config.MAC6())
+						h.Device.AddNeighbour(a, o.MAC6())
 					}
 				}
 			}

@@ -61,6 +61,7 @@ type Lab struct {
 	started  time.Time
 	taps     map[string]*netns.TAP
 	relays   []*relay
+	wires    []*wire
 	closers  []Closer
 	inboxes  map[string]*inbox
 	ctl      net.Listener
@@ -121,7 +122,9 @@ func (l *Lab) up() error {
 		}
 	}
 	for i, h := range t.Hosts {
-		hc := netns.HostConfig{Name: h.Name, MAC: h.MAC, MTU: mtu[h.Name]}
+		hc := netns.HostConfig{Name: h.Name, MAC: h.MAC, MTU: mtu[h.Name], Bridge: h.Bridge}
+		// With a bridge (external VM), MAC and addresses are the VM's: netns records them
+		// for status and configures none on the bridge's port.
 		if h.IPv4.IsValid() {
 			hc.IPv4 = netip.PrefixFrom(h.IPv4, v4)
 		}
@@ -129,7 +132,7 @@ func (l *Lab) up() error {
 			hc.IPv6 = netip.PrefixFrom(h.IPv6, v6)
 		}
 		for _, o := range t.Hosts {
-			if o.Name == h.Name {
+			if o.Name == h.Name || h.External == topo.ExternalBridge {
 				continue
 			}
 			for _, a := range []netip.Addr{o.IPv4, o.IPv6} {
@@ -160,6 +163,10 @@ func (l *Lab) up() error {
 			w := &tapWriter{tap: l.taps[host], log: l.log.With(zap.String("host", host))}
 			writers[host] = w
 			return w
+		},
+		External: func(x *External) error {
+			l.wires = append(l.wires, newWire(x, l.taps[x.Name], l.log.With(zap.String("external", x.Name))))
+			return nil
 		}})
 	if err != nil {
 		return err
@@ -179,6 +186,10 @@ func (l *Lab) up() error {
 		l.relays = append(l.relays, r)
 		l.wg.Add(1)
 		go func() { defer l.wg.Done(); r.run() }()
+	}
+	for _, w := range l.wires {
+		l.wg.Add(1)
+		go func() { defer l.wg.Done(); w.read() }()
 	}
 	if cfg.Services != nil {
 		for _, h := range net.Hosts {

@@ -172,7 +172,14 @@ func (t *Topology) YAML() []byte {
 		if h.IPv6.IsValid() {
 			fmt.Fprintf(&w, ", ipv6: %q", h.IPv6.String())
 		}
-		fmt.Fprintf(&w, ", mac: %q}\n", h.MAC.String())
+		fmt.Fprintf(&w, ", mac: %q", h.MAC.String())
+		if h.External != "" {
+			fmt.Fprintf(&w, ", external: %s", h.External)
+		}
+		if h.Bridge != "" {
+			fmt.Fprintf(&w, ", bridge: %s", h.Bridge)
+		}
+		w.WriteString("}\n")
 	}
 	w.WriteString("\nswitches:\n")
 	for _, s := range t.Switches {

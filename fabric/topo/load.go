@@ -194,6 +194,13 @@ func parseHost(n *yaml.Node) (Host, error) {
 			}
 			return m, nil
 		}),
+		"external": value(&h.External, func(s string) (string, error) {
+			if s != ExternalKernel && s != ExternalBridge {
+				return "", fmt.Errorf("external %q: want kernel or bridge", s)
+			}
+			return s, nil
+		}),
+		"bridge": value(&h.Bridge, str),
 	})
 	return h, err
 }

@@ -32,8 +32,22 @@ type Host struct {
 	IPv4 netip.Addr // invalid when absent; a host has IPv4, IPv6 or both
 	IPv6 netip.Addr
 	MAC  net.HardwareAddr // derived from the host's position when not given
-	Line int              // where the host is declared; 0 for generated topologies
+	// External, when set, makes the host something rocelab does not emulate, attached
+	// to the fabric through its namespace's TAP without a soft-RNIC: "kernel" is a
+	// namespace whose own kernel stack is the host (addresses on the TAP); "bridge" is
+	// a namespace holding a Linux bridge (named by Bridge, default br0) with the TAP
+	// as a port, for a QEMU VM's TAP or a veth to join. An external host's MAC must be
+	// given: it is the device's own, behind the TAP.
+	External string
+	Bridge   string
+	Line     int // where the host is declared; 0 for generated topologies
 }
+
+// External host kinds (Host.External).
+const (
+	ExternalKernel = "kernel"
+	ExternalBridge = "bridge"
+)
 
 // Switch is a bridge-switch.
 type Switch struct {

@@ -3,6 +3,7 @@ package topo
 import (
 	"net"
 	"slices"
+	"strings"
 )
 
 // Validate checks the topology as a whole and fills defaults: a link's MTU defaults to
@@ -37,6 +38,18 @@ func (t *Topology) Validate() error {
 		}
 		if !h.IPv4.IsValid() && !h.IPv6.IsValid() {
 			return errorf(h.Line, "host %q has no address: give ipv4, ipv6 or both", h.Name)
+		}
+		if h.External != "" && h.MAC == nil {
+			return errorf(h.Line, "external host %q needs its mac: the address of the device behind the TAP", h.Name)
+		}
+		if h.Bridge != "" && h.External != ExternalBridge {
+			return errorf(h.Line, "host %q: bridge %q is only for external: bridge", h.Name, h.Bridge)
+		}
+		if h.External == ExternalBridge && h.Bridge == "" {
+			h.Bridge = "br0"
+		}
+		if len(h.Bridge) > 15 || strings.ContainsAny(h.Bridge, "/ :") {
+			return errorf(h.Line, "host %q: bridge %q is not a netdev name (at most 15 characters, no '/', ' ' or ':')", h.Name, h.Bridge)
 		}
 		if h.MAC == nil {
 			h.MAC = net.HardwareAddr{0x02, 0, 0, 0, byte((i + 1) >> 8), byte(i + 1)}
