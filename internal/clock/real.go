@@ -113,6 +113,10 @@ type realLoop struct {
 	inbox   []*Task // appended by any goroutine under mu
 	pending atomic.Int32
 	running []*Task // swapped with inbox by the loop
+
+	// Loop-owned: watchers (see Watch) and the descriptors the loop sleeps on.
+	watches []*watch
+	pfds    []unix.PollFd
 }
 
 func (l *realLoop) Now() Time        { return l.r.Now() }
@@ -155,6 +159,7 @@ func (l *realLoop) run(wg *sync.WaitGroup) {
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	for !l.stop.Load() {
 		l.runTasks()
+		l.pollWatches()
 		now := l.Now()
 		for t := l.q.peek(); t != nil; t = l.q.peek() {
 			if t.when > now {
@@ -183,14 +188,18 @@ func (l *realLoop) runTasks() {
 	}
 }
 
-// wait returns when the next timer is due, a task was posted or the loop must stop.
+// wait returns when the next timer is due, a task was posted, a watcher found work or
+// the loop must stop.
 func (l *realLoop) wait() {
 	deadline := Never
 	if t := l.q.peek(); t != nil {
 		deadline = t.when
 	}
 	var ts unix.Timespec
-	fds := [1]unix.PollFd{{Fd: int32(l.efd), Events: unix.POLLIN}}
+	if len(l.pfds) == 0 {
+		l.rebuildFDs()
+	}
+	l.pfds[0].Fd = int32(l.efd)
 	for {
 		if l.pending.Load() != 0 || l.stop.Load() {
 			return
@@ -200,21 +209,33 @@ func (l *realLoop) wait() {
 			return
 		}
 		if remaining <= l.r.spin {
+			if len(l.watches) > 0 && l.pollWatches() {
+				return // the work may have armed an earlier timer
+			}
 			continue // spin: the kernel cannot wake us this precisely
 		}
 		l.blocked.Store(true)
-		if l.pending.Load() == 0 && !l.stop.Load() {
+		l.sleepWatches(true)
+		if l.pending.Load() == 0 && !l.stop.Load() && !l.pollWatches() {
 			timeout := &ts
 			if deadline == Never {
 				timeout = nil
 			} else {
 				ts = unix.NsecToTimespec(int64(remaining - l.r.spin))
 			}
-			if n, _ := unix.Ppoll(fds[:], timeout, nil); n > 0 {
-				var buf [8]byte
-				unix.Read(l.efd, buf[:])
+			if n, _ := unix.Ppoll(l.pfds, timeout, nil); n > 0 {
+				if l.pfds[0].Revents != 0 {
+					var buf [8]byte
+					unix.Read(l.efd, buf[:])
+					l.pfds[0].Revents = 0
+				}
+				l.drainWatches()
 			}
 		}
 		l.blocked.Store(false)
+		l.sleepWatches(false)
+		if len(l.watches) > 0 {
+			return // poll the watchers (and everything else) from the top of the loop
+		}
 	}
 }
