@@ -55,8 +55,9 @@ Scenarios:
             Each flow is an RDMA WRITE on its own RC QP pair, checked at the receiver.
             Slowdown = FCT / ideal FCT, ideal = the path's base RTT + the flow's wire
             bytes at line rate, clamped at 1. The queue series and metrics are those of
-            the switch egress port with the largest peak queue; fct_buckets.csv and
-            the fct plot give p50/p95/p99 slowdown per 5% of the flows by size.
+            the switch egress port with the largest peak queue; ports.csv and
+            port_queues.csv cover every port; fct_buckets.csv and the fct plot give
+            p50/p95/p99 slowdown per 5% of the flows by size.
 
 Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 		Example: `  rocelab experiment incast --senders 16 --cc hpcc --telemetry int --out out/incast

@@ -84,6 +84,27 @@ type MixInfo struct {
 	Ports          int
 	Bottleneck     string
 	BottleneckRate uint64
+	// PortStats has a record per switch egress port, in switch and port order, and
+	// PortQueues every port's queue where it changed from the port's previous sample.
+	PortStats  []PortRecord
+	PortQueues []PortQueueSample
+}
+
+// PortRecord is one switch egress port's figures over a mix run.
+type PortRecord struct {
+	Name        string // "leaf1:p4 (to h1)"
+	Rate        uint64
+	PeakQueue   int
+	MeanQueue   float64 // over the samples until the last completion
+	TxBytes     uint64  // sent from the start until the last completion
+	Utilization float64 // TxBytes over the capacity from the first arrival to the last completion
+}
+
+// PortQueueSample is a switch egress port's queue at a sample where it changed.
+type PortQueueSample struct {
+	T     clock.Time
+	Port  int // index into MixInfo.PortStats
+	Bytes int
 }
 
 func (c *Config) validateMix() error {
@@ -408,6 +429,8 @@ func runMix(cfg Config) (*Result, error) {
 		}
 		f.release()
 	}
+	// start runs on the sender's loop and sets up the receiver's side too: Run drives
+	// the virtual clock, whose loops all run on one goroutine.
 	start := func(f *flow) {
 		src, dst := nw.Hosts[f.Src].Device, nw.Hosts[f.Dst].Device
 		if err := f.connect(src, dst, cfg.MTU, onDone); err != nil {
@@ -484,14 +507,35 @@ func runMix(cfg Config) (*Result, error) {
 
 	// The bottleneck: the largest peak queue; among equals, the busiest port.
 	var b *mixPort
+	first := flows[0].Start
 	for _, ps := range ports {
 		for _, p := range ps {
-			info.Ports++
 			if b == nil || p.peak > b.peak || p.peak == b.peak && p.txBytes > b.txBytes {
 				b = p
 			}
+			rec := PortRecord{Name: p.name, Rate: p.rate, PeakQueue: p.peak, TxBytes: p.txBytes}
+			if tEnd > first {
+				rec.Utilization = float64(p.txBytes) * 8e9 / float64(p.rate) / float64(tEnd-first)
+			}
+			prev, n, sum := -1, 0, 0.0
+			for _, q := range p.queue {
+				if q.Bytes != prev {
+					info.PortQueues = append(info.PortQueues, PortQueueSample{T: q.T, Port: info.Ports, Bytes: q.Bytes})
+					prev = q.Bytes
+				}
+				if q.T <= tEnd {
+					sum += float64(q.Bytes)
+					n++
+				}
+			}
+			if n > 0 {
+				rec.MeanQueue = sum / float64(n)
+			}
+			info.PortStats = append(info.PortStats, rec)
+			info.Ports++
 		}
 	}
+	sort.SliceStable(info.PortQueues, func(i, j int) bool { return info.PortQueues[i].T < info.PortQueues[j].T })
 	info.Bottleneck, info.BottleneckRate = b.name, b.rate
 	res.Queue = b.queue
 
@@ -518,7 +562,7 @@ func runMix(cfg Config) (*Result, error) {
 		}
 	}
 	res.Metrics = measure(res, last)
-	if first := flows[0].Start; tEnd > first {
+	if tEnd > first {
 		res.Metrics.Utilization = float64(b.txBytes) * 8e9 / float64(b.rate) / float64(tEnd-first)
 	}
 	return res, nil

@@ -18,6 +18,10 @@ import (
 //	flows.csv        id, src, dst, size_bytes, start_ns, fct_ns, ideal_fct_ns, slowdown
 //	fct_buckets.csv  (mix) from_pct, to_pct, min_size_bytes, max_size_bytes, flows,
 //	                 slowdown p50, p95, p99 per 5% of the flows by size
+//	ports.csv        (mix) port, name, rate_bps, peak_queue_bytes, mean_queue_bytes,
+//	                 tx_bytes, utilization of every switch egress port
+//	port_queues.csv  (mix) t_ns, port, queue_bytes: every port's queue at the samples
+//	                 where it changed
 //	queue.png/svg    bottleneck queue vs time
 //	rates.png/svg    per-flow rate vs time
 //	fct.png/svg      FCT slowdown by flow size at p50, p95, p99
@@ -48,6 +52,17 @@ func (r *Result) WriteFiles(dir string) error {
 				ftoa(k.P50), ftoa(k.P95), ftoa(k.P99)})
 		}
 		files["fct_buckets.csv"] = b
+		ps := [][]string{{"port", "name", "rate_bps", "peak_queue_bytes", "mean_queue_bytes", "tx_bytes", "utilization"}}
+		for i, p := range r.MixInfo.PortStats {
+			ps = append(ps, []string{itoa(int64(i)), p.Name, strconv.FormatUint(p.Rate, 10), itoa(int64(p.PeakQueue)),
+				ftoa(p.MeanQueue), strconv.FormatUint(p.TxBytes, 10), ftoa(p.Utilization)})
+		}
+		files["ports.csv"] = ps
+		pq := [][]string{{"t_ns", "port", "queue_bytes"}}
+		for _, s := range r.MixInfo.PortQueues {
+			pq = append(pq, []string{itoa(int64(s.T)), itoa(int64(s.Port)), itoa(int64(s.Bytes))})
+		}
+		files["port_queues.csv"] = pq
 	}
 	for name, rows := range files {
 		if err := writeCSV(filepath.Join(dir, name), rows); err != nil {
