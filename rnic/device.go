@@ -222,12 +222,26 @@ func (d *Device) QueryGID(index int) (roce.GID, error) {
 	return roce.GIDFromAddr(d.cfg.GIDs[index]), nil
 }
 
-// gidFor returns the device's first GID of the same IP version as dst.
+// gidFor returns the device's first GID of the same IP version and, for IPv6, the same
+// scope (link-local or not) as dst: with rxe's table (fe80::, ::ffff:a.b.c.d, global
+// IPv6) a global destination gets the global source, as the kernel would choose.
 func (d *Device) gidFor(dst roce.GID) (roce.GID, error) {
+	da := dst.Addr().Unmap()
+	var fallback netip.Addr
 	for _, a := range d.cfg.GIDs {
-		if a.Unmap().Is4() == dst.IsIPv4() {
+		a = a.Unmap()
+		if a.Is4() != da.Is4() {
+			continue
+		}
+		if a.IsLinkLocalUnicast() == da.IsLinkLocalUnicast() {
 			return roce.GIDFromAddr(a), nil
 		}
+		if !fallback.IsValid() {
+			fallback = a
+		}
+	}
+	if fallback.IsValid() {
+		return roce.GIDFromAddr(fallback), nil
 	}
 	return roce.GID{}, errorf(ErrInvalidArgument, "no GID of %v's IP version on %s", dst, d.cfg.Name)
 }

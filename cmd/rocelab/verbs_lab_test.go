@@ -111,7 +111,7 @@ func connectQP(ctx *verbs.Context, x *verbs.QP, local, peer endpoint) error {
 }
 
 func localEndpoint(ctx *verbs.Context, x *verbs.QP, mr *verbs.MR, psn uint32) (endpoint, error) {
-	gid, err := ctx.QueryGID(0)
+	gid, err := ctx.QueryGID(1) // the IPv4 GID, as rdma-core tools take it with -g 1
 	if err != nil {
 		return endpoint{}, err
 	}

@@ -232,12 +232,7 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 			n.Externals = append(n.Externals, x)
 			continue
 		}
-		var gids []netip.Addr
-		for _, a := range []netip.Addr{th.IPv4, th.IPv6} {
-			if a.IsValid() {
-				gids = append(gids, a)
-			}
-		}
+		gids := gidTable(th)
 		cfg := rnic.Config{Name: th.Name, MAC: th.MAC6(), GIDs: gids, Loop: clk.NewLoop(th.Name), Link: ep,
 			Pool: n.Pool, CC: cc, TxLookahead: opts.TxLookahead}
 		if opts.HostRelay != nil {
@@ -255,15 +250,29 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 				if o.Name == h.Name {
 					continue
 				}
-				for _, a := range []netip.Addr{o.IPv4, o.IPv6} {
-					if a.IsValid() {
-						h.Device.AddNeighbour(a, o.MAC6())
-					}
+				for _, a := range gidTable(o) {
+					h.Device.AddNeighbour(a, o.MAC6())
 				}
 			}
 		}
 	}
 	return n, nil
+}
+
+// gidTable is a host's GID table laid out as rxe lays it out, so that apps pass the
+// same -g/-x index as against the kernel: 0 the link-local fe80:: address from the
+// MAC's EUI-64, 1 the IPv4 address (::ffff:a.b.c.d), 2 the global IPv6 address. A host
+// without IPv4 has its IPv6 address at 1.
+func gidTable(h topo.Host) []netip.Addr {
+	m := h.MAC6()
+	ll := netip.AddrFrom16([16]byte{0: 0xfe, 1: 0x80, 8: m[0] ^ 2, 9: m[1], 10: m[2], 11: 0xff, 12: 0xfe, 13: m[3], 14: m[4], 15: m[5]})
+	gids := []netip.Addr{ll}
+	for _, a := range []netip.Addr{h.IPv4, h.IPv6} {
+		if a.IsValid() {
+			gids = append(gids, a)
+		}
+	}
+	return gids
 }
 
 // portMAC is a switch port's own address (PFC frames' source): locally administered,

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bytes"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -49,8 +50,8 @@ func newWrite(t *testing.T, src, dst *rnic.Device, size int, seed byte) *write {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sgid, _ := src.QueryGID(0)
-	dgid, _ := dst.QueryGID(0)
+	sgid, _ := src.QueryGID(1)
+	dgid, _ := dst.QueryGID(1)
 	connect(t, src, w.sq, dgid, rq.QPN())
 	connect(t, dst, rq, sgid, w.sq.QPN())
 	sgl := []qp.SGE{{Addr: w.smr.Addr(), Length: uint32(size), LKey: w.smr.LKey()}}
@@ -159,5 +160,23 @@ func TestBuildRejects(t *testing.T) {
 	tp.CongestionControl = "hpcc"
 	if _, err := Build(tp, clock.NewVirtual(1), Options{}); err == nil {
 		t.Error("HPCC without telemetry accepted")
+	}
+}
+
+// TestGIDTable: labs lay out GIDs as rxe does (fe80:: from the EUI-64, IPv4, IPv6).
+func TestGIDTable(t *testing.T) {
+	tp, _ := topo.Star(1, topo.Params{Rate: 10e9, Delay: time.Microsecond, MTU: 1500})
+	tp.Hosts[0].IPv6 = netip.MustParseAddr("fd00::1")
+	n, err := Build(tp, clock.NewVirtual(1), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := n.Hosts[0].Device
+	want := []string{"fe80::ff:fe00:1", "10.0.0.1", "fd00::1"} // GID.Addr unmaps ::ffff:10.0.0.1
+	for i, w := range want {
+		g, err := d.QueryGID(i)
+		if err != nil || g.Addr().String() != w {
+			t.Errorf("GID %d: %v %v, want %s", i, g.Addr(), err, w)
+		}
 	}
 }
