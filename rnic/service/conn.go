@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -25,11 +24,8 @@ type conn struct {
 	sock *net.UnixConn
 	pid  int32
 
-	// Doorbell: the client writes bellFD after posting; ring() waits on it.
-	bellFD   int
-	stopping atomic.Bool
-	page     []byte
-	scanFn   func() // c.scan, bound once so that each doorbell's Do allocates nothing
+	// Doorbell page (wire.Pending, wire.Awake), polled by the server's watcher.
+	page []byte
 
 	// Loop-owned.
 	objs   map[uint32]any
@@ -76,16 +72,11 @@ func (c *conn) serve() {
 	}
 	c.s.clients.Add(1)
 	defer c.s.clients.Add(-1)
-	bellDone := make(chan struct{})
-	go func() {
-		defer close(bellDone)
-		c.ring()
-	}()
 	defer func() {
 		var n int
 		c.s.onLoop(func() { n = c.reclaim() })
-		c.stopRing(bellDone)
-		unix.Munmap(c.page)
+		unix.Munmap(c.page) // the loop no longer polls it
+
 		if n > 0 {
 			c.s.logf("verbs service %s: pid %d went away: reclaimed %d objects", c.s.addr, c.pid, n)
 		}
@@ -122,7 +113,8 @@ func (c *conn) serve() {
 	}
 }
 
-// hello answers the client's Hello with the doorbell eventfd and page.
+// hello answers the client's Hello with the service's doorbell eventfd and the
+// connection's doorbell page, which the device's loop polls from then on.
 func (c *conn) hello(msg, resp []byte) error {
 	h, body, err := wire.ParseHeader(msg)
 	var req wire.Hello
@@ -139,63 +131,27 @@ func (c *conn) hello(msg, resp []byte) error {
 		wire.Send(c.sock, wire.AppendError(resp, wire.OpHello, err))
 		return err
 	}
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC) // blocking: see ring
-	if err != nil {
-		err = fmt.Errorf("%w: eventfd: %v", rnic.ErrNoMemory, err)
-		wire.Send(c.sock, wire.AppendError(resp, wire.OpHello, err))
-		return err
-	}
 	pfd, page, err := wire.SealedMemfd("rocelab-verbs-doorbell", wire.PageSize)
 	if err != nil {
-		unix.Close(efd)
 		err = fmt.Errorf("%w: doorbell page: %v", rnic.ErrNoMemory, err)
 		wire.Send(c.sock, wire.AppendError(resp, wire.OpHello, err))
 		return err
 	}
-	c.bellFD = efd
 	c.page = page
-	c.scanFn = c.scan
 	c.byQPN = map[roce.QPN]*sQP{}
+	c.s.onLoop(func() { c.s.active = append(c.s.active, c) })
 	err = wire.Send(c.sock, wire.AppendResponse(resp, wire.OpHello,
-		&wire.HelloResp{Version: wire.Version, PageSize: wire.PageSize, PID: uint32(os.Getpid())}), efd, pfd)
+		&wire.HelloResp{Version: wire.Version, PageSize: wire.PageSize, PID: uint32(os.Getpid())}), c.s.bellFD, pfd)
 	unix.Close(pfd)
 	if err != nil {
-		unix.Close(efd)
+		c.s.onLoop(func() { c.reclaim() })
 		unix.Munmap(page)
 	}
 	return err
 }
 
-// ring waits for doorbells and hands each batch to the loop: one Do per wake-up,
-// however many WQEs the client posted meanwhile. It blocks in read(2) on its own thread
-// rather than in Go's netpoller: while application goroutines of this process poll
-// (busy), the scheduler consults the netpoller only every few milliseconds, and a
-// doorbell must cost microseconds.
-func (c *conn) ring() {
-	var b [8]byte
-	for {
-		_, err := unix.Read(c.bellFD, b[:])
-		if c.stopping.Load() {
-			return
-		}
-		if err != nil && err != unix.EINTR && err != unix.EAGAIN {
-			c.s.logf("verbs service %s: pid %d: doorbell: %v", c.s.addr, c.pid, err)
-			return
-		}
-		c.s.dev.Do(c.scanFn)
-	}
-}
-
-// stopRing wakes ring for the last time and closes the doorbell once it has returned.
-func (c *conn) stopRing(done <-chan struct{}) {
-	c.stopping.Store(true)
-	unix.Write(c.bellFD, one[:])
-	<-done
-	unix.Close(c.bellFD)
-}
-
 // scan drains every work ring of the connection, on the loop. Pending is cleared first:
-// a post that lands after the clear rings the doorbell again (see wire.Pending).
+// a post that lands after the clear sets it again (see wire.Pending).
 func (c *conn) scan() {
 	if c.closed {
 		return
@@ -248,6 +204,7 @@ func get[T any](c *conn, h uint32, kind string) (T, error) {
 func (c *conn) reclaim() int {
 	n := len(c.objs)
 	c.closed = true
+	c.s.deactivate(c)
 	for _, kind := range []int{kindQP, kindSRQ, kindAH, kindCQ, kindMR, kindPD, kindChannel} {
 		for h, o := range c.objs {
 			if kindOf(o) == kind {

@@ -7,9 +7,10 @@
 // Control calls (create and destroy objects, modify QPs, queries) are request/response
 // datagrams; each runs on the device's loop through one Device.Do. The data path never
 // crosses the socket: work requests and completions travel through rings in shared
-// memory, memory regions are the application's own memfd pages, and a post costs the
-// client at most one eventfd write, which a per-connection goroutine turns into one
-// Device.Do that drains every ring of the connection.
+// memory, memory regions are the application's own memfd pages, and the device's loop
+// itself polls the clients' doorbell pages while it is awake (clock.Watch): a post costs
+// the client no system call then, and one eventfd write, which wakes the loop directly,
+// while the loop sleeps.
 //
 // A connection's objects belong to it: when the client closes the socket or dies,
 // however it dies, the service destroys them all (QPs first, then SRQs, address
@@ -21,13 +22,16 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/rnic/service/wire"
 )
 
 // EnvSocket names the environment variable that overrides a client's service address.
@@ -81,6 +85,13 @@ type Server struct {
 
 	channel *rnic.CompChannel // on the loop: the one channel every service CQ is bound to
 
+	// Doorbells: every client writes bellFD (an eventfd the device's loop sleeps on, see
+	// clock.Watch) when it posts while the loop sleeps; the loop polls the doorbell
+	// pages of active, the connections that said HELLO (loop-owned).
+	bellFD  int
+	active  []*conn
+	unwatch func()
+
 	clients, objects, rejected atomic.Int64
 }
 
@@ -102,10 +113,58 @@ func Listen(dev *rnic.Device, addr string, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verbs service on %s: %w", dev.Name(), err)
 	}
+	s.bellFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("verbs service on %s: doorbell eventfd: %w", dev.Name(), err)
+	}
+	// Registered on the loop, before any connection can be (Do runs calls in order).
+	dev.Do(func() {
+		unwatch, err := clock.Watch(dev.Loop(), s.bellFD, (*watcher)(s))
+		if err != nil {
+			s.logf("verbs service %s: the device's loop cannot watch doorbells: %v", addr, err)
+			return
+		}
+		s.unwatch = unwatch
+	})
 	s.ln = ln
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
+}
+
+// watcher is the Server seen by the device's loop (clock.Watcher): it polls the
+// doorbell pages of the connections and keeps their Awake words.
+type watcher Server
+
+// Poll scans the rings of every connection whose client set Pending.
+func (w *watcher) Poll() bool {
+	found := false
+	for _, c := range w.active {
+		if wire.Load(wire.Pending(c.page)) != 0 {
+			c.scan()
+			found = true
+		}
+	}
+	return found
+}
+
+// Sleep publishes whether the loop is awake: posts ring the eventfd only when it is not.
+func (w *watcher) Sleep(asleep bool) {
+	v := uint32(1)
+	if asleep {
+		v = 0
+	}
+	for _, c := range w.active {
+		wire.Store(wire.Awake(c.page), v)
+	}
+}
+
+// deactivate stops polling c's doorbell page, on the loop.
+func (s *Server) deactivate(c *conn) {
+	if i := slices.Index(s.active, c); i >= 0 {
+		s.active = slices.Delete(s.active, i, i+1)
+	}
 }
 
 // Addr returns the service's address.
@@ -138,6 +197,13 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.onLoop(func() {
+		if s.unwatch != nil {
+			s.unwatch()
+			s.unwatch = nil
+		}
+	})
+	unix.Close(s.bellFD)
 	return err
 }
 

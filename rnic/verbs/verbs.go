@@ -199,10 +199,12 @@ func (c *Context) callRing(op wire.Op, req, resp any, size func() uint64) ([]byt
 
 var one = [8]byte{1}
 
-// doorbell tells the service that rings have new WQEs: an eventfd write, unless one is
-// already pending (the service clears Pending before it scans).
+// doorbell tells the service that rings have new WQEs. The device's loop polls the
+// doorbell page while it is awake, so the eventfd (which wakes it) is written only when
+// the service has not yet seen an earlier post (Pending was 0) and the loop said it
+// sleeps (Awake is 0); see wire.Pending.
 func (c *Context) doorbell() {
-	if atomic.SwapUint32(wire.Pending(c.page), 1) == 0 {
+	if atomic.SwapUint32(wire.Pending(c.page), 1) == 0 && atomic.LoadUint32(wire.Awake(c.page)) == 0 {
 		unix.Write(c.bellFD, one[:])
 	}
 }

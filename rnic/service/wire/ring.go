@@ -101,14 +101,25 @@ const (
 	RingDestroyed = 3 // the object is gone (its connection's QP destroyed)
 )
 
-// Doorbell page: one per connection, PageSize bytes, Pending at offset 0. The client
-// sets Pending with an atomic swap after publishing a WQE and writes the doorbell
-// eventfd only if Pending was 0; the service clears it before it scans the rings. So a
-// burst of posts costs one eventfd write and one hand-over to the device's loop.
+// Doorbell page: one per connection, PageSize bytes: Pending at offset 0 (written by the
+// client and cleared by the service), Awake at offset 64 (written by the service only).
+//
+// The device's loop polls every connection's Pending while it is awake and sleeps on the
+// service's doorbell eventfd (clock.Watch). A post publishes the WQE (Prod), swaps
+// Pending to 1 and, only if Pending was 0 and Awake is 0, writes the eventfd. The
+// service clears Awake before the loop sleeps and then looks at Pending once more; it
+// sets Awake after the loop woke, and clears Pending before it scans the rings. So a
+// post costs no system call while the loop is awake (working, or spinning before a
+// deadline), and one eventfd write — one wake-up, of the loop itself — when it sleeps.
+// A service that never sets Awake (version 1 without it) gets an eventfd write for
+// every post that finds Pending 0, as before.
 const PageSize = 4096
 
 // Pending returns the doorbell page's Pending word.
 func Pending(page []byte) *uint32 { return (*uint32)(unsafe.Pointer(&page[0])) }
+
+// Awake returns the doorbell page's Awake word.
+func Awake(page []byte) *uint32 { return (*uint32)(unsafe.Pointer(&page[64])) }
 
 // Send WQE, SendEntrySize(maxSGE) bytes:
 //
