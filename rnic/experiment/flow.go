@@ -19,15 +19,16 @@ type flow struct {
 	Start    clock.Time
 	Done     clock.Time // 0 until complete
 	Failed   string
-	// GID is the index of the GID both ends use (their IPv6 address under IOAM).
-	GID      int
-	src, dst *rnic.Device
-	sq, rq   *rnic.QP
-	smr, rmr *rnic.MR
-	spd, dpd *rnic.PD
-	scq, dcq *rnic.CQ
-	sgl      [1]qp.SGE
-	wcs      [4]qp.WC
+	// SrcGID and DstGID are the indexes of the GIDs the two ends use (0 in a star,
+	// whose devices have one address each).
+	SrcGID, DstGID int
+	src, dst       *rnic.Device
+	sq, rq         *rnic.QP
+	smr, rmr       *rnic.MR
+	spd, dpd       *rnic.PD
+	scq, dcq       *rnic.CQ
+	sgl            [1]qp.SGE
+	wcs            [4]qp.WC
 }
 
 // pattern is the byte a flow writes at offset i: distinct per flow, so misplaced data
@@ -91,11 +92,11 @@ func (f *flow) connect(src, dst *rnic.Device, mtu roce.MTU, onDone func(*flow)) 
 	if f.rq, err = dst.CreateQP(dpd, init); err != nil {
 		return err
 	}
-	sgid, err := src.QueryGID(f.GID)
+	sgid, err := src.QueryGID(f.SrcGID)
 	if err != nil {
 		return err
 	}
-	dgid, err := dst.QueryGID(f.GID)
+	dgid, err := dst.QueryGID(f.DstGID)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/netip"
 	"sort"
 	"time"
 
@@ -326,6 +327,19 @@ func mixArrivals(cfg *Config, cdf *CDF, hosts int) []*flow {
 	return flows
 }
 
+// gidIndex returns the index of addr in the device's GID table.
+func gidIndex(d *rnic.Device, addr netip.Addr) (int, error) {
+	for i := 0; ; i++ {
+		g, err := d.QueryGID(i)
+		if err != nil {
+			return 0, fmt.Errorf("experiment: %s has no GID for %v", d.Name(), addr)
+		}
+		if g.Addr() == addr.Unmap() {
+			return i, nil
+		}
+	}
+}
+
 // mixPort is one switch egress port the mix watches.
 type mixPort struct {
 	name    string
@@ -364,11 +378,8 @@ func runMix(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Flows run over IPv4, or over IPv6 where the telemetry needs it (IOAM).
 	v6 := cfg.CC != rnic.ModeDCQCN && cfg.CC != rnic.ModeNone && cfg.Telemetry == telemetry.FormatIOAM
-	gid := 0 // the generated hosts' GIDs are their IPv4, then their IPv6 address
-	if v6 {
-		gid = 1
-	}
 	mtu := int(cfg.MTU)
 	paths := hostPaths(t, mtu, v6)
 	info := &MixInfo{Topology: desc, Hosts: len(t.Hosts), CDF: cdf.Name, CDFMean: cdf.Mean()}
@@ -395,16 +406,25 @@ func runMix(cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("experiment: no flow arrives within --duration %v at --load %v (mean gap per host %.1f µs): lengthen the window or set --flows",
 			cfg.Duration, cfg.Load, cdf.Mean()*8/(cfg.Load*float64(cfg.LinkRate))*1e6)
 	}
-	for _, f := range flows {
-		f.GID = gid
-		info.Offered += int64(f.Size)
-		info.Window = f.Start.Duration()
-	}
-
 	v := clock.NewVirtual(cfg.Seed)
 	nw, err := lab.Build(t, v, lab.Options{CC: cfg.ccConfigFor(T, max(1, len(t.Hosts)-1)), StaticNeighbours: true})
 	if err != nil {
 		return nil, fmt.Errorf("experiment: %w", err)
+	}
+	gids := make([]int, len(nw.Hosts))
+	for i, h := range nw.Hosts {
+		want := h.Config.IPv4
+		if v6 {
+			want = h.Config.IPv6
+		}
+		if gids[i], err = gidIndex(h.Device, want); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range flows {
+		f.SrcGID, f.DstGID = gids[f.Src], gids[f.Dst]
+		info.Offered += int64(f.Size)
+		info.Window = f.Start.Duration()
 	}
 
 	left := len(flows)
