@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rocelab/rocelab/fabric/lab"
+	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/netns"
 )
 
@@ -191,4 +192,70 @@ func TestDownLeavesForeign(t *testing.T) {
 	if got := namespacesOf(t, b); len(got) != 0 {
 		t.Errorf("namespaces of %s left: %v", b, got)
 	}
+}
+
+// BenchmarkUp runs `rocelab up` as users do (daemon, progress, ready) for 16 and 64
+// hosts on a leaf-spine, and reports the time to ready and the lab process's resident
+// memory once ready.
+func BenchmarkUp(b *testing.B) {
+	if unix.Geteuid() != 0 {
+		b.Skip("lab CLI benchmarks need root (namespaces and TAPs)")
+	}
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "rocelab")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	store := netns.Store{Root: filepath.Join(dir, "state")}
+	for _, hosts := range []int{16, 64} {
+		b.Run(fmt.Sprintf("hosts=%d", hosts), func(b *testing.B) {
+			tp, err := topo.LeafSpine(hosts/8, 4, 8, topo.Params{Rate: 100e9, Delay: time.Microsecond, MTU: 1500})
+			if err != nil {
+				b.Fatal(err)
+			}
+			file := filepath.Join(dir, fmt.Sprintf("ls%d.yaml", hosts))
+			if err := os.WriteFile(file, tp.YAML(), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			var up time.Duration
+			var rss int64
+			n := 0
+			for b.Loop() {
+				name := fmt.Sprintf("u%dx%d", hosts, n)
+				n++
+				c := exec.Command(bin, "up", "-f", file, "--name", name)
+				c.Env = append(os.Environ(), netns.StateRootEnv+"="+store.Root)
+				start := time.Now()
+				if out, err := c.CombinedOutput(); err != nil {
+					b.Fatalf("up: %v\n%s", err, out)
+				}
+				up += time.Since(start)
+				b.StopTimer()
+				rec, err := store.Load(name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rss += vmRSS(rec.Owner.PID)
+				if _, err := (&netns.Cleaner{Store: store}).Down(name); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(up.Milliseconds())/float64(n), "ms/up")
+			b.ReportMetric(float64(rss)/float64(n)/(1<<20), "MiB-RSS")
+		})
+	}
+}
+
+// vmRSS is a process's resident set in bytes.
+func vmRSS(pid int) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			var kb int64
+			fmt.Sscan(f[1], &kb)
+			return kb << 10
+		}
+	}
+	return 0
 }
