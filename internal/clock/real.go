@@ -21,6 +21,14 @@ type RealOptions struct {
 	Seed uint64
 	// Spin overrides DefaultSpin when positive.
 	Spin time.Duration
+	// GrowProcs makes Start raise GOMAXPROCS, if it is lower, to the number of loops
+	// plus one. A loop sleeps in ppoll(2) on its locked thread, and Go leaves a thread
+	// in a system call its P until sysmon retakes it (20 µs to 10 ms later): with fewer
+	// Ps than loops, a loop that wakes up, and any other goroutine, can wait that long
+	// for a P. On the project's 2-core machines, three loops under GOMAXPROCS=2 lose
+	// 4–5× in throughput and get millisecond tails (see docs/verbs-service.md). The
+	// threads then share the CPUs through the kernel's scheduler instead.
+	GrowProcs bool
 }
 
 // Real is the real-time driver. Each loop runs on its own goroutine, locked to an OS
@@ -34,6 +42,7 @@ type Real struct {
 	loops   []*realLoop
 	wg      sync.WaitGroup
 	started bool
+	grow    bool
 }
 
 // NewReal returns a real-time driver whose epoch is now.
@@ -42,7 +51,7 @@ func NewReal(opts RealOptions) *Real {
 	if spin <= 0 {
 		spin = DefaultSpin
 	}
-	return &Real{epoch: time.Now(), seed: opts.Seed, spin: Time(spin)}
+	return &Real{epoch: time.Now(), seed: opts.Seed, spin: Time(spin), grow: opts.GrowProcs}
 }
 
 // Now returns the time since the driver's epoch (monotonic).
@@ -65,6 +74,9 @@ func (r *Real) Start() error {
 		return nil
 	}
 	r.started = true
+	if want := len(r.loops) + 1; r.grow && runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+	}
 	for _, l := range r.loops {
 		if err := r.startLoop(l); err != nil {
 			return err

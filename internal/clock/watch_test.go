@@ -2,6 +2,7 @@ package clock
 
 import (
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -142,5 +143,20 @@ func TestWatchVirtual(t *testing.T) {
 	v := NewVirtual(1)
 	if _, err := Watch(v.NewLoop("l"), -1, &counterWatcher{}); !errors.Is(err, ErrNotSupported) {
 		t.Fatalf("Watch on a virtual loop: %v", err)
+	}
+}
+
+func TestRealGrowProcs(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	r := NewReal(RealOptions{GrowProcs: true})
+	for _, n := range []string{"a", "b", "c"} {
+		r.NewLoop(n)
+	}
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if n := runtime.GOMAXPROCS(0); n != 4 {
+		t.Fatalf("GOMAXPROCS %d after starting 3 loops with GrowProcs, want 4", n)
 	}
 }
