@@ -36,7 +36,7 @@ func testAddr(tb testing.TB, i int) string {
 func newLab(tb testing.TB, opts ...service.Option) *lab {
 	tb.Helper()
 	const mtu = 4096 + 400
-	l := &lab{r: clock.NewReal(clock.RealOptions{Seed: 1})}
+	l := &lab{r: clock.NewReal(clock.RealOptions{Seed: 1, GrowProcs: true})}
 	pool := link.NewPool(mtu + 18)
 	var prio [64]uint8
 	sw, err := fabric.New(l.r.NewLoop("s1"), fabric.Config{ID: 1, Buffer: 32 << 20, SharedBuffer: true, Pool: pool, DSCPPriority: &prio})
@@ -60,6 +60,10 @@ func newLab(tb testing.TB, opts ...service.Option) *lab {
 	}
 	l.devs[0].AddNeighbour(hostIP(1), hostMAC(1))
 	l.devs[1].AddNeighbour(hostIP(0), hostMAC(0))
+	// GrowProcs: one P per loop plus one, as the lab process needs (see clock.RealOptions);
+	// the applications' goroutines stand for processes of their own.
+	procs := runtime.GOMAXPROCS(0)
+	tb.Cleanup(func() { runtime.GOMAXPROCS(procs) })
 	if err := l.r.Start(); err != nil {
 		tb.Fatal(err)
 	}
