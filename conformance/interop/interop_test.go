@@ -1,0 +1,333 @@
+// Package interop checks rocelab's sample apps against the Linux kernel's Soft-RoCE
+// (rdma_rxe) and rdma-core's and perftest's own tools, on the wire: a lab whose switch
+// connects a soft-RNIC host to a QEMU VM running rxe (tools/rxe-peer, topology
+// topologies/rxe-peer.yaml). Every case runs one side in the VM and the other in the
+// lab host h1, both ways, over IPv4 and IPv6 GIDs, and checks the capture of the VM's
+// port: every RoCEv2 frame decodes and verifies its ICRC with rocelab's decoder, and
+// tshark dissects it without a malformed packet.
+//
+// It needs root, QEMU and the rxe-peer image; `make interop` provides them and runs it
+// (`make test` does too when it runs as root).
+package interop
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"go.uber.org/zap/zaptest"
+	"golang.org/x/sys/unix"
+
+	"github.com/rocelab/rocelab/fabric/lab"
+	"github.com/rocelab/rocelab/fabric/topo"
+	"github.com/rocelab/rocelab/netns"
+	"github.com/rocelab/rocelab/rnic/service"
+	"github.com/rocelab/rocelab/roce/decode"
+)
+
+const (
+	vmIPv4, vmIPv6 = "10.0.0.100", "fd00::100"
+	h1IPv4         = "10.0.0.1"
+)
+
+// rxePeer is tools/rxe-peer, shipped with the repository.
+func rxePeer(t *testing.T) string {
+	t.Helper()
+	if unix.Geteuid() != 0 {
+		t.Skip("interop: needs root for the lab and the VM's TAP")
+	}
+	dir, _ := filepath.Abs("../../tools/rxe-peer")
+	cache := os.Getenv("RXE_CACHE")
+	if cache == "" {
+		cache = "/var/cache/rxe-peer"
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Skip("interop: qemu-system-x86_64 is missing (make interop installs it and builds the rxe VM)")
+	}
+	if _, err := os.Stat(filepath.Join(cache, "initramfs.cpio.gz")); err != nil {
+		t.Skipf("interop: no rxe VM image in %s (make interop builds it with tools/rxe-peer/build.sh)", cache)
+	}
+	return dir
+}
+
+// apps builds rocelab's sample apps into a temporary directory.
+func apps(t *testing.T, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"build", "-o", dir + "/"}
+	for _, n := range names {
+		args = append(args, "../../cmd/"+n)
+	}
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// side is one program of a case: where it runs and its command line.
+type side struct {
+	inVM bool
+	cmd  string // shell words; the VM runs it with sh -c
+}
+
+type interopCase struct {
+	name           string
+	server, client side
+	// expect is a regexp-free substring both outputs must contain, e.g. "iters in".
+	expect string
+}
+
+// runCase runs c once: the server first (in the VM or in h1), then the client. It
+// returns both outputs.
+func runCase(t *testing.T, l *lab.Lab, store netns.Store, peer, bin string, c interopCase) (server, client string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if c.server.inVM {
+		vmOut, vmDone := startVM(ctx, t, l, peer, c.server.cmd+" & pid=$!; "+waitListening+"; wait $pid")
+		waitFor(t, vmOut, "RXE-LISTENING")
+		client = runHost(ctx, t, store, l, bin, c.client.cmd)
+		server = <-vmDone
+		return server, client
+	}
+	h, out := startHost(ctx, t, store, l, bin, c.server.cmd)
+	waitFor(t, out, "local address")
+	vmOut, vmDone := startVM(ctx, t, l, peer, c.client.cmd)
+	go io.Copy(io.Discard, vmOut)
+	client = <-vmDone
+	server = h()
+	return server, client
+}
+
+// waitListening is the VM's shell loop that reports when a server listens on 18515.
+const waitListening = `while ! ss -ltn | grep -q ':18515 '; do sleep 0.05; done; echo RXE-LISTENING`
+
+// lineReader hands a program's output to waitFor and collects all of it.
+type lineReader struct {
+	lines chan string
+	mu    sync.Mutex
+	all   strings.Builder
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	lr := &lineReader{lines: make(chan string, 1024)}
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lr.mu.Lock()
+			lr.all.WriteString(sc.Text() + "\n")
+			lr.mu.Unlock()
+			select {
+			case lr.lines <- sc.Text():
+			default:
+			}
+		}
+		close(lr.lines)
+	}()
+	return lr
+}
+
+func (lr *lineReader) Read(p []byte) (int, error) { return 0, io.EOF }
+
+func (lr *lineReader) String() string {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	return lr.all.String()
+}
+
+func waitFor(t *testing.T, lr *lineReader, marker string) {
+	t.Helper()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case line, ok := <-lr.lines:
+			if !ok {
+				t.Fatalf("exited before %q:\n%s", marker, lr.String())
+			}
+			// A prefix, not a substring: the VM echoes its command line, markers included.
+			if strings.HasPrefix(strings.TrimSpace(line), marker) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %q within 60 s:\n%s", marker, lr.String())
+		}
+	}
+}
+
+// startVM boots the rxe VM on the lab's bridge and runs cmd in it; the channel yields
+// its console output once it exits. The VM's exit status is checked by the caller's
+// expectations on that output (RXE-EXIT rc=0).
+func startVM(ctx context.Context, t *testing.T, l *lab.Lab, peer, cmd string) (*lineReader, <-chan string) {
+	t.Helper()
+	x := exec.CommandContext(ctx, filepath.Join(peer, "run-peer.sh"), "--netns", netns.NamespaceName(l.Name(), "rxe"),
+		"--bridge", "br0", "--ip", vmIPv4+"/24", "--ip6", vmIPv6+"/64", "--timeout", "80", "--cmd", cmd)
+	pr, pw := io.Pipe()
+	x.Stdout, x.Stderr = pw, pw
+	if err := x.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lr := newLineReader(pr)
+	done := make(chan string, 1)
+	go func() {
+		x.Wait()
+		pw.Close()
+		for range lr.lines {
+		}
+		done <- lr.String()
+	}()
+	return lr, done
+}
+
+func hostCmd(ctx context.Context, bin, cmd string) *exec.Cmd {
+	words := strings.Fields(cmd)
+	x := exec.CommandContext(ctx, filepath.Join(bin, words[0]), words[1:]...)
+	return x
+}
+
+// runHost runs cmd in h1 and returns its output.
+func runHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, bin, cmd string) string {
+	t.Helper()
+	x := hostCmd(ctx, bin, cmd)
+	var out bytes.Buffer
+	x.Stdout, x.Stderr = &out, &out
+	if err := store.Exec(l.Name(), "h1", x); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Wait(); err != nil {
+		t.Errorf("h1 %s: %v\n%s", cmd, err, out.String())
+	}
+	return out.String()
+}
+
+// startHost starts cmd in h1; the function it returns waits for it and returns its
+// output.
+func startHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, bin, cmd string) (func() string, *lineReader) {
+	t.Helper()
+	x := hostCmd(ctx, bin, cmd)
+	pr, pw := io.Pipe()
+	x.Stdout, x.Stderr = pw, pw
+	if err := store.Exec(l.Name(), "h1", x); err != nil {
+		t.Fatal(err)
+	}
+	lr := newLineReader(pr)
+	done := make(chan error, 1)
+	go func() { done <- x.Wait(); pw.Close() }()
+	return func() string {
+		if err := <-done; err != nil {
+			t.Errorf("h1 %s: %v\n%s", cmd, err, lr.String())
+		}
+		for range lr.lines {
+		}
+		return lr.String()
+	}, lr
+}
+
+// checkCapture decodes every frame of the capture: RoCEv2 frames must verify their
+// ICRC; and tshark (when installed) must find no malformed packet.
+func checkCapture(t *testing.T, file string) int {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var sum decode.Summary
+	var d decode.Decoder
+	err = decode.ReadFrames(f, func(i int, frame []byte, _ gopacket.CaptureInfo) error {
+		r := d.Decode(i, frame)
+		sum.Add(&r)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("capture %s: %v", file, err)
+	}
+	roce, bad := sum.RoCE, sum.ICRCFailed+sum.Errors
+	if roce == 0 || bad > 0 {
+		t.Errorf("capture %s: %d RoCEv2 frames, %d failing decode or ICRC: %v", file, roce, bad, sum.FirstErrors)
+	}
+	if _, err := exec.LookPath("tshark"); err == nil {
+		// The UDP checksum of RoCEv2 over IPv6 is 0, as rxe sends it (RoCEv2 Annex
+		// A17 allows it); tshark flags that as a checksum error, which is not one here.
+		out, err := exec.Command("tshark", "-r", file, "-Y",
+			"_ws.malformed || (_ws.expert.severity == error && _ws.expert.group != 0x01000000)").Output()
+		if err != nil || len(bytes.TrimSpace(out)) > 0 {
+			t.Errorf("tshark finds malformed packets in %s: %v\n%s", file, err, out)
+		}
+		out, err = exec.Command("tshark", "-r", file, "-Y", "infiniband").Output()
+		if n := bytes.Count(out, []byte("\n")); err != nil || n != roce {
+			t.Errorf("tshark dissects %d RoCE frames in %s, rocelab %d (%v)", n, file, roce, err)
+		}
+	}
+	return roce
+}
+
+// TestInteropRXE runs every case against the kernel's rxe.
+func TestInteropRXE(t *testing.T) {
+	peer := rxePeer(t)
+	bin := apps(t, appNames...)
+	tp, err := topo.Load("../../topologies/rxe-peer.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := netns.Store{Root: t.TempDir()}
+	name := fmt.Sprintf("ix%d", os.Getpid()%100000)
+	l, err := lab.Up(lab.Config{Name: name, Topology: tp, Store: store, Log: zaptest.NewLogger(t),
+		Services: func(h *lab.Host, l *lab.Lab) (lab.Closer, error) {
+			return service.Listen(h.Device, service.Address(l.Name(), h.Name))
+		}})
+	if err != nil {
+		(&netns.Cleaner{Store: store}).Down(name)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		l.Close()
+		if _, err := (&netns.Cleaner{Store: store}).Down(name); err != nil {
+			t.Errorf("down: %v", err)
+		}
+	})
+	out := os.Getenv("INTEROP_OUT")
+	if out == "" {
+		out = t.TempDir()
+	}
+	for _, c := range cases() {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			m := l.Network.External("rxe").Monitor
+			file := filepath.Join(out, c.name+".pcapng")
+			f, err := os.Create(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := m.Start(f, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			server, client := runCase(t, l, store, peer, bin, c)
+			s.Stop()
+			f.Close()
+			for _, o := range []struct{ who, out string }{{"server", server}, {"client", client}} {
+				if !strings.Contains(o.out, c.expect) {
+					t.Errorf("%s output lacks %q:\n%s", o.who, c.expect, o.out)
+				}
+				if strings.Contains(o.out, "RXE-EXIT") && !strings.Contains(o.out, "RXE-EXIT rc=0") {
+					t.Errorf("the VM's %s failed:\n%s", o.who, o.out)
+				}
+			}
+			n := checkCapture(t, file)
+			t.Logf("%s: %d RoCEv2 frames, %v", c.name, n, time.Since(start).Round(time.Millisecond))
+			if t.Failed() {
+				t.Logf("server:\n%s\nclient:\n%s", server, client)
+			}
+		})
+	}
+}
