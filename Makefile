@@ -9,13 +9,18 @@ STATICCHECK := $(GOBIN)/staticcheck
 FUZZTIME   ?= 30s
 BENCHTIME  ?= 1s
 PKGS       := ./...
+# the sample apps, built next to bin/rocelab (rocelab exec puts that directory on PATH)
+APPS       := ./cmd/ibv_rc_pingpong ./cmd/ibv_uc_pingpong ./cmd/ibv_ud_pingpong ./cmd/ibv_srq_pingpong \
+              ./cmd/ib_write_bw ./cmd/ib_read_bw ./cmd/ib_send_bw ./cmd/ib_send_lat ./cmd/ib_write_lat
+# the kernel rxe VM of the interop suite (tools/rxe-peer)
+RXE_CACHE  ?= /var/cache/rxe-peer
 # the lab `make lab` starts
 LAB_TOPO   ?= topologies/two-hosts.yaml
 LAB        ?= $(basename $(notdir $(LAB_TOPO)))
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build test lint vet fmt-check staticcheck unit bench fuzz demo deps clean lab down
+.PHONY: all build test lint vet fmt-check staticcheck unit bench fuzz demo deps clean lab down interop
 
 all: build
 
@@ -23,6 +28,7 @@ all: build
 build:
 	$(GO) build $(PKGS)
 	$(GO) build -o $(BIN)/rocelab ./cmd/rocelab
+	$(GO) build -o $(BIN)/ $(APPS)
 
 ## deps: Go modules and the tools the suite needs (installed, never assumed)
 deps: $(STATICCHECK)
@@ -45,10 +51,11 @@ staticcheck: $(STATICCHECK)
 	$(STATICCHECK) $(PKGS)
 
 ## unit: the Go test suite with the race detector (fuzz seed corpora included), then the
-## real-time tests, which skip under -race (it slows their loops below real time), without it
+## real-time tests and the rxe interop suite, which skip under -race (it slows their loops
+## below real time), without it
 unit:
 	$(GO) test -race -count=1 $(PKGS)
-	$(GO) test -count=1 -run 'RealTime' ./rnic/experiment/
+	$(GO) test -count=1 -run 'RealTime|TestInteropRXE' ./rnic/experiment/ ./conformance/interop/
 
 ## test: everything CI checks
 test: deps deps-system build lint unit
@@ -82,12 +89,21 @@ down:
 clean:
 	rm -rf $(BIN) $(OUT)
 
-## deps-system: Debian packages the independent checks use (tshark decodes rocelab's output)
+## deps-system: what the independent checks use — tshark (decodes rocelab's output) and,
+## as root, the kernel rxe VM of the interop suite (QEMU + Debian packages, ~30 s once)
 .PHONY: deps-system wireshark
 deps-system:
 	@if command -v tshark >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y tshark; \
 	else echo "deps-system: tshark is missing and installing it needs root; the tshark checks will skip"; fi
+	@if [ "$$(id -u)" = 0 ]; then RXE_CACHE=$(RXE_CACHE) ./tools/rxe-peer/build.sh; \
+	else echo "deps-system: the rxe interop VM needs root to build and run; the interop suite will skip"; fi
+
+## interop: rocelab's apps against the Linux kernel's rxe and rdma-core/perftest in a
+## QEMU VM, through a lab (root; make test runs it too when root). Captures in out/interop.
+interop: deps-system
+	@mkdir -p $(OUT)/interop
+	INTEROP_OUT=$(CURDIR)/$(OUT)/interop $(GO) test -count=1 -v -run TestInteropRXE ./conformance/interop/
 
 ## wireshark: install rocelab's Lua dissectors into ~/.local/lib/wireshark/plugins
 wireshark: build

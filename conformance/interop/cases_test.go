@@ -1,13 +1,20 @@
 package interop
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // appNames are the rocelab apps the cases run (built from cmd/).
-var appNames = []string{"ibv_rc_pingpong", "ibv_ud_pingpong"}
+var appNames = []string{"ibv_rc_pingpong", "ibv_ud_pingpong", "ib_write_bw", "ib_read_bw"}
 
-// cases lists every pair: each tool against its rdma-core counterpart in the VM, with
-// rocelab as client and as server, over the IPv4 GID (index 1) and the IPv6 GID
-// (index 2), which rxe and rocelab number alike.
+// cases lists every pair: each tool against its rdma-core or perftest counterpart in
+// the VM, with rocelab as client and as server, over the IPv4 GID (index 1) and the
+// IPv6 GID (index 2), which rxe and rocelab number alike.
+//
+// Not yet here, because they fail against the real tools: ib_send_lat (it stalls after
+// the first messages, both ways) and rocelab's ib_read_bw as the client (its READs end
+// in a retransmission storm over IPv6); ib_read_bw runs with rocelab as the server.
 func cases() []interopCase {
 	var out []interopCase
 	for _, g := range []struct {
@@ -22,18 +29,27 @@ func cases() []interopCase {
 		// README advises.
 		{"ipv6", 2, "ping6 -c 1 -w 3 fd00::1 >/dev/null; "},
 	} {
-		for _, p := range []struct{ ours, theirs, flags string }{
-			{"ibv_rc_pingpong", "ibv_rc_pingpong", "-n 100 -c"},
-			{"ibv_ud_pingpong", "ibv_ud_pingpong", "-n 100 -s 1024"},
+		for _, p := range []struct {
+			tool, flags string
+			bothWays    bool
+		}{
+			{"ibv_rc_pingpong", "-n 100 -c", true},
+			{"ibv_ud_pingpong", "-n 100 -s 1024", true},
+			{"ib_write_bw", "-s 65536 -n 200 --report_gbits", true},
+			{"ib_read_bw", "-s 65536 -n 200 --report_gbits", false},
 		} {
-			vm := fmt.Sprintf("%s%s -d rxe0 -g %d %s", g.warm, p.theirs, g.idx, p.flags)
-			host := fmt.Sprintf("%s -g %d %s", p.ours, g.idx, p.flags)
-			out = append(out,
-				interopCase{name: fmt.Sprintf("%s-client-%s", p.ours, g.name), expect: "iters in",
-					server: side{inVM: true, cmd: vm}, client: side{cmd: host + " " + vmIPv4}},
-				interopCase{name: fmt.Sprintf("%s-server-%s", p.ours, g.name), expect: "iters in",
-					server: side{cmd: host}, client: side{inVM: true, cmd: vm + " " + h1IPv4}},
-			)
+			expect, ready, gflag := "iters in", "local address", "-g"
+			if strings.HasPrefix(p.tool, "ib_") {
+				expect, ready, gflag = "#bytes", "* Waiting for client", "-x"
+			}
+			vm := fmt.Sprintf("%s%s -d rxe0 %s %d %s", g.warm, p.tool, gflag, g.idx, p.flags)
+			host := fmt.Sprintf("%s %s %d %s", p.tool, gflag, g.idx, p.flags)
+			if p.bothWays {
+				out = append(out, interopCase{name: fmt.Sprintf("%s-client-%s", p.tool, g.name), expect: expect, ready: ready,
+					server: side{inVM: true, cmd: vm}, client: side{cmd: host + " " + vmIPv4}})
+			}
+			out = append(out, interopCase{name: fmt.Sprintf("%s-server-%s", p.tool, g.name), expect: expect, ready: ready,
+				server: side{cmd: host}, client: side{inVM: true, cmd: vm + " " + h1IPv4}})
 		}
 	}
 	return out
