@@ -38,9 +38,9 @@ func AddHost(store Store, lab string, cfg HostConfig) (*TAP, error) {
 		return nil, fmt.Errorf("netns: add host to lab %s: %w", lab, err)
 	}
 	host := Host{
-		Name:  cfg.Name,
-		Netns: NamespaceName(lab, cfg.Name),
-		Tap:   TapName(cfg.Name),
+		Name:   cfg.Name,
+		Netns:  NamespaceName(lab, cfg.Name),
+		Tap:    TapName(cfg.Name),
 		MAC:    cfg.MAC.String(),
 		IPv4:   cfg.IPv4,
 		IPv6:   cfg.IPv6,

@@ -2,17 +2,22 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rocelab/rocelab/netns"
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/rnic/verbs"
@@ -281,4 +286,89 @@ func TestLabRDMAWrite(t *testing.T) {
 	if !strings.Contains(string(got), fmt.Sprintf("verified %d bytes", size)) {
 		t.Fatalf("the target did not verify %d bytes", size)
 	}
+}
+
+// BenchmarkLabApps runs perftest's ib_write_bw (64 KiB messages) and ib_send_lat (64
+// bytes) between app processes in two lab hosts, as users run them with rocelab exec,
+// prints their tables and reports the average Gb/s and the typical and 99th
+// percentile latency (half round trip, as perftest reports it).
+func BenchmarkLabApps(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("lab benchmarks need root (namespaces and TAPs)")
+	}
+	dir := b.TempDir()
+	for _, pkg := range []string{".", "../ib_write_bw", "../ib_send_lat"} {
+		if out, err := exec.Command("go", "build", "-o", dir+"/", pkg).CombinedOutput(); err != nil {
+			b.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	c := &cli{bin: filepath.Join(dir, "rocelab"), store: netns.Store{Root: filepath.Join(dir, "state")}}
+	name := labName("bench")
+	run := func(args ...string) string {
+		out, err := c.cmd(args...).CombinedOutput()
+		if err != nil {
+			b.Fatalf("rocelab %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("up", "-f", "../../topologies/two-hosts.yaml", "--name", name)
+	defer run("down", name)
+	pair := func(tool string, args ...string) string {
+		srv := c.cmd(append([]string{"exec", "--lab", name, "h1", "--", tool}, args...)...)
+		pipe, err := srv.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := srv.Start(); err != nil {
+			b.Fatal(err)
+		}
+		// perftest's server prints this banner once it listens.
+		r := bufio.NewReader(pipe)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				b.Fatalf("%s server exited before listening", tool)
+			}
+			if strings.Contains(line, "Waiting for client") {
+				break
+			}
+		}
+		go io.Copy(io.Discard, r)
+		o, err := c.cmd(append(append([]string{"exec", "--lab", name, "h2", "--", tool}, args...), "10.0.0.1")...).CombinedOutput()
+		if err != nil {
+			b.Fatalf("%s: %v\n%s", tool, err, o)
+		}
+		out := string(o)
+		srv.Wait()
+		fmt.Print(out)
+		return out
+	}
+	for b.Loop() {
+		bw := pair("ib_write_bw", "-x", "1", "-s", "65536", "-n", "5000", "--report_gbits")
+		lat := pair("ib_send_lat", "-x", "1", "-s", "64", "-n", "5000")
+		if v, ok := tableValue(bw, "65536", 3); ok {
+			b.ReportMetric(v, "Gb/s")
+		}
+		// ib_send_lat: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
+		if v, ok := tableValue(lat, "64", 4); ok {
+			b.ReportMetric(v, "p50-µs")
+		}
+		if v, ok := tableValue(lat, "64", 7); ok {
+			b.ReportMetric(v, "p99-µs")
+		}
+	}
+}
+
+// tableValue returns column col of the perftest table row whose first column is key.
+func tableValue(out, key string, col int) (float64, bool) {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > col && f[0] == key {
+			var v float64
+			if _, err := fmt.Sscan(f[col], &v); err == nil {
+				return v, true
+			}
+		}
+	}
+	return 0, false
 }
