@@ -218,7 +218,10 @@ func addBridge(ns, br, port string, mtu int) error {
 	if mtu > 0 {
 		attrs.MTU = mtu
 	}
-	bridge := &netlink.Bridge{LinkAttrs: attrs}
+	// No multicast snooping: a wire forwards NDP and MLD to every port, whatever
+	// reports it has or has not seen (the lab relays nothing before it runs).
+	snoop := false
+	bridge := &netlink.Bridge{LinkAttrs: attrs, MulticastSnooping: &snoop}
 	if err := h.LinkAdd(bridge); err != nil {
 		return fmt.Errorf("netns: add bridge %s in %s: %w", br, ns, err)
 	}
