@@ -3,7 +3,6 @@ package rnic
 import (
 	"fmt"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric/link"
@@ -88,9 +87,7 @@ type Device struct {
 	notifying  bool
 
 	// Do's hand-over from other goroutines.
-	callMu       sync.Mutex
-	calls, spare []func()
-	callTask     *clock.Task
+	calls *clock.Inbox
 }
 
 // Stats counts what a device did and dropped.
@@ -129,7 +126,7 @@ func Open(cfg Config) (*Device, error) {
 	}
 	d := &Device{cfg: cfg, loop: cfg.Loop, qps: make(map[roce.QPN]*QP), nextQPN: firstQP,
 		async: make(chan AsyncEvent, 64), tel: tel}
-	d.callTask = cfg.Loop.NewTask(d.runCalls)
+	d.calls = clock.NewInbox(cfg.Loop)
 	d.neigh.init()
 	d.port.init(d)
 	d.sched.init(d)
@@ -142,25 +139,7 @@ func Open(cfg Config) (*Device, error) {
 // is safe from any goroutine and returns at once; fn runs after the events already
 // due, and calls from one goroutine run in order. Only this hand-over takes a lock:
 // the loop's own work never does.
-func (d *Device) Do(fn func()) {
-	d.callMu.Lock()
-	d.calls = append(d.calls, fn)
-	d.callMu.Unlock()
-	d.callTask.Post()
-}
-
-// runCalls runs the functions handed over by Do, on the loop.
-func (d *Device) runCalls() {
-	d.callMu.Lock()
-	calls := d.calls
-	d.calls = d.spare[:0]
-	d.callMu.Unlock()
-	for i, fn := range calls {
-		fn()
-		calls[i] = nil
-	}
-	d.spare = calls[:0]
-}
+func (d *Device) Do(fn func()) { d.calls.Do(fn) }
 
 // Now returns the device loop's time.
 func (d *Device) Now() clock.Time { return d.loop.Now() }

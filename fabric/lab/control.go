@@ -210,7 +210,7 @@ func (l *Lab) Status() Status {
 	peers := peerNames(l.cfg.Topology)
 	for _, s := range l.Network.Switches {
 		ch := make(chan []fabric.PortStats, 1)
-		l.inboxes[s.Name].do(func() {
+		l.inboxes[s.Name].Do(func() {
 			var ps []fabric.PortStats
 			for _, p := range s.Switch.Ports() {
 				ps = append(ps, p.Stats())

@@ -63,7 +63,7 @@ type Lab struct {
 	relays   []*relay
 	wires    []*wire
 	closers  []Closer
-	inboxes  map[string]*inbox
+	inboxes  map[string]*clock.Inbox
 	ctl      net.Listener
 	wg       sync.WaitGroup
 	closeMu  sync.Mutex
@@ -81,7 +81,7 @@ func Up(cfg Config) (*Lab, error) {
 	if err := netns.ValidName(cfg.Name); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	l := &Lab{cfg: cfg, taps: map[string]*netns.TAP{}, inboxes: map[string]*inbox{}, log: cfg.Log, progress: cfg.Progress}
+	l := &Lab{cfg: cfg, taps: map[string]*netns.TAP{}, inboxes: map[string]*clock.Inbox{}, log: cfg.Log, progress: cfg.Progress}
 	if l.log == nil {
 		l.log = zap.NewNop()
 	}
@@ -176,7 +176,7 @@ func (l *Lab) up() error {
 	}
 	l.Network = net
 	for _, s := range net.Switches {
-		l.inboxes[s.Name] = newInbox(s.Loop)
+		l.inboxes[s.Name] = clock.NewInbox(s.Loop)
 	}
 	if err := l.clk.Start(); err != nil {
 		return err
@@ -330,37 +330,6 @@ func (w *tapWriter) Receive(frames []*link.Frame) {
 	}
 	for _, f := range frames {
 		f.Release()
-	}
-}
-
-// inbox runs functions on a node's loop from other goroutines, as rnic.Device.Do does
-// for devices: the control socket reads switch counters through it.
-type inbox struct {
-	mu   sync.Mutex
-	fns  []func()
-	task *clock.Task
-}
-
-func newInbox(loop clock.Loop) *inbox {
-	b := &inbox{}
-	b.task = loop.NewTask(b.run)
-	return b
-}
-
-func (b *inbox) do(fn func()) {
-	b.mu.Lock()
-	b.fns = append(b.fns, fn)
-	b.mu.Unlock()
-	b.task.Post()
-}
-
-func (b *inbox) run() {
-	b.mu.Lock()
-	fns := b.fns
-	b.fns = nil
-	b.mu.Unlock()
-	for _, fn := range fns {
-		fn()
 	}
 }
 

@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -133,5 +134,28 @@ func TestRealSerializesTasksAndTimers(t *testing.T) {
 	last.Post()
 	if n := <-check; n < 1 || n > posts {
 		t.Fatalf("task ran %d times for %d posts", n, posts)
+	}
+}
+
+// TestInbox: calls run on the loop in order, a call made from a running call runs in
+// the same drain's successor, and nothing runs before the clock does.
+func TestInbox(t *testing.T) {
+	v := NewVirtual(1)
+	b := NewInbox(v.NewLoop("n"))
+	var got []int
+	for i := range 3 {
+		b.Do(func() {
+			got = append(got, i)
+			if i == 1 {
+				b.Do(func() { got = append(got, 10) })
+			}
+		})
+	}
+	if len(got) != 0 {
+		t.Fatal("an inbox call ran before the clock")
+	}
+	v.Run()
+	if fmt.Sprint(got) != "[0 1 2 10]" {
+		t.Errorf("ran %v, want [0 1 2 10]", got)
 	}
 }

@@ -1,6 +1,9 @@
 package clock
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Task is a prebound callback that any goroutine may post to its loop without
 // allocating. Posts coalesce: posting a task that is already pending does nothing, and
@@ -26,4 +29,43 @@ func (t *Task) Post() {
 func (t *Task) run() {
 	t.pending.Store(false)
 	t.fn()
+}
+
+// Inbox runs functions on a loop on behalf of other goroutines: the way code outside a
+// node (a verbs service, a control socket) reaches the node's state. Do appends under
+// a short lock and posts one Task; the loop runs everything queued, in order, and
+// reuses the queue's storage, so a steady stream of calls allocates only its closures.
+type Inbox struct {
+	mu        sync.Mutex
+	fns, free []func()
+	task      *Task
+}
+
+// NewInbox returns an inbox of loop. Like every Task, it is created during setup.
+func NewInbox(loop Loop) *Inbox {
+	b := &Inbox{}
+	b.task = loop.NewTask(b.run)
+	return b
+}
+
+// Do runs fn on the loop after the events already due; calls made from one goroutine
+// run in order. It returns at once and is safe from any goroutine (under Virtual, from
+// the goroutine running the clock, as Task.Post).
+func (b *Inbox) Do(fn func()) {
+	b.mu.Lock()
+	b.fns = append(b.fns, fn)
+	b.mu.Unlock()
+	b.task.Post()
+}
+
+func (b *Inbox) run() {
+	b.mu.Lock()
+	fns := b.fns
+	b.fns = b.free[:0]
+	b.mu.Unlock()
+	for i, fn := range fns {
+		fn()
+		fns[i] = nil
+	}
+	b.free = fns[:0]
 }
