@@ -60,7 +60,6 @@ type Lab struct {
 	epoch    time.Time
 	started  time.Time
 	taps     map[string]*netns.TAP
-	relays   []*relay
 	wires    []*wire
 	closers  []Closer
 	inboxes  map[string]*clock.Inbox
@@ -160,12 +159,9 @@ func (l *Lab) up() error {
 	if look == 0 {
 		look = DefaultTxLookahead
 	}
-	writers := map[string]*tapWriter{}
 	net, err := Build(t, l.clk, Options{TxLookahead: look, StaticNeighbours: true, Monitors: true,
 		HostRelay: func(host string) link.Receiver {
-			w := &tapWriter{tap: l.taps[host], log: l.log.With(zap.String("host", host))}
-			writers[host] = w
-			return w
+			return &tapWriter{tap: l.taps[host], log: l.log.With(zap.String("host", host))}
 		},
 		External: func(x *External) error {
 			l.wires = append(l.wires, newWire(x, l.taps[x.Name], l.log.With(zap.String("external", x.Name))))
@@ -185,10 +181,12 @@ func (l *Lab) up() error {
 	l.progress("fabric and soft-RNICs running (real time)")
 
 	for _, h := range net.Hosts {
-		r := &relay{tap: l.taps[h.Name], h: h, log: l.log.With(zap.String("host", h.Name)), w: writers[h.Name]}
-		l.relays = append(l.relays, r)
+		tap, dev, log := l.taps[h.Name], h.Device, l.log.With(zap.String("host", h.Name))
 		l.wg.Add(1)
-		go func() { defer l.wg.Done(); r.run() }()
+		go func() {
+			defer l.wg.Done()
+			readTAP(tap, log, func(frames [][]byte) { dev.SendFromHost(frames) })
+		}()
 	}
 	for _, w := range l.wires {
 		l.wg.Add(1)
@@ -273,19 +271,13 @@ func (l *Lab) Close() error {
 	return errors.Join(errs...)
 }
 
-// relay moves the frames the host's kernel sends through its TAP to its soft-RNIC,
-// which sends them into the fabric. The other direction is tapWriter, on the device's
-// loop.
-type relay struct {
-	tap *netns.TAP
-	h   *Host
-	w   *tapWriter
-	log *zap.Logger
-}
-
+// relayBatch is how many frames one TAP read takes: one wake-up serves a burst.
 const relayBatch = 64
 
-func (r *relay) run() {
+// readTAP reads the frames the kernel sends through tap, in batches, and hands each
+// batch to deliver (which must copy what it keeps: the buffers are reused). It returns
+// when the TAP is closed.
+func readTAP(tap *netns.TAP, log *zap.Logger, deliver func(frames [][]byte)) {
 	bufs := make([][]byte, relayBatch)
 	for i := range bufs {
 		bufs[i] = make([]byte, link.MaxFrame)
@@ -293,22 +285,23 @@ func (r *relay) run() {
 	sizes := make([]int, relayBatch)
 	frames := make([][]byte, relayBatch)
 	for {
-		n, err := r.tap.Read(0, bufs, sizes)
+		n, err := tap.Read(0, bufs, sizes)
 		if err != nil {
 			if !errors.Is(err, os.ErrClosed) {
-				r.log.Warn("TAP read", zap.Error(err))
+				log.Warn("TAP read", zap.Error(err))
 			}
 			return
 		}
 		for i := range n {
 			frames[i] = bufs[i][:sizes[i]]
 		}
-		r.h.Device.SendFromHost(frames[:n])
+		deliver(frames[:n])
 	}
 }
 
-// tapWriter is a device's Host receiver: the frames the soft-RNIC does not terminate
-// go to its host's kernel through the TAP. It runs on the device's loop; a TAP write
+// tapWriter hands the frames it receives to a TAP's kernel: it is a device's Host
+// receiver (the frames the soft-RNIC does not terminate) and the fabric side of an
+// external host's wire. It runs on the device's loop; a TAP write
 // is a short syscall that never waits for the reader (the kernel queues or drops).
 type tapWriter struct {
 	tap     *netns.TAP
