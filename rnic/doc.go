@@ -7,7 +7,7 @@
 //	                        v                                 |
 //	   +-------------+   +------------------------------------+---+
 //	   | HPCC++ / CC | ->| scheduler: pacing at R, window W,    |   |
-//	   |   (cc.go)   |   | round robin, responses first         |   |
+//	   |   (cc.go)   |   | RR or DWRR, responses first          |   |
 //	   +------^------+   | (scheduler.go)                       |   |
 //	          |          +--------------+-----------------------+   |
 //	telemetry |                         v                           |
