@@ -71,11 +71,12 @@ func (c *conn) serve() {
 		return
 	}
 	c.s.clients.Add(1)
-	defer c.s.clients.Add(-1)
 	defer func() {
 		var n int
 		c.s.onLoop(func() { n = c.reclaim() })
 		unix.Munmap(c.page) // the loop no longer polls it
+		// Before the hook: whoever hears of the reclaim sees the client gone too.
+		c.s.clients.Add(-1)
 
 		if n > 0 {
 			c.s.logf("verbs service %s: pid %d went away: reclaimed %d objects", c.s.addr, c.pid, n)
