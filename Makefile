@@ -10,8 +10,8 @@ FUZZTIME   ?= 30s
 BENCHTIME  ?= 1s
 PKGS       := ./...
 # the sample apps, built next to bin/rocelab (rocelab exec puts that directory on PATH)
-APPS       := ./cmd/ibv_rc_pingpong ./cmd/ibv_uc_pingpong ./cmd/ibv_ud_pingpong ./cmd/ibv_srq_pingpong \
-              ./cmd/ib_write_bw ./cmd/ib_read_bw ./cmd/ib_send_bw ./cmd/ib_send_lat ./cmd/ib_write_lat
+APPS       := ./cmd/rc_pingpong ./cmd/uc_pingpong ./cmd/ud_pingpong ./cmd/srq_pingpong \
+              ./cmd/write_bw ./cmd/read_bw ./cmd/send_bw ./cmd/send_lat ./cmd/write_lat
 # the kernel rxe VM of the interop suite (tools/rxe-peer)
 RXE_CACHE  ?= /var/cache/rxe-peer
 # the lab `make lab` starts

@@ -44,15 +44,15 @@ CAP=$!
 sleep 0.5
 
 step "7. rdma-core's rc_pingpong exchange between h1 and h2 through the verbs services"
-$R exec --lab demo h1 -- ibv_rc_pingpong -g 1 -n 500 & SRV=$!
+$R exec --lab demo h1 -- rc_pingpong -g 1 -n 500 & SRV=$!
 sleep 0.5
-$R exec --lab demo h2 -- ibv_rc_pingpong -g 1 -n 500 10.0.0.1
+$R exec --lab demo h2 -- rc_pingpong -g 1 -n 500 10.0.0.1
 wait $SRV
 
-step "8. perftest's ib_write_bw between the two hosts (64 KiB messages)"
-$R exec --lab demo h1 -- ib_write_bw -x 1 -s 65536 -n 2000 --report_gbits >/dev/null & SRV=$!
+step "8. write_bw (perftest's ib_write_bw) between the two hosts (64 KiB messages)"
+$R exec --lab demo h1 -- write_bw -x 1 -s 65536 -n 2000 --report_gbits >/dev/null & SRV=$!
 sleep 0.5
-$R exec --lab demo h2 -- ib_write_bw -x 1 -s 65536 -n 2000 --report_gbits 10.0.0.1 | tail -4
+$R exec --lab demo h2 -- write_bw -x 1 -s 65536 -n 2000 --report_gbits 10.0.0.1 | tail -4
 wait $SRV
 
 wait $CAP

@@ -287,7 +287,7 @@ func TestLabRDMAWrite(t *testing.T) {
 	}
 }
 
-// BenchmarkLabApps runs perftest's ib_write_bw (64 KiB messages) and ib_send_lat (64
+// BenchmarkLabApps runs rocelab's write_bw (64 KiB messages) and send_lat (64
 // bytes) between app processes in two lab hosts, as users run them with rocelab exec,
 // prints their tables and reports the average Gb/s and the typical and 99th
 // percentile latency (half round trip, as perftest reports it).
@@ -296,7 +296,7 @@ func BenchmarkLabApps(b *testing.B) {
 		b.Skip("lab benchmarks need root (namespaces and TAPs)")
 	}
 	dir := b.TempDir()
-	for _, pkg := range []string{".", "../ib_write_bw", "../ib_send_lat"} {
+	for _, pkg := range []string{".", "../write_bw", "../send_lat"} {
 		if out, err := exec.Command("go", "build", "-o", dir+"/", pkg).CombinedOutput(); err != nil {
 			b.Fatalf("go build %s: %v\n%s", pkg, err, out)
 		}
@@ -343,12 +343,12 @@ func BenchmarkLabApps(b *testing.B) {
 		return out
 	}
 	for b.Loop() {
-		bw := pair("ib_write_bw", "-x", "1", "-s", "65536", "-n", "5000", "--report_gbits")
-		lat := pair("ib_send_lat", "-x", "1", "-s", "64", "-n", "5000")
+		bw := pair("write_bw", "-x", "1", "-s", "65536", "-n", "5000", "--report_gbits")
+		lat := pair("send_lat", "-x", "1", "-s", "64", "-n", "5000")
 		if v, ok := tableValue(bw, "65536", 3); ok {
 			b.ReportMetric(v, "Gb/s")
 		}
-		// ib_send_lat: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
+		// send_lat: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%
 		if v, ok := tableValue(lat, "64", 4); ok {
 			b.ReportMetric(v, "p50-µs")
 		}

@@ -5,8 +5,17 @@ import (
 	"strings"
 )
 
-// appNames are the rocelab apps the cases run (built from cmd/).
-var appNames = []string{"ibv_rc_pingpong", "ibv_ud_pingpong", "ib_write_bw", "ib_read_bw"}
+// appNames are the rocelab apps the cases run (built from cmd/); each one's counterpart
+// in the VM is rdma-core's ibv_<app> or perftest's ib_<app> (see counterpart).
+var appNames = []string{"rc_pingpong", "ud_pingpong", "write_bw", "read_bw"}
+
+// counterpart names the real tool a rocelab app interoperates with.
+func counterpart(app string) string {
+	if strings.HasSuffix(app, "_pingpong") {
+		return "ibv_" + app
+	}
+	return "ib_" + app
+}
 
 // cases lists every pair: each tool against its rdma-core or perftest counterpart in
 // the VM, with rocelab as client and as server, over the IPv4 GID (index 1) and the
@@ -30,25 +39,25 @@ func cases() []interopCase {
 		{"ipv6", 2, "ping6 -c 1 -w 3 fd00::1 >/dev/null; "},
 	} {
 		for _, p := range []struct {
-			tool, flags string
+			app, flags string
 			bothWays    bool
 		}{
-			{"ibv_rc_pingpong", "-n 100 -c", true},
-			{"ibv_ud_pingpong", "-n 100 -s 1024", true},
-			{"ib_write_bw", "-s 65536 -n 200 --report_gbits", true},
-			{"ib_read_bw", "-s 65536 -n 200 --report_gbits", false},
+			{"rc_pingpong", "-n 100 -c", true},
+			{"ud_pingpong", "-n 100 -s 1024", true},
+			{"write_bw", "-s 65536 -n 200 --report_gbits", true},
+			{"read_bw", "-s 65536 -n 200 --report_gbits", false},
 		} {
 			expect, ready, gflag := "iters in", "local address", "-g"
-			if strings.HasPrefix(p.tool, "ib_") {
+			if !strings.HasSuffix(p.app, "_pingpong") {
 				expect, ready, gflag = "#bytes", "* Waiting for client", "-x"
 			}
-			vm := fmt.Sprintf("%s%s -d rxe0 %s %d %s", g.warm, p.tool, gflag, g.idx, p.flags)
-			host := fmt.Sprintf("%s %s %d %s", p.tool, gflag, g.idx, p.flags)
+			vm := fmt.Sprintf("%s%s -d rxe0 %s %d %s", g.warm, counterpart(p.app), gflag, g.idx, p.flags)
+			host := fmt.Sprintf("%s %s %d %s", p.app, gflag, g.idx, p.flags)
 			if p.bothWays {
-				out = append(out, interopCase{name: fmt.Sprintf("%s-client-%s", p.tool, g.name), expect: expect, ready: ready,
+				out = append(out, interopCase{name: fmt.Sprintf("%s-client-%s", p.app, g.name), expect: expect, ready: ready,
 					server: side{inVM: true, cmd: vm}, client: side{cmd: host + " " + vmIPv4}})
 			}
-			out = append(out, interopCase{name: fmt.Sprintf("%s-server-%s", p.tool, g.name), expect: expect, ready: ready,
+			out = append(out, interopCase{name: fmt.Sprintf("%s-server-%s", p.app, g.name), expect: expect, ready: ready,
 				server: side{cmd: host}, client: side{inVM: true, cmd: vm + " " + h1IPv4}})
 		}
 	}

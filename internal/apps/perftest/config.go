@@ -29,7 +29,7 @@ const (
 
 // Program returns the tool's command name.
 func (t Test) Program() string {
-	return [...]string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_send_lat", "ib_write_lat"}[t]
+	return [...]string{"write_bw", "read_bw", "send_bw", "send_lat", "write_lat"}[t]
 }
 
 func (t Test) title() string {

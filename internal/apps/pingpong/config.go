@@ -27,7 +27,7 @@ const (
 
 // Program returns the example's command name.
 func (k Kind) Program() string {
-	return [...]string{"ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong"}[k]
+	return [...]string{"rc_pingpong", "uc_pingpong", "ud_pingpong", "srq_pingpong"}[k]
 }
 
 // Config is one run's parameters, with rdma-core 44's defaults from Defaults.

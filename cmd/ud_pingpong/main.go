@@ -1,8 +1,8 @@
-// Command ibv_ud_pingpong is rdma-core's ibv_ud_pingpong example over a rocelab
+// Command ud_pingpong is rdma-core's ibv_ud_pingpong example over a rocelab
 // soft-RNIC: same flags, same out-of-band exchange, same output. Run it in a lab host:
 //
-//	rocelab exec h1 -- ibv_ud_pingpong -g 1
-//	rocelab exec h2 -- ibv_ud_pingpong -g 1 10.0.0.1
+//	rocelab exec h1 -- ud_pingpong -g 1
+//	rocelab exec h2 -- ud_pingpong -g 1 10.0.0.1
 //
 // See docs/apps.md.
 package main

@@ -1,8 +1,8 @@
-// Command ibv_uc_pingpong is rdma-core's ibv_uc_pingpong example over a rocelab
+// Command uc_pingpong is rdma-core's ibv_uc_pingpong example over a rocelab
 // soft-RNIC: same flags, same out-of-band exchange, same output. Run it in a lab host:
 //
-//	rocelab exec h1 -- ibv_uc_pingpong -g 1
-//	rocelab exec h2 -- ibv_uc_pingpong -g 1 10.0.0.1
+//	rocelab exec h1 -- uc_pingpong -g 1
+//	rocelab exec h2 -- uc_pingpong -g 1 10.0.0.1
 //
 // See docs/apps.md.
 package main

@@ -1,8 +1,8 @@
-// Command ibv_srq_pingpong is rdma-core's ibv_srq_pingpong example over a rocelab
+// Command srq_pingpong is rdma-core's ibv_srq_pingpong example over a rocelab
 // soft-RNIC: same flags, same out-of-band exchange, same output. Run it in a lab host:
 //
-//	rocelab exec h1 -- ibv_srq_pingpong -g 1
-//	rocelab exec h2 -- ibv_srq_pingpong -g 1 10.0.0.1
+//	rocelab exec h1 -- srq_pingpong -g 1
+//	rocelab exec h2 -- srq_pingpong -g 1 10.0.0.1
 //
 // See docs/apps.md.
 package main
