@@ -2,12 +2,13 @@ package interop
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 )
 
 // appNames are the rocelab apps the cases run (built from cmd/); each one's counterpart
 // in the VM is rdma-core's ibv_<app> or perftest's ib_<app> (see counterpart).
-var appNames = []string{"rc_pingpong", "ud_pingpong", "write_bw", "read_bw"}
+var appNames = []string{"rc_pingpong", "ud_pingpong", "write_bw", "read_bw", "send_lat"}
 
 // counterpart names the real tool a rocelab app interoperates with.
 func counterpart(app string) string {
@@ -17,13 +18,9 @@ func counterpart(app string) string {
 	return "ib_" + app
 }
 
-// cases lists every pair: each tool against its rdma-core or perftest counterpart in
+// cases lists every pair: each app against its rdma-core or perftest counterpart in
 // the VM, with rocelab as client and as server, over the IPv4 GID (index 1) and the
 // IPv6 GID (index 2), which rxe and rocelab number alike.
-//
-// Not yet here, because they fail against the real tools: ib_send_lat (it stalls after
-// the first messages, both ways) and rocelab's ib_read_bw as the client (its READs end
-// in a retransmission storm over IPv6); ib_read_bw runs with rocelab as the server.
 func cases() []interopCase {
 	var out []interopCase
 	for _, g := range []struct {
@@ -38,28 +35,32 @@ func cases() []interopCase {
 		// README advises.
 		{"ipv6", 2, "ping6 -c 1 -w 3 fd00::1 >/dev/null; "},
 	} {
-		for _, p := range []struct {
-			app, flags string
-			bothWays    bool
-		}{
-			{"rc_pingpong", "-n 100 -c", true},
-			{"ud_pingpong", "-n 100 -s 1024", true},
-			{"write_bw", "-s 65536 -n 200 --report_gbits", true},
-			{"read_bw", "-s 65536 -n 200 --report_gbits", false},
+		for _, p := range []struct{ app, flags string }{
+			{"rc_pingpong", "-n 100 -c"},
+			{"ud_pingpong", "-n 100 -s 1024"},
+			{"write_bw", "-s 65536 -n 200 --report_gbits"},
+			{"read_bw", "-s 65536 -n 200 --report_gbits"},
+			{"send_lat", "-s 64 -n 1000"},
 		} {
-			expect, ready, gflag := "iters in", "local address", "-g"
+			expect, ready, gflag := pingpongResult, "local address", "-g"
 			if !strings.HasSuffix(p.app, "_pingpong") {
-				expect, ready, gflag = "#bytes", "* Waiting for client", "-x"
+				expect, ready, gflag = perftestResult, "* Waiting for client", "-x"
 			}
 			vm := fmt.Sprintf("%s%s -d rxe0 %s %d %s", g.warm, counterpart(p.app), gflag, g.idx, p.flags)
 			host := fmt.Sprintf("%s %s %d %s", p.app, gflag, g.idx, p.flags)
-			if p.bothWays {
-				out = append(out, interopCase{name: fmt.Sprintf("%s-client-%s", p.app, g.name), expect: expect, ready: ready,
-					server: side{inVM: true, cmd: vm}, client: side{cmd: host + " " + vmIPv4}})
-			}
-			out = append(out, interopCase{name: fmt.Sprintf("%s-server-%s", p.app, g.name), expect: expect, ready: ready,
-				server: side{cmd: host}, client: side{inVM: true, cmd: vm + " " + h1IPv4}})
+			out = append(out,
+				interopCase{name: fmt.Sprintf("%s-client-%s", p.app, g.name), expect: expect, ready: ready,
+					server: side{inVM: true, cmd: vm}, client: side{cmd: host + " " + vmIPv4}},
+				interopCase{name: fmt.Sprintf("%s-server-%s", p.app, g.name), expect: expect, ready: ready,
+					server: side{cmd: host}, client: side{inVM: true, cmd: vm + " " + h1IPv4}})
 		}
 	}
 	return out
 }
+
+// The lines both sides of a finished run print: rdma-core's pingpong summary, and a
+// row of numbers under perftest's table header (bandwidth or latency).
+var (
+	pingpongResult = regexp.MustCompile(`(?m)^\d+ iters in [\d.]+ seconds = [\d.]+ usec/iter`)
+	perftestResult = regexp.MustCompile(`(?m)^ #bytes .*\n\s*\d+\s+\d+\s+[\d.]+`)
+)
