@@ -167,7 +167,14 @@ func (d *Device) ModifyQP(x *QP, attr *qp.Attr, mask qp.AttrMask) error {
 // ecnECT0 is the ECN-capable transport codepoint DCQCN's data carries.
 const ecnECT0 = 0b10
 
+// resolveAV completes an address vector as the kernel's ib_resolve_eth_dmac does for a
+// RoCE port: a routed destination (not fe80::/10) gets the route's hop limit, whatever
+// the caller asked for, which is why rdma-core's pingpong examples (hop_limit 1) and
+// perftest reach the wire with rxe's TTL 64; a link-local one keeps the caller's.
 func (d *Device) resolveAV(av *qp.AddressVector) error {
+	if !av.DGID.Addr().IsLinkLocalUnicast() {
+		av.HopLimit = roce.DefaultTTL
+	}
 	if av.SGID == (roce.GID{}) {
 		g, err := d.gidFor(av.DGID)
 		if err != nil {

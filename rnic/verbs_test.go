@@ -9,6 +9,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/qp"
+	"github.com/rocelab/rocelab/roce"
 )
 
 // pair is two devices joined by one link, on a virtual clock.
@@ -124,6 +125,32 @@ func TestARPResolvesPeer(t *testing.T) {
 	}
 	if ah.AV().DstMAC != b.cfg.MAC || b.Stats().ARPReplies != 1 {
 		t.Errorf("resolved %v, replies %d", ah.AV().DstMAC, b.Stats().ARPReplies)
+	}
+}
+
+// TestRoutedHopLimit: like the kernel's RoCE ports, a routed destination gets the
+// route's hop limit (64) whatever the caller asked for (rdma-core's examples ask for 1);
+// a link-local one keeps the caller's.
+func TestRoutedHopLimit(t *testing.T) {
+	v, a, b := pair(t)
+	pd, _ := a.AllocPD()
+	gid, _ := b.QueryGID(0)
+	a.CreateAH(pd, AHAttr{DGID: gid}) // asks for the MAC
+	v.RunFor(10 * time.Microsecond)
+	ah, err := a.CreateAH(pd, AHAttr{DGID: gid, HopLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ah.AV().HopLimit; got != roce.DefaultTTL {
+		t.Errorf("routed destination: hop limit %d, want %d", got, roce.DefaultTTL)
+	}
+	sgid, _ := a.QueryGID(0)
+	av := qp.AddressVector{DGID: roce.GIDFromAddr(netip.MustParseAddr("fe80::2")), SGID: sgid, HopLimit: 1, DstMAC: b.cfg.MAC}
+	if err := a.resolveAV(&av); err != nil {
+		t.Fatal(err)
+	}
+	if av.HopLimit != 1 {
+		t.Errorf("link-local destination: hop limit %d, want the caller's 1", av.HopLimit)
 	}
 }
 
