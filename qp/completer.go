@@ -14,7 +14,8 @@ import (
 //     WQEs; READ responses and atomic ACKs must arrive exactly at comp.psn.
 //  3. A PSN sequence error NAK, or an ACK past a READ or atomic whose response is
 //     missing, starts go-back-N from comp.psn; the transport timer does the same when
-//     nothing arrives. retry_cnt bounds retries without progress.
+//     nothing arrives (any response in the window re-arms it, as in rxe). retry_cnt
+//     bounds retries without progress.
 //  4. An RNR NAK pauses the requester for the timer the responder asked for, then
 //     retries from the NAKed PSN; rnr_retry bounds it (7 = forever).
 //  5. Error NAKs fail the WQE and take the QP to ERR.
@@ -62,6 +63,13 @@ func (q *QP) complete(now int64, p *roce.Packet) {
 	}
 	if q.comp.psn != before {
 		q.progress(now)
+	} else if q.comp.rtoDeadline != Never {
+		// No progress, but the responder is alive: rxe_comp.c re-arms its retransmit
+		// timer whenever a response arrives while requests are outstanding, even one
+		// it ignores. A responder still streaming the answers to a backlog of READs
+		// behind a lost response would otherwise see a retry of every outstanding READ
+		// each timeout, queued behind that backlog, and never catch up.
+		q.comp.rtoDeadline = now + rto(q.attr.Timeout)
 	}
 	q.retire()
 }

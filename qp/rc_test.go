@@ -136,6 +136,66 @@ func TestDuplicatesAnsweredNotReexecuted(t *testing.T) {
 	}
 }
 
+// TestReadBacklogDefersRetry: the first response of eight outstanding READs is lost
+// while the responder goes on streaming the others, each within the transport timeout
+// of the last. The gap sends the outstanding READs once more (an implied NAK), and the
+// requester must not time out while the backlog's responses still arrive: a retry of
+// every outstanding READ per timeout, each queued behind the backlog, was a
+// retransmission storm against rxe. Everything completes with one retry pass.
+func TestReadBacklogDefersRetry(t *testing.T) {
+	o := defaultOpts()
+	a, b := newPair(t, o)
+	la, _, _, rb := withRegions(a, b, AccessRemoteRead)
+	fill(rb[:8*4096], 9)
+	for i := range 8 {
+		off := uint64(i * 4096)
+		post(t, a, SendWR{WRID: uint64(i), Opcode: WRRead, SGL: []SGE{{localBase + off, 4096, localKey}},
+			RemoteAddr: remoteBase + off, RKey: remoteKey})
+	}
+	buf := make([]byte, MaxFrameSize)
+	var now int64
+	requests := 0
+	sendRequests := func() {
+		for {
+			n, ok := a.qp.NextRequest(now, buf)
+			if !ok {
+				return
+			}
+			requests++
+			b.qp.ReceiveFrame(now, buf[:n])
+		}
+	}
+	sendRequests()
+	step := rto(o.timeout) * 3 / 4
+	for i := 0; ; i++ {
+		n, ok := b.qp.NextResponse(buf)
+		if !ok {
+			break
+		}
+		if i > 0 { // the first response is lost
+			a.qp.ReceiveFrame(now, buf[:n])
+		}
+		now += step
+		a.qp.OnTimer(now)
+		sendRequests()
+	}
+	expectWC(t, a.scq.take(), func() (want []WC) {
+		for i := range 8 {
+			want = append(want, WC{WRID: uint64(i), Opcode: WCRead})
+		}
+		return want
+	}()...)
+	if !bytes.Equal(la[:8*4096], rb[:8*4096]) {
+		t.Error("READ data differs")
+	}
+	if c := a.qp.Counters().Timeouts; c != 0 {
+		t.Errorf("%d timeouts while the responder was still answering", c)
+	}
+	if requests != 16 {
+		t.Errorf("%d READ requests sent, want 8 and one retry of each", requests)
+	}
+}
+
 func TestPSNWrapAndSegmentation(t *testing.T) {
 	// newPair starts both directions at PSN 0xFFFFF0: 40 packets cross the wrap.
 	o := defaultOpts()
