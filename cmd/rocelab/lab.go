@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -51,6 +52,7 @@ func defaultLabName(file string) string {
 
 func newUpCmd() *cobra.Command {
 	var file, name string
+	var threads int
 	var foreground, verbose bool
 	cmd := &cobra.Command{
 		Use:   "up -f TOPOLOGY.yaml [--name LAB]",
@@ -88,27 +90,28 @@ $ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.`,
 			}
 			if foreground {
 				log := stderrLogger(cmd.ErrOrStderr(), verbose)
-				err := runLabProcess(name, file, nil, log, cmd.OutOrStdout())
+				err := runLabProcess(name, file, threads, nil, log, cmd.OutOrStdout())
 				_, derr := (&netns.Cleaner{Store: netns.DefaultStore(), Log: log}).Down(name)
 				if errors.Is(derr, os.ErrNotExist) {
 					derr = nil
 				}
 				return errors.Join(err, derr)
 			}
-			return startDaemon(cmd.OutOrStdout(), name, file)
+			return startDaemon(cmd.OutOrStdout(), name, file, threads)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "topology file (YAML)")
 	cmd.Flags().StringVar(&name, "name", "", "lab name (default: the topology file's base name)")
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "run the lab in this terminal until Ctrl-C, then remove it")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "with --foreground, log each step")
+	cmd.Flags().IntVar(&threads, "threads", defaultThreads, threadsHelp)
 	return cmd
 }
 
 // startDaemon starts the lab process detached (its own session, output to the lab's
 // log), relays its progress and returns when it reports ready. If it fails, whatever
 // it created is removed.
-func startDaemon(out io.Writer, name, file string) error {
+func startDaemon(out io.Writer, name, file string, threads int) error {
 	store := netns.DefaultStore()
 	if l, err := store.Load(name); err == nil {
 		if l.Running() {
@@ -134,7 +137,7 @@ func startDaemon(out io.Writer, name, file string) error {
 		return err
 	}
 	abs, _ := filepath.Abs(file)
-	c := exec.Command(self, "lab-process", "--name", name, "-f", abs, "--ready-fd", "3")
+	c := exec.Command(self, "lab-process", "--name", name, "-f", abs, "--ready-fd", "3", "--threads", strconv.Itoa(threads))
 	c.Stdout, c.Stderr, c.ExtraFiles = logf, logf, []*os.File{pw}
 	c.Env = append(os.Environ(), netns.StateRootEnv+"="+store.Root)
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -194,7 +197,7 @@ func printNextSteps(out io.Writer, store netns.Store, name string) error {
 // newLabProcessCmd is the lab process itself, started by up (hidden).
 func newLabProcessCmd() *cobra.Command {
 	var file, name string
-	var readyFD int
+	var readyFD, threads int
 	cmd := &cobra.Command{
 		Use:    "lab-process",
 		Short:  "Run a lab (started by rocelab up)",
@@ -208,19 +211,20 @@ func newLabProcessCmd() *cobra.Command {
 			enc := zap.NewProductionEncoderConfig()
 			enc.EncodeTime = zapcore.ISO8601TimeEncoder
 			log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(os.Stderr), zapcore.InfoLevel))
-			return runLabProcess(name, file, ready, log, io.Discard)
+			return runLabProcess(name, file, threads, ready, log, io.Discard)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "topology file")
 	cmd.Flags().StringVar(&name, "name", "", "lab name")
 	cmd.Flags().IntVar(&readyFD, "ready-fd", 0, "fd to report progress and readiness on")
+	cmd.Flags().IntVar(&threads, "threads", defaultThreads, threadsHelp)
 	return cmd
 }
 
 // runLabProcess brings the lab up and runs it until SIGTERM or SIGINT, then closes it
 // without removing it: removal is down's job, which sent the signal (or clean's, after
 // a crash).
-func runLabProcess(name, file string, ready *os.File, log *zap.Logger, out io.Writer) error {
+func runLabProcess(name, file string, threads int, ready *os.File, log *zap.Logger, out io.Writer) error {
 	report := func(prefix, s string) {
 		if ready != nil {
 			fmt.Fprintln(ready, prefix+s)
@@ -238,7 +242,7 @@ func runLabProcess(name, file string, ready *os.File, log *zap.Logger, out io.Wr
 		return err
 	}
 	l, err := lab.Up(lab.Config{Name: name, Topology: t, TopologyFile: file, Store: netns.DefaultStore(), Log: log,
-		Progress: func(s string) { report(progressPrefix, s) }, Services: verbsServices})
+		Threads: threads, Progress: func(s string) { report(progressPrefix, s) }, Services: verbsServices})
 	if err != nil {
 		report(errorPrefix, err.Error())
 		log.Error("lab up failed", zap.Error(err))
@@ -253,3 +257,8 @@ func runLabProcess(name, file string, ready *os.File, log *zap.Logger, out io.Wr
 	log.Info("stopping", zap.String("signal", sig.String()))
 	return l.Close()
 }
+
+// defaultThreads is up's --threads default: lab.DefaultThreads.
+const defaultThreads = 0
+
+const threadsHelp = "event-loop threads the lab's switches and soft-RNICs share (0: one per 4 CPUs, at least 1; fewer threads, fewer cross-thread wake-ups per frame)"

@@ -36,6 +36,12 @@ type Options struct {
 	// External attaches an external host's end of its link (topo.Host.External): the
 	// lab runtime relays it to the host's TAP. Build fails on external hosts without it.
 	External func(h *External) error
+	// Threads, if positive, is how many loops the nodes share, dealt round-robin in
+	// creation order (switches, then hosts); 0 gives every node its own. On a real
+	// clock each loop is an OS thread, and a frame crossing from one loop to another
+	// costs a wake-up of the receiving thread; fewer threads than nodes trades
+	// parallelism for those wake-ups (see Config.Threads).
+	Threads int
 }
 
 // External is a host rocelab does not emulate (topo.Host.External): its link end, the
@@ -142,6 +148,20 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 		}
 	}
 
+	var loops []clock.Loop
+	newLoop := func(name string) clock.Loop {
+		if opts.Threads <= 0 {
+			return clk.NewLoop(name)
+		}
+		if len(loops) < opts.Threads {
+			loops = append(loops, clk.NewLoop(fmt.Sprintf("loop%d", len(loops))))
+			return loops[len(loops)-1]
+		}
+		l := loops[0]
+		loops = append(loops[1:], l)
+		return l
+	}
+
 	switches := map[string]*Switch{}
 	var prio [64]uint8
 	for i := range prio {
@@ -166,7 +186,7 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 			}
 			cfg.Stamper = stamp.New(c)
 		}
-		loop := clk.NewLoop(ts.Name)
+		loop := newLoop(ts.Name)
 		sw, err := fabric.New(loop, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("lab: switch %s: %w", ts.Name, err)
@@ -225,7 +245,7 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 			if opts.External == nil {
 				return nil, fmt.Errorf("lab: host %s is external (%s): only a lab with TAPs (rocelab up) can attach it", th.Name, th.External)
 			}
-			x := &External{Name: th.Name, Config: th, Link: ep, Loop: clk.NewLoop(th.Name), Monitor: mon, Pool: n.Pool}
+			x := &External{Name: th.Name, Config: th, Link: ep, Loop: newLoop(th.Name), Monitor: mon, Pool: n.Pool}
 			if err := opts.External(x); err != nil {
 				return nil, fmt.Errorf("lab: external host %s: %w", th.Name, err)
 			}
@@ -233,7 +253,7 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 			continue
 		}
 		gids := gidTable(th)
-		cfg := rnic.Config{Name: th.Name, MAC: th.MAC6(), GIDs: gids, Loop: clk.NewLoop(th.Name), Link: ep,
+		cfg := rnic.Config{Name: th.Name, MAC: th.MAC6(), GIDs: gids, Loop: newLoop(th.Name), Link: ep,
 			Pool: n.Pool, CC: cc, TxLookahead: opts.TxLookahead}
 		if opts.HostRelay != nil {
 			cfg.Host = opts.HostRelay(th.Name)

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -95,19 +96,37 @@ func (w *write) check(t *testing.T) {
 // TestBuildLeafSpine builds a 2-spine leaf-spine with HPCC over INT in virtual time and
 // moves data both ways between hosts on different leaves (over the spines, ECMP) and
 // between hosts of one leaf; a capture on the first leaf's uplink sees the traffic.
+// TestBuildLeafSpine: four hosts write to each other across two leaves and two spines,
+// with every node on its own loop and with the eight nodes sharing three loops.
 func TestBuildLeafSpine(t *testing.T) {
+	for _, tc := range []struct{ threads, loops int }{{0, 8}, {3, 3}} {
+		t.Run(fmt.Sprintf("threads=%d", tc.threads), func(t *testing.T) { testBuildLeafSpine(t, tc.threads, tc.loops) })
+	}
+}
+
+func testBuildLeafSpine(t *testing.T, threads, wantLoops int) {
 	tp, err := topo.LeafSpine(2, 2, 2, topo.Params{Rate: 25e9, Delay: time.Microsecond, MTU: 1500,
 		Telemetry: "int", CongestionControl: "hpcc"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := clock.NewVirtual(3)
-	n, err := Build(tp, v, Options{StaticNeighbours: true, Monitors: true})
+	n, err := Build(tp, v, Options{StaticNeighbours: true, Monitors: true, Threads: threads})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(n.Hosts) != 4 || len(n.Switches) != 4 {
 		t.Fatalf("%d hosts, %d switches", len(n.Hosts), len(n.Switches))
+	}
+	loops := map[clock.Loop]bool{}
+	for _, s := range n.Switches {
+		loops[s.Loop] = true
+	}
+	for _, h := range n.Hosts {
+		loops[h.Loop] = true
+	}
+	if len(loops) != wantLoops {
+		t.Errorf("the nodes run on %d loops, want %d", len(loops), wantLoops)
 	}
 	// 4 links of 25G at 1 µs: 8 µs of propagation plus serialization.
 	if n.BaseRTT < 8*time.Microsecond || n.BaseRTT > 12*time.Microsecond {

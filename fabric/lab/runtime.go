@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -34,11 +35,22 @@ type Config struct {
 	// TxLookahead lets devices hand frames to links this far ahead of their
 	// serialization (batching in real time); 0 means DefaultTxLookahead.
 	TxLookahead time.Duration
+	// Threads is how many event-loop threads the lab's nodes share (Options.Threads);
+	// 0 is DefaultThreads.
+	Threads int
 	// Services, if set, is called inside each host's namespace (on a thread switched
 	// into it) once the lab runs, to start what apps reach there: the verbs service.
 	// What it returns is closed with the lab.
 	Services func(h *Host, l *Lab) (Closer, error)
 }
+
+// DefaultThreads is a lab's number of event-loop threads: one per four CPUs, at least
+// one. The apps in the lab's namespaces poll their completion queues on the other CPUs,
+// and every frame that crosses from one loop thread to another costs a wake-up of the
+// receiving thread: on two cores, a two-host lab's 64-byte send_lat half round trip
+// was p50 47 µs with a thread per node (three), 30 µs with two and 11.7 µs with one,
+// whose write_bw also rose from 5.7 to 8.3–9.8 Gb/s.
+func DefaultThreads() int { return max(1, runtime.NumCPU()/4) }
 
 // Closer is something a lab closes when it stops.
 type Closer interface{ Close() error }
@@ -159,7 +171,11 @@ func (l *Lab) up() error {
 	if look == 0 {
 		look = DefaultTxLookahead
 	}
-	net, err := Build(t, l.clk, Options{TxLookahead: look, StaticNeighbours: true, Monitors: true,
+	threads := cfg.Threads
+	if threads == 0 {
+		threads = DefaultThreads()
+	}
+	net, err := Build(t, l.clk, Options{TxLookahead: look, StaticNeighbours: true, Monitors: true, Threads: threads,
 		HostRelay: func(host string) link.Receiver {
 			return &tapWriter{tap: l.taps[host], log: l.log.With(zap.String("host", host))}
 		},
