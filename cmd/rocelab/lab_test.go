@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rocelab/rocelab/fabric/lab"
+	"github.com/rocelab/rocelab/fabric/lab/labtest"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/netns"
 )
@@ -162,6 +164,43 @@ func TestUpKillClean(t *testing.T) {
 	if bytes.Contains(links, []byte("rl-h1")) {
 		t.Errorf("a TAP is left in the root namespace:\n%s", links)
 	}
+}
+
+// TestUpSixteenHostsAllPairs: `rocelab up` of a 16-host leaf-spine (two leaves, two
+// spines); every host pings every other and talks TCP with it over IPv4 and IPv6
+// through the lab process's Go fabric; status sees the 16 hosts; down removes them.
+func TestUpSixteenHostsAllPairs(t *testing.T) {
+	c := newCLI(t)
+	name := labName("a")
+	tp, err := topo.LeafSpine(2, 2, 8, topo.Params{Rate: 100e9, Delay: time.Microsecond, MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "ls16.yaml")
+	if err := os.WriteFile(file, tp.YAML(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.run("up", "-f", file, "--name", name)
+	defer func() {
+		c.run("down", name)
+		if got := namespacesOf(t, name); len(got) != 0 {
+			t.Errorf("namespaces left after down: %v", got)
+		}
+	}()
+	var st lab.Status
+	if err := json.Unmarshal([]byte(c.run("status", "--json", "--lab", name)), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Hosts) != 16 || len(st.Switches) != 4 {
+		t.Fatalf("status: %d hosts, %d switches", len(st.Hosts), len(st.Switches))
+	}
+	var hosts []labtest.Host
+	for _, h := range st.Hosts {
+		hosts = append(hosts, labtest.Host{Name: h.Name, Namespace: h.Netns,
+			IPv4: netip.MustParseAddr(h.IPv4), IPv6: netip.MustParseAddr(h.IPv6)})
+	}
+	labtest.PingAllPairs(t, hosts)
+	labtest.TCPAllPairs(t, hosts)
 }
 
 // TestDownLeavesForeign: a namespace named like the lab's but created by someone else

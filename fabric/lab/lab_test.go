@@ -10,18 +10,15 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gopacket/gopacket/pcapgo"
 	"go.uber.org/zap/zaptest"
-	"golang.org/x/net/icmp"
-	"golang.org/x/net/ipv4"
-	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
+	"github.com/rocelab/rocelab/fabric/lab/labtest"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/netns"
 )
@@ -68,161 +65,14 @@ func startLab(t *testing.T, tp *topo.Topology) (*Lab, netns.Store) {
 	return l, store
 }
 
-// ping sends one ICMP echo from host src's namespace to dst and waits for the reply:
-// the kernels of both hosts answer, across the lab's fabric.
-func ping(lab, src string, dst netip.Addr) error {
-	return pingFrom(netns.NamespaceName(lab, src), dst)
-}
-
-// pingFrom pings dst from namespace ns.
-func pingFrom(ns string, dst netip.Addr) error {
-	network, proto := "ip4:icmp", 1
-	var typ icmp.Type = ipv4.ICMPTypeEcho
-	if dst.Is6() {
-		network, proto, typ = "ip6:ipv6-icmp", 58, ipv6.ICMPTypeEchoRequest
+// hosts lists l's emulated hosts for labtest.
+func hosts(l *Lab) []labtest.Host {
+	var out []labtest.Host
+	for _, h := range l.Network.Hosts {
+		out = append(out, labtest.Host{Name: h.Name, Namespace: netns.NamespaceName(l.Name(), h.Name),
+			IPv4: h.Config.IPv4, IPv6: h.Config.IPv6})
 	}
-	var c *icmp.PacketConn
-	if err := netns.Do(ns, func() (err error) {
-		c, err = icmp.ListenPacket(network, "")
-		return err
-	}); err != nil {
-		return err
-	}
-	defer c.Close()
-	id := int(labSeq.Add(1)) & 0xffff
-	msg, _ := (&icmp.Message{Type: typ, Body: &icmp.Echo{ID: id, Seq: 1, Data: []byte("rocelab")}}).Marshal(nil)
-	deadline := time.Now().Add(5 * time.Second)
-	c.SetDeadline(deadline)
-	if _, err := c.WriteTo(msg, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
-		return err
-	}
-	buf := make([]byte, 1500)
-	for {
-		n, from, err := c.ReadFrom(buf)
-		if err != nil {
-			return fmt.Errorf("no echo reply from %v: %w", dst, err)
-		}
-		m, err := icmp.ParseMessage(proto, buf[:n])
-		if err != nil {
-			continue
-		}
-		if e, ok := m.Body.(*icmp.Echo); ok && (m.Type == ipv4.ICMPTypeEchoReply || m.Type == ipv6.ICMPTypeEchoReply) &&
-			e.ID == id && from.(*net.IPAddr).IP.Equal(dst.AsSlice()) {
-			return nil
-		}
-	}
-}
-
-// tcpAllPairs listens on TCP in every host and connects from every other host over
-// IPv4 and IPv6, exchanging a line each way.
-func tcpAllPairs(t *testing.T, l *Lab) {
-	hosts := l.Network.Hosts
-	lns := make([]net.Listener, len(hosts))
-	for i, h := range hosts {
-		if err := netns.Do(netns.NamespaceName(l.Name(), h.Name), func() (err error) {
-			lns[i], err = net.Listen("tcp", ":7000")
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		defer lns[i].Close()
-		go func(ln net.Listener, name string) {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					buf := make([]byte, 64)
-					n, _ := c.Read(buf)
-					c.Write(append([]byte(name+" got "), buf[:n]...))
-				}()
-			}
-		}(lns[i], h.Name)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failures []string
-	for _, src := range hosts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := netns.Do(netns.NamespaceName(l.Name(), src.Name), func() error {
-				for _, dst := range hosts {
-					if dst == src {
-						continue
-					}
-					for _, a := range []netip.Addr{dst.Config.IPv4, dst.Config.IPv6} {
-						if err := tcpExchange(src.Name, dst.Name, a); err != nil {
-							mu.Lock()
-							failures = append(failures, err.Error())
-							mu.Unlock()
-						}
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				mu.Lock()
-				failures = append(failures, err.Error())
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if len(failures) > 0 {
-		t.Fatalf("%d TCP exchanges failed, e.g. %s", len(failures), failures[0])
-	}
-}
-
-func tcpExchange(src, dst string, a netip.Addr) error {
-	c, err := net.DialTimeout("tcp", netip.AddrPortFrom(a, 7000).String(), 5*time.Second)
-	if err != nil {
-		return fmt.Errorf("%s→%s %v: %w", src, dst, a, err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write([]byte(src)); err != nil {
-		return err
-	}
-	got, err := io.ReadAll(c)
-	if want := dst + " got " + src; err != nil || string(got) != want {
-		return fmt.Errorf("%s→%s %v: read %q, %v; want %q", src, dst, a, got, err, want)
-	}
-	return nil
-}
-
-func pingAllPairs(t *testing.T, l *Lab) {
-	var wg sync.WaitGroup
-	errs := make(chan error, 4*len(l.Network.Hosts)*len(l.Network.Hosts))
-	for _, src := range l.Network.Hosts {
-		for _, dst := range l.Network.Hosts {
-			if src == dst {
-				continue
-			}
-			for _, a := range []netip.Addr{dst.Config.IPv4, dst.Config.IPv6} {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if err := ping(l.Name(), src.Name, a); err != nil {
-						errs <- fmt.Errorf("ping %s→%s (%v): %w", src.Name, dst.Name, a, err)
-					}
-				}()
-			}
-		}
-	}
-	wg.Wait()
-	close(errs)
-	n := 0
-	for err := range errs {
-		if n++; n <= 3 {
-			t.Error(err)
-		}
-	}
-	if n > 0 {
-		t.Fatalf("%d pings failed", n)
-	}
+	return out
 }
 
 // TestLabTwoHosts brings up the two-host example, pings and talks TCP both ways over
@@ -235,8 +85,8 @@ func TestLabTwoHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, store := startLab(t, tp)
-	pingAllPairs(t, l)
-	tcpAllPairs(t, l)
+	labtest.PingAllPairs(t, hosts(l))
+	labtest.TCPAllPairs(t, hosts(l))
 
 	reply, _, err := Query(store, l.Name(), Request{Op: "status"})
 	if err != nil {
@@ -268,7 +118,7 @@ func TestLabTwoHosts(t *testing.T) {
 	// The capture starts once the reply is out; pings until one is seen in it is the
 	// only way to know, so send a few.
 	for range 3 {
-		if err := ping(l.Name(), "h1", netip.MustParseAddr("10.0.0.2")); err != nil {
+		if err := labtest.Ping(netns.NamespaceName(l.Name(), "h1"), netip.MustParseAddr("10.0.0.2")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -308,8 +158,8 @@ func TestLabSixteenHosts(t *testing.T) {
 	if len(l.Network.Hosts) != 16 {
 		t.Fatalf("%d hosts", len(l.Network.Hosts))
 	}
-	pingAllPairs(t, l)
-	tcpAllPairs(t, l)
+	labtest.PingAllPairs(t, hosts(l))
+	labtest.TCPAllPairs(t, hosts(l))
 }
 
 // TestLabExternalHosts: an emulated host, an external kernel host and an external
@@ -366,7 +216,7 @@ links:
 				continue
 			}
 			for _, a := range []netip.Addr{dst.IPv4, dst.IPv6} {
-				if err := pingFrom(src.ns, a); err != nil {
+				if err := labtest.Ping(src.ns, a); err != nil {
 					t.Errorf("ping %s→%s (%v): %v", src.name, dst.Name, a, err)
 				}
 			}
