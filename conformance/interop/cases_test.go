@@ -8,7 +8,7 @@ import (
 
 // appNames are the rocelab apps the cases run (built from cmd/); each one's counterpart
 // in the VM is rdma-core's ibv_<app> or perftest's ib_<app> (see counterpart).
-var appNames = []string{"rc_pingpong", "ud_pingpong", "write_bw", "read_bw", "send_lat"}
+var appNames = []string{"rc_pingpong", "uc_pingpong", "ud_pingpong", "srq_pingpong", "write_bw", "read_bw", "send_lat"}
 
 // counterpart names the real tool a rocelab app interoperates with.
 func counterpart(app string) string {
@@ -37,7 +37,9 @@ func cases() []interopCase {
 	} {
 		for _, p := range []struct{ app, flags string }{
 			{"rc_pingpong", "-n 100 -c"},
+			{"uc_pingpong", "-n 100 -c"},
 			{"ud_pingpong", "-n 100 -s 1024"},
+			{"srq_pingpong", "-n 100 -q 4"},
 			{"write_bw", "-s 65536 -n 200 --report_gbits"},
 			{"read_bw", "-s 65536 -n 200 --report_gbits"},
 			{"send_lat", "-s 64 -n 1000"},
