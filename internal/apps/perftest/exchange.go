@@ -179,7 +179,7 @@ func (m *comm) xchgReports(r BWReport) (BWReport, error) {
 }
 
 // close is ctx_close_connection: a last handshake, then "done\0" each way. The peer
-// may close first; that is not an error at this point.
+// may close first; that is not an error at this point (perftest only says so).
 func (m *comm) close(k KeyMsg) {
 	if _, err := m.handShake(k); err == nil {
 		m.c.Write([]byte("done\x00"))

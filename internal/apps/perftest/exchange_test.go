@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/roce"
 )
 
@@ -77,70 +76,5 @@ func TestSmallMessages(t *testing.T) {
 	}
 	if ReportFromWords(w) != r {
 		t.Errorf("report round trip %+v", ReportFromWords(w))
-	}
-}
-
-func TestAltHex(t *testing.T) {
-	for _, c := range []struct {
-		v     uint64
-		width int
-		want  string
-	}{{0, 4, "0000"}, {0x11, 6, "0x0011"}, {0x3e109d, 6, "0x3e109d"}, {0x271, 8, "0x000271"}, {0x563562788000, 16, "0x00563562788000"}} {
-		if got := altHex(c.v, c.width); got != c.want {
-			t.Errorf("altHex(%#x, %d) = %q, want %q", c.v, c.width, got, c.want)
-		}
-	}
-}
-
-func TestParseArgs(t *testing.T) {
-	for _, tc := range []struct {
-		t    Test
-		args string
-		chk  func(Config) bool
-		err  string
-	}{
-		{WriteBW, "", func(c Config) bool {
-			return c.Size == 65536 && c.Iters == 5000 && c.TxDepth == 128 && c.CQMod == 100 && c.Port == 18515 && c.GIDIdx == -1 && c.Conn == qp.RC
-		}, ""},
-		{SendLat, "", func(c Config) bool { return c.Size == 2 && c.Iters == 1000 && c.TxDepth == 1 }, ""},
-		{WriteBW, "-d rocelab0 -x 1 --report_gbits -F -a -q 2 10.0.0.1", func(c Config) bool {
-			return c.Dev == "rocelab0" && c.GIDIdx == 1 && c.ReportGbits && c.All && c.QPs == 2 && c.ServerName == "10.0.0.1"
-		}, ""},
-		{WriteBW, "-n 50", func(c Config) bool { return c.TxDepth == 50 && c.CQMod == 50 }, ""},
-		{ReadBW, "-o 4 -s 4096 -D 2 -m 2048 -c UC", nil, "UC connection not possible"},
-		{ReadBW, "-o 4 -s 4096 -D 2 -m 2048", func(c Config) bool {
-			return c.OutReads == 4 && c.Size == 4096 && c.Duration.Seconds() == 2 && c.MTU == 2048
-		}, ""},
-		{WriteBW, "-R", nil, "RDMA-CM"},
-		{WriteBW, "-b", nil, "bidirectional"},
-		{WriteBW, "-n 2", nil, "between"},
-		{WriteBW, "-m 1000", nil, "Invalid MTU"},
-		{WriteBW, "-c UD", nil, "not supported"},
-		{SendLat, "-D 3", nil, "-D"},
-		{WriteBW, "a b", nil, "usage"},
-		{WriteBW, "--bogus", nil, "usage"},
-	} {
-		c, err := ParseArgs(tc.t, strings.Fields(tc.args))
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s %q: error %v, want %q", tc.t.Program(), tc.args, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || !tc.chk(c) {
-			t.Errorf("%s %q: %+v %v", tc.t.Program(), tc.args, c, err)
-		}
-	}
-}
-
-func TestLatReport(t *testing.T) {
-	// Posts every 10 µs: one-way latency 5 µs everywhere.
-	ts := make([]int64, 101)
-	for i := range ts {
-		ts[i] = int64(i) * 10000
-	}
-	r := latReport(2, 101, ts)
-	if r.Min != 5 || r.Max != 5 || r.Typical != 5 || r.Avg != 5 || r.Stdev != 0 || r.P99 != 5 || r.P999 != 5 {
-		t.Fatalf("%+v", r)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -18,20 +19,26 @@ func Main(t Test, args []string) int {
 		args = args[1:]
 	}
 	cfg, err := ParseArgs(t, args)
-	if errors.Is(err, ErrUsage) {
-		if err != ErrUsage { // -h: just the usage
-			fmt.Fprintln(os.Stderr, err)
-		}
+	switch {
+	case errors.Is(err, errHelp):
 		fmt.Print(Usage(t, argv0))
 		return 1
-	}
-	if err != nil {
+	case errors.Is(err, ErrUsage):
+		fmt.Fprintln(os.Stderr, strings.TrimPrefix(err.Error(), ErrUsage.Error()+": "))
+		fmt.Print(Usage(t, argv0))
+		fmt.Fprintln(os.Stderr, " Parser function exited with Error")
+		return 1
+	case errors.Is(err, errVersion):
+		fmt.Println(err)
+		return 1
+	case err != nil:
 		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, " Parser function exited with Error")
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if _, err := Run(ctx, cfg, os.Stdout); err != nil {
+	if _, err := Run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,7 +13,14 @@ import (
 	"github.com/rocelab/rocelab/internal/apps/apptest"
 )
 
-func runPair(t *testing.T, tt Test, args string) (srv, cli string, sres, cres Result) {
+// pair is one end-to-end run: server and client against two in-process soft-RNICs.
+type pair struct {
+	srv, cli   string // stdout
+	sres, cres Result
+}
+
+// runPair runs the tool's server and client with the same flags over loopback TCP.
+func runPair(t *testing.T, tt Test, args string) pair {
 	t.Helper()
 	l := apptest.New(t)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -29,100 +37,271 @@ func runPair(t *testing.T, tt Test, args string) (srv, cli string, sres, cres Re
 		t.Fatal(err)
 	}
 	ccfg.VerbsAddr = l.Addrs[1]
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var sout, cout bytes.Buffer
+	var p pair
+	var sout, cout, serr, cerrOut bytes.Buffer
 	errc := make(chan error, 1)
 	go func() {
 		var err error
-		sres, err = Run(ctx, scfg, &sout)
+		p.sres, err = Run(ctx, scfg, &sout, &serr)
 		errc <- err
 	}()
-	cres, cerr := Run(ctx, ccfg, &cout)
+	cres, cerr := Run(ctx, ccfg, &cout, &cerrOut)
 	if cerr != nil {
 		cancel()
 	}
-	serr := <-errc
-	if serr != nil || cerr != nil {
-		t.Fatalf("server: %v\n%s\nclient: %v\n%s", serr, sout.String(), cerr, cout.String())
+	srvErr := <-errc
+	if srvErr != nil || cerr != nil {
+		for i, d := range l.Devs {
+			ch := make(chan any, 1)
+			d.Do(func() { ch <- d.Stats() })
+			t.Logf("device h%d: %+v", i+1, <-ch)
+		}
+		t.Fatalf("server: %v\n%s%s\nclient: %v\n%s%s", srvErr, sout.String(), serr.String(), cerr, cout.String(), cerrOut.String())
 	}
-	t.Logf("%s %s\nserver:\n%sclient:\n%s", tt.Program(), args, sout.String(), cout.String())
-	return sout.String(), cout.String(), sres, cres
+	p.cres, p.srv, p.cli = cres, sout.String(), cout.String()
+	t.Logf("%s %s\nserver:\n%s%sclient:\n%s%s", tt.Program(), args, p.srv, serr.String(), p.cli, cerrOut.String())
+	return p
 }
 
-func checkBW(t *testing.T, out string, res Result, size, iters int) {
+// The lines perftest prints (printf formats of 4.5-0.17 with their values), as
+// patterns: a table header, then its rows.
+var (
+	bwRow     = regexp.MustCompile(`(?m)^ (\d+) +(\d+) +([\d.]+) +([\d.]+) *\t\t   ([\d.]+) *\n`)
+	latRow    = regexp.MustCompile(`(?m)^ (\d+) +(\d+) +[\d.]+ +[\d.]+ +[\d.]+ *\t +[\d.]+ *\t(-nan|[\d.]+) *\t\t[\d.]+ *\t\t[\d.]+ *\n`)
+	latDurRow = regexp.MustCompile(`(?m)^ (\d+) +(\d+) +[\d.]+ +[\d.]+\n`)
+)
+
+// checkBW checks the report lines: one per size, with sizes and iterations as given.
+func checkBW(t *testing.T, who, out string, res Result, sizes []int, iters int, peak bool) {
 	t.Helper()
-	if !strings.Contains(out, " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]") {
-		t.Errorf("no Gb/sec table header:\n%s", out)
+	rows := bwRow.FindAllStringSubmatch(out, -1)
+	if len(rows) != len(sizes) || len(res.BW) != len(sizes) {
+		t.Fatalf("%s: %d rows, %d reports, want %d:\n%s", who, len(rows), len(res.BW), len(sizes), out)
 	}
-	if len(res.BW) == 0 {
-		t.Fatalf("no report")
-	}
-	r := res.BW[len(res.BW)-1]
-	if r.Size != uint64(size) || (iters > 0 && r.Iters != uint64(iters)) || !(r.BWAvg > 0.001 && r.BWAvg < 400) || r.BWPeak < r.BWAvg*0.99 || r.MsgRate <= 0 {
-		t.Errorf("report %+v", r)
-	}
-	if !strings.Contains(out, " "+strconv.Itoa(size)+" ") {
-		t.Errorf("no line for size %d:\n%s", size, out)
+	for i, r := range res.BW {
+		if r.Size != uint64(sizes[i]) || (iters > 0 && r.Iters != uint64(iters)) || !(r.BWAvg > 0) || r.MsgRate <= 0 {
+			t.Errorf("%s: report %d %+v", who, i, r)
+		}
+		if peak != (r.BWPeak > 0) {
+			t.Errorf("%s: peak %v, want a peak: %v", who, r.BWPeak, peak)
+		}
+		if rows[i][1] != strconv.Itoa(sizes[i]) {
+			t.Errorf("%s: row %d is for %s bytes", who, i, rows[i][1])
+		}
 	}
 }
 
 func TestWriteBW(t *testing.T) {
-	srv, cli, sres, cres := runPair(t, WriteBW, "-x 1 --report_gbits -F -n 2000")
-	checkBW(t, cli, cres, 65536, 2000)
-	checkBW(t, srv, sres, 65536, 2000) // the server prints the client's figures
-	if !strings.Contains(cli, "RDMA_Write BW Test") || !strings.Contains(cli, " GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:02") {
-		t.Errorf("header/address lines:\n%s", cli)
+	p := runPair(t, WriteBW, "-x 1 --report_gbits -F -n 2000")
+	checkBW(t, "client", p.cli, p.cres, []int{65536}, 2000, true)
+	checkBW(t, "server", p.srv, p.sres, []int{65536}, 2000, true) // the client's figures
+	if p.sres.BW[0] != p.cres.BW[0] {
+		t.Errorf("the server printed %+v, the client %+v", p.sres.BW[0], p.cres.BW[0])
+	}
+	for _, want := range []string{"                    RDMA_Write BW Test\n", " CQ Moderation   : 1\n", // 64 KiB: a CQE per WR
+		" GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:02\n", resultFmtGb} {
+		if !strings.Contains(p.cli, want) {
+			t.Errorf("client output lacks %q:\n%s", want, p.cli)
+		}
 	}
 }
 
 func TestWriteBWTwoQPsIPv6(t *testing.T) {
-	_, cli, _, cres := runPair(t, WriteBW, "-x 2 --report_gbits -q 2 -s 8192 -n 1000")
-	checkBW(t, cli, cres, 8192, 1000)
+	p := runPair(t, WriteBW, "-x 2 --report_gbits -q 2 -s 8192 -n 1000")
+	checkBW(t, "client", p.cli, p.cres, []int{8192}, 2000, true) // perftest counts every QP's WRs
+	if n := strings.Count(p.cli, " local address:"); n != 2 {
+		t.Errorf("%d local address lines", n)
+	}
+}
+
+func TestWriteBWAll(t *testing.T) {
+	p := runPair(t, WriteBW, "-x 1 -a -n 20")
+	sizes := allSizes()
+	checkBW(t, "client", p.cli, p.cres, sizes, 20, true)
+	checkBW(t, "server", p.srv, p.sres, sizes[len(sizes)-1:], 20, true) // the last size's report
 }
 
 func TestReadBW(t *testing.T) {
-	srv, cli, sres, cres := runPair(t, ReadBW, "-x 1 --report_gbits -n 1000")
-	checkBW(t, cli, cres, 65536, 1000)
-	checkBW(t, srv, sres, 65536, 1000)
-	if !strings.Contains(cli, " OUT 0x10") {
-		t.Errorf("no outstanding reads in the address line:\n%s", cli)
+	p := runPair(t, ReadBW, "-x 1 -n 1000 -o 4")
+	checkBW(t, "client", p.cli, p.cres, []int{65536}, 1000, true)
+	checkBW(t, "server", p.srv, p.sres, []int{65536}, 1000, true)
+	if !strings.Contains(p.cli, " OUT 0x04 RKey ") || !strings.Contains(p.cli, " Outstand reads  : 4\n") {
+		t.Errorf("outstanding reads:\n%s", p.cli)
 	}
 }
 
 func TestReadBWDuration(t *testing.T) {
-	_, cli, _, cres := runPair(t, ReadBW, "-x 1 --report_gbits -D 1 -s 4096")
-	checkBW(t, cli, cres, 4096, 0)
+	p := runPair(t, ReadBW, "-x 1 --report_gbits -D 2 -s 4096")
+	checkBW(t, "client", p.cli, p.cres, []int{4096}, 0, false) // perftest prints no peak with -D
+	if it := p.cres.BW[0].Iters; it == 0 || it%100 != 0 {
+		t.Errorf("-D counts completions of 100 WRs (the CQ moderation): %d", it)
+	}
+}
+
+func TestAtomicBW(t *testing.T) {
+	for _, op := range []string{"", "-A CMP_AND_SWAP"} {
+		t.Run(op, func(t *testing.T) { testAtomicBW(t, op) })
+	}
+}
+
+func testAtomicBW(t *testing.T, op string) {
+	{
+		p := runPair(t, AtomicBW, "-x 1 -n 1000 "+op)
+		checkBW(t, "client", p.cli, p.cres, []int{8}, 1000, true)
+		checkBW(t, "server", p.srv, p.sres, []int{8}, 1000, true)
+		title := "Atomic FETCH_AND_ADD BW Test"
+		if op != "" {
+			title = "Atomic CMP_AND_SWAP BW Test"
+		}
+		if !strings.Contains(p.cli, title) || !strings.Contains(p.cli, " Outstand reads  : 128\n") {
+			t.Errorf("header:\n%s", p.cli)
+		}
+		if strings.Contains(p.cli, "RKey") {
+			t.Errorf("perftest prints no RKey/VAddr for atomics:\n%s", p.cli)
+		}
+	}
 }
 
 func TestSendBW(t *testing.T) {
-	srv, cli, sres, cres := runPair(t, SendBW, "-x 1 --report_gbits -n 1000 -s 4096")
-	checkBW(t, cli, cres, 4096, 1000)
-	checkBW(t, srv, sres, 4096, 1000)
+	p := runPair(t, SendBW, "-x 1 -n 1000 -s 4096 -q 2")
+	checkBW(t, "client", p.cli, p.cres, []int{4096}, 2000, true)
+	checkBW(t, "server", p.srv, p.sres, []int{4096}, 2000, false) // its receive side, no peak
+	if !strings.Contains(p.srv, " RX depth        : 512\n") || strings.Contains(p.srv, "TX depth") {
+		t.Errorf("server header:\n%s", p.srv)
+	}
 }
 
-func checkLat(t *testing.T, out string, res Result, size int) {
+func TestSendBWAllUD(t *testing.T) {
+	p := runPair(t, SendBW, "-x 1 -a -n 50 -c UD")
+	sizes := []int{2, 4, 8, 16, 32, 64, 128, 256, 512, 1024} // UD: up to the MTU
+	checkBW(t, "client", p.cli, p.cres, sizes, 50, true)
+	checkBW(t, "server", p.srv, p.sres, sizes, 50, false)
+	if !strings.Contains(p.cli, " Connection type : UD") {
+		t.Errorf("header:\n%s", p.cli)
+	}
+}
+
+func TestBidirectional(t *testing.T) {
+	for _, tt := range []Test{WriteBW, ReadBW, SendBW, AtomicBW} {
+		t.Run(tt.Program(), func(t *testing.T) { testBidirectional(t, tt) })
+	}
+}
+
+func testBidirectional(t *testing.T, tt Test) {
+	{
+		args := "-x 1 -b -n 500 -s 4096"
+		if tt == AtomicBW {
+			args = "-x 1 -b -n 500"
+		}
+		p := runPair(t, tt, args+" --report-both")
+		size := map[bool]int{true: 8, false: 4096}[tt == AtomicBW]
+		// One line with both directions added up, then --report-both's two.
+		if rows := bwRow.FindAllString(p.cli, -1); len(rows) != 3 {
+			t.Errorf("%d rows, want the sum and the two directions:\n%s", len(rows), p.cli)
+		}
+		if r := p.cres.BW; len(r) != 1 || r[0].Size != uint64(size) || r[0].Iters != 500 || r[0].BWPeak <= 0 || r[0].BWAvg <= 0 {
+			t.Fatalf("reports %+v", r)
+		}
+		if s, c := p.sres.BW[0], p.cres.BW[0]; s.BWAvg != c.BWAvg || s.MsgRate != c.MsgRate {
+			t.Errorf("%s: both sides print the sum: %+v, %+v", tt.Program(), s, c)
+		}
+		if !strings.Contains(p.srv, "Bidirectional BW Test") || !strings.Contains(p.srv, " Local results: ") {
+			t.Errorf("%s server:\n%s", tt.Program(), p.srv)
+		}
+	}
+}
+
+func TestBidirectionalDuration(t *testing.T) {
+	for _, tt := range []Test{WriteBW, SendBW} {
+		t.Run(tt.Program(), func(t *testing.T) {
+			p := runPair(t, tt, "-x 1 -b -D 2 -s 4096")
+			checkBW(t, "client", p.cli, p.cres, []int{4096}, 0, false)
+			checkBW(t, "server", p.srv, p.sres, []int{4096}, 0, false)
+		})
+	}
+}
+
+func checkLat(t *testing.T, who, out string, res Result, sizes []int) {
 	t.Helper()
-	if !strings.Contains(out, "t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]") {
-		t.Errorf("no latency header:\n%s", out)
+	if !strings.Contains(out, resultFmtLat) {
+		t.Errorf("%s: no latency header:\n%s", who, out)
 	}
-	if len(res.Lat) != 1 {
-		t.Fatalf("reports %+v", res.Lat)
+	if rows := latRow.FindAllString(out, -1); len(rows) != len(sizes) || len(res.Lat) != len(sizes) {
+		t.Fatalf("%s: %d rows, %d reports, want %d:\n%s", who, len(rows), len(res.Lat), len(sizes), out)
 	}
-	r := res.Lat[0]
-	if r.Size != size || !(r.Min > 0 && r.Min <= r.Typical && r.Typical <= r.P99 && r.P99 <= r.P999 && r.P999 <= r.Max) || r.Avg <= 0 {
-		t.Errorf("latency %+v", r)
+	for i, r := range res.Lat {
+		if r.Size != sizes[i] || !(r.Min > 0 && r.Min <= r.Typical && r.Typical <= r.P99 && r.P99 <= r.P999 && r.P999 <= r.Max) || r.Avg <= 0 {
+			t.Errorf("%s: latency %+v", who, r)
+		}
 	}
 }
 
 func TestSendLat(t *testing.T) {
-	srv, cli, sres, cres := runPair(t, SendLat, "-x 1 -s 64 -n 500")
-	checkLat(t, cli, cres, 64)
-	checkLat(t, srv, sres, 64)
+	p := runPair(t, SendLat, "-x 1 -s 64 -n 500")
+	checkLat(t, "client", p.cli, p.cres, []int{64})
+	checkLat(t, "server", p.srv, p.sres, []int{64})
+	if !strings.Contains(p.srv, " RX depth        : 500\n") || !strings.Contains(p.cli, " TX depth        : 1\n") {
+		t.Errorf("headers:\n%s\n%s", p.srv, p.cli)
+	}
+}
+
+func TestSendLatAllUD(t *testing.T) {
+	p := runPair(t, SendLat, "-x 2 -a -n 20 -c UD")
+	sizes := []int{2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
+	checkLat(t, "client", p.cli, p.cres, sizes)
+	checkLat(t, "server", p.srv, p.sres, sizes)
+}
+
+// allSizes are -a's sizes, 2 .. 2^23.
+func allSizes() []int {
+	var sizes []int
+	for n := 2; n <= MaxSize; n *= 2 {
+		sizes = append(sizes, n)
+	}
+	return sizes
+}
+
+func TestSendLatAll(t *testing.T) {
+	p := runPair(t, SendLat, "-x 1 -a -n 10")
+	checkLat(t, "client", p.cli, p.cres, allSizes())
+	checkLat(t, "server", p.srv, p.sres, allSizes())
+}
+
+func TestWriteLatAll(t *testing.T) {
+	p := runPair(t, WriteLat, "-x 1 -a -n 10")
+	checkLat(t, "client", p.cli, p.cres, allSizes())
 }
 
 func TestWriteLat(t *testing.T) {
-	srv, cli, sres, cres := runPair(t, WriteLat, "-x 1 -s 64 -n 500")
-	checkLat(t, cli, cres, 64)
-	checkLat(t, srv, sres, 64)
+	p := runPair(t, WriteLat, "-x 1 -s 64 -n 500 -U")
+	checkLat(t, "client", p.cli, p.cres, []int{64})
+	checkLat(t, "server", p.srv, p.sres, []int{64})
+	if n := strings.Count(p.cli, "\n1, "); n != 1 || !strings.Contains(p.cli, "#, usec\n") {
+		t.Errorf("-U prints the samples:\n%s", p.cli)
+	}
+}
+
+func TestReadLat(t *testing.T) {
+	p := runPair(t, ReadLat, "-x 1 -n 500 -s 128")
+	checkLat(t, "client", p.cli, p.cres, []int{128})
+	// The server only serves the reads: it prints its addresses and nothing more.
+	if len(p.sres.Lat) != 0 || strings.Contains(p.srv, "#bytes") || !strings.HasSuffix(p.srv, " GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:02\n"+resultLine) {
+		t.Errorf("server:\n%s", p.srv)
+	}
+}
+
+func TestLatencyDuration(t *testing.T) {
+	for _, tt := range []Test{SendLat, WriteLat, ReadLat} {
+		t.Run(tt.Program(), func(t *testing.T) {
+			p := runPair(t, tt, "-x 1 -D 2")
+			if !strings.Contains(p.cli, resultFmtLatDur) || len(latDurRow.FindAllString(p.cli, -1)) != 1 || len(p.cres.LatDur) != 1 {
+				t.Fatalf("client:\n%s", p.cli)
+			}
+			if r := p.cres.LatDur[0]; r.Iters == 0 || r.Avg <= 0 || r.TPS <= 0 {
+				t.Errorf("%+v", r)
+			}
+		})
+	}
 }
