@@ -8,7 +8,8 @@ import (
 
 // appNames are the rocelab apps the cases run (built from cmd/); each one's counterpart
 // in the VM is rdma-core's ibv_<app> or perftest's ib_<app> (see counterpart).
-var appNames = []string{"rc_pingpong", "uc_pingpong", "ud_pingpong", "srq_pingpong", "write_bw", "read_bw", "send_lat"}
+var appNames = []string{"rc_pingpong", "uc_pingpong", "ud_pingpong", "srq_pingpong", "write_bw", "read_bw", "send_bw",
+	"atomic_bw", "send_lat", "write_lat"}
 
 // counterpart names the real tool a rocelab app interoperates with.
 func counterpart(app string) string {
@@ -42,7 +43,10 @@ func cases() []interopCase {
 			{"srq_pingpong", "-n 100 -q 4"},
 			{"write_bw", "-s 65536 -n 200 --report_gbits"},
 			{"read_bw", "-s 65536 -n 200 --report_gbits"},
+			{"send_bw", "-s 65536 -n 200 --report_gbits"},
+			{"atomic_bw", "-n 1000"},
 			{"send_lat", "-s 64 -n 1000"},
+			{"write_lat", "-s 64 -n 1000"},
 		} {
 			expect, ready, gflag := pingpongResult, "local address", "-g"
 			if !strings.HasSuffix(p.app, "_pingpong") {
