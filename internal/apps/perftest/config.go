@@ -124,17 +124,16 @@ var (
 
 // perftest's limits and defaults (perftest_parameters.h).
 const (
-	MaxSize          = 1 << 23 // -a sweeps 2 .. 2^23
-	defaultDuration  = 5
-	defaultRxSend    = 512
-	ucMaxRx          = 16000
-	cqModSizeLimit   = 8192 // larger messages get a CQE per WR unless -Q is given
-	peakItersLimit   = 20000
-	atomicSize       = 8
-	udQKey           = 0x11111111
-	grhSize          = 40 // UD receive buffers start with the 40-byte GRH
-	maxMessageSize   = 1<<31 - 1
-	defaultCacheLine = 64
+	MaxSize         = 1 << 23 // -a sweeps 2 .. 2^23
+	defaultDuration = 5
+	defaultRxSend   = 512
+	ucMaxRx         = 16000
+	cqModSizeLimit  = 8192 // larger messages get a CQE per WR unless -Q is given
+	peakItersLimit  = 20000
+	atomicSize      = 8
+	udQKey          = 0x11111111
+	grhSize         = 40 // UD receive buffers start with the 40-byte GRH
+	maxMessageSize  = 1<<31 - 1
 )
 
 // Defaults returns perftest's defaults for the tool (init_perftest_params).

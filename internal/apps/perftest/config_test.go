@@ -53,7 +53,9 @@ func TestParseArgs(t *testing.T) {
 		{WriteBW, "-s 1M", func(c Config) bool { return c.Size == 1<<20 }, ""},
 		{WriteBW, "-s 0x100", func(c Config) bool { return c.Size == 256 }, ""},
 		{WriteBW, "-n 30000 -s 64", func(c Config) bool { return c.NoPeak }, ""}, // the peak search stops at 20000
-		{WriteBW, "-D 10", func(c Config) bool { return c.ByDuration && c.Duration == 10 && c.Margin == 2 && c.Iters == 0 && c.NoPeak }, ""},
+		{WriteBW, "-D 10", func(c Config) bool {
+			return c.ByDuration && c.Duration == 10 && c.Margin == 2 && c.Iters == 0 && c.NoPeak
+		}, ""},
 		{WriteBW, "-D 3 -f 0", func(c Config) bool { return c.Margin == 0 }, ""},
 		{WriteBW, "-b -c UC", func(c Config) bool { return c.Bidir && c.Conn == qp.UC && !c.NoPeak }, ""},
 		{SendBW, "", func(c Config) bool { return c.NoPeak }, ""}, // the receiving server has no peak

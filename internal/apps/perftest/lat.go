@@ -4,7 +4,10 @@ package perftest
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/rocelab/rocelab/qp"
@@ -53,11 +56,28 @@ func (r *run) latency() (Result, error) {
 	}
 	fmt.Fprint(r.out, resultLine)
 	if cfg.Test == WriteLat {
-		r.m.c.Close() // ib_write_lat ends without ctx_close_connection
+		r.awaitPeerExit()
 		return res, nil
 	}
 	r.m.close(r.my[0])
 	return res, nil
+}
+
+// peerExitWait bounds awaitPeerExit: a -D peer stops within its own run's time of ours.
+const peerExitWait = 10 * time.Second
+
+// awaitPeerExit ends ib_write_lat, which has no closing handshake: its peer may still
+// have a write in flight when this side is done (with -D, the side whose time runs out
+// first stops writing; the other sends one more when its time is up, as perftest
+// does). If this side's QP went away first, the peer's write would never be
+// acknowledged (rxe then retransmits it for good), so the QP is kept until the peer
+// has closed its socket, its run over, or until peerExitWait.
+func (r *run) awaitPeerExit() {
+	if tc, ok := r.m.c.(*net.TCPConn); ok {
+		tc.CloseWrite() // a rocelab peer waits for this side the same way
+	}
+	r.m.c.SetReadDeadline(time.Now().Add(peerExitWait))
+	io.Copy(io.Discard, r.m.c)
 }
 
 // rttFactor is how many one-way trips a sample spans: READ measures the round trip.

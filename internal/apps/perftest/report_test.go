@@ -118,11 +118,11 @@ func TestDurationClock(t *testing.T) {
 		t.Fatal("before begin: not START")
 	}
 	d.begin()
-	if d.current() != stateStart || d.next.Sub(time.Now()) < 900*time.Millisecond {
+	if d.current() != stateStart || time.Until(d.next) < 900*time.Millisecond {
 		t.Fatalf("with a margin the run starts unmeasured: %v, %v", d.current(), d.next)
 	}
 	expire(d)
-	if d.current() != stateSample || d.sampleStart == 0 || d.next.Sub(time.Now()) < 1900*time.Millisecond {
+	if d.current() != stateSample || d.sampleStart == 0 || time.Until(d.next) < 1900*time.Millisecond {
 		t.Fatalf("after the margin: %v, window ends in %v", d.current(), time.Until(d.next))
 	}
 	expire(d)

@@ -14,12 +14,12 @@
 //	write/read/atomic_bw  per QP; connect; per QP; barrier; run (-b: barrier first);
 //	                      barrier and the five 8-byte report values (-b: the values
 //	                      right after the run); close
-//	send_bw               per QP; connect; per QP; barrier; for each size: receives
+//	send_bw               per QP; connect; barrier; per QP; for each size: receives
 //	                      posted, barrier, run, (-b: report values), (-a: barrier); close
 //	send_lat              per QP; connect; two barriers; for each size: receives
 //	                      posted, barrier, run; close
 //	write_lat, read_lat   per QP; connect; three barriers; the runs; close (write_lat:
-//	                      the socket is just closed)
+//	                      none: each side closes its socket)
 //
 // where close is ctx_close_connection: one more key message and "done\0" each way.
 package perftest
@@ -71,9 +71,10 @@ type run struct {
 	my, rem        []KeyMsg
 
 	sgid     roce.GID
-	sgidIx   int // the GID's index in the device's table
-	gidIdx   int // the index as rxe numbers it, which the header shows
-	mtu      roce.MTU
+	sgidIx   int      // the GID's index in the device's table
+	gidIdx   int      // the index as rxe numbers it, which the header shows
+	portMTU  roce.MTU // the port's active MTU
+	mtu      roce.MTU // the MTU of the run
 	outReads int
 
 	cycle, cacheLine int // perftest's cycle buffer and cache line, the larger of both sides'
@@ -132,8 +133,8 @@ func Run(ctx context.Context, cfg Config, out, errOut io.Writer) (Result, error)
 // now is get_cycles: nanoseconds since the run began, never 0.
 func (r *run) now() uint64 { return uint64(time.Since(r.epoch)) + 1 }
 
-// openDevice opens the verbs service and checks what perftest's check_link and
-// set_mtu check: the GID, the MTU asked for, the outstanding reads.
+// openDevice opens the verbs service and checks what perftest's check_link checks:
+// the GID, inline data, the outstanding reads.
 func (r *run) openDevice() error {
 	cfg := r.cfg
 	vc, err := device.Open(cfg.Dev, cfg.VerbsAddr)
@@ -158,21 +159,8 @@ func (r *run) openDevice() error {
 	if r.sgid, r.sgidIx, err = device.RxeIndex(table, r.gidIdx); err != nil {
 		return fail(err)
 	}
-	active, err := device.PortMTU(vc)
-	if err != nil {
+	if r.portMTU, err = device.PortMTU(vc); err != nil {
 		return fail(err)
-	}
-	r.mtu = active
-	if cfg.MTU != 0 {
-		m := roce.MTU(cfg.MTU)
-		switch {
-		case cfg.MTU > 0xffff || !m.Valid():
-			fmt.Fprintf(r.errOut, " Invalid MTU - %d \n Please choose mtu from {256,512,1024,2048,4096}\n Will run with the port active mtu - %d\n", cfg.MTU, active.Enum())
-		case m > active:
-			fmt.Fprintf(r.out, "Requested mtu is higher than active mtu \nChanging to active mtu - %d\n", active.Enum())
-		default:
-			r.mtu = m
-		}
 	}
 	if cfg.InlineAsked {
 		fmt.Fprint(r.out, resultLine)
@@ -225,8 +213,8 @@ func (r *run) connectTCP() error {
 	return nil
 }
 
-// xchgSys is exchange_versions, check_sys_data and check_mtu's exchange: each side
-// takes the larger cycle buffer and cache line and the smaller MTU.
+// xchgSys is exchange_versions, check_sys_data and check_mtu: each side takes the
+// larger cycle buffer and cache line and the smaller MTU.
 func (r *run) xchgSys() error {
 	v := EncodeVersion(VersionString)
 	theirs, err := r.m.xchg(v[:])
@@ -247,6 +235,7 @@ func (r *run) xchgSys() error {
 		vals[i] = max(x, int(binary.BigEndian.Uint32(rb)))
 	}
 	r.cycle, r.cacheLine = vals[0], vals[1]
+	r.setMTU()
 	mm := EncodeMTU(r.mtu)
 	b, err := r.m.xchg(mm[:])
 	if err != nil {
@@ -256,6 +245,23 @@ func (r *run) xchgSys() error {
 		r.mtu = rm
 	}
 	return nil
+}
+
+// setMTU is perftest's set_mtu: the port's active MTU, or -m if the port allows it.
+func (r *run) setMTU() {
+	r.mtu = r.portMTU
+	if r.cfg.MTU == 0 {
+		return
+	}
+	m := roce.MTU(r.cfg.MTU)
+	switch {
+	case r.cfg.MTU > 0xffff || !m.Valid():
+		fmt.Fprintf(r.errOut, " Invalid MTU - %d \n Please choose mtu from {256,512,1024,2048,4096}\n Will run with the port active mtu - %d\n", r.cfg.MTU, r.portMTU.Enum())
+	case m > r.portMTU:
+		fmt.Fprintf(r.out, "Requested mtu is higher than active mtu \nChanging to active mtu - %d\n", r.portMTU.Enum())
+	default:
+		r.mtu = m
+	}
 }
 
 // inc is perftest's INC: n rounded up to the cache line.
@@ -341,17 +347,22 @@ func (r *run) init() error {
 	return nil
 }
 
-// setupBarriers is how many key messages perftest 4.5-0.17 exchanges after the first
-// round and the move to RTR/RTS, before its first run (taken from captures: the BW
-// tests repeat the round and add a barrier; the latency tests have 1 QP).
-func (r *run) setupBarriers() int {
+// setupRounds is the sequence of key messages perftest 4.5-0.17 exchanges after the
+// first round and the move to RTR/RTS, before its first run (from captures of the
+// real tools): the BW tests repeat the round, a message per QP, and add a barrier —
+// ib_send_bw with the barrier first — and the latency tests (one QP) have two or three
+// more messages. The peer takes a repeated message as the QP's again (perftest
+// overwrites its remote address with it), so each QP's must come in its place.
+func (r *run) setupRounds() []KeyMsg {
 	switch r.cfg.Test {
 	case SendLat:
-		return 2
+		return []KeyMsg{r.my[0], r.my[0]}
 	case WriteLat, ReadLat:
-		return 3
+		return []KeyMsg{r.my[0], r.my[0], r.my[0]}
+	case SendBW:
+		return append([]KeyMsg{r.my[0]}, r.my...)
 	}
-	return len(r.qps) + 1
+	return append(append([]KeyMsg(nil), r.my...), r.my[0])
 }
 
 // setup prints the addresses, exchanges the key messages, connects the QPs and
@@ -376,8 +387,8 @@ func (r *run) setup() error {
 	if err := r.connectQPs(); err != nil {
 		return fmt.Errorf("%w\n Unable to Connect the HCA's through the link", err)
 	}
-	for range r.setupBarriers() {
-		if _, err := r.m.handShake(r.my[0]); err != nil {
+	for _, k := range r.setupRounds() {
+		if _, err := r.m.handShake(k); err != nil {
 			return err
 		}
 	}

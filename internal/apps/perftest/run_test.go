@@ -3,10 +3,13 @@ package perftest
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +20,111 @@ import (
 type pair struct {
 	srv, cli   string // stdout
 	sres, cres Result
+	exchange   string // the client's messages, as exchangeOf writes them
+}
+
+// tap relays the out-of-band connection and keeps what the client sends, one chunk
+// per read: the exchange is in lockstep, so a read is a message.
+type tap struct {
+	mu     sync.Mutex
+	chunks [][]byte
+}
+
+// relay accepts one client on pln and connects it to the server at addr.
+func (tp *tap) relay(t *testing.T, pln net.Listener, addr string) {
+	c, err := pln.Accept()
+	pln.Close()
+	if err != nil {
+		return
+	}
+	s, err := net.Dial("tcp4", addr)
+	if err != nil {
+		c.Close()
+		t.Error(err)
+		return
+	}
+	go func() {
+		io.Copy(c, s)
+		c.(*net.TCPConn).CloseWrite()
+	}()
+	buf := make([]byte, 1<<16)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			tp.mu.Lock()
+			tp.chunks = append(tp.chunks, append([]byte(nil), buf[:n]...))
+			tp.mu.Unlock()
+			s.Write(buf[:n])
+		}
+		if err != nil {
+			s.(*net.TCPConn).CloseWrite()
+			return
+		}
+	}
+}
+
+// exchangeOf names the client's messages as the captures of perftest do: V version,
+// I the two system ints, M the MTU, K<i> QP i's key message (numbered by the first
+// round), R a report value, done.
+func (tp *tap) exchangeOf() string {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	var out []string
+	qps := map[uint32]int{}
+	for _, c := range tp.chunks {
+		switch len(c) {
+		case VersionSize:
+			out = append(out, "V")
+		case 4:
+			out = append(out, "I")
+		case 2:
+			out = append(out, "M")
+		case 8:
+			out = append(out, "R")
+		case DoneSize:
+			out = append(out, "done")
+		case KeyMsgSize:
+			k, err := DecodeKeyMsg(c)
+			if err != nil {
+				out = append(out, "K?")
+				break
+			}
+			i, ok := qps[k.QPN]
+			if !ok {
+				i = len(qps)
+				qps[k.QPN] = i
+			}
+			out = append(out, "K"+strconv.Itoa(i))
+		default:
+			out = append(out, fmt.Sprintf("?%d", len(c)))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// exchange spells out a sequence: "K0*3" is "K0 K0 K0".
+func exchange(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		tok, n, ok := strings.Cut(p, "*")
+		count := 1
+		if ok {
+			count, _ = strconv.Atoi(n)
+		}
+		for range count {
+			out = append(out, tok)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// checkExchange compares the client's messages with perftest 4.5-0.17's, as captured
+// between the real tools on rxe.
+func checkExchange(t *testing.T, p pair, want string) {
+	t.Helper()
+	if p.exchange != want {
+		t.Errorf("exchange\n%s\nwant (perftest 4.5-0.17)\n%s", p.exchange, want)
+	}
 }
 
 // runPair runs the tool's server and client with the same flags over loopback TCP.
@@ -32,7 +140,17 @@ func runPair(t *testing.T, tt Test, args string) pair {
 		t.Fatal(err)
 	}
 	scfg.VerbsAddr, scfg.Listener = l.Addrs[0], ln
-	ccfg, err := ParseArgs(tt, append(strings.Fields(args), "-p", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), "127.0.0.1"))
+	pln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tp tap
+	relayed := make(chan struct{})
+	go func() {
+		tp.relay(t, pln, ln.Addr().String())
+		close(relayed)
+	}()
+	ccfg, err := ParseArgs(tt, append(strings.Fields(args), "-p", strconv.Itoa(pln.Addr().(*net.TCPAddr).Port), "127.0.0.1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +170,8 @@ func runPair(t *testing.T, tt Test, args string) pair {
 		cancel()
 	}
 	srvErr := <-errc
+	<-relayed
+	p.exchange = tp.exchangeOf()
 	if srvErr != nil || cerr != nil {
 		for i, d := range l.Devs {
 			ch := make(chan any, 1)
@@ -70,7 +190,7 @@ func runPair(t *testing.T, tt Test, args string) pair {
 var (
 	bwRow     = regexp.MustCompile(`(?m)^ (\d+) +(\d+) +([\d.]+) +([\d.]+) *\t\t   ([\d.]+) *\n`)
 	latRow    = regexp.MustCompile(`(?m)^ (\d+) +(\d+) +[\d.]+ +[\d.]+ +[\d.]+ *\t +[\d.]+ *\t(-nan|[\d.]+) *\t\t[\d.]+ *\t\t[\d.]+ *\n`)
-	latDurRow = regexp.MustCompile(`(?m)^ (\d+) +(\d+) +[\d.]+ +[\d.]+\n`)
+	latDurRow = regexp.MustCompile(`(?m)^ (\d+) +(\d+) +[\d.]+ +[\d.]+ *\n`)
 )
 
 // checkBW checks the report lines: one per size, with sizes and iterations as given.
@@ -95,6 +215,7 @@ func checkBW(t *testing.T, who, out string, res Result, sizes []int, iters int, 
 
 func TestWriteBW(t *testing.T) {
 	p := runPair(t, WriteBW, "-x 1 --report_gbits -F -n 2000")
+	checkExchange(t, p, exchange("V", "I", "I", "M", "K0*4", "R*5", "K0", "done"))
 	checkBW(t, "client", p.cli, p.cres, []int{65536}, 2000, true)
 	checkBW(t, "server", p.srv, p.sres, []int{65536}, 2000, true) // the client's figures
 	if p.sres.BW[0] != p.cres.BW[0] {
@@ -110,6 +231,8 @@ func TestWriteBW(t *testing.T) {
 
 func TestWriteBWTwoQPsIPv6(t *testing.T) {
 	p := runPair(t, WriteBW, "-x 2 --report_gbits -q 2 -s 8192 -n 1000")
+	// As the captures show: the round per QP twice, then a barrier.
+	checkExchange(t, p, exchange("V", "I", "I", "M", "K0", "K1", "K0", "K1", "K0", "K0", "R*5", "K0", "done"))
 	checkBW(t, "client", p.cli, p.cres, []int{8192}, 2000, true) // perftest counts every QP's WRs
 	if n := strings.Count(p.cli, " local address:"); n != 2 {
 		t.Errorf("%d local address lines", n)
@@ -118,6 +241,7 @@ func TestWriteBWTwoQPsIPv6(t *testing.T) {
 
 func TestWriteBWAll(t *testing.T) {
 	p := runPair(t, WriteBW, "-x 1 -a -n 20")
+	checkExchange(t, p, exchange("V", "I", "I", "M", "K0*4", "R*5", "K0", "done")) // no barrier between the sizes
 	sizes := allSizes()
 	checkBW(t, "client", p.cli, p.cres, sizes, 20, true)
 	checkBW(t, "server", p.srv, p.sres, sizes[len(sizes)-1:], 20, true) // the last size's report
@@ -125,6 +249,7 @@ func TestWriteBWAll(t *testing.T) {
 
 func TestReadBW(t *testing.T) {
 	p := runPair(t, ReadBW, "-x 1 -n 1000 -o 4")
+	checkExchange(t, p, exchange("V", "I", "I", "M", "K0*4", "R*5", "K0", "done"))
 	checkBW(t, "client", p.cli, p.cres, []int{65536}, 1000, true)
 	checkBW(t, "server", p.srv, p.sres, []int{65536}, 1000, true)
 	if !strings.Contains(p.cli, " OUT 0x04 RKey ") || !strings.Contains(p.cli, " Outstand reads  : 4\n") {
@@ -134,6 +259,7 @@ func TestReadBW(t *testing.T) {
 
 func TestReadBWDuration(t *testing.T) {
 	p := runPair(t, ReadBW, "-x 1 --report_gbits -D 2 -s 4096")
+	checkExchange(t, p, exchange("V", "I", "I", "M", "K0*4", "R*5", "K0", "done"))
 	checkBW(t, "client", p.cli, p.cres, []int{4096}, 0, false) // perftest prints no peak with -D
 	if it := p.cres.BW[0].Iters; it == 0 || it%100 != 0 {
 		t.Errorf("-D counts completions of 100 WRs (the CQ moderation): %d", it)
@@ -149,6 +275,7 @@ func TestAtomicBW(t *testing.T) {
 func testAtomicBW(t *testing.T, op string) {
 	{
 		p := runPair(t, AtomicBW, "-x 1 -n 1000 "+op)
+		checkExchange(t, p, exchange("V", "I", "I", "M", "K0*4", "R*5", "K0", "done"))
 		checkBW(t, "client", p.cli, p.cres, []int{8}, 1000, true)
 		checkBW(t, "server", p.srv, p.sres, []int{8}, 1000, true)
 		title := "Atomic FETCH_AND_ADD BW Test"
@@ -166,6 +293,9 @@ func testAtomicBW(t *testing.T, op string) {
 
 func TestSendBW(t *testing.T) {
 	p := runPair(t, SendBW, "-x 1 -n 1000 -s 4096 -q 2")
+	// ib_send_bw has its barrier between the rounds, then one before the run and no
+	// report values.
+	checkExchange(t, p, exchange("V", "I", "I", "M", "K0", "K1", "K0", "K0", "K1", "K0", "K0", "done"))
 	checkBW(t, "client", p.cli, p.cres, []int{4096}, 2000, true)
 	checkBW(t, "server", p.srv, p.sres, []int{4096}, 2000, false) // its receive side, no peak
 	if !strings.Contains(p.srv, " RX depth        : 512\n") || strings.Contains(p.srv, "TX depth") {
@@ -175,7 +305,8 @@ func TestSendBW(t *testing.T) {
 
 func TestSendBWAllUD(t *testing.T) {
 	p := runPair(t, SendBW, "-x 1 -a -n 50 -c UD")
-	sizes := []int{2, 4, 8, 16, 32, 64, 128, 256, 512, 1024} // UD: up to the MTU
+	checkExchange(t, p, exchange("V", "I", "I", "M", "K0*3", "K0*20", "K0", "done")) // a barrier before and after each size
+	sizes := []int{2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}                         // UD: up to the MTU
 	checkBW(t, "client", p.cli, p.cres, sizes, 50, true)
 	checkBW(t, "server", p.srv, p.sres, sizes, 50, false)
 	if !strings.Contains(p.cli, " Connection type : UD") {
@@ -196,6 +327,7 @@ func testBidirectional(t *testing.T, tt Test) {
 			args = "-x 1 -b -n 500"
 		}
 		p := runPair(t, tt, args+" --report-both")
+		checkExchange(t, p, exchange("V", "I", "I", "M", "K0*3", "K0", "R*5", "K0", "done")) // the barrier before the run
 		size := map[bool]int{true: 8, false: 4096}[tt == AtomicBW]
 		// One line with both directions added up, then --report-both's two.
 		if rows := bwRow.FindAllString(p.cli, -1); len(rows) != 3 {
@@ -217,6 +349,11 @@ func TestBidirectionalDuration(t *testing.T) {
 	for _, tt := range []Test{WriteBW, SendBW} {
 		t.Run(tt.Program(), func(t *testing.T) {
 			p := runPair(t, tt, "-x 1 -b -D 2 -s 4096")
+			if tt == SendBW { // send_bw -b -D exchanges no report values
+				checkExchange(t, p, exchange("V", "I", "I", "M", "K0*5", "done"))
+			} else {
+				checkExchange(t, p, exchange("V", "I", "I", "M", "K0*4", "R*5", "K0", "done"))
+			}
 			checkBW(t, "client", p.cli, p.cres, []int{4096}, 0, false)
 			checkBW(t, "server", p.srv, p.sres, []int{4096}, 0, false)
 		})
@@ -240,6 +377,7 @@ func checkLat(t *testing.T, who, out string, res Result, sizes []int) {
 
 func TestSendLat(t *testing.T) {
 	p := runPair(t, SendLat, "-x 1 -s 64 -n 500")
+	checkExchange(t, p, exchange("V", "I", "I", "M", "K0*3", "K0", "K0", "done"))
 	checkLat(t, "client", p.cli, p.cres, []int{64})
 	checkLat(t, "server", p.srv, p.sres, []int{64})
 	if !strings.Contains(p.srv, " RX depth        : 500\n") || !strings.Contains(p.cli, " TX depth        : 1\n") {
@@ -249,6 +387,7 @@ func TestSendLat(t *testing.T) {
 
 func TestSendLatAllUD(t *testing.T) {
 	p := runPair(t, SendLat, "-x 2 -a -n 20 -c UD")
+	checkExchange(t, p, exchange("V", "I", "I", "M", "K0*3", "K0*10", "K0", "done")) // a barrier before each size
 	sizes := []int{2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 	checkLat(t, "client", p.cli, p.cres, sizes)
 	checkLat(t, "server", p.srv, p.sres, sizes)
@@ -265,17 +404,20 @@ func allSizes() []int {
 
 func TestSendLatAll(t *testing.T) {
 	p := runPair(t, SendLat, "-x 1 -a -n 10")
+	checkExchange(t, p, exchange("V", "I", "I", "M", "K0*3", "K0*23", "K0", "done"))
 	checkLat(t, "client", p.cli, p.cres, allSizes())
 	checkLat(t, "server", p.srv, p.sres, allSizes())
 }
 
 func TestWriteLatAll(t *testing.T) {
 	p := runPair(t, WriteLat, "-x 1 -a -n 10")
+	checkExchange(t, p, exchange("V", "I", "I", "M", "K0*4")) // no barriers, no close
 	checkLat(t, "client", p.cli, p.cres, allSizes())
 }
 
 func TestWriteLat(t *testing.T) {
 	p := runPair(t, WriteLat, "-x 1 -s 64 -n 500 -U")
+	checkExchange(t, p, exchange("V", "I", "I", "M", "K0*4"))
 	checkLat(t, "client", p.cli, p.cres, []int{64})
 	checkLat(t, "server", p.srv, p.sres, []int{64})
 	if n := strings.Count(p.cli, "\n1, "); n != 1 || !strings.Contains(p.cli, "#, usec\n") {
@@ -285,6 +427,7 @@ func TestWriteLat(t *testing.T) {
 
 func TestReadLat(t *testing.T) {
 	p := runPair(t, ReadLat, "-x 1 -n 500 -s 128")
+	checkExchange(t, p, exchange("V", "I", "I", "M", "K0*4", "K0", "done"))
 	checkLat(t, "client", p.cli, p.cres, []int{128})
 	// The server only serves the reads: it prints its addresses and nothing more.
 	if len(p.sres.Lat) != 0 || strings.Contains(p.srv, "#bytes") || !strings.HasSuffix(p.srv, " GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:02\n"+resultLine) {
@@ -296,6 +439,11 @@ func TestLatencyDuration(t *testing.T) {
 	for _, tt := range []Test{SendLat, WriteLat, ReadLat} {
 		t.Run(tt.Program(), func(t *testing.T) {
 			p := runPair(t, tt, "-x 1 -D 2")
+			want := exchange("V", "I", "I", "M", "K0*4", "K0", "done")
+			if tt == WriteLat {
+				want = exchange("V", "I", "I", "M", "K0*4")
+			}
+			checkExchange(t, p, want)
 			if !strings.Contains(p.cli, resultFmtLatDur) || len(latDurRow.FindAllString(p.cli, -1)) != 1 || len(p.cres.LatDur) != 1 {
 				t.Fatalf("client:\n%s", p.cli)
 			}
