@@ -56,6 +56,7 @@ staticcheck: $(STATICCHECK)
 unit:
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -count=1 -run 'RealTime|TestInteropRXE' ./rnic/experiment/ ./conformance/interop/
+	$(GO) test -count=1 -run 'All$$' ./internal/apps/perftest/
 
 ## test: everything CI checks
 test: deps deps-system build lint unit
