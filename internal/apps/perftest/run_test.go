@@ -155,7 +155,7 @@ func runPair(t *testing.T, tt Test, args string) pair {
 		t.Fatal(err)
 	}
 	ccfg.VerbsAddr = l.Addrs[1]
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var p pair
 	var sout, cout, serr, cerrOut bytes.Buffer
@@ -209,10 +209,10 @@ func checkBW(t *testing.T, who, out string, res Result, sizes []int, iters int, 
 }
 
 func TestWriteBW(t *testing.T) {
-	p := runPair(t, WriteBW, "-x 1 --report_gbits -F -n 2000")
+	p := runPair(t, WriteBW, "-x 1 --report_gbits -F -n 200")
 	checkExchange(t, p, exchange("V", "I", "I", "M", "K0*4", "R*5", "K0", "done"))
-	checkBW(t, "client", p.cli, p.cres, []int{65536}, 2000, true)
-	checkBW(t, "server", p.srv, p.sres, []int{65536}, 2000, true) // the client's figures
+	checkBW(t, "client", p.cli, p.cres, []int{65536}, 200, true)
+	checkBW(t, "server", p.srv, p.sres, []int{65536}, 200, true) // the client's figures
 	if p.sres.BW[0] != p.cres.BW[0] {
 		t.Errorf("the server printed %+v, the client %+v", p.sres.BW[0], p.cres.BW[0])
 	}
@@ -244,10 +244,10 @@ func TestWriteBWAll(t *testing.T) {
 }
 
 func TestReadBW(t *testing.T) {
-	p := runPair(t, ReadBW, "-x 1 -n 1000 -o 4")
+	p := runPair(t, ReadBW, "-x 1 -n 200 -o 4")
 	checkExchange(t, p, exchange("V", "I", "I", "M", "K0*4", "R*5", "K0", "done"))
-	checkBW(t, "client", p.cli, p.cres, []int{65536}, 1000, true)
-	checkBW(t, "server", p.srv, p.sres, []int{65536}, 1000, true)
+	checkBW(t, "client", p.cli, p.cres, []int{65536}, 200, true)
+	checkBW(t, "server", p.srv, p.sres, []int{65536}, 200, true)
 	if !strings.Contains(p.cli, " OUT 0x04 RKey ") || !strings.Contains(p.cli, " Outstand reads  : 4\n") {
 		t.Errorf("outstanding reads:\n%s", p.cli)
 	}
