@@ -55,7 +55,7 @@ staticcheck: $(STATICCHECK)
 ## below real time), without it
 unit:
 	$(GO) test -race -count=1 $(PKGS)
-	$(GO) test -count=1 -run 'RealTime|TestInteropRXE' ./rnic/experiment/ ./conformance/interop/
+	$(GO) test -count=1 -timeout 30m -run 'RealTime|TestInteropRXE' ./rnic/experiment/ ./conformance/interop/
 	$(GO) test -count=1 -run 'All$$' ./internal/apps/perftest/
 
 ## test: everything CI checks
@@ -104,7 +104,7 @@ deps-system:
 ## QEMU VM, through a lab (root; make test runs it too when root). Captures in out/interop.
 interop: deps-system
 	@mkdir -p $(OUT)/interop
-	INTEROP_OUT=$(CURDIR)/$(OUT)/interop $(GO) test -count=1 -v -run TestInteropRXE ./conformance/interop/
+	INTEROP_OUT=$(CURDIR)/$(OUT)/interop $(GO) test -count=1 -timeout 30m -v -run TestInteropRXE ./conformance/interop/
 
 ## wireshark: install rocelab's Lua dissectors into ~/.local/lib/wireshark/plugins
 wireshark: build
