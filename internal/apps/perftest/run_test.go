@@ -183,7 +183,7 @@ func runPair(t *testing.T, tt Test, args string) pair {
 // The lines perftest prints (printf formats of 4.5-0.17 with their values), as
 // patterns: a table header, then its rows.
 var (
-	bwRow     = regexp.MustCompile(`(?m)^ (\d+) +(\d+) +([\d.]+) +([\d.]+) *\t\t   ([\d.]+) *\n`)
+	bwRow     = regexp.MustCompile(`(?m)^ (\d+) +(\d+) +([\d.]+) +([\d.]+) *(?:\t\t   | +)([\d.]+) *\n`) // REPORT_FMT or _EXT
 	latRow    = regexp.MustCompile(`(?m)^ (\d+) +(\d+) +[\d.]+ +[\d.]+ +[\d.]+ *\t +[\d.]+ *\t(-nan|[\d.]+) *\t\t[\d.]+ *\t\t[\d.]+ *\n`)
 	latDurRow = regexp.MustCompile(`(?m)^ (\d+) +(\d+) +[\d.]+ +[\d.]+ *\n`)
 )
