@@ -170,8 +170,12 @@ func (l *realLoop) run(wg *sync.WaitGroup) {
 	// Without this the kernel may defer our wake-up by the default 50 µs slack.
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	for !l.stop.Load() {
-		l.runTasks()
+		// Watchers before tasks: a task may carry a frame that an out-of-process
+		// producer's earlier work must precede (an app posts a receive, tells its peer
+		// over TCP, and the peer's SEND arrives here as a link task); polling first
+		// makes that work visible before the frame is handled.
 		l.pollWatches()
+		l.runTasks()
 		now := l.Now()
 		for t := l.q.peek(); t != nil; t = l.q.peek() {
 			if t.when > now {
