@@ -9,7 +9,7 @@ import (
 // appNames are the rocelab apps the cases run (built from cmd/); each one's counterpart
 // in the VM is rdma-core's ibv_<app> or perftest's ib_<app> (see counterpart).
 var appNames = []string{"rc_pingpong", "uc_pingpong", "ud_pingpong", "srq_pingpong", "write_bw", "read_bw", "send_bw",
-	"atomic_bw", "send_lat", "write_lat"}
+	"atomic_bw", "send_lat", "write_lat", "read_lat"}
 
 // counterpart names the real tool a rocelab app interoperates with.
 func counterpart(app string) string {
@@ -47,18 +47,23 @@ func cases() []interopCase {
 			{"atomic_bw", "-n 1000"},
 			{"send_lat", "-s 64 -n 1000"},
 			{"write_lat", "-s 64 -n 1000"},
+			{"read_lat", "-s 64 -n 1000"},
 		} {
 			expect, ready, gflag := pingpongResult, "local address", "-g"
 			if !strings.HasSuffix(p.app, "_pingpong") {
 				expect, ready, gflag = perftestResult, "* Waiting for client", "-x"
 			}
+			var serverExpect *regexp.Regexp
+			if p.app == "read_lat" {
+				serverExpect = servedOnly
+			}
 			vm := fmt.Sprintf("%s%s -d rxe0 %s %d %s", g.warm, counterpart(p.app), gflag, g.idx, p.flags)
 			host := fmt.Sprintf("%s %s %d %s", p.app, gflag, g.idx, p.flags)
 			out = append(out,
-				interopCase{name: fmt.Sprintf("%s-client-%s", p.app, g.name), expect: expect, ready: ready,
-					server: side{inVM: true, cmd: vm}, client: side{cmd: host + " " + vmIPv4}},
-				interopCase{name: fmt.Sprintf("%s-server-%s", p.app, g.name), expect: expect, ready: ready,
-					server: side{cmd: host}, client: side{inVM: true, cmd: vm + " " + h1IPv4}})
+				interopCase{name: fmt.Sprintf("%s-client-%s", p.app, g.name), expect: expect, serverExpect: serverExpect,
+					ready: ready, server: side{inVM: true, cmd: vm}, client: side{cmd: host + " " + vmIPv4}},
+				interopCase{name: fmt.Sprintf("%s-server-%s", p.app, g.name), expect: expect, serverExpect: serverExpect,
+					ready: ready, server: side{cmd: host}, client: side{inVM: true, cmd: vm + " " + h1IPv4}})
 		}
 	}
 	return out
@@ -69,4 +74,7 @@ func cases() []interopCase {
 var (
 	pingpongResult = regexp.MustCompile(`(?m)^\d+ iters in [\d.]+ seconds = [\d.]+ usec/iter`)
 	perftestResult = regexp.MustCompile(`(?m)^ #bytes .*\n\s*\d+\s+\d+\s+[\d.]+`)
+	// servedOnly is what ib_read_lat's server prints before it serves the reads and
+	// exits without a table: its peer's address (its exit status is checked too).
+	servedOnly = regexp.MustCompile(`(?m)^ remote address: LID`)
 )
