@@ -163,6 +163,38 @@ func (r *run) newTimes() bwTimes {
 	return t
 }
 
+// fillSendQueues is the posting half of run_iter_bw and run_iter_bi: every QP gets
+// WRs until it has tx_depth in flight or has posted its iterations (with -D, until the
+// run ends), one in cq_mod of them signalled, and the last; with the peak computed,
+// each post's time goes to t.tposted.
+func (r *run) fillSendQueues(t *bwTimes, wrs []*sendWR, scnt, ccnt []uint64, totscnt *uint64) error {
+	cfg := r.cfg
+	iters, mod := uint64(cfg.Iters), uint64(cfg.CQMod)
+	for i, x := range r.qps {
+		w := wrs[i]
+		for (scnt[i] < iters || cfg.ByDuration) && scnt[i]-ccnt[i] < uint64(cfg.TxDepth) {
+			if scnt[i]%mod == 0 && mod > 1 && !(scnt[i] == iters-1 && !cfg.ByDuration) {
+				w.signal(false)
+			}
+			if !cfg.NoPeak {
+				t.tposted[*totscnt] = r.now()
+			}
+			if cfg.ByDuration && r.dur.current() == stateEnd {
+				break
+			}
+			if err := w.post(x); err != nil {
+				return fmt.Errorf("Couldn't post send: qp %d scnt=%d: %w", i, scnt[i], err)
+			}
+			scnt[i]++
+			*totscnt++
+			if scnt[i]%mod == mod-1 || (!cfg.ByDuration && scnt[i] == iters-1) {
+				w.signal(true)
+			}
+		}
+	}
+	return nil
+}
+
 // finish takes the counts and times of a -D run's sample window.
 func (r *run) finish(t *bwTimes, sampled uint64) {
 	if r.cfg.ByDuration {
@@ -195,27 +227,8 @@ func (r *run) runIterBW() (bwTimes, error) {
 		t.tposted[0] = r.now()
 	}
 	for totscnt < totIters || totccnt < totIters || (cfg.ByDuration && r.dur.current() != stateEnd) {
-		for i, x := range r.qps {
-			w := wrs[i]
-			for (scnt[i] < iters || cfg.ByDuration) && scnt[i]-ccnt[i] < uint64(cfg.TxDepth) {
-				if scnt[i]%mod == 0 && mod > 1 && !(scnt[i] == iters-1 && !cfg.ByDuration) {
-					w.signal(false)
-				}
-				if !cfg.NoPeak {
-					t.tposted[totscnt] = r.now()
-				}
-				if cfg.ByDuration && r.dur.current() == stateEnd {
-					break
-				}
-				if err := w.post(x); err != nil {
-					return t, fmt.Errorf("Couldn't post send: qp %d scnt=%d: %w", i, scnt[i], err)
-				}
-				scnt[i]++
-				totscnt++
-				if scnt[i]%mod == mod-1 || (!cfg.ByDuration && scnt[i] == iters-1) {
-					w.signal(true)
-				}
-			}
+		if err := r.fillSendQueues(&t, wrs, scnt, ccnt, &totscnt); err != nil {
+			return t, err
 		}
 		if totccnt < totIters || (cfg.ByDuration && totccnt < totscnt) {
 			n, err := r.poll(r.sendCQ, wcs, r.side())
@@ -326,26 +339,9 @@ func (r *run) runIterBi(rx *recvRing) (bwTimes, error) {
 		r.dur.begin()
 	}
 	for (cfg.ByDuration && r.dur.current() != stateEnd) || totccnt < totIters || totrcnt < totIters {
-		for i, x := range r.qps {
-			w := wrs[i]
-			for !beforeFirstRx && (scnt[i] < iters || cfg.ByDuration) && scnt[i]-ccnt[i] < uint64(cfg.TxDepth) {
-				if scnt[i]%mod == 0 && mod > 1 && !(scnt[i] == iters-1 && !cfg.ByDuration) {
-					w.signal(false)
-				}
-				if !cfg.NoPeak {
-					t.tposted[totscnt] = r.now()
-				}
-				if cfg.ByDuration && r.dur.current() == stateEnd {
-					break
-				}
-				if err := w.post(x); err != nil {
-					return t, fmt.Errorf("Couldn't post send: qp %d scnt=%d: %w", i, scnt[i], err)
-				}
-				scnt[i]++
-				totscnt++
-				if scnt[i]%mod == mod-1 || (!cfg.ByDuration && scnt[i] == iters-1) {
-					w.signal(true)
-				}
+		if !beforeFirstRx {
+			if err := r.fillSendQueues(&t, wrs, scnt, ccnt, &totscnt); err != nil {
+				return t, err
 			}
 		}
 		n, err := r.poll(r.recvCQ, rwcs, r.side())
