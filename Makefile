@@ -55,8 +55,8 @@ staticcheck: $(STATICCHECK)
 ## below real time), without it
 unit:
 	$(GO) test -race -count=1 $(PKGS)
-	$(GO) test -count=1 -timeout 30m -run 'RealTime|TestInteropRXE' ./rnic/experiment/ ./conformance/interop/
-	$(GO) test -count=1 -run 'All$$' ./internal/apps/perftest/
+	$(GO) test -count=1 -timeout 30m -run 'RealTime|TestInteropRXE' ./experiment/ ./conformance/interop/
+	$(GO) test -count=1 -run 'All$$' ./apps/perftest/
 
 ## test: everything CI checks
 test: deps deps-system build lint unit
@@ -65,7 +65,7 @@ test: deps deps-system build lint unit
 bench: build
 	@mkdir -p $(OUT)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS) | tee $(OUT)/bench.txt
-	$(GO) run ./internal/benchreport -in $(OUT)/bench.txt -json $(OUT)/bench.json
+	$(GO) run ./tools/benchreport -in $(OUT)/bench.txt -json $(OUT)/bench.json
 
 ## fuzz: run every fuzz target for FUZZTIME each (make fuzz FUZZTIME=10m)
 fuzz:

@@ -3,13 +3,14 @@ package netns
 import (
 	"fmt"
 	"os/exec"
+
+	"github.com/rocelab/rocelab/rnic/service"
 )
 
-// Environment variables that [Store.Exec] gives an app, besides [StateRootEnv], so it
-// can find its lab, its host and its own addresses without parsing the state file.
+// Environment variables that [Store.Exec] gives an app, besides [StateRootEnv] and the
+// verbs client's service.EnvLab and service.EnvHost, so it can find its namespace and its
+// own addresses without parsing the state file.
 const (
-	EnvLab   = "ROCELAB_LAB"
-	EnvHost  = "ROCELAB_HOST"
 	EnvNetns = "ROCELAB_NETNS"
 	EnvIPv4  = "ROCELAB_IPV4" // the host's address without prefix length; unset if none
 	EnvIPv6  = "ROCELAB_IPV6"
@@ -31,7 +32,7 @@ func (s Store) Exec(lab, host string, cmd *exec.Cmd) error {
 	if cmd.Env == nil {
 		cmd.Env = cmd.Environ()
 	}
-	cmd.Env = append(cmd.Env, EnvLab+"="+lab, EnvHost+"="+host, EnvNetns+"="+h.Netns, StateRootEnv+"="+s.Root)
+	cmd.Env = append(cmd.Env, service.EnvLab+"="+lab, service.EnvHost+"="+host, EnvNetns+"="+h.Netns, StateRootEnv+"="+s.Root)
 	if h.IPv4.IsValid() {
 		cmd.Env = append(cmd.Env, EnvIPv4+"="+h.IPv4.Addr().String())
 	}

@@ -31,5 +31,5 @@
 // (QPInitAttr.CC): HPCC++ sender-based with telemetry in every data packet, the
 // reference RoCEv2 variant with one telemetry-request probe per RTT, receiver-based
 // Rx-HPCC, telemetry on every Nth packet, DCQCN, or none. docs/rnic.md describes the
-// modes, the scheduler and the experiments built on them (package rnic/experiment).
+// modes, the scheduler and the experiments built on them (package experiment).
 package rnic

@@ -45,7 +45,7 @@ type telemetryCodecs struct {
 }
 
 // Codecs returns the request codec of format as the switches of a lab must be
-// configured with it (for roce/telemetry/stamp).
+// configured with it (for fabric/stamp).
 func Codecs(format telemetry.Format) (telemetry.Codec, error) {
 	c, err := newTelemetryCodecs(format)
 	if err != nil || c == nil {

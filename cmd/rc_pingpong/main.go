@@ -10,7 +10,7 @@ package main
 import (
 	"os"
 
-	"github.com/rocelab/rocelab/internal/apps/pingpong"
+	"github.com/rocelab/rocelab/apps/pingpong"
 )
 
 func main() { os.Exit(pingpong.Main(pingpong.RC, os.Args)) }

@@ -11,7 +11,7 @@ package main
 import (
 	"os"
 
-	"github.com/rocelab/rocelab/internal/apps/perftest"
+	"github.com/rocelab/rocelab/apps/perftest"
 )
 
 func main() { os.Exit(perftest.Main(perftest.ReadLat, os.Args)) }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/rnic"
-	"github.com/rocelab/rocelab/rnic/experiment"
+	"github.com/rocelab/rocelab/experiment"
 	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 )

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rocelab/rocelab/fabric/lab"
-	"github.com/rocelab/rocelab/fabric/lab/labtest"
+	"github.com/rocelab/rocelab/lab"
+	"github.com/rocelab/rocelab/lab/labtest"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/netns"
 )

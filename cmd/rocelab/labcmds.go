@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rocelab/rocelab/fabric/lab"
+	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/netns"
 )
 

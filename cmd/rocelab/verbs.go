@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/rocelab/rocelab/fabric/lab"
+	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/rnic/service"
 )
 

@@ -34,8 +34,13 @@ import (
 	"github.com/rocelab/rocelab/rnic/service/wire"
 )
 
-// EnvSocket names the environment variable that overrides a client's service address.
-const EnvSocket = "ROCELAB_VERBS_SOCKET"
+// The environment a verbs client reads to find its service. `rocelab exec` sets EnvLab
+// and EnvHost for every process it starts in a host; EnvSocket overrides both.
+const (
+	EnvSocket = "ROCELAB_VERBS_SOCKET"
+	EnvLab    = "ROCELAB_LAB"
+	EnvHost   = "ROCELAB_HOST"
+)
 
 // Address is the abstract socket address of host's verbs service in lab: the string
 // "@rocelab/<lab>/<host>/verbs" ('@' is Go's spelling of the abstract namespace's

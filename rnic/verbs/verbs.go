@@ -39,7 +39,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rocelab/rocelab/netns"
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/rnic/service"
@@ -65,9 +64,9 @@ func DefaultAddress() (string, error) {
 	if a := os.Getenv(service.EnvSocket); a != "" {
 		return a, nil
 	}
-	lab, host := os.Getenv(netns.EnvLab), os.Getenv(netns.EnvHost)
+	lab, host := os.Getenv(service.EnvLab), os.Getenv(service.EnvHost)
 	if lab == "" || host == "" {
-		return "", fmt.Errorf("%w: set %s, or run inside a lab host (%s and %s)", ErrNoService, service.EnvSocket, netns.EnvLab, netns.EnvHost)
+		return "", fmt.Errorf("%w: set %s, or run inside a lab host (%s and %s)", ErrNoService, service.EnvSocket, service.EnvLab, service.EnvHost)
 	}
 	return service.Address(lab, host), nil
 }

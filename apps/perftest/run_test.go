@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocelab/rocelab/internal/apps/apptest"
+	"github.com/rocelab/rocelab/apps/apptest"
 )
 
 // pair is one end-to-end run: server and client against two in-process soft-RNICs.

@@ -4,7 +4,7 @@
 // package each benchmark belongs to.
 //
 //	go test -run '^$' -bench . -benchmem ./... | tee out/bench.txt
-//	go run ./internal/benchreport -in out/bench.txt -json out/bench.json
+//	go run ./tools/benchreport -in out/bench.txt -json out/bench.json
 package main
 
 import (

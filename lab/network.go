@@ -13,7 +13,7 @@ import (
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce/telemetry"
-	"github.com/rocelab/rocelab/roce/telemetry/stamp"
+	"github.com/rocelab/rocelab/fabric/stamp"
 )
 
 // Options tune how Build turns a topology into nodes.

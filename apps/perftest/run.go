@@ -39,7 +39,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rocelab/rocelab/internal/apps/device"
+	"github.com/rocelab/rocelab/apps/device"
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/rnic/verbs"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rocelab/rocelab/fabric"
-	"github.com/rocelab/rocelab/fabric/lab"
+	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/rnic"
@@ -21,7 +21,7 @@ import (
 // process whose mean inter-arrival time is mean flow size × 8 / (load × host link
 // rate), to a destination drawn uniformly among the other hosts, with a size drawn
 // from a flow-size CDF. Each flow is one RDMA WRITE on its own RC QP pair, through a
-// leaf-spine or fat-tree of bridge-switches built by fabric/lab, in virtual time.
+// leaf-spine or fat-tree of bridge-switches built by lab, in virtual time.
 //
 // A flow's completion time (FCT) runs from its arrival (the post of its WRITE) to the
 // sender's completion. Its ideal FCT is what it would take alone on the network, as
@@ -349,7 +349,7 @@ type mixPort struct {
 	txBytes uint64 // at the last sample while flows were unfinished
 }
 
-// mixPorts names every switch port as fabric/lab.Build numbers them: in link order,
+// mixPorts names every switch port as lab.Build numbers them: in link order,
 // per switch.
 func mixPorts(t *topo.Topology) [][]*mixPort {
 	sw := map[string]int{}

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rocelab/rocelab/internal/apps/getopt"
+	"github.com/rocelab/rocelab/apps/getopt"
 	"github.com/rocelab/rocelab/roce"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rocelab/rocelab/internal/apps/device"
+	"github.com/rocelab/rocelab/apps/device"
 	"github.com/rocelab/rocelab/qp"
 )
 

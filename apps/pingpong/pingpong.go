@@ -28,7 +28,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rocelab/rocelab/internal/apps/device"
+	"github.com/rocelab/rocelab/apps/device"
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/rnic/verbs"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocelab/rocelab/internal/apps/apptest"
+	"github.com/rocelab/rocelab/apps/apptest"
 )
 
 // runPair runs the example's server on h1 and its client on h2 over a loopback TCP
