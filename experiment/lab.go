@@ -7,10 +7,10 @@ import (
 
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/fabric/stamp"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce/telemetry"
-	"github.com/rocelab/rocelab/fabric/stamp"
 )
 
 // star is one switch with hosts around it, every host a soft-RNIC: the topology of the

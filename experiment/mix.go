@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/rocelab/rocelab/fabric"
-	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce/telemetry"
 )

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/sys/unix"
 
-	"github.com/rocelab/rocelab/lab/labtest"
 	"github.com/rocelab/rocelab/fabric/topo"
+	"github.com/rocelab/rocelab/lab/labtest"
 	"github.com/rocelab/rocelab/netns"
 )
 

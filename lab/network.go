@@ -8,12 +8,12 @@ import (
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/capture"
 	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/fabric/stamp"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce/telemetry"
-	"github.com/rocelab/rocelab/fabric/stamp"
 )
 
 // Options tune how Build turns a topology into nodes.

@@ -10,11 +10,11 @@ import (
 
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/fabric/stamp"
 	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
-	"github.com/rocelab/rocelab/fabric/stamp"
 )
 
 // incastStar is n hosts around one switch on a virtual clock, 10 Gb/s links of 1 µs,

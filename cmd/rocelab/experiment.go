@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rocelab/rocelab/experiment"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/rnic"
-	"github.com/rocelab/rocelab/experiment"
 	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 )

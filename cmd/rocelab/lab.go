@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/fabric/topo"
+	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/netns"
 )
 

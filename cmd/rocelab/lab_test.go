@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/lab/labtest"
-	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/netns"
 )
 
