@@ -20,7 +20,7 @@ LAB        ?= $(basename $(notdir $(LAB_TOPO)))
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build test lint vet fmt-check staticcheck unit bench fuzz demo deps clean lab down interop
+.PHONY: all build test lint vet fmt-check staticcheck importcheck unit bench fuzz demo deps clean lab down interop
 
 all: build
 
@@ -37,8 +37,8 @@ deps: $(STATICCHECK)
 $(STATICCHECK):
 	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## lint: gofmt, go vet, staticcheck
-lint: fmt-check vet staticcheck
+## lint: gofmt, go vet, staticcheck, the import directions of docs/architecture.md
+lint: fmt-check vet staticcheck importcheck
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -49,6 +49,9 @@ vet:
 
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) $(PKGS)
+
+importcheck:
+	$(GO) run ./tools/importcheck
 
 ## unit: the Go test suite with the race detector (fuzz seed corpora included), then the
 ## real-time tests and the rxe interop suite, which skip under -race (it slows their loops
