@@ -20,7 +20,7 @@ LAB        ?= $(basename $(notdir $(LAB_TOPO)))
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build test lint vet fmt-check staticcheck importcheck unit bench fuzz demo deps clean lab down interop
+.PHONY: all build test lint vet fmt-check staticcheck importcheck tidy-check unit bench fuzz demo deps clean lab down interop
 
 all: build
 
@@ -37,8 +37,8 @@ deps: $(STATICCHECK)
 $(STATICCHECK):
 	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## lint: gofmt, go vet, staticcheck, the import directions of docs/architecture.md
-lint: fmt-check vet staticcheck importcheck
+## lint: gofmt, go vet, staticcheck, the import directions of docs/architecture.md, a tidy go.mod
+lint: fmt-check vet staticcheck importcheck tidy-check
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -52,6 +52,10 @@ staticcheck: $(STATICCHECK)
 
 importcheck:
 	$(GO) run ./tools/importcheck
+
+# go mod tidy -diff prints what tidying would change and fails if anything would
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 
 ## unit: the Go test suite with the race detector (fuzz seed corpora included), then the
 ## real-time tests and the rxe interop suite, which skip under -race (it slows their loops
