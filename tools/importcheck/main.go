@@ -55,7 +55,7 @@ var peerExceptions = []struct{ importer, imported string }{
 var appsAPI = []string{"rnic/verbs", "rnic/service"}
 
 // testHelpers are imported only by tests (go list's Imports leaves test imports out).
-var testHelpers = []string{"apps/apptest", "lab/labtest"}
+var testHelpers = []string{"apps/apptest", "lab/labtest", "lab/tuntest"}
 
 // sampleApps are the binaries users run against the verbs service; they stay small and
 // must not link these modules (the data path and the apps need none of them).
