@@ -243,4 +243,3 @@ func TestUpRefusesServicesWithoutNamespaces(t *testing.T) {
 		t.Fatalf("Up with Services and in-memory devices: %v, want an error naming Services", err)
 	}
 }
-
