@@ -51,7 +51,7 @@ func main() {
 		defer f.Close()
 		r = f
 	}
-	rep, malformed, err := parse(r)
+	rep, malformed, err := parse(r, r.Name())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
@@ -72,11 +72,12 @@ func main() {
 }
 
 // parse reads `go test -bench` output with golang.org/x/perf/benchfmt. Benchmark lines
-// it cannot read are left out of the report and returned as errors naming their line.
-func parse(r io.Reader) (*Report, []error, error) {
+// it cannot read are left out of the report and returned as errors naming name and
+// their line.
+func parse(r io.Reader, name string) (*Report, []error, error) {
 	rep := &Report{}
 	var malformed []error
-	br := benchfmt.NewReader(r, "")
+	br := benchfmt.NewReader(r, name)
 	for br.Scan() {
 		switch rec := br.Result().(type) {
 		case *benchfmt.SyntaxError:

@@ -18,14 +18,14 @@ PASS
 `
 
 func TestParse(t *testing.T) {
-	rep, malformed, err := parse(strings.NewReader(sample))
+	rep, malformed, err := parse(strings.NewReader(sample), "bench.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Results) != 3 || rep.CPU != "AMD EPYC" {
 		t.Fatalf("%+v", rep)
 	}
-	if len(malformed) != 1 || !strings.Contains(malformed[0].Error(), ":6: parsing measurement") {
+	if len(malformed) != 1 || !strings.Contains(malformed[0].Error(), "bench.txt:6: parsing measurement") {
 		t.Errorf("malformed lines: %v, want line 6's", malformed)
 	}
 	r := rep.Results[0]
