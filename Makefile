@@ -57,12 +57,14 @@ importcheck:
 tidy-check:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 
-## unit: the Go test suite with the race detector (fuzz seed corpora included), then the
-## real-time tests and the rxe interop suite, which skip under -race (it slows their loops
-## below real time), without it
+## unit: the Go test suite with the race detector (fuzz seed corpora included), then
+## without it what skips under -race: the real-time tests and the rxe interop suite (the
+## detector slows their loops below real time) and the data path's allocation tests (it
+## allocates)
 unit:
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -count=1 -timeout 30m -run 'RealTime|TestInteropRXE' ./experiment/ ./conformance/interop/
+	$(GO) test -count=1 -run '^(TestDataPathAllocs|TestDataPathAllocatesNothing)$$' ./rnic/ ./rnic/verbs/
 	$(GO) test -count=1 -run 'All$$' ./apps/perftest/
 
 ## test: everything CI checks
