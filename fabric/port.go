@@ -40,28 +40,32 @@ type Port struct {
 
 // QueueStats counts one priority queue of a port.
 type QueueStats struct {
-	QLen              int // bytes queued now
-	TxFrames, TxBytes uint64
-	Drops, ECNMarks   uint64
-	Pauses            uint64 // PFC frames from the peer that paused this priority
-	PausedNs          uint64 // total pause time they requested
+	QLen     int    `json:"qlen_bytes"` // bytes queued now
+	TxFrames uint64 `json:"tx_frames"`
+	TxBytes  uint64 `json:"tx_bytes"`
+	Drops    uint64 `json:"drops"`
+	ECNMarks uint64 `json:"ecn_marks"`
+	Pauses   uint64 `json:"pauses"`    // PFC frames from the peer that paused this priority
+	PausedNs uint64 `json:"paused_ns"` // total pause time they requested
 }
 
 // PortStats counts one switch port.
 type PortStats struct {
-	RxFrames, RxBytes uint64
-	RxErrors          uint64 // malformed frames dropped
-	Filtered          uint64 // frames whose destination is behind their ingress port
-	TxFrames, TxBytes uint64
-	Drops             uint64 // tail drops and PFC headroom overflows, all priorities
-	HeadroomDrops     uint64 // of which lossless frames beyond XOff+Headroom
-	ECNMarks          uint64
-	Stamped           uint64 // frames that carried telemetry and got this hop
-	StampErrors       uint64 // frames the Stamper rejected as malformed (dropped)
-	PauseSent         uint64 // PFC frames sent upstream (XOFF and XON)
-	PauseRcvd         uint64 // PFC frames received from the peer
-	QLen              int    // bytes queued now
-	Queues            [8]QueueStats
+	RxFrames      uint64        `json:"rx_frames"`
+	RxBytes       uint64        `json:"rx_bytes"`
+	RxErrors      uint64        `json:"rx_errors"` // malformed frames dropped
+	Filtered      uint64        `json:"filtered"`  // frames whose destination is behind their ingress port
+	TxFrames      uint64        `json:"tx_frames"`
+	TxBytes       uint64        `json:"tx_bytes"`
+	Drops         uint64        `json:"drops"`          // tail drops and PFC headroom overflows, all priorities
+	HeadroomDrops uint64        `json:"headroom_drops"` // of which lossless frames beyond XOff+Headroom
+	ECNMarks      uint64        `json:"ecn_marks"`
+	Stamped       uint64        `json:"stamped"`      // frames that carried telemetry and got this hop
+	StampErrors   uint64        `json:"stamp_errors"` // frames the Stamper rejected as malformed (dropped)
+	PauseSent     uint64        `json:"pause_sent"`   // PFC frames sent upstream (XOFF and XON)
+	PauseRcvd     uint64        `json:"pause_rcvd"`   // PFC frames received from the peer
+	QLen          int           `json:"qlen_bytes"`   // bytes queued now
+	Queues        [8]QueueStats `json:"queues"`       // per priority
 }
 
 // Index returns the port number.

@@ -40,8 +40,12 @@ type Config struct {
 	Threads int
 	// Services, if set, is called inside each host's namespace (on a thread switched
 	// into it) once the lab runs, to start what apps reach there: the verbs service.
-	// What it returns is closed with the lab.
+	// What it returns is closed with the lab. It needs the hosts' namespaces: Up
+	// refuses it with an AddHost other than AddTAPHost.
 	Services func(h *Host, l *Lab) (Closer, error)
+	// AddHost creates each host's kernel side; nil is AddTAPHost (a namespace and a
+	// TAP). The lab's tests that need no kernel give in-memory devices (lab/tuntest).
+	AddHost AddHostFunc
 }
 
 // DefaultThreads is a lab's number of event-loop threads: one per four CPUs, at least
@@ -71,7 +75,7 @@ type Lab struct {
 	clk      *clock.Real
 	epoch    time.Time
 	started  time.Time
-	taps     map[string]*netns.TAP
+	devices  map[string]Device // per host, emulated and external
 	wires    []*wire
 	closers  []Closer
 	inboxes  map[string]*clock.Inbox
@@ -92,7 +96,13 @@ func Up(cfg Config) (*Lab, error) {
 	if err := netns.ValidName(cfg.Name); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	l := &Lab{cfg: cfg, taps: map[string]*netns.TAP{}, inboxes: map[string]*clock.Inbox{}, log: cfg.Log, progress: cfg.Progress}
+	if cfg.AddHost != nil && cfg.Services != nil {
+		return nil, errors.New("lab: Services run inside the hosts' namespaces: they need the default AddHost")
+	}
+	if cfg.AddHost == nil {
+		cfg.AddHost = AddTAPHost
+	}
+	l := &Lab{cfg: cfg, devices: map[string]Device{}, inboxes: map[string]*clock.Inbox{}, log: cfg.Log, progress: cfg.Progress}
 	if l.log == nil {
 		l.log = zap.NewNop()
 	}
@@ -152,11 +162,11 @@ func (l *Lab) up() error {
 				}
 			}
 		}
-		tap, err := netns.AddHost(cfg.Store, cfg.Name, hc)
+		dev, err := cfg.AddHost(cfg.Store, cfg.Name, hc)
 		if err != nil {
 			return err
 		}
-		l.taps[h.Name] = tap
+		l.devices[h.Name] = dev
 		if n := len(t.Hosts); n >= 8 && (i+1)%max(1, n/4) == 0 || i+1 == n {
 			l.progress(fmt.Sprintf("namespaces and TAPs: %d/%d", i+1, n))
 		}
@@ -177,10 +187,10 @@ func (l *Lab) up() error {
 	}
 	net, err := Build(t, l.clk, Options{TxLookahead: look, StaticNeighbours: true, Monitors: true, Threads: threads,
 		HostRelay: func(host string) link.Receiver {
-			return &tapWriter{tap: l.taps[host], log: l.log.With(zap.String("host", host))}
+			return &hostWriter{dev: l.devices[host], log: l.log.With(zap.String("host", host))}
 		},
 		External: func(x *External) error {
-			l.wires = append(l.wires, newWire(x, l.taps[x.Name], l.log.With(zap.String("external", x.Name))))
+			l.wires = append(l.wires, newWire(x, l.devices[x.Name], l.log.With(zap.String("external", x.Name))))
 			return nil
 		}})
 	if err != nil {
@@ -197,11 +207,11 @@ func (l *Lab) up() error {
 	l.progress("fabric and soft-RNICs running (real time)")
 
 	for _, h := range net.Hosts {
-		tap, dev, log := l.taps[h.Name], h.Device, l.log.With(zap.String("host", h.Name))
+		hostDev, rnicDev, log := l.devices[h.Name], h.Device, l.log.With(zap.String("host", h.Name))
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			readTAP(tap, log, func(frames [][]byte) { dev.SendFromHost(frames) })
+			readHost(hostDev, log, func(frames [][]byte) { rnicDev.SendFromHost(frames) })
 		}()
 	}
 	for _, w := range l.wires {
@@ -259,7 +269,7 @@ func (l *Lab) Dir() string { return l.cfg.Store.Dir(l.cfg.Name) }
 func (l *Lab) Name() string { return l.cfg.Name }
 
 // Close stops the lab's control socket, services, relays and clock, and closes the
-// TAPs (their netdevs vanish; their namespaces stay until netns.Cleaner.Down removes
+// hosts' devices (TAPs: their netdevs vanish; their namespaces stay until netns.Cleaner.Down removes
 // them). It is safe to call more than once.
 func (l *Lab) Close() error {
 	l.closeMu.Lock()
@@ -277,8 +287,8 @@ func (l *Lab) Close() error {
 			errs = append(errs, c.Close())
 		}
 	}
-	for _, t := range l.taps {
-		errs = append(errs, t.Close()) // wakes the relays' reads
+	for _, d := range l.devices {
+		errs = append(errs, d.Close()) // wakes the relays' reads
 	}
 	l.wg.Wait()
 	if l.clk != nil {
@@ -287,13 +297,13 @@ func (l *Lab) Close() error {
 	return errors.Join(errs...)
 }
 
-// relayBatch is how many frames one TAP read takes: one wake-up serves a burst.
+// relayBatch is how many frames one device read takes: one wake-up serves a burst.
 const relayBatch = 64
 
-// readTAP reads the frames the kernel sends through tap, in batches, and hands each
-// batch to deliver (which must copy what it keeps: the buffers are reused). It returns
-// when the TAP is closed.
-func readTAP(tap *netns.TAP, log *zap.Logger, deliver func(frames [][]byte)) {
+// readHost reads the frames the host's kernel sends through dev, in batches, and hands
+// each batch to deliver (which must copy what it keeps: the buffers are reused). It
+// returns when dev is closed.
+func readHost(dev Device, log *zap.Logger, deliver func(frames [][]byte)) {
 	bufs := make([][]byte, relayBatch)
 	for i := range bufs {
 		bufs[i] = make([]byte, link.MaxFrame)
@@ -301,10 +311,10 @@ func readTAP(tap *netns.TAP, log *zap.Logger, deliver func(frames [][]byte)) {
 	sizes := make([]int, relayBatch)
 	frames := make([][]byte, relayBatch)
 	for {
-		n, err := tap.Read(0, bufs, sizes)
+		n, err := dev.Read(bufs, sizes)
 		if err != nil {
 			if !errors.Is(err, os.ErrClosed) {
-				log.Warn("TAP read", zap.Error(err))
+				log.Warn("host device read", zap.Error(err))
 			}
 			return
 		}
@@ -315,26 +325,26 @@ func readTAP(tap *netns.TAP, log *zap.Logger, deliver func(frames [][]byte)) {
 	}
 }
 
-// tapWriter hands the frames it receives to a TAP's kernel: it is a device's Host
+// hostWriter hands the frames it receives to a host's kernel: it is a soft-RNIC's Host
 // receiver (the frames the soft-RNIC does not terminate) and the fabric side of an
-// external host's wire. It runs on the device's loop; a TAP write
-// is a short syscall that never waits for the reader (the kernel queues or drops).
-type tapWriter struct {
-	tap     *netns.TAP
+// external host's wire. It runs on the node's loop; a TAP write is a short syscall
+// that never waits for the reader (the kernel queues or drops).
+type hostWriter struct {
+	dev     Device
 	log     *zap.Logger
 	scratch [][]byte
 	errors  uint64
 }
 
-func (w *tapWriter) Receive(frames []*link.Frame) {
+func (w *hostWriter) Receive(frames []*link.Frame) {
 	w.scratch = w.scratch[:0]
 	for _, f := range frames {
 		w.scratch = append(w.scratch, f.Bytes())
 	}
-	if n, err := w.tap.Write(0, w.scratch); err != nil {
+	if n, err := w.dev.Write(w.scratch); err != nil {
 		w.errors++
 		if w.errors == 1 || w.errors%1000 == 0 {
-			w.log.Warn("TAP write", zap.Int("written", n), zap.Int("of", len(frames)), zap.Error(err), zap.Uint64("errors", w.errors))
+			w.log.Warn("host device write", zap.Int("written", n), zap.Int("of", len(frames)), zap.Error(err), zap.Uint64("errors", w.errors))
 		}
 	}
 	for _, f := range frames {

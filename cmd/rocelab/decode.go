@@ -11,7 +11,9 @@ import (
 	"github.com/rocelab/rocelab/roce/decode"
 )
 
-func init() {
+func init() { rootCmd.AddCommand(newDecodeCmd()) }
+
+func newDecodeCmd() *cobra.Command {
 	var summary bool
 	cmd := &cobra.Command{
 		Use:   "decode FILE",
@@ -57,5 +59,5 @@ With --summary it prints a table instead: opcode counts, ICRC failures and error
 		},
 	}
 	cmd.Flags().BoolVar(&summary, "summary", false, "print a table of opcode counts, ICRC failures and errors instead of JSON")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

@@ -59,7 +59,9 @@ Without --lab and with several labs, it shows every lab. A lab whose process is 
 shown from its state file, marked crashed (rocelab clean removes it).
 
 --json prints one JSON object per lab ({"name", "hosts": [{"name", "netns", "ipv4",
-"ipv6", "mac", "rnic": {...}}], "switches": [...]}); several labs print a JSON array.`,
+"ipv6", "mac", "rnic": {"tx_frames", ...}}], "switches": [{"name", "ports": [{"port",
+"peer", "rate", "stats": {"tx_frames", ..., "queues": [...]}}]}]}); several labs print a
+JSON array. Keys are snake_case; docs/architecture.md lists them all.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			store := netns.DefaultStore()
