@@ -57,7 +57,7 @@ type PortStats struct {
 	HeadroomDrops     uint64 // of which lossless frames beyond XOff+Headroom
 	ECNMarks          uint64
 	Stamped           uint64 // frames that carried telemetry and got this hop
-	StampErrors       uint64 // frames the Stamper rejected as malformed (dropped)
+	StampErrors       uint64 // frames the Stamper rejected as malformed (forwarded unstamped)
 	PauseSent         uint64 // PFC frames sent upstream (XOFF and XON)
 	PauseRcvd         uint64 // PFC frames received from the peer
 	QLen              int    // bytes queued now
@@ -211,12 +211,12 @@ func (p *Port) dequeue(prio uint8, start clock.Time) {
 			SwitchID: s.cfg.ID,
 			PortID:   uint32(p.index),
 		})
+		// A frame whose telemetry cannot be stamped (malformed, or plain RoCE that
+		// happens to carry the signalling DSCP) goes on unstamped: any host can send
+		// one, and dropping it would let a host's traffic decide what the fabric loses.
 		if err != nil {
 			p.stats.StampErrors++
-			f.Release()
-			return
-		}
-		if stamped {
+		} else if stamped {
 			p.stats.Stamped++
 			n = f.Len()
 		}

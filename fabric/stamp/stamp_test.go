@@ -65,3 +65,10 @@ func TestStampThroughFabricInterface(t *testing.T) {
 		f.Release()
 	}
 }
+
+// The codecs' FuzzPush targets give frames the spare capacity a switch's frames have.
+func TestFuzzTailroom(t *testing.T) {
+	if telemetrytest.Tailroom != link.Tailroom {
+		t.Fatalf("telemetrytest.Tailroom %d, link.Tailroom %d", telemetrytest.Tailroom, link.Tailroom)
+	}
+}

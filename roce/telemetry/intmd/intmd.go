@@ -236,9 +236,16 @@ func (c *Codec) find(frame []byte) (located, error) {
 		return x, telemetry.Malformed("INT-MX with %d bytes of stack", x.size-ShimSize-MXHeaderSize)
 	}
 	if x.shim.Type() == TypeMD {
-		ml := MD(x.hdr).HopML()
+		md := MD(x.hdr)
+		ml := md.HopML()
 		if stack := x.size - ShimSize - MDHeaderSize; ml == 0 && stack != 0 || ml != 0 && stack%(4*ml) != 0 {
 			return x, telemetry.Malformed("INT-MD stack of %d bytes with Hop ML %d", stack, ml)
+		}
+		// A hop is Hop ML words and holds what the instructions ask for: a header
+		// whose instructions need more (Hop ML 0 with any instruction bit, say) can be
+		// neither stamped nor read, whoever sent it.
+		if need := HopWords(md.Instructions(), md.DomainID(), md.DSInstructions()); need > ml {
+			return x, telemetry.Malformed("INT-MD instructions need %d words per hop, Hop ML is %d", need, ml)
 		}
 	}
 	return x, nil
@@ -458,9 +465,6 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 	hd.E, hd.M, hd.HopML, hd.RemainingHops = md.E(), md.M(), md.HopML(), md.RemainingHops()
 	if hd.HopML == 0 {
 		return hd, nil
-	}
-	if HopWords(hd.Instructions, hd.DomainID, hd.DSInstructions) > hd.HopML {
-		return hd, telemetry.Malformed("instructions need more than Hop ML %d words", hd.HopML)
 	}
 	size := 4 * hd.HopML
 	stack := frame[x.off+ShimSize+MDHeaderSize : x.off+x.size]

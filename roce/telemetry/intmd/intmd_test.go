@@ -1,10 +1,12 @@
 package intmd
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"testing"
 
+	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 	"github.com/rocelab/rocelab/roce/telemetry/telemetrytest"
 )
@@ -141,6 +143,32 @@ func TestMX(t *testing.T) {
 	}
 }
 
+// An INT-MD header whose instructions need more words than its Hop ML (here Hop ML 0
+// with the HPCC bitmap: one UDP datagram any host can send with the INT DSCP) is
+// malformed: Push must refuse it and leave the frame as it was, not write a hop
+// into an empty slice.
+func TestPushHopMLShort(t *testing.T) {
+	c := New()
+	for _, ml := range []byte{0, 1, 11} {
+		f, err := c.Request(telemetrytest.RoCEFrame(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const hopML = roce.EthernetSize + roce.IPv4MinSize + roce.UDPSize + ShimSize + 2
+		f[hopML] = f[hopML]&^0x1F | ml
+		keep := append([]byte(nil), f...)
+		h := telemetrytest.Hop(1)
+		out, st, err := c.Push(f, &h)
+		if !errors.Is(err, telemetry.ErrMalformed) || !bytes.Equal(out, keep) {
+			t.Errorf("Hop ML %d: push = %v, %v; frame changed: %v", ml, st, err, !bytes.Equal(out, keep))
+		}
+		var s telemetry.Stack
+		if _, err := c.Decode(f, &s); !errors.Is(err, telemetry.ErrMalformed) {
+			t.Errorf("Hop ML %d: decode = %v", ml, err)
+		}
+	}
+}
+
 func TestNotINT(t *testing.T) {
 	c := New()
 	var s telemetry.Stack
@@ -199,4 +227,17 @@ func BenchmarkDecode(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzPush stamps arbitrary frames as a switch port does: any host can send any frame
+// with the signalling value, and no frame may panic the switch or be changed by a
+// push that fails (seeds: testdata/fuzz/FuzzPush).
+func FuzzPush(f *testing.F) {
+	c := New()
+	decode := func(b []byte, s *telemetry.Stack) error { _, err := c.Decode(b, s); return err }
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := telemetrytest.CheckPush(c, decode, b); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
