@@ -66,7 +66,7 @@ func checkCapture(name string) error {
 			return fmt.Errorf("frame %d: rebuild: %w", i, err)
 		}
 		end := len(frame) // the IP packet's end: Builder writes no Ethernet padding
-		if l, err := telemetry.Locate(frame); err == nil {
+		if l, err := roce.Locate(frame); err == nil && l.IPVersion != 0 {
 			end = l.End
 		}
 		if !bytes.Equal(buf[:m], frame[:end]) {

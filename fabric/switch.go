@@ -29,6 +29,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/roce"
 )
 
 // Stamper pushes one hop of in-band telemetry into frames that request it, in one
@@ -191,7 +192,7 @@ func (s *Switch) receive(in *Port, f *link.Frame) {
 		f.Release()
 		return
 	}
-	if h.EtherType == etherTypeMACCtrl {
+	if h.EtherType == roce.EtherTypeMACControl {
 		in.stats.RxErrors++
 		f.Release()
 		return

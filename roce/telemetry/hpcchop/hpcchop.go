@@ -133,7 +133,7 @@ func (c *Codec) multi() uint64 {
 }
 
 // find locates the block in frame.
-func (c *Codec) find(frame []byte) (telemetry.Layout, Shim, error) {
+func (c *Codec) find(frame []byte) (roce.Layout, Shim, error) {
 	l, err := telemetry.Locate(frame)
 	if err != nil {
 		return l, nil, err

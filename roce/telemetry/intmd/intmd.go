@@ -199,7 +199,7 @@ func (c *Codec) Format() telemetry.Format {
 }
 
 type located struct {
-	l    telemetry.Layout
+	l    roce.Layout
 	off  int // shim offset
 	shim Shim
 	hdr  []byte // MD or MX header

@@ -36,6 +36,7 @@ package ioam
 import (
 	"encoding/binary"
 
+	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 )
 
@@ -151,7 +152,7 @@ func New() *Codec {
 }
 
 type located struct {
-	l       telemetry.Layout
+	l       roce.Layout
 	hbh     int // offset of the Hop-by-Hop header
 	hbhLen  int
 	opt     int // offset of the IOAM option (its type byte)
@@ -168,7 +169,7 @@ func find(frame []byte) (located, error) {
 		return x, err
 	}
 	x.l = l
-	if !l.IPv6 || l.Proto != telemetry.ProtoHopByHop {
+	if !l.IPv6() || l.Proto != telemetry.ProtoHopByHop {
 		return x, telemetry.ErrNoTelemetry
 	}
 	x.hbh = l.L4
@@ -217,7 +218,7 @@ func (c *Codec) Request(frame []byte) ([]byte, error) {
 	if err != nil {
 		return frame, err
 	}
-	if !l.IPv6 || l.Proto == telemetry.ProtoHopByHop {
+	if !l.IPv6() || l.Proto == telemetry.ProtoHopByHop {
 		return frame, telemetry.ErrUnsupported
 	}
 	nodeLen := NodeLen(c.TraceType)

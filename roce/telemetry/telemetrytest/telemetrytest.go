@@ -4,6 +4,7 @@ package telemetrytest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -45,6 +46,26 @@ func Frame(b *roce.Builder) []byte {
 		panic(err)
 	}
 	return buf[:n]
+}
+
+// Tagged inserts VLAN tags with the control information tcis, outermost first, after
+// frame's MAC addresses, in place (frame's capacity must allow): the innermost is an
+// 802.1Q customer tag (0x8100), the ones outside it 802.1ad service tags (0x88A8), as
+// a QinQ provider network stacks them.
+func Tagged(frame []byte, tcis ...uint16) []byte {
+	for i := len(tcis) - 1; i >= 0; i-- {
+		tpid := uint16(roce.EtherTypeVLAN)
+		if i < len(tcis)-1 {
+			tpid = roce.EtherTypeQinQ
+		}
+		var err error
+		if frame, err = telemetry.Open(frame, 12, roce.VLANTagSize); err != nil {
+			panic(err)
+		}
+		binary.BigEndian.PutUint16(frame[12:], tpid)
+		binary.BigEndian.PutUint16(frame[14:], tcis[i])
+	}
+	return frame
 }
 
 // RoCEFrame is Frame(Builder(ipv6)).
