@@ -297,6 +297,13 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 	}
 	n := nodeSize(nodeLen, tt, h)
 	rem := 4 * x.trace.RemainingLen()
+	filled := frame[x.data : x.data+x.dataLen]
+	if frame[x.opt+3] == PreAllocated {
+		filled = filled[rem:]
+	}
+	if !wholeNodes(filled, tt, nodeLen) {
+		return frame, 0, telemetry.Malformed("IOAM node data of %d bytes is not whole nodes of Trace-Type %#06x", len(filled), tt)
+	}
 	if frame[x.opt+3] == PreAllocated {
 		if n > rem {
 			x.trace.SetOverflow()
@@ -339,6 +346,26 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 	Trace(frame[x.opt+optHeadSize:]).SetRemainingLen((rem - n) / 4)
 	x.l.AddIPLength(frame, grow)
 	return frame, telemetry.Pushed, nil
+}
+
+// wholeNodes reports whether b is a sequence of complete nodes' data for Trace-Type
+// tt: what a node must find before it adds its own, or the trace it extends could not
+// be read afterwards.
+func wholeNodes(b []byte, tt uint32, nodeLen int) bool {
+	for len(b) > 0 {
+		n := 4 * nodeLen
+		if tt&TraceOpaque != 0 {
+			if len(b) < n+4 {
+				return false
+			}
+			n += 4 + 4*int(b[n]) // the snapshot's length in words leads its header
+		}
+		if n == 0 || n > len(b) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }
 
 // writeNode encodes one node's data in Trace-Type bit order.
