@@ -8,14 +8,24 @@ import "encoding/binary"
 // frame does not carry are nil. A Packet refers to the frame's bytes: it is valid
 // until the frame is modified or reused.
 type Packet struct {
-	Frame     []byte
-	Ethernet  Ethernet
-	VLAN      bool   // VLAN tags were present (802.1Q, or 802.1ad QinQ stacks)
-	VLANTCI   uint16 // the outermost tag's control information (PCP 3, DEI 1, VID 12)
-	EtherType uint16 // the EtherType after the VLAN tags
-	IPv4      IPv4
-	IPv6      IPv6
-	UDP       UDP
+	Frame           []byte
+	Ethernet        Ethernet
+	VLAN            bool   // VLAN tags were present (802.1Q, or 802.1ad QinQ stacks)
+	VLANTCI         uint16 // the outermost tag's control information (PCP 3, DEI 1, VID 12)
+	EtherType       uint16 // the EtherType after the VLAN tags
+	IPv4            IPv4
+	IPv6            IPv6
+	UDP             UDP
+	TransportPacket // the UDP payload: BTH, extension headers, payload, pad, ICRC
+
+	l3Off, udpOff, icrcOff int // offsets in Frame
+}
+
+// TransportPacket is a decoded UDP payload of RoCEv2: views of the BTH and of every
+// extension header its opcode carries (nil for the others), the payload, the pad and
+// the ICRC (the IBTA's transport packet, less its LRH/GRH). Decode fills it without allocating; it is what Packet and the
+// gopacket layer (roce/layers) share.
+type TransportPacket struct {
 	BTH       BTH
 	DETH      DETH
 	RETH      RETH
@@ -28,8 +38,6 @@ type Packet struct {
 	Payload   []byte // the BTH payload without pad
 	Pad       []byte // the pad bytes (BTH PadCnt of them)
 	ICRC      uint32 // the ICRC carried by the frame
-
-	l3Off, udpOff, icrcOff int // offsets in Frame
 }
 
 // Info returns the opcode table entry of the decoded packet.
@@ -98,61 +106,80 @@ func (p *Packet) Decode(frame []byte) error {
 	}
 	off += UDPSize
 
-	if ipEnd < off+BTHSize+ICRCSize {
-		return decodeErr("bth", off, ErrTruncated, "%d bytes left, need BTH and ICRC", ipEnd-off)
+	if err := p.TransportPacket.Decode(frame[off:ipEnd]); err != nil {
+		if de, ok := err.(*DecodeError); ok {
+			de.Offset += off
+		}
+		return err
 	}
-	p.BTH = BTH(frame[off : off+BTHSize])
-	info := p.BTH.Opcode().Info()
-	if info == nil {
-		return &DecodeError{Layer: "bth", Offset: off, Err: &UnknownOpcodeError{Opcode: p.BTH.Opcode()},
-			Detail: "opcode " + p.BTH.Opcode().String()}
-	}
-	off += BTHSize
-
 	p.icrcOff = ipEnd - ICRCSize
-	if off+info.Headers.Size() > p.icrcOff {
+	return nil
+}
+
+// Decode parses b, a UDP payload addressed to port 4791, as BTH, extension headers,
+// payload, pad and ICRC. Errors are *DecodeError with offsets into b, wrapping
+// ErrTruncated, ErrBadLength, ErrUnknownOpcode or ErrBadPadCount. It does not allocate
+// unless b is malformed.
+func (t *TransportPacket) Decode(b []byte) error {
+	*t = TransportPacket{}
+	if len(b) < BTHSize+ICRCSize {
+		return decodeErr("bth", 0, ErrTruncated, "%d bytes left, need BTH and ICRC", len(b))
+	}
+	t.BTH = BTH(b[:BTHSize])
+	info := t.BTH.Opcode().Info()
+	if info == nil {
+		return &DecodeError{Layer: "bth", Offset: 0, Err: &UnknownOpcodeError{Opcode: t.BTH.Opcode()},
+			Detail: "opcode " + t.BTH.Opcode().String()}
+	}
+	off := BTHSize
+	icrc := len(b) - ICRCSize
+	if off+info.Headers.Size() > icrc {
 		return decodeErr("eth", off, ErrTruncated, "%s needs %d bytes of extension headers, %d left",
-			info.Name, info.Headers.Size(), p.icrcOff-off)
+			info.Name, info.Headers.Size(), icrc-off)
 	}
 	for _, e := range headerOrder {
 		if info.Headers&e.hdr == 0 {
 			continue
 		}
-		h := frame[off : off+e.size]
+		h := b[off : off+e.size]
 		switch e.hdr {
 		case HdrDETH:
-			p.DETH = h
+			t.DETH = h
 		case HdrRETH:
-			p.RETH = h
+			t.RETH = h
 		case HdrAtomicETH:
-			p.AtomicETH = h
+			t.AtomicETH = h
 		case HdrAETH:
-			p.AETH = h
+			t.AETH = h
 		case HdrAtomicAckETH:
-			p.AtomicAck = h
+			t.AtomicAck = h
 		case HdrImmDt:
-			p.ImmDt = h
+			t.ImmDt = h
 		case HdrIETH:
-			p.IETH = h
+			t.IETH = h
 		case HdrCNP:
-			p.CNP = h
+			t.CNP = h
 		}
 		off += e.size
 	}
 
-	pad := int(p.BTH.PadCnt())
-	body := p.icrcOff - off
+	pad := int(t.BTH.PadCnt())
+	body := icrc - off
 	if !info.Payload && body != 0 {
 		return decodeErr("payload", off, ErrBadLength, "%s carries no payload but %d bytes follow its headers", info.Name, body)
 	}
 	if pad > body {
 		return decodeErr("payload", off, ErrBadPadCount, "pad count %d with %d bytes of payload", pad, body)
 	}
-	p.Payload = frame[off : p.icrcOff-pad]
-	p.Pad = frame[p.icrcOff-pad : p.icrcOff]
-	p.ICRC = ReadICRC(frame[p.icrcOff:])
+	t.Payload = b[off : icrc-pad]
+	t.Pad = b[icrc-pad : icrc]
+	t.ICRC = ReadICRC(b[icrc:])
 	return nil
 }
+
+// HeaderLen returns the bytes of the BTH and the extension headers of a decoded
+// TransportPacket.
+func (t *TransportPacket) HeaderLen() int { return BTHSize + t.BTH.Opcode().Info().Headers.Size() }
 
 // locateErr reports a Locate failure as a DecodeError naming the layer and offset.
 func locateErr(frame []byte, l *Layout, e LayoutError) error {

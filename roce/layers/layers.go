@@ -1,131 +1,107 @@
-package roce
+// Package layers plugs RoCEv2 into gopacket: importing it registers LayerTypeBTH and
+// binds UDP port 4791 to it, so gopacket.NewPacket decodes RoCEv2 frames, and a
+// DecodingLayerParser given a *BTH decodes them without allocating:
+//
+//	Ethernet / [Dot1Q...] / IPv4|IPv6 / UDP / BTH (and extension headers) / Payload
+//
+// The BTH layer is roce.TransportPacket (the views Packet.Decode also fills) as a
+// gopacket layer: its contents are the BTH and the extension headers the opcode
+// carries, its payload the message without pad. It lives apart from package roce so
+// that the data path and the sample apps do not link gopacket.
+//
+// A layer decoder sees only the UDP payload, not the IP header the ICRC covers, so
+// the layer reports the ICRC as carried; roce.Packet.VerifyICRC checks it.
+package layers
 
 import (
 	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
+	gplayers "github.com/gopacket/gopacket/layers"
+
+	"github.com/rocelab/rocelab/roce"
 )
 
-// gopacket integration. Importing this package registers the RoCEv2 layer types and
-// binds UDP port 4791 to LayerTypeBTH, so gopacket.NewPacket decodes RoCEv2 frames down
-// to BTH, each extension header and the payload:
-//
-//	Ethernet / IPv4|IPv6 / UDP / BTH / [DETH] [RETH] [AtomicETH] [AETH] [AtomicAckETH]
-//	  [ImmDt] [IETH] [CNP] / Payload
-//
-// The layers are for gopacket users (inspection, tooling). rocelab's own data path uses
-// Packet.Decode, which does not allocate, and Packet.VerifyICRC: a gopacket layer
-// decoder cannot see the IP header the ICRC covers, so BTHLayer reports the carried
-// ICRC without checking it.
-
-// Layer type numbers: gopacket reserves numbers below 1000; rocelab's start at 47910.
-const layerTypeBase = 47910
-
-// Layer types registered with gopacket.
-var (
-	LayerTypeBTH          = register(0, "RoCEv2 BTH", decodeBTHLayer)
-	LayerTypeDETH         = register(1, "RoCEv2 DETH", nil)
-	LayerTypeRETH         = register(2, "RoCEv2 RETH", nil)
-	LayerTypeAtomicETH    = register(3, "RoCEv2 AtomicETH", nil)
-	LayerTypeAETH         = register(4, "RoCEv2 AETH", nil)
-	LayerTypeAtomicAckETH = register(5, "RoCEv2 AtomicAckETH", nil)
-	LayerTypeImmDt        = register(6, "RoCEv2 ImmDt", nil)
-	LayerTypeIETH         = register(7, "RoCEv2 IETH", nil)
-	LayerTypeCNP          = register(8, "RoCEv2 CNP", nil)
-)
+// LayerTypeBTH is the layer type of a RoCEv2 transport packet. gopacket serves layer
+// types below its maxLayerType (2000) from an array and everything else from a map;
+// it reserves 0–999 for itself, uses 1001 upwards for LCM layers it numbers on
+// registration and 1010 for one of its own, and leaves 1000–1999 to "common
+// application-specific types". 1791 (the RoCEv2 port is 4791) is in that array-served
+// range and clear of gopacket's own numbers.
+var LayerTypeBTH = gopacket.RegisterLayerType(1791, gopacket.LayerTypeMetadata{
+	Name: "RoCEv2", Decoder: gopacket.DecodeFunc(decodeBTH)})
 
 func init() {
-	layers.RegisterUDPPortLayerType(UDPPort, LayerTypeBTH)
+	gplayers.RegisterUDPPortLayerType(roce.UDPPort, LayerTypeBTH)
 }
 
-func register(n int, name string, decode func([]byte, gopacket.PacketBuilder) error) gopacket.LayerType {
-	meta := gopacket.LayerTypeMetadata{Name: name}
-	if decode != nil {
-		meta.Decoder = gopacket.DecodeFunc(decode)
-	}
-	return gopacket.RegisterLayerType(layerTypeBase+n, meta)
+// BTH is the gopacket layer of a RoCEv2 transport packet: the BTH, the extension
+// headers, the payload (Payload, without pad), the pad and the ICRC, as views into the
+// decoded bytes. It implements gopacket.DecodingLayer and gopacket.SerializableLayer.
+type BTH struct {
+	roce.TransportPacket
+	contents []byte // BTH and extension headers
 }
 
-// BTHLayer is the gopacket layer of a Base Transport Header. Its Payload is everything
-// after the BTH up to the pad: extension headers and message payload.
-type BTHLayer struct {
-	layers.BaseLayer
-	BTHFields
-	ICRC uint32 // as carried (little-endian on the wire), not verified here
+// LayerType returns LayerTypeBTH.
+func (l *BTH) LayerType() gopacket.LayerType { return LayerTypeBTH }
+
+// LayerContents returns the BTH and the extension headers.
+func (l *BTH) LayerContents() []byte { return l.contents }
+
+// LayerPayload returns the message payload, pad excluded.
+func (l *BTH) LayerPayload() []byte { return l.Payload }
+
+// CanDecode returns LayerTypeBTH.
+func (l *BTH) CanDecode() gopacket.LayerClass { return LayerTypeBTH }
+
+// NextLayerType returns gopacket.LayerTypePayload: the message follows.
+func (l *BTH) NextLayerType() gopacket.LayerType { return gopacket.LayerTypePayload }
+
+// DecodeFromBytes decodes data, a UDP payload, keeping views into it. It allocates
+// nothing unless data is malformed (the error is a *roce.DecodeError).
+func (l *BTH) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
+	if err := l.TransportPacket.Decode(data); err != nil {
+		l.contents = nil
+		return err
+	}
+	l.contents = data[:l.HeaderLen()]
+	return nil
 }
 
-func (l *BTHLayer) LayerType() gopacket.LayerType { return LayerTypeBTH }
-
-// ExtensionLayer is the gopacket layer of one extension transport header. LayerType
-// says which; the typed accessors return a view of its bytes.
-type ExtensionLayer struct {
-	layers.BaseLayer
-	Type gopacket.LayerType
+// SerializeTo writes the BTH and extension headers in front of the payload already in
+// b, and the pad and the ICRC after it, as the views hold them. The ICRC cannot be
+// computed here: it covers the IP header, which is serialized after this layer
+// (roce.Builder computes it). With opts.FixLengths the BTH pad count is set from the
+// payload in b and the pad is zeros.
+func (l *BTH) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.SerializeOptions) error {
+	pad := len(l.Pad)
+	if opts.FixLengths {
+		pad = -len(b.Bytes()) & 3
+		l.BTH.SetPadCnt(uint8(pad))
+	}
+	tail, err := b.AppendBytes(pad + roce.ICRCSize)
+	if err != nil {
+		return err
+	}
+	if opts.FixLengths {
+		clear(tail[:pad])
+	} else {
+		copy(tail, l.Pad)
+	}
+	roce.PutICRC(tail[pad:], l.ICRC)
+	head, err := b.PrependBytes(len(l.contents))
+	if err != nil {
+		return err
+	}
+	copy(head, l.contents)
+	return nil
 }
 
-func (l *ExtensionLayer) LayerType() gopacket.LayerType { return l.Type }
-
-// RETH returns the header as a RETH view (valid when LayerType is LayerTypeRETH).
-func (l *ExtensionLayer) RETH() RETH { return RETH(l.Contents) }
-
-// AETH returns the header as an AETH view.
-func (l *ExtensionLayer) AETH() AETH { return AETH(l.Contents) }
-
-// AtomicETH returns the header as an AtomicETH view.
-func (l *ExtensionLayer) AtomicETH() AtomicETH { return AtomicETH(l.Contents) }
-
-// AtomicAckETH returns the header as an AtomicAckETH view.
-func (l *ExtensionLayer) AtomicAckETH() AtomicAckETH { return AtomicAckETH(l.Contents) }
-
-// ImmDt returns the header as an ImmDt view.
-func (l *ExtensionLayer) ImmDt() ImmDt { return ImmDt(l.Contents) }
-
-// IETH returns the header as an IETH view.
-func (l *ExtensionLayer) IETH() IETH { return IETH(l.Contents) }
-
-// DETH returns the header as a DETH view.
-func (l *ExtensionLayer) DETH() DETH { return DETH(l.Contents) }
-
-var extensionLayerTypes = map[Headers]*gopacket.LayerType{
-	HdrDETH: &LayerTypeDETH, HdrRETH: &LayerTypeRETH, HdrAtomicETH: &LayerTypeAtomicETH,
-	HdrAETH: &LayerTypeAETH, HdrAtomicAckETH: &LayerTypeAtomicAckETH, HdrImmDt: &LayerTypeImmDt,
-	HdrIETH: &LayerTypeIETH, HdrCNP: &LayerTypeCNP,
-}
-
-// decodeBTHLayer decodes the BTH, then every extension header the opcode carries, then
-// hands the payload (without pad and ICRC) to gopacket's payload decoder. data is the
-// UDP payload.
-func decodeBTHLayer(data []byte, pb gopacket.PacketBuilder) error {
-	if len(data) < BTHSize+ICRCSize {
-		return decodeErr("bth", 0, ErrTruncated, "%d bytes of UDP payload, need %d", len(data), BTHSize+ICRCSize)
+// decodeBTH is the gopacket.Decoder of LayerTypeBTH, for gopacket.NewPacket.
+func decodeBTH(data []byte, pb gopacket.PacketBuilder) error {
+	l := &BTH{}
+	if err := l.DecodeFromBytes(data, pb); err != nil {
+		return err
 	}
-	bth := BTH(data[:BTHSize])
-	info := bth.Opcode().Info()
-	if info == nil {
-		return &DecodeError{Layer: "bth", Err: &UnknownOpcodeError{Opcode: bth.Opcode()}, Detail: "opcode " + bth.Opcode().String()}
-	}
-	icrc := len(data) - ICRCSize
-	if BTHSize+info.Headers.Size() > icrc {
-		return decodeErr("eth", BTHSize, ErrTruncated, "%s needs %d bytes of extension headers", info.Name, info.Headers.Size())
-	}
-	pad := int(bth.PadCnt())
-	// Each layer's Payload runs to the end of the BTH payload, pad excluded, so that
-	// NextDecoder hands exactly the message bytes to the payload layer.
-	end := icrc - pad
-	if end < BTHSize+info.Headers.Size() {
-		return decodeErr("payload", BTHSize, ErrBadPadCount, "pad count %d exceeds the payload", pad)
-	}
-	l := &BTHLayer{BTHFields: bth.Fields(), ICRC: ReadICRC(data[icrc:])}
-	l.Contents, l.Payload = data[:BTHSize], data[BTHSize:end]
 	pb.AddLayer(l)
-	off := BTHSize
-	for _, e := range headerOrder {
-		if info.Headers&e.hdr == 0 {
-			continue
-		}
-		x := &ExtensionLayer{Type: *extensionLayerTypes[e.hdr]}
-		x.Contents, x.Payload = data[off:off+e.size], data[off+e.size:end]
-		pb.AddLayer(x)
-		off += e.size
-	}
-	return pb.NextDecoder(gopacket.LayerTypePayload)
+	return pb.NextDecoder(l.NextLayerType())
 }
