@@ -5,6 +5,9 @@ package decode
 
 import (
 	"errors"
+	"fmt"
+
+	"github.com/gopacket/gopacket/layers"
 
 	"github.com/rocelab/rocelab/roce"
 )
@@ -115,7 +118,18 @@ func (d *Decoder) SetSignals(s Signals) { d.signals = &s }
 // BTH is set), for callers that want the views rather than the record.
 func (d *Decoder) Packet() *roce.Packet { return &d.pkt }
 
-// Decode decodes one frame; index is its 1-based position in the capture.
+// DecodeFrame decodes one packet of a capture: an Ethernet frame with Decode; a
+// packet of another link type gets a record of its own (frame, link_type, note), so
+// that no packet goes unreported and frame numbers stay Wireshark's.
+func (d *Decoder) DecodeFrame(f *Frame) Record {
+	if f.LinkType != layers.LinkTypeEthernet {
+		return Record{Frame: f.Index, LinkType: f.LinkType.String(),
+			Note: fmt.Sprintf("interface %d has link type %v, not Ethernet: not decoded", f.Info.InterfaceIndex, f.LinkType)}
+	}
+	return d.Decode(f.Index, f.Data)
+}
+
+// Decode decodes one Ethernet frame; index is its 1-based position in the capture.
 func (d *Decoder) Decode(index int, frame []byte) Record {
 	r := Record{Frame: index}
 	if d.signals == nil {
