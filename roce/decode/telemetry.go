@@ -167,7 +167,11 @@ func HopRecord(h *telemetry.Hop) map[string]any {
 			m[key] = v
 		}
 	}
-	add(telemetry.FieldSwitchID, "switch_id", h.SwitchID)
+	if h.Has&telemetry.FieldWideSwitchID != 0 {
+		m["switch_id"] = h.WideSwitchID // IOAM's 56-bit node ID, in full
+	} else {
+		add(telemetry.FieldSwitchID, "switch_id", h.SwitchID)
+	}
 	add(telemetry.FieldIngressPort, "ingress_port", h.IngressPort)
 	add(telemetry.FieldEgressPort, "egress_port", h.PortID)
 	add(telemetry.FieldTS, "ts_ns", h.TS)

@@ -109,3 +109,12 @@ func TestDSCPSignalNeedsValidICRC(t *testing.T) {
 		t.Errorf("DSCP 40 with --hpcc-dscp 40: telemetry %v, note %q, error %q", r.Telemetry, r.Note, r.Error)
 	}
 }
+
+// An IOAM wide node ID is printed in full under switch_id.
+func TestHopRecordWideSwitchID(t *testing.T) {
+	h := telemetry.Hop{WideSwitchID: 0xABCDEF01234567, Has: telemetry.FieldSwitchID | telemetry.FieldWideSwitchID}
+	h.SwitchID = uint32(h.WideSwitchID)
+	if got := HopRecord(&h)["switch_id"]; got != uint64(0xABCDEF01234567) {
+		t.Errorf("switch_id %v (%T)", got, got)
+	}
+}

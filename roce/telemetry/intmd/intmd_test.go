@@ -241,3 +241,33 @@ func FuzzPush(f *testing.F) {
 		}
 	})
 }
+
+// All-ones metadata was not supplied: it is absent, and the L2 port IDs do not
+// override the L1 ones when they are all ones.
+func TestAllOnesNotSupplied(t *testing.T) {
+	c := &Codec{DSCP: DefaultDSCP, Instructions: InstNodeID | InstL1Ports | InstL2Ports, MaxHops: 2}
+	f, err := c.Request(telemetrytest.RoCEFrame(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := telemetrytest.Hop(1)
+	if f, _, err = c.Push(f, &h); err != nil {
+		t.Fatal(err)
+	}
+	const stack = roce.EthernetSize + roce.IPv4MinSize + roce.UDPSize + ShimSize + MDHeaderSize
+	for i := range 4 {
+		f[stack+i] = 0xFF // node ID
+	}
+	for i := 8; i < 16; i++ {
+		f[stack+i] = 0xFF // L2 ingress and egress
+	}
+	var s telemetry.Stack
+	if _, err := c.Decode(f, &s); err != nil || s.N != 1 {
+		t.Fatalf("%d hops, %v", s.N, err)
+	}
+	got := &s.Hops[0]
+	if got.Has&telemetry.FieldSwitchID != 0 || got.IngressPort != h.IngressPort || got.PortID != h.PortID ||
+		got.Has&(telemetry.FieldIngressPort|telemetry.FieldEgressPort) != telemetry.FieldIngressPort|telemetry.FieldEgressPort {
+		t.Errorf("hop %+v", got)
+	}
+}
