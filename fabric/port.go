@@ -61,7 +61,7 @@ type PortStats struct {
 	HeadroomDrops uint64        `json:"headroom_drops"` // of which lossless frames beyond XOff+Headroom
 	ECNMarks      uint64        `json:"ecn_marks"`
 	Stamped       uint64        `json:"stamped"`      // frames that carried telemetry and got this hop
-	StampErrors   uint64        `json:"stamp_errors"` // frames the Stamper rejected as malformed (dropped)
+	StampErrors   uint64        `json:"stamp_errors"` // frames the Stamper rejected as malformed (forwarded unstamped)
 	PauseSent     uint64        `json:"pause_sent"`   // PFC frames sent upstream (XOFF and XON)
 	PauseRcvd     uint64        `json:"pause_rcvd"`   // PFC frames received from the peer
 	QLen          int           `json:"qlen_bytes"`   // bytes queued now
@@ -215,12 +215,12 @@ func (p *Port) dequeue(prio uint8, start clock.Time) {
 			SwitchID: s.cfg.ID,
 			PortID:   uint32(p.index),
 		})
+		// A frame whose telemetry cannot be stamped (malformed, or plain RoCE that
+		// happens to carry the signalling DSCP) goes on unstamped: any host can send
+		// one, and dropping it would let a host's traffic decide what the fabric loses.
 		if err != nil {
 			p.stats.StampErrors++
-			f.Release()
-			return
-		}
-		if stamped {
+		} else if stamped {
 			p.stats.Stamped++
 			n = f.Len()
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/roce"
 )
 
 // Stamper pushes one hop of in-band telemetry into frames that request it, in one
@@ -41,9 +42,10 @@ type Stamper interface {
 	// setting the format's overflow flag, if it has one). It may grow f with
 	// f.Grow — frames have at least link.Headroom bytes before and link.Tailroom
 	// bytes after them — and must then fix every length and checksum it changes
-	// (IP total/payload length, IPv4 header checksum, UDP length). An error means f
-	// is malformed; the switch counts and drops it, so f may be left half-written.
-	// Stamp must not retain f or allocate.
+	// (IP total/payload length, IPv4 header checksum, UDP length). An error means f's
+	// telemetry is malformed; Stamp must then leave f untouched, since the switch
+	// counts it (StampErrors) and forwards it unstamped. Stamp must not retain f,
+	// allocate or panic, whatever f holds: any host can send any frame.
 	Stamp(f *link.Frame, hop hpcc.Hop) (stamped bool, err error)
 }
 
@@ -190,7 +192,7 @@ func (s *Switch) receive(in *Port, f *link.Frame) {
 		f.Release()
 		return
 	}
-	if h.EtherType == etherTypeMACCtrl {
+	if h.EtherType == roce.EtherTypeMACControl {
 		in.stats.RxErrors++
 		f.Release()
 		return
