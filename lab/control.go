@@ -18,6 +18,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/netns"
 	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/rnic/service"
 )
 
 // The control protocol: a client connects to the lab's control socket and writes one
@@ -65,7 +66,12 @@ type HostStatus struct {
 	IPv6   string      `json:"ipv6,omitempty"`
 	MAC    string      `json:"mac"`
 	RNIC   *rnic.Stats `json:"rnic,omitempty"`
+	// Verbs counts the connections to the host's verbs service.
+	Verbs *service.Stats `json:"verbs,omitempty"`
 }
+
+// countedService is a host service that counts its connections: the verbs service.
+type countedService interface{ Stats() service.Stats }
 
 // SwitchStatus is one switch's ports.
 type SwitchStatus struct {
@@ -198,6 +204,10 @@ func (l *Lab) Status() Status {
 		h := l.Network.Host(st.Hosts[i].Name)
 		if h == nil {
 			continue
+		}
+		if svc, ok := l.services[h.Name].(countedService); ok {
+			vs := svc.Stats()
+			st.Hosts[i].Verbs = &vs
 		}
 		ch := make(chan rnic.Stats, 1)
 		h.Device.Do(func() { ch <- h.Device.Stats() })

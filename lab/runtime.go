@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/fabric/topo"
@@ -74,6 +76,7 @@ type Lab struct {
 	taps     map[string]*netns.TAP
 	wires    []*wire
 	closers  []Closer
+	services map[string]Closer // by host name: what Config.Services started there
 	inboxes  map[string]*clock.Inbox
 	ctl      net.Listener
 	wg       sync.WaitGroup
@@ -92,9 +95,14 @@ func Up(cfg Config) (*Lab, error) {
 	if err := netns.ValidName(cfg.Name); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	l := &Lab{cfg: cfg, taps: map[string]*netns.TAP{}, inboxes: map[string]*clock.Inbox{}, log: cfg.Log, progress: cfg.Progress}
+	l := &Lab{cfg: cfg, taps: map[string]*netns.TAP{}, inboxes: map[string]*clock.Inbox{}, services: map[string]Closer{}, log: cfg.Log, progress: cfg.Progress}
 	if l.log == nil {
 		l.log = zap.NewNop()
+	}
+	if n, err := raiseFileLimit(); err != nil {
+		l.log.Warn("cannot raise the descriptor limit", zap.Error(err))
+	} else {
+		l.log.Debug("descriptor limit", zap.Uint64("nofile", n))
 	}
 	if l.progress == nil {
 		l.progress = func(string) {}
@@ -220,6 +228,7 @@ func (l *Lab) up() error {
 				return fmt.Errorf("lab: services of %s: %w", h.Name, err)
 			}
 			l.closers = append(l.closers, c)
+			l.services[h.Name] = c
 		}
 		l.progress("verbs services listening")
 	}
@@ -358,4 +367,33 @@ func splitPort(s string) (node string, port int, err error) {
 		return "", 0, fmt.Errorf("port %q: want NODE:PORT such as s1:p3 or s1:3", s)
 	}
 	return node, port, nil
+}
+
+// fileLimit is the descriptor limit a lab process asks for: every host's TAP, sockets,
+// eventfds and its apps' connections, with room for a host whose apps open thousands.
+const fileLimit = 1 << 20
+
+// raiseFileLimit raises RLIMIT_NOFILE (hard and soft) towards fileLimit, as far as
+// the kernel's fs.nr_open and the process's privilege allow, and returns the soft
+// limit in force. Go raises the soft limit to the hard one at start-up; a lab process
+// running as root can raise the hard one too.
+func raiseFileLimit() (uint64, error) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, err
+	}
+	want := uint64(fileLimit)
+	if b, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil {
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			want = min(want, n)
+		}
+	}
+	if want > lim.Max {
+		raised := unix.Rlimit{Cur: want, Max: want}
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &raised); err == nil {
+			return want, nil
+		}
+	}
+	lim.Cur = lim.Max
+	return lim.Cur, unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
 }

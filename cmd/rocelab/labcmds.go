@@ -136,15 +136,21 @@ func printStatus(out io.Writer, st lab.Status) {
 	}
 	fmt.Fprintf(out, "\nstate: %s\n\n", st.Dir)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "HOST\tNETNS\tIPV4\tIPV6\tMAC\tRNIC TX\tRNIC RX\tKERNEL FRAMES\tDROPPED")
+	fmt.Fprintln(w, "HOST\tNETNS\tIPV4\tIPV6\tMAC\tRNIC TX\tRNIC RX\tKERNEL FRAMES\tDROPPED\tVERBS CONNS")
 	for _, h := range st.Hosts {
-		tx, rx, kern, drop := "-", "-", "-", "-"
+		tx, rx, kern, drop, conns := "-", "-", "-", "-", "-"
+		if v := h.Verbs; v != nil {
+			conns = fmt.Sprintf("%d", v.Conns)
+			if refused := v.Rejected + v.OverLimit + v.TimedOut; refused > 0 {
+				conns += fmt.Sprintf(" (%d refused)", refused)
+			}
+		}
 		if r := h.RNIC; r != nil {
 			tx, rx = fmt.Sprintf("%d", r.TxFrames), fmt.Sprintf("%d", r.RxFrames)
 			kern = fmt.Sprintf("%d", r.HostFrames)
 			drop = fmt.Sprintf("%d", r.HostDropped+r.RxMalformed+r.RxBadICRC+r.RxUnknownQP)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Netns, h.IPv4, h.IPv6, h.MAC, tx, rx, kern, drop)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Netns, h.IPv4, h.IPv6, h.MAC, tx, rx, kern, drop, conns)
 	}
 	w.Flush()
 	if len(st.Switches) == 0 {

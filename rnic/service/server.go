@@ -204,12 +204,12 @@ func (s *Server) Addr() string { return s.addr }
 
 // Stats counts the service's clients and objects.
 type Stats struct {
-	Clients   int // connected clients (past HELLO)
-	Conns     int // open connections, clients and those still in their handshake
-	Objects   int // objects (PDs, MRs, CQs, QPs, ...) they hold
-	Rejected  int // connections refused by the SO_PEERCRED policy
-	OverLimit int // connections refused by the per-user or total limit
-	TimedOut  int // connections closed for a silent handshake
+	Clients   int `json:"clients"`    // connected clients (past HELLO)
+	Conns     int `json:"conns"`      // open connections, clients and those still in their handshake
+	Objects   int `json:"objects"`    // objects (PDs, MRs, CQs, QPs, ...) they hold
+	Rejected  int `json:"rejected"`   // connections refused by the SO_PEERCRED policy
+	OverLimit int `json:"over_limit"` // connections refused by the per-user or total limit
+	TimedOut  int `json:"timed_out"`  // connections closed for a silent handshake
 }
 
 // Stats returns the service's counters. Safe from any goroutine.
