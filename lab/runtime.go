@@ -20,6 +20,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/netns"
+	"github.com/rocelab/rocelab/rnic/service"
 )
 
 // Config describes a lab to bring up.
@@ -92,7 +93,7 @@ type Lab struct {
 // removing the namespaces it created is then the caller's job (netns.Cleaner.Down),
 // as it is after Close.
 func Up(cfg Config) (*Lab, error) {
-	if err := netns.ValidName(cfg.Name); err != nil {
+	if err := CheckNames(cfg.Store, cfg.Name, cfg.Topology); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
 	l := &Lab{cfg: cfg, taps: map[string]*netns.TAP{}, inboxes: map[string]*clock.Inbox{}, services: map[string]Closer{}, log: cfg.Log, progress: cfg.Progress}
@@ -350,6 +351,30 @@ func (w *tapWriter) Receive(frames []*link.Frame) {
 		f.Release()
 	}
 }
+
+// CheckNames says whether a lab named name can run topology t from store: a valid lab
+// name, and every socket path and address it derives from the names within the
+// kernel's limits. `up` calls it before it creates anything, so a name that is too long
+// fails at once, naming the limit, rather than at the end of the build.
+func CheckNames(store netns.Store, name string, t *topo.Topology) error {
+	if err := netns.ValidName(name); err != nil {
+		return fmt.Errorf("lab %w", err)
+	}
+	if p := ControlPath(store, name); len(p) > maxSocketPath {
+		return fmt.Errorf("lab %s: its control socket %s is %d bytes, more than a socket path holds (%d): shorten the lab name or %s",
+			name, p, len(p), maxSocketPath, netns.StateRootEnv)
+	}
+	for _, h := range t.Hosts {
+		if err := service.CheckAddress(name, h.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxSocketPath is the longest path a Unix socket may have: sun_path's 108 bytes less
+// the terminating NUL.
+const maxSocketPath = 107
 
 // ControlPath returns the control socket of lab in store.
 func ControlPath(store netns.Store, lab string) string {

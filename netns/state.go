@@ -129,6 +129,9 @@ func (s Store) save(l *Lab) error {
 
 // Load reads lab's state file. A lab without one is an error wrapping [os.ErrNotExist].
 func (s Store) Load(lab string) (*Lab, error) {
+	if err := ValidName(lab); err != nil { // never a path out of the store: no '/', no ".."
+		return nil, fmt.Errorf("netns: load lab state: %w", err)
+	}
 	data, err := os.ReadFile(filepath.Join(s.Dir(lab), stateFile))
 	if err != nil {
 		return nil, fmt.Errorf("netns: load lab %s state: %w", lab, unwrapPathError(err))
@@ -165,6 +168,9 @@ func (s Store) Update(lab string, fn func(*Lab) error) error {
 // lock takes an exclusive flock on the lab's directory. The lock dies with the process
 // holding it, so a crashed holder never blocks cleanup.
 func (s Store) lock(lab string) (unlock func(), err error) {
+	if err := ValidName(lab); err != nil {
+		return nil, fmt.Errorf("netns: lock lab: %w", err)
+	}
 	fd, err := unix.Open(s.Dir(lab), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {

@@ -79,11 +79,12 @@ $ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.`,
 			if name == "" {
 				name = defaultLabName(file)
 			}
-			if err := netns.ValidName(name); err != nil {
-				return fmt.Errorf("up: lab %w (choose one with --name)", err)
-			}
-			if _, err := topo.Load(file); err != nil {
+			t, err := topo.Load(file)
+			if err != nil {
 				return err
+			}
+			if err := lab.CheckNames(netns.DefaultStore(), name, t); err != nil {
+				return fmt.Errorf("up: %w (choose another with --name)", err)
 			}
 			if err := needRootFor("rocelab up"); err != nil {
 				return err

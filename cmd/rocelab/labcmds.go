@@ -27,6 +27,9 @@ func init() {
 // pickLab returns the lab a command acts on: the one named, else the only running one.
 func pickLab(store netns.Store, name string) (string, error) {
 	if name != "" {
+		if err := netns.ValidName(name); err != nil {
+			return "", fmt.Errorf("lab %w", err)
+		}
 		return name, nil
 	}
 	running, err := store.Running()

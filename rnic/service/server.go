@@ -49,6 +49,20 @@ const (
 // address in two hosts' namespaces names two services.
 func Address(lab, host string) string { return "@rocelab/" + lab + "/" + host + "/verbs" }
 
+// MaxAddress is the longest socket address Linux accepts: sun_path's 108 bytes, less
+// the abstract namespace's leading NUL.
+const MaxAddress = 107
+
+// CheckAddress says whether host's service address in lab fits a socket address, so
+// that a lab can refuse names that are too long before it creates anything.
+func CheckAddress(lab, host string) error {
+	if a := Address(lab, host); len(a)-1 > MaxAddress {
+		return fmt.Errorf("lab %q with host %q: the verbs socket address %q is %d bytes, more than a socket address holds (%d): shorten the lab or host name (together at most %d characters)",
+			lab, host, a, len(a)-1, MaxAddress, MaxAddress-len(Address("", ""))+1)
+	}
+	return nil
+}
+
 // Option configures a Server.
 type Option func(*Server)
 
