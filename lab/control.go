@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/capture"
@@ -95,8 +96,14 @@ func (l *Lab) listenControl() error {
 	}); err != nil {
 		return err
 	}
-	ln, err := net.Listen("unix", path)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
+		return fmt.Errorf("lab: control socket: %w", err)
+	}
+	// bind(2) gives the socket 0777 less the umask; the state directory (0700) already
+	// keeps others out, and the socket's own mode says the same.
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
 		return fmt.Errorf("lab: control socket: %w", err)
 	}
 	l.ctl = ln
@@ -104,7 +111,7 @@ func (l *Lab) listenControl() error {
 	go func() {
 		defer l.wg.Done()
 		for {
-			c, err := ln.Accept()
+			c, err := ln.AcceptUnix()
 			if err != nil {
 				return
 			}
@@ -114,8 +121,17 @@ func (l *Lab) listenControl() error {
 	return nil
 }
 
-func (l *Lab) serve(c net.Conn) {
+// controlTimeout bounds how long a control client may take to send its request.
+const controlTimeout = 5 * time.Second
+
+func (l *Lab) serve(c *net.UnixConn) {
 	defer c.Close()
+	if err := controlPeerAllowed(c); err != nil {
+		l.log.Warn("control socket: peer refused", zap.Error(err))
+		writeReply(c, Reply{Error: err.Error()})
+		return
+	}
+	c.SetReadDeadline(time.Now().Add(controlTimeout))
 	var req Request
 	if err := json.NewDecoder(bufio.NewReader(io.LimitReader(c, 4096))).Decode(&req); err != nil {
 		writeReply(c, Reply{Error: "bad request: " + err.Error()})
@@ -130,6 +146,27 @@ func (l *Lab) serve(c net.Conn) {
 	default:
 		writeReply(c, Reply{Error: fmt.Sprintf("unknown op %q: want status or capture", req.Op)})
 	}
+}
+
+// controlPeerAllowed admits the lab's own user and root (SO_PEERCRED), whatever the
+// socket's mode: a lab's control socket captures every frame of the lab.
+func controlPeerAllowed(c *net.UnixConn) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return cerr
+	}
+	if cred.Uid != 0 && cred.Uid != uint32(os.Getuid()) {
+		return fmt.Errorf("uid %d may not use this lab's control socket (only its owner, uid %d, and root)", cred.Uid, os.Getuid())
+	}
+	return nil
 }
 
 func writeReply(w io.Writer, r Reply) error {

@@ -103,9 +103,32 @@ func (s Store) Save(l *Lab) error {
 	return nil
 }
 
+// MakeDir creates lab's state directory, and the store's if needed, owner-only whatever
+// the umask: the directory holds the lab's control socket, log and state, which only
+// the lab's owner (and root) may reach.
+func (s Store) MakeDir(lab string) error {
+	if err := ValidName(lab); err != nil {
+		return fmt.Errorf("netns: lab state directory: %w", err)
+	}
+	for _, dir := range []string{s.Root, s.Dir(lab)} {
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			if errors.Is(err, os.ErrNotExist) { // a store root below directories that do not exist yet
+				err = os.MkdirAll(dir, 0o700)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s Store) save(l *Lab) error {
 	dir := s.Dir(l.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := s.MakeDir(l.Name); err != nil {
 		return err
 	}
 	data, err := json.MarshalIndent(l, "", "  ")

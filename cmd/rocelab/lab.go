@@ -120,11 +120,11 @@ func startDaemon(out io.Writer, name, file string, threads int) error {
 		}
 		return fmt.Errorf("up: lab %s has leftovers of a crashed run; rocelab clean removes them", name)
 	}
-	if err := os.MkdirAll(store.Dir(name), 0o755); err != nil {
+	if err := store.MakeDir(name); err != nil {
 		return err
 	}
 	logPath := filepath.Join(store.Dir(name), labLog)
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
