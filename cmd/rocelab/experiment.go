@@ -83,6 +83,11 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 					return fmt.Errorf("experiment: --%s does not apply to the %s scenario", name, cfg.Scenario)
 				}
 			}
+			// The configuration reads a zero eta as "the draft's default"; given on the
+			// command line, zero is a mistake.
+			if flags.Changed("eta") && !(cfg.Eta > 0) {
+				return fmt.Errorf("experiment: --eta %v: want a target utilization in (0, 1]", cfg.Eta)
+			}
 			var err error
 			if cfg.FlowSize, err = topo.ParseBytes(flowSize); err != nil {
 				return fmt.Errorf("--flow-size: %w", err)

@@ -215,13 +215,22 @@ stop it.`,
 			err = c.Wait()
 			var exit *exec.ExitError
 			if errors.As(err, &exit) {
-				os.Exit(exit.ExitCode())
+				os.Exit(exitStatus(exit))
 			}
 			return err
 		},
 	}
 	cmd.Flags().StringVar(&labName, "lab", "", "the lab (default: the only running one)")
 	return cmd
+}
+
+// exitStatus is the status a shell gives a command that ended as exit says: its exit
+// code, or 128+N for a command killed by signal N.
+func exitStatus(exit *exec.ExitError) int {
+	if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return exit.ExitCode()
 }
 
 // lookPathIn finds an executable named name (without a slash) in the directories of
@@ -256,6 +265,9 @@ Timestamps are the lab's model times (real time since the lab started, plus its 
   rocelab decode out/s1p0.pcapng`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("duration") && duration <= 0 {
+				return fmt.Errorf("capture: --duration %v: want a positive duration such as 5s", duration)
+			}
 			store := netns.DefaultStore()
 			name, err := pickLab(store, labName)
 			if err != nil {
