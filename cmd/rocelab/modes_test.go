@@ -84,4 +84,3 @@ func TestUmaskZeroLab(t *testing.T) {
 		t.Errorf("uid 65534 got pcapng bytes")
 	}
 }
-
