@@ -152,7 +152,7 @@ func (l *Lab) up() error {
 			hc.IPv6 = netip.PrefixFrom(h.IPv6, v6)
 		}
 		for _, o := range t.Hosts {
-			if o.Name == h.Name || h.External == topo.ExternalBridge {
+			if o.Name == h.Name || h.External == topo.ExternalBridge || !staticNeighbours(t) {
 				continue
 			}
 			for _, a := range []netip.Addr{o.IPv4, o.IPv6} {
@@ -184,7 +184,7 @@ func (l *Lab) up() error {
 	if threads == 0 {
 		threads = DefaultThreads()
 	}
-	net, err := Build(t, l.clk, Options{TxLookahead: look, StaticNeighbours: true, Monitors: true, Threads: threads,
+	net, err := Build(t, l.clk, Options{TxLookahead: look, StaticNeighbours: staticNeighbours(t), Monitors: true, Threads: threads,
 		HostRelay: func(host string) link.Receiver {
 			return &tapWriter{tap: l.taps[host], log: l.log.With(zap.String("host", host))}
 		},
@@ -351,6 +351,16 @@ func (w *tapWriter) Receive(frames []*link.Frame) {
 		f.Release()
 	}
 }
+
+// StaticNeighbourHosts is the largest lab whose hosts get every other host as a
+// permanent neighbour, in each kernel and each soft-RNIC, so that no first packet waits
+// for ARP. Beyond it that costs one netlink call per pair of hosts (quadratic: 2 million
+// for 1,024 hosts) and more entries than a kernel's neighbour table holds by default
+// (gc_thresh3, 1024), so larger labs resolve by ARP and NDP as real hosts do; the
+// soft-RNICs learn their neighbours from the frames they relay.
+const StaticNeighbourHosts = 64
+
+func staticNeighbours(t *topo.Topology) bool { return len(t.Hosts) <= StaticNeighbourHosts }
 
 // CheckNames says whether a lab named name can run topology t from store: a valid lab
 // name, and every socket path and address it derives from the names within the

@@ -298,3 +298,46 @@ func vmRSS(pid int) int64 {
 	}
 	return 0
 }
+
+// TestUpInterruptedOrTimedOut: an up that gives up (--timeout) or is killed (SIGKILL, which
+// it cannot catch) before its lab is ready leaves no namespace, state or lab process.
+func TestUpInterruptedOrTimedOut(t *testing.T) {
+	c := newCLI(t)
+	name := labName("to")
+	out, err := c.cmd("up", "-f", "../../topologies/leaf-spine.yaml", "--name", name, "--timeout", "1ms").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not ready after 1ms (--timeout)") {
+		t.Fatalf("up --timeout 1ms: %v\n%s", err, out)
+	}
+	waitNoLab(t, c, name)
+
+	name = labName("kl")
+	up := c.cmd("up", "-f", "../../topologies/leaf-spine.yaml", "--name", name)
+	stdout, _ := up.StdoutPipe()
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 1)
+	if _, err := stdout.Read(line); err != nil { // up has started the lab process and heard from it
+		t.Fatal(err)
+	}
+	up.Process.Kill()
+	up.Wait()
+	waitNoLab(t, c, name)
+}
+
+// waitNoLab waits (bounded) until lab name has no namespace, state directory or process.
+func waitNoLab(t *testing.T, c *cli, name string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, serr := os.Stat(c.store.Dir(name))
+		ns := namespacesOf(t, name)
+		if os.IsNotExist(serr) && len(ns) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lab %s left behind: namespaces %v, state directory: %v", name, ns, serr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
