@@ -16,6 +16,7 @@ import (
 
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/capture"
+	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/netns"
 	"github.com/rocelab/rocelab/rnic"
@@ -69,6 +70,8 @@ type HostStatus struct {
 	RNIC   *rnic.Stats `json:"rnic,omitempty"`
 	// Verbs counts the connections to the host's verbs service.
 	Verbs *service.Stats `json:"verbs,omitempty"`
+	// Link counts what the host sent into its link and the faults injected into it.
+	Link *link.Stats `json:"link,omitempty"`
 }
 
 // countedService is a host service that counts its connections: the verbs service.
@@ -86,6 +89,8 @@ type PortStatus struct {
 	Peer  string           `json:"peer"` // the node at the link's far end
 	Rate  string           `json:"rate"`
 	Stats fabric.PortStats `json:"stats"`
+	// Link counts what the port sent into its link and the faults injected into it.
+	Link link.Stats `json:"link"`
 }
 
 func (l *Lab) listenControl() error {
@@ -246,21 +251,25 @@ func (l *Lab) Status() Status {
 			vs := svc.Stats()
 			st.Hosts[i].Verbs = &vs
 		}
-		ch := make(chan rnic.Stats, 1)
-		h.Device.Do(func() { ch <- h.Device.Stats() })
+		type hostCounters struct {
+			rnic rnic.Stats
+			link link.Stats
+		}
+		ch := make(chan hostCounters, 1)
+		h.Device.Do(func() { ch <- hostCounters{h.Device.Stats(), *h.Link.Stats()} })
 		select {
-		case s := <-ch:
-			st.Hosts[i].RNIC = &s
+		case c := <-ch:
+			st.Hosts[i].RNIC, st.Hosts[i].Link = &c.rnic, &c.link
 		case <-ctx.Done():
 		}
 	}
 	peers := peerNames(l.cfg.Topology)
 	for _, s := range l.Network.Switches {
-		ch := make(chan []fabric.PortStats, 1)
+		ch := make(chan []PortStatus, 1)
 		l.inboxes[s.Name].Do(func() {
-			var ps []fabric.PortStats
-			for _, p := range s.Switch.Ports() {
-				ps = append(ps, p.Stats())
+			var ps []PortStatus
+			for i, p := range s.Switch.Ports() {
+				ps = append(ps, PortStatus{Stats: p.Stats(), Link: *s.Links[i].Stats()})
 			}
 			ch <- ps
 		})
@@ -269,8 +278,8 @@ func (l *Lab) Status() Status {
 		case ps := <-ch:
 			for i, p := range ps {
 				pe := peers[s.Name][i]
-				ss.Ports = append(ss.Ports, PortStatus{Port: fmt.Sprintf("%s:p%d", s.Name, i), Peer: pe.name,
-					Rate: topo.FormatRate(pe.rate), Stats: p})
+				p.Port, p.Peer, p.Rate = fmt.Sprintf("%s:p%d", s.Name, i), pe.name, topo.FormatRate(pe.rate)
+				ss.Ports = append(ss.Ports, p)
 			}
 		case <-ctx.Done():
 		}

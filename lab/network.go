@@ -79,6 +79,9 @@ type Host struct {
 	// Monitor is the capture point of the host's port ("h1:p0"); nil without
 	// Options.Monitors.
 	Monitor *capture.Monitor
+	// Link is the host's end of its link: its Stats count the faults injected into
+	// what the host sent (touched on the host's loop).
+	Link *link.End
 }
 
 // Switch is one bridge-switch and its ports' capture points (nil without
@@ -88,6 +91,9 @@ type Switch struct {
 	Switch   *fabric.Switch
 	Loop     clock.Loop
 	Monitors []*capture.Monitor
+	// Links are the switch's ends of its ports' links, by port: their Stats count the
+	// faults injected into what each port sent (touched on the switch's loop).
+	Links []*link.End
 }
 
 // External returns the external host named name, or nil.
@@ -196,19 +202,21 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 		n.Switches = append(n.Switches, s)
 	}
 
-	hostLinks := map[string]link.Endpoint{}
+	hostLinks := map[string]*link.End{}
 	for _, l := range t.Links {
 		a, b, err := link.New(l.Config())
 		if err != nil {
 			return nil, fmt.Errorf("lab: link %s–%s: %w", l.Endpoints[0], l.Endpoints[1], err)
 		}
-		for i, end := range []link.Endpoint{a, b} {
+		for i, le := range []*link.End{a, b} {
 			name := l.Endpoints[i]
 			s, ok := switches[name]
 			if !ok {
-				hostLinks[name] = end
+				hostLinks[name] = le
 				continue
 			}
+			var end link.Endpoint = le
+			s.Links = append(s.Links, le)
 			port := len(s.Switch.Ports())
 			if opts.Monitors {
 				m := capture.NewMonitor(end, fmt.Sprintf("%s:p%d", name, port))
@@ -232,10 +240,11 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 	}
 
 	for _, th := range t.Hosts {
-		ep, ok := hostLinks[th.Name]
+		le, ok := hostLinks[th.Name]
 		if !ok {
 			return nil, fmt.Errorf("lab: host %s has no link", th.Name)
 		}
+		var ep link.Endpoint = le
 		var mon *capture.Monitor
 		if opts.Monitors {
 			mon = capture.NewMonitor(ep, th.Name+":p0")
@@ -262,7 +271,7 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 		if err != nil {
 			return nil, fmt.Errorf("lab: host %s: %w", th.Name, err)
 		}
-		n.Hosts = append(n.Hosts, &Host{Name: th.Name, Config: th, Device: d, Loop: cfg.Loop, Monitor: mon})
+		n.Hosts = append(n.Hosts, &Host{Name: th.Name, Config: th, Device: d, Loop: cfg.Loop, Monitor: mon, Link: le})
 	}
 	if opts.StaticNeighbours {
 		for _, h := range n.Hosts {
