@@ -42,6 +42,17 @@ type Options struct {
 	// costs a wake-up of the receiving thread; fewer threads than nodes trades
 	// parallelism for those wake-ups (see Config.Threads).
 	Threads int
+	// OnPanic hears each node's first contained panic (fabric.Config.OnPanic,
+	// rnic.Config.OnPanic): the frame was dropped and counted, and the node went on.
+	OnPanic func(node string, v any, stack []byte)
+}
+
+// onPanic binds Options.OnPanic to one node.
+func (o *Options) onPanic(node string) func(any, []byte) {
+	if o.OnPanic == nil {
+		return nil
+	}
+	return func(v any, stack []byte) { o.OnPanic(node, v, stack) }
 }
 
 // External is a host rocelab does not emulate (topo.Host.External): its link end, the
@@ -192,6 +203,7 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 			}
 			cfg.Stamper = stamp.New(c)
 		}
+		cfg.OnPanic = opts.onPanic(ts.Name)
 		loop := newLoop(ts.Name)
 		sw, err := fabric.New(loop, cfg)
 		if err != nil {
@@ -263,7 +275,7 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 		}
 		gids := gidTable(th)
 		cfg := rnic.Config{Name: th.Name, MAC: th.MAC6(), GIDs: gids, Loop: newLoop(th.Name), Link: ep,
-			Pool: n.Pool, CC: cc, TxLookahead: opts.TxLookahead}
+			Pool: n.Pool, CC: cc, TxLookahead: opts.TxLookahead, OnPanic: opts.onPanic(th.Name)}
 		if opts.HostRelay != nil {
 			cfg.Host = opts.HostRelay(th.Name)
 		}

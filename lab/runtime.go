@@ -184,7 +184,7 @@ func (l *Lab) up() error {
 	if threads == 0 {
 		threads = DefaultThreads()
 	}
-	net, err := Build(t, l.clk, Options{TxLookahead: look, StaticNeighbours: staticNeighbours(t), Monitors: true, Threads: threads,
+	net, err := Build(t, l.clk, Options{TxLookahead: look, StaticNeighbours: staticNeighbours(t), OnPanic: l.nodePanicked, Monitors: true, Threads: threads,
 		HostRelay: func(host string) link.Receiver {
 			return &tapWriter{tap: l.taps[host], log: l.log.With(zap.String("host", host))}
 		},
@@ -431,4 +431,12 @@ func raiseFileLimit() (uint64, error) {
 	}
 	lim.Cur = lim.Max
 	return lim.Cur, unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+}
+
+// nodePanicked logs a node's first contained panic with its stack: the frame was
+// dropped and counted (status shows Panics), the node and the lab run on, and the stack
+// is what a bug report needs.
+func (l *Lab) nodePanicked(node string, v any, stack []byte) {
+	l.log.Error("a frame made a node panic: dropped it, the node runs on (later panics are only counted)",
+		zap.String("node", node), zap.Any("panic", v), zap.ByteString("stack", stack))
 }
