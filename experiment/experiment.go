@@ -110,8 +110,8 @@ func (c *Config) validate() error {
 		return c.validateMix()
 	}
 	switch {
-	case c.Senders < 1:
-		return fmt.Errorf("experiment: --senders %d: need at least one", c.Senders)
+	case c.Senders < 1 || c.Senders > MaxSenders:
+		return fmt.Errorf("experiment: --senders %d: want 1 to %d (one switch port each)", c.Senders, MaxSenders)
 	case c.FlowSize < 1:
 		return fmt.Errorf("experiment: --flow-size %d: need at least one byte", c.FlowSize)
 	case c.LinkRate == 0:
@@ -129,13 +129,18 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// MaxSenders bounds the incast and fairness scenarios: one switch with a port per
+// sender. (A thousand senders of 500 KB already hold half a gigabyte of flow buffers
+// when payloads are verified.)
+const MaxSenders = 1024
+
 // validateCC checks the congestion-control parameters every scenario shares: numbers
 // that are not numbers (NaN, ±Inf) or out of range are refused, never taken as "unset".
 func (c *Config) validateCC() error {
 	switch {
 	case c.Eta != 0 && !(c.Eta > 0 && c.Eta <= 1):
 		return fmt.Errorf("experiment: --eta %v: want a target utilization in (0, 1]", c.Eta)
-	case c.EveryN < 0 || c.CC == rnic.ModeHPCCEveryN && c.EveryN < 1:
+	case c.EveryN < 0: // 0 is rnic's default (4)
 		return fmt.Errorf("experiment: --every-n %d: want at least 1", c.EveryN)
 	case c.MaxStage < 0:
 		return fmt.Errorf("experiment: --max-stage %d: want 0 or more", c.MaxStage)
