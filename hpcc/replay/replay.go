@@ -2,7 +2,7 @@
 // `rocelab hpcc replay`, kept out of the command so it is testable and fuzzable. It is
 // pure: a Replayer turns one input line into one output line and does no I/O.
 //
-// Input, one JSON object per line (unknown keys are ignored):
+// Input, one JSON object per line (an unknown or repeated key, or a number written as a string, is an error):
 //
 //	sender:   {"seq": <acked bytes>, "snd_nxt": <bytes>, "hops": [HOP, ...]}
 //	receiver: {"now_ns": <ns>, "hops": [HOP, ...]}
@@ -196,6 +196,9 @@ func checkStrict(line []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
 	if err := strictObject(dec, "line", eventFields); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return errors.New("unexpected end of the line: not a whole JSON object")
+		}
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
