@@ -7,6 +7,9 @@ GOBIN      := $(CURDIR)/$(BIN)/tools
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(GOBIN)/staticcheck
 FUZZTIME   ?= 30s
+# how long the fuzzer may minimize each new input it finds; go test's default (60 s)
+# froze the exec count for a minute per find, which looked like a stalled target
+FUZZMINIMIZE ?= 5s
 BENCHTIME  ?= 1s
 PKGS       := ./...
 # the sample apps, built next to bin/rocelab (rocelab exec puts that directory on PATH)
@@ -81,7 +84,7 @@ fuzz:
 	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "== $$pkg $$t ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg; \
 	  done; \
 	done
 

@@ -1,7 +1,9 @@
 package fabric
 
 import (
+	"fmt"
 	"math"
+	"runtime/debug"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric/link"
@@ -62,6 +64,7 @@ type PortStats struct {
 	ECNMarks      uint64        `json:"ecn_marks"`
 	Stamped       uint64        `json:"stamped"`      // frames that carried telemetry and got this hop
 	StampErrors   uint64        `json:"stamp_errors"` // frames the Stamper rejected as malformed (forwarded unstamped)
+	Panics        uint64        `json:"panics"`       // frames dropped because handling or stamping them panicked (a bug)
 	PauseSent     uint64        `json:"pause_sent"`   // PFC frames sent upstream (XOFF and XON)
 	PauseRcvd     uint64        `json:"pause_rcvd"`   // PFC frames received from the peer
 	QLen          int           `json:"qlen_bytes"`   // bytes queued now
@@ -86,10 +89,17 @@ func (p *Port) TxBytes() uint64 { return p.txBytes }
 
 // Receive implements link.Receiver.
 func (p *Port) Receive(frames []*link.Frame) {
-	for _, f := range frames {
-		p.sw.receive(p, f)
-	}
+	link.Contain(frames, p)
 	p.sw.flush()
+}
+
+// HandleFrame implements link.FrameHandler: steps 2–5 of the pipeline for one frame.
+func (p *Port) HandleFrame(f *link.Frame) { p.sw.receive(p, f) }
+
+// HandlePanic implements link.FrameHandler: the frame is dropped and counted.
+func (p *Port) HandlePanic(_ *link.Frame, v any, stack []byte) {
+	p.stats.Panics++
+	p.sw.panicked(v, stack)
 }
 
 // wake runs when the egress timer fires: the next frame is due.
@@ -207,7 +217,7 @@ func (p *Port) dequeue(prio uint8, start clock.Time) {
 		}
 	}
 	if s.cfg.Stamper != nil {
-		stamped, err := s.cfg.Stamper.Stamp(f, hpcc.Hop{
+		stamped, err := p.stamp(f, hpcc.Hop{
 			TS:       uint64(start),
 			QLen:     uint64(p.bytes),
 			TxBytes:  p.txBytes,
@@ -228,6 +238,19 @@ func (p *Port) dequeue(prio uint8, start clock.Time) {
 	p.transmit(f, start)
 	q.TxFrames++
 	q.TxBytes += uint64(n)
+}
+
+// stamp runs the Stamper on f, containing a panic as an error: the Stamper parses what
+// a host sent, and a bug in one codec must cost that frame, not the lab.
+func (p *Port) stamp(f *link.Frame, hop hpcc.Hop) (stamped bool, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.stats.Panics++
+			p.sw.panicked(v, debug.Stack())
+			stamped, err = false, fmt.Errorf("fabric: stamper panicked: %v", v)
+		}
+	}()
+	return p.sw.cfg.Stamper.Stamp(f, hop)
 }
 
 // transmit puts f on the wire at start.

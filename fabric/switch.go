@@ -99,6 +99,10 @@ type Config struct {
 	HashSeed uint32
 	// Pool supplies the frames the switch creates (PFC frames, flood copies).
 	Pool *link.Pool
+	// OnPanic hears the switch's first contained panic: a frame whose handling (or
+	// stamping) panicked was dropped and counted in its port's Panics, and the switch
+	// went on. Later panics are only counted. nil: counted only.
+	OnPanic func(v any, stack []byte)
 }
 
 // Switch is a bridge-switch. All its methods run on its loop (or during setup).
@@ -115,6 +119,14 @@ type Switch struct {
 	outs    []uint16
 	dscp    [64]uint8
 	ingBuf  [][8]int // bytes held per ingress port and priority (PFC accounting)
+	panics  int      // contained panics, all ports
+}
+
+// panicked counts a contained panic and reports the first one (Config.OnPanic).
+func (s *Switch) panicked(v any, stack []byte) {
+	if s.panics++; s.panics == 1 && s.cfg.OnPanic != nil {
+		s.cfg.OnPanic(v, stack)
+	}
 }
 
 type route struct {

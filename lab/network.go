@@ -42,6 +42,17 @@ type Options struct {
 	// costs a wake-up of the receiving thread; fewer threads than nodes trades
 	// parallelism for those wake-ups (see Config.Threads).
 	Threads int
+	// OnPanic hears each node's first contained panic (fabric.Config.OnPanic,
+	// rnic.Config.OnPanic): the frame was dropped and counted, and the node went on.
+	OnPanic func(node string, v any, stack []byte)
+}
+
+// onPanic binds Options.OnPanic to one node.
+func (o *Options) onPanic(node string) func(any, []byte) {
+	if o.OnPanic == nil {
+		return nil
+	}
+	return func(v any, stack []byte) { o.OnPanic(node, v, stack) }
 }
 
 // External is a host rocelab does not emulate (topo.Host.External): its link end, the
@@ -79,6 +90,9 @@ type Host struct {
 	// Monitor is the capture point of the host's port ("h1:p0"); nil without
 	// Options.Monitors.
 	Monitor *capture.Monitor
+	// Link is the host's end of its link: its Stats count the faults injected into
+	// what the host sent (touched on the host's loop).
+	Link *link.End
 }
 
 // Switch is one bridge-switch and its ports' capture points (nil without
@@ -88,6 +102,9 @@ type Switch struct {
 	Switch   *fabric.Switch
 	Loop     clock.Loop
 	Monitors []*capture.Monitor
+	// Links are the switch's ends of its ports' links, by port: their Stats count the
+	// faults injected into what each port sent (touched on the switch's loop).
+	Links []*link.End
 }
 
 // External returns the external host named name, or nil.
@@ -157,7 +174,7 @@ type builder struct {
 	// loops are the shared loops when opts.Threads > 0, the next to deal first.
 	loops     []clock.Loop
 	switches  map[string]*Switch
-	hostLinks map[string]link.Endpoint // each host's end of its link
+	hostLinks map[string]*link.End // each host's end of its link
 }
 
 // newBuilder sizes the frame pool for the largest MTU and settles the telemetry
@@ -167,7 +184,7 @@ func newBuilder(t *topo.Topology, clk clock.Clock, opts Options) (*builder, erro
 	for _, l := range t.Links {
 		maxMTU = max(maxMTU, l.MTU)
 	}
-	b := &builder{t: t, clk: clk, opts: opts, switches: map[string]*Switch{}, hostLinks: map[string]link.Endpoint{},
+	b := &builder{t: t, clk: clk, opts: opts, switches: map[string]*Switch{}, hostLinks: map[string]*link.End{},
 		n: &Network{Topology: t, Pool: link.NewPool(maxMTU + 18), BaseRTT: baseRTT(t)}}
 	var err error
 	if b.format, err = telemetryFormat(t.Telemetry); err != nil {
@@ -223,6 +240,7 @@ func (b *builder) addSwitches() error {
 			}
 			cfg.Stamper = stamp.New(c)
 		}
+		cfg.OnPanic = b.opts.onPanic(ts.Name)
 		loop := b.newLoop(ts.Name)
 		sw, err := fabric.New(loop, cfg)
 		if err != nil {
@@ -243,13 +261,15 @@ func (b *builder) addLinks() error {
 		if err != nil {
 			return fmt.Errorf("lab: link %s–%s: %w", l.Endpoints[0], l.Endpoints[1], err)
 		}
-		for i, end := range []link.Endpoint{a, z} {
+		for i, le := range []*link.End{a, z} {
 			name := l.Endpoints[i]
 			s, ok := b.switches[name]
 			if !ok {
-				b.hostLinks[name] = end
+				b.hostLinks[name] = le
 				continue
 			}
+			var end link.Endpoint = le
+			s.Links = append(s.Links, le)
 			port := len(s.Switch.Ports())
 			if b.opts.Monitors {
 				m := capture.NewMonitor(end, fmt.Sprintf("%s:p%d", name, port))
@@ -282,10 +302,11 @@ func (b *builder) setForwarding() error {
 // host's end to opts.External.
 func (b *builder) addHosts() error {
 	for _, th := range b.t.Hosts {
-		ep, ok := b.hostLinks[th.Name]
+		le, ok := b.hostLinks[th.Name]
 		if !ok {
 			return fmt.Errorf("lab: host %s has no link", th.Name)
 		}
+		var ep link.Endpoint = le
 		var mon *capture.Monitor
 		if b.opts.Monitors {
 			mon = capture.NewMonitor(ep, th.Name+":p0")
@@ -303,7 +324,7 @@ func (b *builder) addHosts() error {
 			continue
 		}
 		cfg := rnic.Config{Name: th.Name, MAC: th.MAC6(), GIDs: gidTable(th), Loop: b.newLoop(th.Name), Link: ep,
-			Pool: b.n.Pool, CC: b.cc, TxLookahead: b.opts.TxLookahead}
+			Pool: b.n.Pool, CC: b.cc, TxLookahead: b.opts.TxLookahead, OnPanic: b.opts.onPanic(th.Name)}
 		if b.opts.HostRelay != nil {
 			cfg.Host = b.opts.HostRelay(th.Name)
 		}
@@ -311,7 +332,7 @@ func (b *builder) addHosts() error {
 		if err != nil {
 			return fmt.Errorf("lab: host %s: %w", th.Name, err)
 		}
-		b.n.Hosts = append(b.n.Hosts, &Host{Name: th.Name, Config: th, Device: d, Loop: cfg.Loop, Monitor: mon})
+		b.n.Hosts = append(b.n.Hosts, &Host{Name: th.Name, Config: th, Device: d, Loop: cfg.Loop, Monitor: mon, Link: le})
 	}
 	return nil
 }

@@ -8,16 +8,19 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/netns"
+	"github.com/rocelab/rocelab/rnic/service"
 )
 
 // Config describes a lab to bring up.
@@ -78,6 +81,7 @@ type Lab struct {
 	devices  map[string]Device // per host, emulated and external
 	wires    []*wire
 	closers  []Closer
+	services map[string]Closer // by host name: what Config.Services started there
 	inboxes  map[string]*clock.Inbox
 	ctl      net.Listener
 	wg       sync.WaitGroup
@@ -93,7 +97,7 @@ type Lab struct {
 // removing the namespaces it created is then the caller's job (netns.Cleaner.Down),
 // as it is after Close.
 func Up(cfg Config) (*Lab, error) {
-	if err := netns.ValidName(cfg.Name); err != nil {
+	if err := CheckNames(cfg.Store, cfg.Name, cfg.Topology); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
 	if cfg.AddHost != nil && cfg.Services != nil {
@@ -102,9 +106,14 @@ func Up(cfg Config) (*Lab, error) {
 	if cfg.AddHost == nil {
 		cfg.AddHost = AddTAPHost
 	}
-	l := &Lab{cfg: cfg, devices: map[string]Device{}, inboxes: map[string]*clock.Inbox{}, log: cfg.Log, progress: cfg.Progress}
+	l := &Lab{cfg: cfg, devices: map[string]Device{}, inboxes: map[string]*clock.Inbox{}, services: map[string]Closer{}, log: cfg.Log, progress: cfg.Progress}
 	if l.log == nil {
 		l.log = zap.NewNop()
+	}
+	if n, err := raiseFileLimit(); err != nil {
+		l.log.Warn("cannot raise the descriptor limit", zap.Error(err))
+	} else {
+		l.log.Debug("descriptor limit", zap.Uint64("nofile", n))
 	}
 	if l.progress == nil {
 		l.progress = func(string) {}
@@ -153,7 +162,7 @@ func (l *Lab) up() error {
 			hc.IPv6 = netip.PrefixFrom(h.IPv6, v6)
 		}
 		for _, o := range t.Hosts {
-			if o.Name == h.Name || h.External == topo.ExternalBridge {
+			if o.Name == h.Name || h.External == topo.ExternalBridge || !staticNeighbours(t) {
 				continue
 			}
 			for _, a := range []netip.Addr{o.IPv4, o.IPv6} {
@@ -185,7 +194,7 @@ func (l *Lab) up() error {
 	if threads == 0 {
 		threads = DefaultThreads()
 	}
-	net, err := Build(t, l.clk, Options{TxLookahead: look, StaticNeighbours: true, Monitors: true, Threads: threads,
+	net, err := Build(t, l.clk, Options{TxLookahead: look, StaticNeighbours: staticNeighbours(t), OnPanic: l.nodePanicked, Monitors: true, Threads: threads,
 		HostRelay: func(host string) link.Receiver {
 			return &hostWriter{dev: l.devices[host], log: l.log.With(zap.String("host", host))}
 		},
@@ -230,6 +239,7 @@ func (l *Lab) up() error {
 				return fmt.Errorf("lab: services of %s: %w", h.Name, err)
 			}
 			l.closers = append(l.closers, c)
+			l.services[h.Name] = c
 		}
 		l.progress("verbs services listening")
 	}
@@ -352,6 +362,40 @@ func (w *hostWriter) Receive(frames []*link.Frame) {
 	}
 }
 
+// StaticNeighbourHosts is the largest lab whose hosts get every other host as a
+// permanent neighbour, in each kernel and each soft-RNIC, so that no first packet waits
+// for ARP. Beyond it that costs one netlink call per pair of hosts (quadratic: 2 million
+// for 1,024 hosts) and more entries than a kernel's neighbour table holds by default
+// (gc_thresh3, 1024), so larger labs resolve by ARP and NDP as real hosts do; the
+// soft-RNICs learn their neighbours from the frames they relay.
+const StaticNeighbourHosts = 64
+
+func staticNeighbours(t *topo.Topology) bool { return len(t.Hosts) <= StaticNeighbourHosts }
+
+// CheckNames says whether a lab named name can run topology t from store: a valid lab
+// name, and every socket path and address it derives from the names within the
+// kernel's limits. `up` calls it before it creates anything, so a name that is too long
+// fails at once, naming the limit, rather than at the end of the build.
+func CheckNames(store netns.Store, name string, t *topo.Topology) error {
+	if err := netns.ValidName(name); err != nil {
+		return fmt.Errorf("lab %w", err)
+	}
+	if p := ControlPath(store, name); len(p) > maxSocketPath {
+		return fmt.Errorf("lab %s: its control socket %s is %d bytes, more than a socket path holds (%d): shorten the lab name or %s",
+			name, p, len(p), maxSocketPath, netns.StateRootEnv)
+	}
+	for _, h := range t.Hosts {
+		if err := service.CheckAddress(name, h.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxSocketPath is the longest path a Unix socket may have: sun_path's 108 bytes less
+// the terminating NUL.
+const maxSocketPath = 107
+
 // ControlPath returns the control socket of lab in store.
 func ControlPath(store netns.Store, lab string) string {
 	return filepath.Join(store.Dir(lab), ControlSocket)
@@ -368,4 +412,41 @@ func splitPort(s string) (node string, port int, err error) {
 		return "", 0, fmt.Errorf("port %q: want NODE:PORT such as s1:p3 or s1:3", s)
 	}
 	return node, port, nil
+}
+
+// fileLimit is the descriptor limit a lab process asks for: every host's TAP, sockets,
+// eventfds and its apps' connections, with room for a host whose apps open thousands.
+const fileLimit = 1 << 20
+
+// raiseFileLimit raises RLIMIT_NOFILE (hard and soft) towards fileLimit, as far as
+// the kernel's fs.nr_open and the process's privilege allow, and returns the soft
+// limit in force. Go raises the soft limit to the hard one at start-up; a lab process
+// running as root can raise the hard one too.
+func raiseFileLimit() (uint64, error) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, err
+	}
+	want := uint64(fileLimit)
+	if b, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil {
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			want = min(want, n)
+		}
+	}
+	if want > lim.Max {
+		raised := unix.Rlimit{Cur: want, Max: want}
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &raised); err == nil {
+			return want, nil
+		}
+	}
+	lim.Cur = lim.Max
+	return lim.Cur, unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+}
+
+// nodePanicked logs a node's first contained panic with its stack: the frame was
+// dropped and counted (status shows Panics), the node and the lab run on, and the stack
+// is what a bug report needs.
+func (l *Lab) nodePanicked(node string, v any, stack []byte) {
+	l.log.Error("a frame made a node panic: dropped it, the node runs on (later panics are only counted)",
+		zap.String("node", node), zap.Any("panic", v), zap.ByteString("stack", stack))
 }

@@ -53,6 +53,10 @@ type Config struct {
 	// AsyncHandler, if set, receives asynchronous events on the loop instead of
 	// GetAsyncEvent.
 	AsyncHandler func(AsyncEvent)
+	// OnPanic hears the device's first contained panic: a received frame whose
+	// handling panicked was dropped and counted in Stats.Panics, and the device went
+	// on. Later panics are only counted. nil: counted only.
+	OnPanic func(v any, stack []byte)
 }
 
 // Device is an open soft-RNIC (ibv_context): its verbs objects, its port and its
@@ -111,6 +115,7 @@ type Stats struct {
 	AsyncEventsLost   uint64 `json:"async_events_lost"`
 	HostFrames        uint64 `json:"host_frames"`  // frames the host's kernel sent through the device (SendFromHost)
 	HostDropped       uint64 `json:"host_dropped"` // of those, dropped: backlog full or frame too long
+	Panics            uint64 `json:"panics"`       // received frames dropped because handling them panicked (a bug)
 }
 
 // Open creates the device and attaches it to its link.

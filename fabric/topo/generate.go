@@ -51,12 +51,23 @@ func newBuilder(p Params) *builder {
 	return &builder{p: p, t: &Topology{Telemetry: p.Telemetry, CongestionControl: p.CongestionControl}}
 }
 
+// host adds host number n (1-based) with 10.0.0.0/8 and fd00::/64 addresses from n:
+// 10.0.0.5 and fd00::5 for the fifth, 10.1.0.1 and fd00::1:1 for the 65,537th.
 func (b *builder) host(name string) string {
 	n := len(b.t.Hosts) + 1
 	b.t.Hosts = append(b.t.Hosts, Host{Name: name,
-		IPv4: netip.AddrFrom4([4]byte{10, 0, byte(n >> 8), byte(n)}),
-		IPv6: netip.MustParseAddr(fmt.Sprintf("fd00::%x", n))})
+		IPv4: netip.AddrFrom4([4]byte{10, byte(n >> 16), byte(n >> 8), byte(n)}),
+		IPv6: netip.AddrFrom16([16]byte{0: 0xfd, 12: byte(n >> 24), 13: byte(n >> 16), 14: byte(n >> 8), 15: byte(n)})})
 	return name
+}
+
+// checkSize refuses, before anything is built, a generated topology larger than a
+// topology may be.
+func checkSize(kind string, hosts, switches int) error {
+	if hosts > MaxHosts || switches > MaxSwitches {
+		return fmt.Errorf("topo: %s with %d hosts and %d switches: at most %d hosts and %d switches", kind, hosts, switches, MaxHosts, MaxSwitches)
+	}
+	return nil
 }
 
 func (b *builder) sw(name string) string {
@@ -113,6 +124,12 @@ func LeafSpine(leaves, spines, hostsPerLeaf int, p Params) (*Topology, error) {
 	if leaves < 1 || spines < 1 || hostsPerLeaf < 1 {
 		return nil, fmt.Errorf("topo: leaf-spine needs leaves, spines and hosts")
 	}
+	if leaves > MaxSwitches || spines > MaxSwitches || hostsPerLeaf > MaxHosts {
+		return nil, checkSize("leaf-spine", hostsPerLeaf, leaves+spines)
+	}
+	if err := checkSize("leaf-spine", leaves*hostsPerLeaf, leaves+spines); err != nil {
+		return nil, err
+	}
 	b := newBuilder(p)
 	for s := 1; s <= spines; s++ {
 		b.sw(fmt.Sprintf("spine%d", s))
@@ -134,6 +151,12 @@ func LeafSpine(leaves, spines, hostsPerLeaf int, p Params) (*Topology, error) {
 func FatTree(k int, p Params) (*Topology, error) {
 	if k < 2 || k%2 != 0 {
 		return nil, fmt.Errorf("topo: fat-tree k must be even and at least 2, not %d", k)
+	}
+	if k > MaxSwitches { // k³/4 would overflow long before
+		return nil, checkSize(fmt.Sprintf("fat-tree k=%d", k), MaxHosts+1, k)
+	}
+	if err := checkSize(fmt.Sprintf("fat-tree k=%d", k), k*k*k/4, k*k*5/4); err != nil {
+		return nil, err
 	}
 	b := newBuilder(p)
 	half := k / 2
