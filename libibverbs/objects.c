@@ -561,11 +561,12 @@ static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr,
 	}
 	qp->mem = rl_map(fd, r.size);
 	close(fd);
-	int bad = !qp->mem || r.sq_offset + RL_RING_HEADER > r.size || r.rq_offset + RL_RING_HEADER > r.size ||
+	int bad = !qp->mem || r.sq_offset + RL_RING_HEADER > r.size ||
 		  r.send_entry < sizeof(struct rl_send_wqe) + sizeof(struct rl_sge) * (r.max_send_sge ? r.max_send_sge : 1) ||
 		  r.sq_offset + RL_RING_HEADER + (uint64_t)r.max_send_wr * r.send_entry > r.size;
 	if (!bad && !srq)
-		bad = r.recv_entry < sizeof(struct rl_recv_wqe) + sizeof(struct rl_sge) * (r.max_recv_sge ? r.max_recv_sge : 1) ||
+		bad = r.rq_offset + RL_RING_HEADER > r.size ||
+		      r.recv_entry < sizeof(struct rl_recv_wqe) + sizeof(struct rl_sge) * (r.max_recv_sge ? r.max_recv_sge : 1) ||
 		      r.rq_offset + RL_RING_HEADER + (uint64_t)r.max_recv_wr * r.recv_entry > r.size;
 	if (bad) {
 		if (qp->mem)
