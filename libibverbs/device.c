@@ -618,10 +618,10 @@ int ibv_read_sysfs_file(const char *dir, const char *file, char *buf, size_t siz
 	return n;
 }
 
-int ibv_get_sysfs_path(char *buf, size_t size)
+const char *ibv_get_sysfs_path(void)
 {
 	const char *env = getenv("SYSFS_PATH");
-	return snprintf(buf, size, "%s", env ? env : "/sys") < (int)size ? 0 : -1;
+	return env && *env ? env : "/sys";
 }
 
 /* ---- unsupported verbs ---- */
