@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -88,6 +90,37 @@ func (l *ibverbsLab) waitListening(t *testing.T, host string, port int, server *
 		}
 	}
 	t.Fatalf("nothing listens on port %d in %s", port, host)
+}
+
+// rnicTX returns the frames host's soft-RNIC sent, from rocelab status.
+func (l *ibverbsLab) rnicTX(t *testing.T, host string) int {
+	t.Helper()
+	out := l.run("status", "--lab", l.name)
+	for _, line := range strings.Split(out, "\n") {
+		// HOST NETNS IPV4 IPV6 MAC RNIC-TX ...
+		if f := strings.Fields(line); len(f) > 5 && f[0] == host {
+			if n, err := strconv.Atoi(f[5]); err == nil {
+				return n
+			}
+		}
+	}
+	t.Fatalf("rocelab status shows no RNIC counters for %s:\n%s", host, out)
+	return 0
+}
+
+// child returns the pid of the program rocelab exec started (its only child).
+func child(t *testing.T, exec *exec.Cmd) int {
+	t.Helper()
+	pid := exec.Process.Pid
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("children of rocelab exec %d: %q", pid, b)
+	}
+	return c
 }
 
 // pair runs server in srvHost and, once it listens on port, client in cliHost (with the
@@ -196,6 +229,47 @@ func TestLibibverbs(t *testing.T) {
 			}
 		})
 	}
+
+	// kill -9 of the receiving program mid-transfer: the service reclaims its objects and
+	// keeps serving. The sender, with perftest's retry_cnt 7 (unlimited, as in rxe),
+	// retransmits until it is stopped.
+	t.Run("kill-9", func(t *testing.T) {
+		const port = 18516
+		args := []string{"ib_write_bw", "-x", "1", "-D", "60", "-p", strconv.Itoa(port)}
+		srv := l.exec("h2", args...)
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { srv.Wait(); close(done) }()
+		l.waitListening(t, "h2", port, srv, done)
+		before := l.rnicTX(t, "h1")
+		cli := l.exec("h1", append(args, "10.0.0.2")...)
+		if err := cli.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			syscall.Kill(child(t, cli), syscall.SIGKILL)
+			cli.Wait()
+		}()
+		// perftest prints nothing before the end: the sender's RNIC counters say when
+		// the transfer runs
+		deadline := time.Now().Add(20 * time.Second)
+		for l.rnicTX(t, "h1") < before+10000 {
+			if time.Now().After(deadline) {
+				t.Fatal("the transfer did not start")
+			}
+		}
+		if err := syscall.Kill(child(t, srv), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		_, pp := l.pair(t, pingpongPort, "h2", []string{"ibv_rc_pingpong", "-g", "1", "-n", "100", "-c"}, "h1",
+			[]string{"ibv_rc_pingpong", "-g", "1", "-n", "100", "-c"}, "10.0.0.2")
+		if !strings.Contains(pp, "100 iters in") {
+			t.Fatalf("after kill -9, ibv_rc_pingpong:\n%s", pp)
+		}
+	})
 
 	for _, tool := range []string{"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_send_lat", "ib_write_lat", "ib_read_lat"} {
 		// IPv4 GIDs with the server in h2, IPv6 GIDs with the server in h1: both ways.
