@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <endian.h>
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -226,6 +227,15 @@ static void to_wc(const struct rl_cqe *e, struct ibv_wc *wc)
 	wc->pkey_index = e->pkey_index;
 }
 
+/* empty_poll is an ibv_poll_cq that found nothing. A busy-polling application (perftest
+ * never sleeps) shares the CPUs with the lab's device loop, which does the work a
+ * kernel rxe would do in softirq, preempting the application; here the loop is a
+ * thread like any other, so an empty poll yields the CPU to it. */
+static void empty_poll(void)
+{
+	sched_yield();
+}
+
 int rl_poll_cq(struct ibv_cq *c, int n, struct ibv_wc *wc)
 {
 	struct rl_cq *cq = (struct rl_cq *)c;
@@ -243,6 +253,8 @@ int rl_poll_cq(struct ibv_cq *c, int n, struct ibv_wc *wc)
 	if (got)
 		__atomic_store_n(word(cq->ring.mem, RL_RING_CONS), cq->cons, __ATOMIC_RELEASE);
 	pthread_spin_unlock(&cq->lock);
+	if (!got)
+		empty_poll();
 	return got;
 }
 
@@ -274,8 +286,10 @@ static int next_cqe(struct rl_cq *cq)
 	if (load(cq->ring.mem, RL_RING_ERROR) != RL_RING_OK)
 		return EOVERFLOW;
 	uint32_t prod = __atomic_load_n(word(cq->ring.mem, RL_RING_PROD), __ATOMIC_ACQUIRE);
-	if (cq->cons == prod)
+	if (cq->cons == prod) {
+		empty_poll();
 		return ENOENT;
+	}
 	memcpy(&cq->cur, entry(&cq->ring, cq->cons), sizeof(cq->cur));
 	cq->cons++;
 	cq->cq.wr_id = cq->cur.wr_id;

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rocelab/rocelab/netns"
 )
 
 // The real RDMA programs these tests run: Debian's ibverbs-utils and perftest, linked
@@ -73,7 +75,7 @@ func (l *ibverbsLab) exec(host string, argv ...string) *exec.Cmd {
 
 // waitListening polls host's TCP tables until something listens on port: the tools
 // print nothing we could wait for before they listen.
-func (l *ibverbsLab) waitListening(t *testing.T, host string, port int, server *exec.Cmd, done <-chan struct{}) {
+func (l *ibverbsLab) waitListening(t testing.TB, host string, port int, server *exec.Cmd, done <-chan struct{}) {
 	t.Helper()
 	want := fmt.Sprintf(":%04X 00000000:0000 0A", port)
 	want6 := fmt.Sprintf(":%04X 00000000000000000000000000000000:0000 0A", port)
@@ -125,7 +127,7 @@ func child(t *testing.T, exec *exec.Cmd) int {
 
 // pair runs server in srvHost and, once it listens on port, client in cliHost (with the
 // server's address appended), and returns both outputs; either failing fails the test.
-func (l *ibverbsLab) pair(t *testing.T, port int, srvHost string, server []string, cliHost string, client []string, addr string) (string, string) {
+func (l *ibverbsLab) pair(t testing.TB, port int, srvHost string, server []string, cliHost string, client []string, addr string) (string, string) {
 	t.Helper()
 	var srvOut bytes.Buffer
 	srv := l.exec(srvHost, server...)
@@ -282,5 +284,54 @@ func TestLibibverbs(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkLabRealTools runs perftest's real ib_write_bw (64 KiB) and ib_send_lat (64 B)
+// between two lab hosts on rocelab's libibverbs.so.1 next to rocelab's Go write_bw and
+// send_lat in the same lab and run, prints the four tables, and reports each tool's
+// average Gb/s and typical latency and the real tools' ratio to the Go tools.
+func BenchmarkLabRealTools(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("lab benchmarks need root (namespaces and TAPs)")
+	}
+	dir := b.TempDir()
+	for _, pkg := range []string{".", "../write_bw", "../send_lat"} {
+		if out, err := exec.Command("go", "build", "-o", dir+"/", pkg).CombinedOutput(); err != nil {
+			b.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	buildLibibverbs(b, dir)
+	l := &ibverbsLab{cli: &cli{bin: filepath.Join(dir, "rocelab"), store: netns.Store{Root: filepath.Join(dir, "state")}},
+		name: labName("rbench")}
+	lab := func(args ...string) {
+		if out, err := l.cmd(args...).CombinedOutput(); err != nil {
+			b.Fatalf("rocelab %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	lab("up", "-f", "../../topologies/two-hosts.yaml", "--name", l.name)
+	defer lab("down", l.name)
+	run := func(tool string, args ...string) string {
+		_, out := l.pair(b, pingpongPort, "h1", append([]string{tool}, args...), "h2", append([]string{tool}, args...), "10.0.0.1")
+		fmt.Print(out)
+		return out
+	}
+	bwArgs := []string{"-x", "1", "-s", "65536", "-n", "5000", "--report_gbits"}
+	latArgs := []string{"-x", "1", "-s", "64", "-n", "5000"}
+	for b.Loop() {
+		goBW, okGoBW := tableValue(run("write_bw", bwArgs...), "65536", 3)
+		realBW, okRealBW := tableValue(run("ib_write_bw", bwArgs...), "65536", 3)
+		// #bytes #iterations t_min t_max t_typical ...
+		goLat, okGoLat := tableValue(run("send_lat", latArgs...), "64", 4)
+		realLat, okRealLat := tableValue(run("ib_send_lat", latArgs...), "64", 4)
+		if !okGoBW || !okRealBW || !okGoLat || !okRealLat {
+			b.Fatal("a tool printed no result row")
+		}
+		b.ReportMetric(goBW, "go-Gb/s")
+		b.ReportMetric(realBW, "real-Gb/s")
+		b.ReportMetric(realBW/goBW, "real/go-bw")
+		b.ReportMetric(goLat, "go-p50-µs")
+		b.ReportMetric(realLat, "real-p50-µs")
+		b.ReportMetric(realLat/goLat, "real/go-p50")
 	}
 }
