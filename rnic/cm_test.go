@@ -3,8 +3,12 @@ package rnic
 import (
 	"bytes"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
@@ -309,4 +313,75 @@ func equalEvents(a, b []CMEventType) bool {
 		}
 	}
 	return true
+}
+
+// TestCMMatchesKernel compares the REQ and REP the agent sends with those of the
+// kernel's rping (roce/testdata/rxe/rping.pcap, same connection parameters as rping's:
+// one READ each way, retry and RNR retry 7): every field is the kernel's but the ones
+// that identify the connection (communication IDs, node GUIDs, PSNs, addresses, and
+// the flow label, which is a hash of the ports).
+func TestCMMatchesKernel(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "roce", "testdata", "rxe", "rping.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kernel []cm.MAD
+	for {
+		frame, _, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		var p roce.Packet
+		if p.Decode(frame) == nil && p.BTH.DestQP() == roce.GSIQPN {
+			kernel = append(kernel, append(cm.MAD(nil), p.Payload...))
+		}
+	}
+	v, h1, h2, mads := cmPair(t)
+	client, server := newCMEnd(t, h1), newCMEnd(t, h2)
+	param := CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
+	listener, _ := h2.CreateCMID(func(e CMEvent) {
+		if e.Type == CMEventConnectRequest {
+			_ = h2.Accept(e.ID, server.qp, param)
+		}
+	})
+	_ = h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174"))
+	var id *CMID
+	id, _ = h1.CreateCMID(func(e CMEvent) {
+		switch e.Type {
+		case CMEventAddrResolved:
+			_ = h1.ResolveRoute(id)
+		case CMEventRouteResolved:
+			_ = h1.Connect(id, client.qp, param)
+		}
+	})
+	_ = h1.ResolveAddr(id, netip.Addr{}, netip.MustParseAddrPort("10.0.0.2:7174"), time.Second)
+	v.RunFor(10 * time.Millisecond)
+	if len(*mads) < 3 {
+		t.Fatalf("%d CM MADs sent", len(*mads))
+	}
+	for i, m := range (*mads)[:3] {
+		k := kernel[i]
+		if m.AttributeID() != k.AttributeID() || m.Method() != k.Method() {
+			t.Fatalf("message %d: %v, kernel %v", i, m.AttributeID(), k.AttributeID())
+		}
+	}
+	ours, theirs := cm.REQ((*mads)[0]).Fields(), cm.REQ(kernel[0]).Fields()
+	theirs.LocalCommID, theirs.LocalCAGUID, theirs.StartingPSN = ours.LocalCommID, ours.LocalCAGUID, ours.StartingPSN
+	theirs.Primary.LocalGID, theirs.Primary.RemoteGID, theirs.Primary.FlowLabel = ours.Primary.LocalGID, ours.Primary.RemoteGID, ours.Primary.FlowLabel
+	if ours != theirs {
+		t.Errorf("REQ\n ours   %+v\n kernel %+v", ours, theirs)
+	}
+	rep, krep := cm.REP((*mads)[1]).Fields(), cm.REP(kernel[1]).Fields()
+	krep.LocalCommID, krep.RemoteCommID, krep.StartingPSN, krep.LocalCAGUID = rep.LocalCommID, rep.RemoteCommID, rep.StartingPSN, rep.LocalCAGUID
+	if rep != krep {
+		t.Errorf("REP\n ours   %+v\n kernel %+v", rep, krep)
+	}
+	if !bytes.Equal(cm.Pair((*mads)[2]).PrivateData(), cm.Pair(kernel[2]).PrivateData()) {
+		t.Errorf("RTU private data differs from the kernel's")
+	}
 }
