@@ -385,3 +385,133 @@ func TestCMMatchesKernel(t *testing.T) {
 		t.Errorf("RTU private data differs from the kernel's")
 	}
 }
+
+// frameSink keeps copies of the frames a link end receives.
+type frameSink struct{ frames [][]byte }
+
+func (s *frameSink) Receive(frames []*link.Frame) {
+	for _, f := range frames {
+		s.frames = append(s.frames, append([]byte(nil), f.Bytes()...))
+		f.Release()
+	}
+}
+
+// TestCMAnswersKernelClient plays the kernel's rping client from rping.pcap against a
+// device that stands in for the capture's server (its MAC and address): the kernel's
+// REQ bytes are accepted with a REP to its communication ID and transaction; the
+// kernel's RTU (its communication IDs set to the device's, ICRC recomputed)
+// establishes the connection with the QP sending from the kernel's Starting PSN to
+// its QPN; its DREQ disconnects and is answered with a DREP.
+func TestCMAnswersKernelClient(t *testing.T) {
+	var kernel [][]byte
+	f, err := os.Open(filepath.Join("..", "roce", "testdata", "rxe", "rping.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, _ := pcapgo.NewReader(f)
+	for {
+		frame, _, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		var p roce.Packet
+		if p.Decode(frame) == nil && p.BTH.DestQP() == roce.GSIQPN && p.IPv4.Src() == netip.MustParseAddr("10.77.0.2") {
+			kernel = append(kernel, frame) // REQ, RTU, DREQ
+		}
+	}
+	if len(kernel) != 3 {
+		t.Fatalf("%d client MADs in rping.pcap", len(kernel))
+	}
+	v := clock.NewVirtual(1)
+	ours, theirs, err := link.New(link.Config{Rate: 10e9, Delay: time.Microsecond, MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := link.NewPool(1518)
+	d, err := Open(Config{Name: "server", MAC: [6]byte{0x52, 0x54, 0x0a, 0x4d, 0, 1}, GIDs: []netip.Addr{netip.MustParseAddr("10.77.0.1")},
+		Loop: v.NewLoop("server"), Link: ours, Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &frameSink{}
+	theirs.Attach(v.NewLoop("kernel"), sink)
+	inject := func(frame []byte) {
+		fr := pool.Get()
+		if err := fr.SetBytes(frame); err != nil {
+			t.Fatal(err)
+		}
+		theirs.Send([]*link.Frame{fr})
+		v.RunFor(time.Millisecond)
+	}
+	server := newCMEnd(t, d)
+	listener, _ := d.CreateCMID(func(e CMEvent) {
+		server.events = append(server.events, e)
+		switch e.Type {
+		case CMEventConnectRequest:
+			_ = d.Accept(e.ID, server.qp, CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7})
+		case CMEventDisconnected:
+			_ = d.Disconnect(e.ID)
+		}
+	})
+	if err := d.Listen(listener, netip.MustParseAddrPort("10.77.0.1:7174")); err != nil {
+		t.Fatal(err)
+	}
+	lastMAD := func() cm.MAD {
+		t.Helper()
+		var p roce.Packet
+		if len(sink.frames) == 0 || p.Decode(sink.frames[len(sink.frames)-1]) != nil || p.VerifyICRC() != nil || p.BTH.DestQP() != roce.GSIQPN {
+			t.Fatalf("no CM MAD from the device (%d frames)", len(sink.frames))
+		}
+		m, err := cm.Parse(p.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	// patch rebuilds a kernel frame with our communication ID as its remote one.
+	patch := func(frame []byte, remote uint32) []byte {
+		var p roce.Packet
+		if err := p.Decode(frame); err != nil {
+			t.Fatal(err)
+		}
+		var b roce.Builder
+		b.From(&p)
+		mad := append(cm.MAD(nil), p.Payload...)
+		cm.Pair(mad).Encode(cm.Pair(mad).LocalCommID(), remote)
+		b.Payload = mad
+		out := make([]byte, 1500)
+		n, err := b.Build(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out[:n]
+	}
+
+	inject(kernel[0])
+	rep := cm.REP(lastMAD())
+	if rep.MAD().AttributeID() != cm.AttrREP || rep.RemoteCommID() != 0x73d5bac6 || rep.MAD().TransactionID() != 0x2c6bad573 ||
+		rep.LocalQPN() != server.qp.QPN() {
+		t.Fatalf("answer to the kernel's REQ: %v %+v", rep.MAD().AttributeID(), rep.Fields())
+	}
+	inject(patch(kernel[1], rep.LocalCommID()))
+	if got := server.types(); !equalEvents(got, []CMEventType{CMEventConnectRequest, CMEventEstablished}) {
+		t.Fatalf("events %v", got)
+	}
+	a := d.QueryQP(server.qp)
+	if a.State != qp.StateRTS || a.DestQPN != 0x11 || a.SQPSN != 0x153c83 || a.RQPSN != rep.StartingPSN() ||
+		a.AV.DstMAC != [6]byte{0x52, 0x54, 0x0a, 0x4d, 0, 2} || a.AV.FlowLabel != 0x43efc || a.PathMTU != 1024 {
+		t.Errorf("QP after the kernel's RTU: %+v", a)
+	}
+	if sport := roce.ConnectedSourcePort(a.AV.FlowLabel, server.qp.QPN(), a.DestQPN); sport != 65260 {
+		t.Errorf("data source port %d, the kernel's server used 65260", sport)
+	}
+	inject(patch(kernel[2], rep.LocalCommID()))
+	drep := cm.Pair(lastMAD())
+	if drep.MAD().AttributeID() != cm.AttrDREP || drep.RemoteCommID() != 0x73d5bac6 || drep.LocalCommID() != rep.LocalCommID() {
+		t.Errorf("answer to the kernel's DREQ: %v", drep.MAD().AttributeID())
+	}
+	if got := server.types(); got[len(got)-1] != CMEventDisconnected {
+		t.Errorf("events %v", got)
+	}
+}
