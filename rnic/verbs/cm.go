@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rocelab/rocelab/qp"
+
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/rnic/service/wire"
 	"github.com/rocelab/rocelab/roce/cm"
@@ -215,4 +217,21 @@ func (id *CMID) Destroy() error {
 	delete(id.ch.ids, id.h)
 	id.ch.mu.Unlock()
 	return nil
+}
+
+// CreateQP creates an RC QP for the identifier and moves it to INIT, as
+// rdma_create_qp does, so that receives can be posted before the connection exists.
+func (id *CMID) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
+	c := id.ch.c
+	attr.Type = qp.RC
+	x, err := c.CreateQP(pd, attr)
+	if err != nil {
+		return nil, err
+	}
+	a := qp.Attr{State: qp.StateInit, Port: 1, AccessFlags: qp.AccessRemoteWrite | qp.AccessRemoteRead | qp.AccessRemoteAtomic}
+	if err := c.ModifyQP(x, &a, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+		c.DestroyQP(x)
+		return nil, err
+	}
+	return x, nil
 }
