@@ -23,6 +23,8 @@ type Options struct {
 	CC rnic.CC
 	// TxLookahead is every device's rnic.Config.TxLookahead (real-time labs batch).
 	TxLookahead time.Duration
+	// MaxUnackedPSNs is every device's rnic.Config.MaxUnackedPSNs.
+	MaxUnackedPSNs int
 	// HostRelay, if set, gives each host's device the receiver of the frames it does
 	// not terminate: the lab's writer into the host's TAP. Without one the devices
 	// answer ARP and NDP themselves.
@@ -254,7 +256,8 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 		}
 		gids := gidTable(th)
 		cfg := rnic.Config{Name: th.Name, MAC: th.MAC6(), GIDs: gids, Loop: newLoop(th.Name), Link: ep,
-			Pool: n.Pool, CC: cc, TxLookahead: opts.TxLookahead}
+			Pool: n.Pool, CC: cc, TxLookahead: opts.TxLookahead, MaxUnackedPSNs: opts.MaxUnackedPSNs,
+			RXERetryCnt: t.Retry == "rxe"}
 		if opts.HostRelay != nil {
 			cfg.Host = opts.HostRelay(th.Name)
 		}

@@ -163,7 +163,11 @@ func FatTree(k int, p Params) (*Topology, error) {
 // YAML formats t as a topology file that Parse reads back to the same topology.
 func (t *Topology) YAML() []byte {
 	var w strings.Builder
-	fmt.Fprintf(&w, "telemetry: %s\ncongestion_control: %s\n\nhosts:\n", t.Telemetry, t.CongestionControl)
+	fmt.Fprintf(&w, "telemetry: %s\ncongestion_control: %s\n", t.Telemetry, t.CongestionControl)
+	if t.Retry == "rxe" {
+		w.WriteString("retry: rxe\n")
+	}
+	w.WriteString("\nhosts:\n")
 	for _, h := range t.Hosts {
 		fmt.Fprintf(&w, "  - {name: %s", h.Name)
 		if h.IPv4.IsValid() {
