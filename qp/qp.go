@@ -40,6 +40,13 @@ type Config struct {
 	// but the PSN space's (2^22).
 	MaxUnackedPSNs int
 
+	// RecvRefill, if set, is called when a packet needs a receive WR and the receive
+	// queue (or SRQ) is empty, before the packet is refused (RNR NAK on RC, dropped on
+	// UC and UD); it may post receive WRs, which the packet then takes. The rnic's
+	// verbs service moves the WRs an application has put in its shared-memory ring but
+	// the service has not yet scanned, so a SEND racing the post is not refused.
+	RecvRefill func()
+
 	// RXERetryCnt reads retry_cnt 7 as "retry forever", as rxe does, instead of the
 	// IBTA's 7 retries followed by RETRY_EXC_ERR. rnr_retry 7 is infinite either way.
 	// For interop studies that need rxe's behaviour; a QP whose peer has died then

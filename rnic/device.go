@@ -92,6 +92,7 @@ type Device struct {
 	// CQs whose armed event is due; announced when the current event is done.
 	pendingCQs []*CQ
 	notifying  bool
+	refilling  bool // a QP's RecvRefill runs: PostRecv leaves settling to the packet
 
 	// Do's hand-over from other goroutines.
 	calls *clock.Inbox
