@@ -37,6 +37,8 @@ func TestMain(m *testing.M) {
 		exitWith(victim())
 	case "survivor":
 		exitWith(survivor(os.Getenv("ROCELAB_TEST_PEER")))
+	case "int-datagram":
+		exitWith(sendINTDatagram(os.Getenv("ROCELAB_TEST_PEER")))
 	}
 }
 

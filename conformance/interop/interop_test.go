@@ -25,7 +25,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket"
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/sys/unix"
 
@@ -277,8 +276,8 @@ func checkCapture(t *testing.T, file string) capture {
 	}
 	var c capture
 	seen := map[psnKey]bool{}
-	err = decode.ReadFrames(f, func(i int, frame []byte, _ gopacket.CaptureInfo) error {
-		r := d.Decode(i, frame)
+	err = decode.ReadFrames(f, func(fr *decode.Frame) error {
+		r := d.DecodeFrame(fr)
 		sum.Add(&r)
 		if r.BTH != nil && r.IP != nil && dataFrame(r.BTH.Opcode) {
 			c.data++
