@@ -65,9 +65,11 @@ type End struct {
 	stats       Stats
 	// backlog holds, in order, the frames the far end's ring had no room for (its loop
 	// has not drained: descheduled, or behind a burst handed over in one turn); flush
-	// moves them on once it has.
+	// moves them on once the far end has drained, which it signals by posting flush
+	// when blocked is set.
 	backlog []*Frame
 	flush   *clock.Task
+	blocked atomic.Bool
 
 	// Receiver side: ring is the handoff from the peer's loop; the rest is touched
 	// only by this end's loop.
@@ -190,9 +192,11 @@ func (e *End) pushAt(far *End, fr *Frame, arrival clock.Time) {
 const maxBacklog = 1 << 16
 
 // flushBacklog runs on the sender's loop: it hands the backlog over as far as the
-// far end's ring has room, and comes back while some is left.
+// far end's ring has room. blocked is set before the ring is tried, so a drain that
+// empties the ring after a failed push finds it set and posts flush again.
 func (e *End) flushBacklog() {
 	far := e.peer
+	e.blocked.Store(true)
 	n := 0
 	for n < len(e.backlog) && far.ring.push(e.backlog[n]) {
 		n++
@@ -200,11 +204,11 @@ func (e *End) flushBacklog() {
 	rest := copy(e.backlog, e.backlog[n:])
 	clear(e.backlog[rest:])
 	e.backlog = e.backlog[:rest]
+	if rest == 0 {
+		e.blocked.Store(false)
+	}
 	if n > 0 {
 		far.drain.Post()
-	}
-	if rest > 0 {
-		e.flush.Post()
 	}
 }
 
@@ -212,6 +216,9 @@ func (e *End) flushBacklog() {
 func (e *End) drainRing() {
 	for fr := e.ring.pop(); fr != nil; fr = e.ring.pop() {
 		e.arrived.insert(fr)
+	}
+	if e.peer.blocked.Load() {
+		e.peer.flush.Post() // room for the frames the sender holds back
 	}
 	e.deliver()
 }
