@@ -379,8 +379,10 @@ func TestInteropRXE(t *testing.T) {
 				}
 			}
 			cp := checkCapture(t, file)
-			t.Logf("%s: %d RoCEv2 frames, %d data frames sent for %d needed (%.2f per frame needed), %v",
-				c.name, cp.roce, cp.data, cp.needed, cp.ratio(), time.Since(start).Round(time.Millisecond))
+			// The capture leaves frames out when its writer falls behind (a loaded
+			// machine); the ratio is then over the frames it kept.
+			t.Logf("%s: %d RoCEv2 frames (%d left out of the capture), %d data frames sent for %d needed (%.2f per frame needed), %v",
+				c.name, cp.roce, s.Dropped(), cp.data, cp.needed, cp.ratio(), time.Since(start).Round(time.Millisecond))
 			if c.boundResends && cp.ratio() > maxResendRatio {
 				t.Errorf("%s: %.2f data frames sent per frame needed, want <= %.1f", c.name, cp.ratio(), maxResendRatio)
 			}
