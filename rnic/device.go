@@ -43,6 +43,13 @@ type Config struct {
 	// serialization starts, so that a real-time run wakes once per batch instead of
 	// once per frame. 0 (the virtual-time default) decides every frame at its time.
 	TxLookahead time.Duration
+	// MaxUnackedPSNs is every RC QP's qp.Config.MaxUnackedPSNs: 0 for no bound
+	// beyond congestion control's window; qp.RXEMaxUnackedPSNs on paths that drop
+	// bursts (the real-time lab's, through kernels and VMs).
+	MaxUnackedPSNs int
+	// RXERetryCnt is every QP's qp.Config.RXERetryCnt: retry_cnt 7 retries forever,
+	// as in rxe, instead of IBTA's 7 retries.
+	RXERetryCnt bool
 	// Arbitration is how the scheduler shares the port among QPs with data: packet
 	// round robin (the zero value) or deficit weighted round robin by QP weight.
 	Arbitration Arbitration
@@ -89,6 +96,7 @@ type Device struct {
 	// CQs whose armed event is due; announced when the current event is done.
 	pendingCQs []*CQ
 	notifying  bool
+	refilling  bool // a QP's RecvRefill runs: PostRecv leaves settling to the packet
 
 	// Do's hand-over from other goroutines.
 	calls *clock.Inbox
@@ -125,6 +133,9 @@ func Open(cfg Config) (*Device, error) {
 		return nil, errorf(ErrInvalidArgument, "device %q needs a loop, a link and a frame pool", cfg.Name)
 	case len(cfg.GIDs) == 0:
 		return nil, errorf(ErrInvalidArgument, "device %q has no GID (IP address)", cfg.Name)
+	}
+	if cfg.MaxUnackedPSNs < 0 {
+		return nil, errorf(ErrInvalidArgument, "device %q: MaxUnackedPSNs %d is negative", cfg.Name, cfg.MaxUnackedPSNs)
 	}
 	tel, err := newTelemetryCodecs(cfg.CC.Telemetry)
 	if err != nil {

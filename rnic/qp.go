@@ -24,6 +24,11 @@ type QP struct {
 	state    qp.State // as last seen, to raise EventQPFatal once on a spontaneous ERR
 	// Context is the application's qp_context.
 	Context any
+	// RecvRefill, if set, runs when a packet finds the QP's receive queue (or SRQ)
+	// empty, before it is refused (qp.Config.RecvRefill); it may PostRecv or
+	// PostSRQRecv. The verbs service moves receives the client has posted to its
+	// shared ring but the service has not scanned yet.
+	RecvRefill func()
 }
 
 // QPCap sizes a QP's queues (ibv_qp_cap).
@@ -86,7 +91,10 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	qpn := d.allocQPN()
 	cfg := qp.Config{Type: attr.Type, QPN: qpn, Memory: pd, SendCQ: attr.SendCQ, RecvCQ: attr.RecvCQ,
 		MaxSendWR: attr.Cap.MaxSendWR, MaxRecvWR: attr.Cap.MaxRecvWR, MaxSGE: max(attr.Cap.MaxSendSGE, attr.Cap.MaxRecvSGE),
-		SigAll: attr.SigAll, PortMTU: roce.MTUForLinkMTU(d.cfg.Link.MTU()), AckReqEvery: ackReqEvery(&ccfg)}
+		SigAll: attr.SigAll, PortMTU: roce.MTUForLinkMTU(d.cfg.Link.MTU()), AckReqEvery: ackReqEvery(&ccfg),
+		MaxUnackedPSNs: d.cfg.MaxUnackedPSNs, RXERetryCnt: d.cfg.RXERetryCnt}
+	var x *QP // the refill hook is set once x exists
+	cfg.RecvRefill = func() { x.refill() }
 	if attr.SRQ != nil {
 		cfg.SRQ = attr.SRQ
 	}
@@ -94,7 +102,7 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, errorf(ErrInvalidArgument, "%v", err)
 	}
-	x := &QP{dev: d, pd: pd, q: q, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, cc: cc,
+	x = &QP{dev: d, pd: pd, q: q, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, cc: cc,
 		quantum: max(attr.Weight, 1) * d.sched.unit}
 	x.timer = d.loop.NewTimer(x.onTimer)
 	pd.refs++
@@ -237,8 +245,21 @@ func (x *QP) PostRecv(wr *qp.RecvWR) error {
 		return errorf(ErrInvalidArgument, "post receive on QP %v: %v", x.QPN(), err)
 	}
 	x.afterEvent()
-	x.dev.sched.settle()
+	if !x.dev.refilling { // the packet that asked for it settles when it is done
+		x.dev.sched.settle()
+	}
 	return nil
+}
+
+// refill runs RecvRefill for a packet that found no receive WR. The packet is still
+// inside the QP: completion handlers, which may post to it, run only once it is done.
+func (x *QP) refill() {
+	if x.RecvRefill == nil {
+		return
+	}
+	x.dev.refilling = true
+	x.RecvRefill()
+	x.dev.refilling = false
 }
 
 // onTimer runs the transport timer (retransmission, RNR back-off).
