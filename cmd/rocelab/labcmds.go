@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -161,6 +162,45 @@ func printStatus(out io.Writer, st lab.Status) {
 		}
 	}
 	w.Flush()
+	printCaptures(out, st)
+}
+
+// printCaptures lists the running and last captures of the lab's ports.
+func printCaptures(out io.Writer, st lab.Status) {
+	type row struct {
+		port string
+		c    *lab.CaptureStatus
+	}
+	var rows []row
+	for _, h := range st.Hosts {
+		if h.Capture != nil {
+			rows = append(rows, row{h.Name + ":p0", h.Capture})
+		}
+	}
+	for _, s := range st.Switches {
+		for _, p := range s.Ports {
+			if p.Capture != nil {
+				rows = append(rows, row{p.Port, p.Capture})
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(out)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "CAPTURE	STATE	FRAMES	DROPPED	SNAPLEN")
+	for _, r := range rows {
+		state, snap := "ended", "-"
+		if r.c.Running {
+			state = "running"
+		}
+		if r.c.Snaplen > 0 {
+			snap = fmt.Sprintf("%d", r.c.Snaplen)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.port, state, r.c.Frames, r.c.Dropped, snap)
+	}
+	w.Flush()
 }
 
 func newExecCmd() *cobra.Command {
@@ -233,35 +273,49 @@ func lookPathIn(name, path string) (string, bool) {
 func newCaptureCmd() *cobra.Command {
 	var labName, file string
 	var duration time.Duration
+	var snaplen int
 	cmd := &cobra.Command{
-		Use:   "capture [--lab LAB] NODE:PORT [-w FILE]",
+		Use:   "capture [--lab LAB] NODE:PORT [-w FILE] [--snaplen N] [--duration D]",
 		Short: "Capture a switch or host port as pcapng, live",
 		Long: `capture records every frame crossing a port of the running lab, both directions,
 telemetry included, as pcapng: to standard output (so that | wireshark -k -i - shows it
 live) or with -w to a file. Ports are named NODE:pN (s1:p0 is switch s1's first port in
 the topology file's link order; rocelab status lists them with their peers); a host has
 one port, h1:p0. The capture runs until Ctrl-C, --duration, or the reader goes away.
-Timestamps are the lab's model times (real time since the lab started, plus its start).`,
+Timestamps are the lab's model times (real time since the lab started, plus its start).
+
+A capture never slows the lab: if the reader (the disk, Wireshark, a core) falls
+behind by 64 MiB, frames are left out of the file and counted. When the capture ends
+it prints how many frames it wrote and how many it dropped (to standard error), and
+the file ends with a pcapng Interface Statistics Block saying the same (isb_ifrecv:
+frames that crossed the port, isb_ifdrop: frames the file lacks; Wireshark shows them
+under Statistics > Capture File Properties). rocelab status shows the figures of each
+port's running or last capture. --snaplen N keeps only each frame's first N bytes
+(the headers: 128 holds Ethernet, IP, UDP, BTH, RETH and telemetry), which a slow
+reader keeps up with more easily.`,
 		Example: `  sudo rocelab capture s1:p1 | wireshark -k -i -
   sudo rocelab capture s1:p0 -w out/s1p0.pcapng --duration 5s
+  sudo rocelab capture s1:p0 -w out/s1p0.pcapng --snaplen 128
   rocelab decode out/s1p0.pcapng`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if snaplen < 0 {
+				return fmt.Errorf("capture: --snaplen %d: want 0 (whole frames) or more", snaplen)
+			}
 			store := netns.DefaultStore()
 			name, err := pickLab(store, labName)
 			if err != nil {
 				return fmt.Errorf("capture: %w", err)
 			}
-			out := cmd.OutOrStdout()
+			req := lab.Request{Op: "capture", Port: args[0], Snaplen: snaplen}
 			if file != "" {
-				f, err := os.Create(file)
-				if err != nil {
+				// The lab process writes the file itself: the frames then cross no
+				// socket and no second process.
+				if req.File, err = filepath.Abs(file); err != nil {
 					return err
 				}
-				defer f.Close()
-				out = f
 			}
-			_, conn, err := lab.Query(store, name, lab.Request{Op: "capture", Port: args[0]})
+			_, conn, err := lab.Query(store, name, req)
 			if err != nil {
 				return fmt.Errorf("capture: %w", err)
 			}
@@ -273,21 +327,35 @@ Timestamps are the lab's model times (real time since the lab started, plus its 
 			}
 			go func() {
 				<-stop
+				// Shutting down our side asks the lab to finish the file and send
+				// its figures; a second signal gives up on them.
+				conn.(*net.UnixConn).CloseWrite()
+				<-stop
 				conn.Close()
 			}()
-			n, err := io.Copy(out, conn)
-			if errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EPIPE) || (err != nil && strings.Contains(err.Error(), "use of closed")) {
-				err = nil
+			figures, n, err := lab.ReadCapture(conn, cmd.OutOrStdout())
+			if err != nil {
+				if errors.Is(err, syscall.EPIPE) {
+					return nil // the reader (Wireshark) went away: that ends a capture too
+				}
+				return fmt.Errorf("capture %s: %w", args[0], err)
 			}
+			msg := fmt.Sprintf("captured %d frames of %s to standard output (%d bytes), dropped %d", figures.Frames, args[0], n, figures.Dropped)
 			if file != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "captured %d bytes of %s to %s\n", n, args[0], file)
+				msg = fmt.Sprintf("captured %d frames of %s to %s, dropped %d", figures.Frames, args[0], file, figures.Dropped)
 			}
-			return err
+			if figures.Dropped > 0 {
+				msg += fmt.Sprintf(": the capture lost %d of %d frames because the reader (disk, pipe or CPU) did not keep up; --snaplen 128 keeps headers only",
+					figures.Dropped, figures.Frames+figures.Dropped)
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), msg)
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&labName, "lab", "", "the lab (default: the only running one)")
 	cmd.Flags().StringVarP(&file, "write", "w", "", "write pcapng to FILE instead of standard output")
 	cmd.Flags().DurationVar(&duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
+	cmd.Flags().IntVar(&snaplen, "snaplen", 0, "keep only each frame's first N bytes (0: whole frames)")
 	return cmd
 }
 
