@@ -55,7 +55,7 @@ staticcheck: $(STATICCHECK)
 ## below real time), without it
 unit:
 	$(GO) test -race -count=1 $(PKGS)
-	$(GO) test -count=1 -run 'RealTime' ./experiment/
+	$(GO) test -count=1 -run 'RealTime' ./experiment/ ./cmd/rocelab/
 	@# -v streams each interop case as it passes or fails (~7.5 min in all)
 	$(GO) test -count=1 -timeout 30m -v -run 'TestInteropRXE' ./conformance/interop/
 	$(GO) test -count=1 -run 'All$$' ./apps/perftest/

@@ -157,3 +157,38 @@ func processesIn(ns string) ([]Process, error) {
 	}
 	return procs, nil
 }
+
+// ListensTCP reports whether process pid holds a listening TCP socket (IPv4 or IPv6)
+// in its network namespace: a server started with `rocelab exec -d` is ready for its
+// client once it does.
+func ListensTCP(pid int) (bool, error) {
+	listening := map[string]bool{}
+	for _, table := range []string{"tcp", "tcp6"} {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			return false, fmt.Errorf("netns: sockets of pid %d: %w", pid, unwrapPathError(err))
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			f := strings.Fields(line)
+			const tcpListen = "0A"
+			if len(f) > 9 && f[3] == tcpListen {
+				listening["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	if len(listening) == 0 {
+		return false, nil
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false, fmt.Errorf("netns: sockets of pid %d: %w", pid, unwrapPathError(err))
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(dir + "/" + fd.Name()); err == nil && listening[target] {
+			return true, nil
+		}
+	}
+	return false, nil
+}

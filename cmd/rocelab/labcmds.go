@@ -205,8 +205,9 @@ func printCaptures(out io.Writer, st lab.Status) {
 
 func newExecCmd() *cobra.Command {
 	var labName string
+	var detach bool
 	cmd := &cobra.Command{
-		Use:   "exec [--lab LAB] HOST -- CMD [ARG...]",
+		Use:   "exec [--lab LAB] [-d] HOST -- CMD [ARG...]",
 		Short: "Run a command inside a host's namespace",
 		Long: `exec runs CMD inside HOST's network namespace with standard input, output and
 error attached, and exits with its status. The command sees the host's TAP netdev as
@@ -214,8 +215,15 @@ its NIC and reaches its soft-RNIC's verbs service; its environment carries
 ROCELAB_LAB, ROCELAB_HOST, ROCELAB_NETNS, ROCELAB_IPV4, ROCELAB_IPV6 and
 ROCELAB_STATE_DIR, and PATH starts with the directory of the rocelab binary, where
 the sample apps are built. The process is recorded with the lab, so down and clean
-stop it.`,
+stop it.
+
+-d (detach) is for servers: exec returns as soon as CMD listens on a TCP port (or
+exits, with its status), leaving it running with its output on the terminal, so the
+client that follows finds it ready. A server started with & instead may not listen
+yet when its client connects ("connection refused"), as with the real tools.`,
 		Example: `  sudo rocelab exec h1 -- ping -c 3 10.0.0.2
+  sudo rocelab exec -d h1 -- write_bw -x 1
+  sudo rocelab exec h2 -- write_bw -x 1 10.0.0.1
   sudo rocelab exec h2 -- ip addr
   sudo rocelab exec --lab ls h3 -- sh`,
 		Args: cobra.MinimumNArgs(2),
@@ -238,12 +246,19 @@ stop it.`,
 				c.Path, c.Err = p, nil
 			}
 			c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if detach {
+				c.Stdin = nil // a detached server reads nothing from the terminal
+			}
 			c.Env = append(os.Environ(), "PATH="+path)
 			if err := store.Exec(name, args[0], c); err != nil {
 				return fmt.Errorf("exec: %w", err)
 			}
 			signal.Ignore(syscall.SIGINT) // the child gets Ctrl-C; we wait for it
-			err = c.Wait()
+			if detach {
+				err = waitListening(c)
+			} else {
+				err = c.Wait()
+			}
 			var exit *exec.ExitError
 			if errors.As(err, &exit) {
 				os.Exit(exit.ExitCode())
@@ -252,7 +267,38 @@ stop it.`,
 		},
 	}
 	cmd.Flags().StringVar(&labName, "lab", "", "the lab (default: the only running one)")
+	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "return once CMD listens on a TCP port, leaving it running")
 	return cmd
+}
+
+// listenPoll is how often exec -d looks for its server's listening socket: nothing
+// signals it, and a server takes milliseconds to get there.
+const listenPoll = 5 * time.Millisecond
+
+// waitListening returns nil once the started command c listens on a TCP port, or
+// c's exit error if it exits first.
+func waitListening(c *exec.Cmd) error {
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	tick := time.NewTicker(listenPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-exited:
+			if err == nil {
+				err = fmt.Errorf("exec -d: %s exited without listening", c.Path)
+			}
+			return err
+		case <-tick.C:
+			ok, err := netns.ListensTCP(c.Process.Pid)
+			if ok {
+				return nil
+			}
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("exec -d: %w", err)
+			}
+		}
+	}
 }
 
 // lookPathIn finds an executable named name (without a slash) in the directories of
