@@ -92,13 +92,17 @@ down:
 clean:
 	rm -rf $(BIN) $(OUT)
 
-## deps-system: what the independent checks use — tshark (decodes rocelab's output) and,
+## deps-system: what the independent checks use — tshark (decodes rocelab's output), promtool
+## (Debian's prometheus package: checks the metrics exposition) and,
 ## as root, the kernel rxe VM of the interop suite (QEMU + Debian packages, ~30 s once)
 .PHONY: deps-system wireshark
 deps-system:
 	@if command -v tshark >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y tshark; \
 	else echo "deps-system: tshark is missing and installing it needs root; the tshark checks will skip"; fi
+	@if command -v promtool >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; \
+	else echo "deps-system: promtool is missing and installing it needs root; the metrics test skips its promtool check"; fi
 	@if [ "$$(id -u)" = 0 ]; then RXE_CACHE=$(RXE_CACHE) ./tools/rxe-peer/build.sh; \
 	else echo "deps-system: the rxe interop VM needs root to build and run; the interop suite will skip"; fi
 

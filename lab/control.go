@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -97,6 +98,41 @@ type HostStatus struct {
 	RNIC   *rnic.Stats `json:"rnic,omitempty"`
 	// Capture is the port's running or last capture.
 	Capture *CaptureStatus `json:"capture,omitempty"`
+	// QPs are the soft-RNIC's queue pairs with their congestion control's state.
+	QPs []QPStatus `json:"qps,omitempty"`
+}
+
+// QPStatus is one queue pair: its paced rate and window as congestion control set
+// them (null when unpaced or unlimited), and HPCC++'s U (normalized inflight of the
+// most loaded hop) under the HPCC modes.
+type QPStatus struct {
+	QPN           uint32   `json:"qpn"`
+	State         string   `json:"state"`
+	RateBps       *float64 `json:"rate_bps"`
+	WindowBytes   *float64 `json:"window_bytes"`
+	InFlightBytes uint64   `json:"inflight_bytes"`
+	HPCCU         *float64 `json:"hpcc_u,omitempty"`
+}
+
+// qpStatuses reads d's queue pairs; it runs on the device's loop.
+func qpStatuses(d *rnic.Device) []QPStatus {
+	var out []QPStatus
+	finite := func(v float64) *float64 {
+		if math.IsInf(v, 0) {
+			return nil
+		}
+		return &v
+	}
+	for _, x := range d.QPs() {
+		rate, window := x.Rate()
+		q := QPStatus{QPN: uint32(x.QPN()), State: x.State().String(), RateBps: finite(rate), WindowBytes: finite(window),
+			InFlightBytes: x.InFlightBytes()}
+		if st, ok := x.HPCC(); ok {
+			q.HPCCU = &st.U
+		}
+		out = append(out, q)
+	}
+	return out
 }
 
 // SwitchStatus is one switch's ports.
@@ -315,11 +351,15 @@ func (l *Lab) Status() Status {
 		if h == nil {
 			continue
 		}
-		ch := make(chan rnic.Stats, 1)
-		h.Device.Do(func() { ch <- h.Device.Stats() })
+		type reading struct {
+			stats rnic.Stats
+			qps   []QPStatus
+		}
+		ch := make(chan reading, 1)
+		h.Device.Do(func() { ch <- reading{h.Device.Stats(), qpStatuses(h.Device)} })
 		select {
-		case s := <-ch:
-			st.Hosts[i].RNIC = &s
+		case r := <-ch:
+			st.Hosts[i].RNIC, st.Hosts[i].QPs = &r.stats, r.qps
 		case <-ctx.Done():
 		}
 		if h.Monitor != nil {

@@ -51,11 +51,11 @@ func defaultLabName(file string) string {
 }
 
 func newUpCmd() *cobra.Command {
-	var file, name string
+	var file, name, metrics string
 	var threads int
 	var foreground, verbose bool
 	cmd := &cobra.Command{
-		Use:   "up -f TOPOLOGY.yaml [--name LAB]",
+		Use:   "up -f TOPOLOGY.yaml [--name LAB] [--metrics ADDR]",
 		Short: "Start a lab: namespaces, TAPs, the Go fabric and a soft-RNIC per host",
 		Long: `up builds the topology as a lab: one network namespace per host with a TAP netdev
 as its NIC (addresses, MTU and static neighbours configured), and one lab process that
@@ -65,7 +65,11 @@ Each host's verbs service listens inside its namespace for apps (rocelab exec).
 
 up prints its progress and returns once the lab is ready; the lab process keeps
 running in the background, with its pid, log (lab.log) and state in
-$ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.`,
+$ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.
+
+--metrics ADDR (host:port) serves the lab's counters to Prometheus at
+http://ADDR/metrics from the lab process (docs/observability.md); rocelab metrics does
+the same for a lab already running.`,
 		Example: `  sudo rocelab up -f topologies/two-hosts.yaml
   sudo rocelab up -f topologies/leaf-spine.yaml --name ls
   sudo rocelab status
@@ -90,14 +94,14 @@ $ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.`,
 			}
 			if foreground {
 				log := stderrLogger(cmd.ErrOrStderr(), verbose)
-				err := runLabProcess(name, file, threads, nil, log, cmd.OutOrStdout())
+				err := runLabProcess(name, file, threads, metrics, nil, log, cmd.OutOrStdout())
 				_, derr := (&netns.Cleaner{Store: netns.DefaultStore(), Log: log}).Down(name)
 				if errors.Is(derr, os.ErrNotExist) {
 					derr = nil
 				}
 				return errors.Join(err, derr)
 			}
-			return startDaemon(cmd.OutOrStdout(), name, file, threads)
+			return startDaemon(cmd.OutOrStdout(), name, file, threads, metrics)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "topology file (YAML)")
@@ -105,13 +109,14 @@ $ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.`,
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "run the lab in this terminal until Ctrl-C, then remove it")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "with --foreground, log each step")
 	cmd.Flags().IntVar(&threads, "threads", defaultThreads, threadsHelp)
+	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port)")
 	return cmd
 }
 
 // startDaemon starts the lab process detached (its own session, output to the lab's
 // log), relays its progress and returns when it reports ready. If it fails, whatever
 // it created is removed.
-func startDaemon(out io.Writer, name, file string, threads int) error {
+func startDaemon(out io.Writer, name, file string, threads int, metrics string) error {
 	store := netns.DefaultStore()
 	if l, err := store.Load(name); err == nil {
 		if l.Running() {
@@ -137,7 +142,7 @@ func startDaemon(out io.Writer, name, file string, threads int) error {
 		return err
 	}
 	abs, _ := filepath.Abs(file)
-	c := exec.Command(self, "lab-process", "--name", name, "-f", abs, "--ready-fd", "3", "--threads", strconv.Itoa(threads))
+	c := exec.Command(self, "lab-process", "--name", name, "-f", abs, "--ready-fd", "3", "--threads", strconv.Itoa(threads), "--metrics", metrics)
 	c.Stdout, c.Stderr, c.ExtraFiles = logf, logf, []*os.File{pw}
 	c.Env = append(os.Environ(), netns.StateRootEnv+"="+store.Root)
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -196,7 +201,7 @@ func printNextSteps(out io.Writer, store netns.Store, name string) error {
 
 // newLabProcessCmd is the lab process itself, started by up (hidden).
 func newLabProcessCmd() *cobra.Command {
-	var file, name string
+	var file, name, metrics string
 	var readyFD, threads int
 	cmd := &cobra.Command{
 		Use:    "lab-process",
@@ -211,12 +216,13 @@ func newLabProcessCmd() *cobra.Command {
 			enc := zap.NewProductionEncoderConfig()
 			enc.EncodeTime = zapcore.ISO8601TimeEncoder
 			log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(os.Stderr), zapcore.InfoLevel))
-			return runLabProcess(name, file, threads, ready, log, io.Discard)
+			return runLabProcess(name, file, threads, metrics, ready, log, io.Discard)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "topology file")
 	cmd.Flags().StringVar(&name, "name", "", "lab name")
 	cmd.Flags().IntVar(&readyFD, "ready-fd", 0, "fd to report progress and readiness on")
+	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics at this address")
 	cmd.Flags().IntVar(&threads, "threads", defaultThreads, threadsHelp)
 	return cmd
 }
@@ -224,7 +230,7 @@ func newLabProcessCmd() *cobra.Command {
 // runLabProcess brings the lab up and runs it until SIGTERM or SIGINT, then closes it
 // without removing it: removal is down's job, which sent the signal (or clean's, after
 // a crash).
-func runLabProcess(name, file string, threads int, ready *os.File, log *zap.Logger, out io.Writer) error {
+func runLabProcess(name, file string, threads int, metrics string, ready *os.File, log *zap.Logger, out io.Writer) error {
 	report := func(prefix, s string) {
 		if ready != nil {
 			fmt.Fprintln(ready, prefix+s)
@@ -247,6 +253,14 @@ func runLabProcess(name, file string, threads int, ready *os.File, log *zap.Logg
 		report(errorPrefix, err.Error())
 		log.Error("lab up failed", zap.Error(err))
 		return err
+	}
+	if metrics != "" {
+		addr, err := serveMetrics(metrics, func() (lab.Status, error) { return l.Status(), nil })
+		if err != nil {
+			report(errorPrefix, err.Error())
+			return errors.Join(err, l.Close())
+		}
+		report(progressPrefix, "Prometheus metrics at http://"+addr+"/metrics")
 	}
 	report(readyPrefix, "")
 	if ready != nil {
