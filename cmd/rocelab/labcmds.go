@@ -59,6 +59,9 @@ peer, rate and counters (frames, bytes, drops, ECN marks, telemetry stamps, queu
 Without --lab and with several labs, it shows every lab. A lab whose process is gone is
 shown from its state file, marked crashed (rocelab clean removes it).
 
+docs/observability.md explains every counter (and why an idle lab counts none
+dropped).
+
 --json prints one JSON object per lab ({"name", "hosts": [{"name", "netns", "ipv4",
 "ipv6", "mac", "rnic": {...}}], "switches": [...]}); several labs print a JSON array.`,
 		Args: cobra.NoArgs,
