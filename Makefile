@@ -93,7 +93,8 @@ clean:
 	rm -rf $(BIN) $(OUT)
 
 ## deps-system: what the independent checks use — tshark (decodes rocelab's output), promtool
-## (Debian's prometheus package: checks the metrics exposition) and,
+## (Debian's prometheus package: checks the metrics exposition), headless chromium (loads the
+## live web view) and,
 ## as root, the kernel rxe VM of the interop suite (QEMU + Debian packages, ~30 s once)
 .PHONY: deps-system wireshark
 deps-system:
@@ -103,6 +104,9 @@ deps-system:
 	@if command -v promtool >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; \
 	else echo "deps-system: promtool is missing and installing it needs root; the metrics test skips its promtool check"; fi
+	@if command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
+	else echo "deps-system: chromium is missing and installing it needs root; the web view test will skip"; fi
 	@if [ "$$(id -u)" = 0 ]; then RXE_CACHE=$(RXE_CACHE) ./tools/rxe-peer/build.sh; \
 	else echo "deps-system: the rxe interop VM needs root to build and run; the interop suite will skip"; fi
 

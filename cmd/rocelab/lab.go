@@ -51,11 +51,11 @@ func defaultLabName(file string) string {
 }
 
 func newUpCmd() *cobra.Command {
-	var file, name, metrics string
+	var file, name, metrics, webAddr, captureDir string
 	var threads int
 	var foreground, verbose bool
 	cmd := &cobra.Command{
-		Use:   "up -f TOPOLOGY.yaml [--name LAB] [--metrics ADDR]",
+		Use:   "up -f TOPOLOGY.yaml [--name LAB] [--metrics ADDR] [--web ADDR]",
 		Short: "Start a lab: namespaces, TAPs, the Go fabric and a soft-RNIC per host",
 		Long: `up builds the topology as a lab: one network namespace per host with a TAP netdev
 as its NIC (addresses, MTU and static neighbours configured), and one lab process that
@@ -69,6 +69,8 @@ $ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.
 
 --metrics ADDR (host:port) serves the lab's counters to Prometheus at
 http://ADDR/metrics from the lab process (docs/observability.md); rocelab metrics does
+the same for a lab already running. --web ADDR serves a live view of the lab at
+http://ADDR/ (topology, link utilization and queues, flows, captures); rocelab web does
 the same for a lab already running.`,
 		Example: `  sudo rocelab up -f topologies/two-hosts.yaml
   sudo rocelab up -f topologies/leaf-spine.yaml --name ls
@@ -94,14 +96,14 @@ the same for a lab already running.`,
 			}
 			if foreground {
 				log := stderrLogger(cmd.ErrOrStderr(), verbose)
-				err := runLabProcess(name, file, threads, metrics, nil, log, cmd.OutOrStdout())
+				err := runLabProcess(name, file, threads, serving{metrics, webAddr, captureDir}, nil, log, cmd.OutOrStdout())
 				_, derr := (&netns.Cleaner{Store: netns.DefaultStore(), Log: log}).Down(name)
 				if errors.Is(derr, os.ErrNotExist) {
 					derr = nil
 				}
 				return errors.Join(err, derr)
 			}
-			return startDaemon(cmd.OutOrStdout(), name, file, threads, metrics)
+			return startDaemon(cmd.OutOrStdout(), name, file, threads, serving{metrics, webAddr, captureDir})
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "topology file (YAML)")
@@ -110,13 +112,22 @@ the same for a lab already running.`,
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "with --foreground, log each step")
 	cmd.Flags().IntVar(&threads, "threads", defaultThreads, threadsHelp)
 	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port)")
+	cmd.Flags().StringVar(&webAddr, "web", "", "serve a live view of the lab at http://ADDR/ (host:port)")
+	cmd.Flags().StringVar(&captureDir, "capture-dir", defaultCaptureDir, "with --web, where captures started from the page are written")
 	return cmd
 }
 
 // startDaemon starts the lab process detached (its own session, output to the lab's
 // log), relays its progress and returns when it reports ready. If it fails, whatever
 // it created is removed.
-func startDaemon(out io.Writer, name, file string, threads int, metrics string) error {
+// serving is what the lab process serves besides its control socket.
+type serving struct {
+	metrics    string // Prometheus address, "" for none
+	web        string // live view address, "" for none
+	captureDir string // where the live view's captures go
+}
+
+func startDaemon(out io.Writer, name, file string, threads int, srv serving) error {
 	store := netns.DefaultStore()
 	if l, err := store.Load(name); err == nil {
 		if l.Running() {
@@ -142,7 +153,12 @@ func startDaemon(out io.Writer, name, file string, threads int, metrics string) 
 		return err
 	}
 	abs, _ := filepath.Abs(file)
-	c := exec.Command(self, "lab-process", "--name", name, "-f", abs, "--ready-fd", "3", "--threads", strconv.Itoa(threads), "--metrics", metrics)
+	captureDir, err := filepath.Abs(srv.captureDir)
+	if err != nil {
+		return err
+	}
+	c := exec.Command(self, "lab-process", "--name", name, "-f", abs, "--ready-fd", "3", "--threads", strconv.Itoa(threads),
+		"--metrics", srv.metrics, "--web", srv.web, "--capture-dir", captureDir)
 	c.Stdout, c.Stderr, c.ExtraFiles = logf, logf, []*os.File{pw}
 	c.Env = append(os.Environ(), netns.StateRootEnv+"="+store.Root)
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -201,7 +217,8 @@ func printNextSteps(out io.Writer, store netns.Store, name string) error {
 
 // newLabProcessCmd is the lab process itself, started by up (hidden).
 func newLabProcessCmd() *cobra.Command {
-	var file, name, metrics string
+	var file, name string
+	var srv serving
 	var readyFD, threads int
 	cmd := &cobra.Command{
 		Use:    "lab-process",
@@ -216,13 +233,15 @@ func newLabProcessCmd() *cobra.Command {
 			enc := zap.NewProductionEncoderConfig()
 			enc.EncodeTime = zapcore.ISO8601TimeEncoder
 			log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(os.Stderr), zapcore.InfoLevel))
-			return runLabProcess(name, file, threads, metrics, ready, log, io.Discard)
+			return runLabProcess(name, file, threads, srv, ready, log, io.Discard)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "topology file")
 	cmd.Flags().StringVar(&name, "name", "", "lab name")
 	cmd.Flags().IntVar(&readyFD, "ready-fd", 0, "fd to report progress and readiness on")
-	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics at this address")
+	cmd.Flags().StringVar(&srv.metrics, "metrics", "", "serve Prometheus metrics at this address")
+	cmd.Flags().StringVar(&srv.web, "web", "", "serve the live view at this address")
+	cmd.Flags().StringVar(&srv.captureDir, "capture-dir", defaultCaptureDir, "where the live view's captures go")
 	cmd.Flags().IntVar(&threads, "threads", defaultThreads, threadsHelp)
 	return cmd
 }
@@ -230,7 +249,7 @@ func newLabProcessCmd() *cobra.Command {
 // runLabProcess brings the lab up and runs it until SIGTERM or SIGINT, then closes it
 // without removing it: removal is down's job, which sent the signal (or clean's, after
 // a crash).
-func runLabProcess(name, file string, threads int, metrics string, ready *os.File, log *zap.Logger, out io.Writer) error {
+func runLabProcess(name, file string, threads int, srv serving, ready *os.File, log *zap.Logger, out io.Writer) error {
 	report := func(prefix, s string) {
 		if ready != nil {
 			fmt.Fprintln(ready, prefix+s)
@@ -254,13 +273,21 @@ func runLabProcess(name, file string, threads int, metrics string, ready *os.Fil
 		log.Error("lab up failed", zap.Error(err))
 		return err
 	}
-	if metrics != "" {
-		addr, err := serveMetrics(metrics, func() (lab.Status, error) { return l.Status(), nil })
+	if srv.metrics != "" {
+		addr, err := serveMetrics(srv.metrics, func() (lab.Status, error) { return l.Status(), nil })
 		if err != nil {
 			report(errorPrefix, err.Error())
 			return errors.Join(err, l.Close())
 		}
 		report(progressPrefix, "Prometheus metrics at http://"+addr+"/metrics")
+	}
+	if srv.web != "" {
+		addr, err := serveWeb(srv.web, netns.DefaultStore(), name, srv.captureDir)
+		if err != nil {
+			report(errorPrefix, err.Error())
+			return errors.Join(err, l.Close())
+		}
+		report(progressPrefix, "live view at http://"+addr+"/")
 	}
 	report(readyPrefix, "")
 	if ready != nil {
