@@ -61,6 +61,8 @@ var (
 		portCounter("pfc_pause_sent_total", "PFC frames (XOFF and XON) the port sent upstream.", func(s *fabric.PortStats) uint64 { return s.PauseSent }),
 		portCounter("pfc_pause_received_total", "PFC frames the port received from its peer.", func(s *fabric.PortStats) uint64 { return s.PauseRcvd }),
 		portCounter("telemetry_stamped_total", "Frames that carried telemetry and got this hop's record.", func(s *fabric.PortStats) uint64 { return s.Stamped }),
+		portCounter("stamp_errors_total", "Telemetry-carrying frames the stamper rejected as malformed (forwarded unstamped).", func(s *fabric.PortStats) uint64 { return s.StampErrors }),
+		portCounter("panics_total", "Frames dropped because handling or stamping them panicked (a bug).", func(s *fabric.PortStats) uint64 { return s.Panics }),
 		{prometheus.NewDesc("rocelab_port_queue_bytes", "Bytes queued at the port's egress now.", portLabels, nil),
 			prometheus.GaugeValue, func(s *fabric.PortStats) float64 { return float64(s.QLen) }},
 	}
@@ -80,6 +82,7 @@ var (
 		rnicCounter("cnps_sent_total", "DCQCN congestion notification packets sent.", func(s *rnic.Stats) uint64 { return s.CNPsSent }),
 		rnicCounter("cnps_received_total", "DCQCN congestion notification packets received.", func(s *rnic.Stats) uint64 { return s.CNPsRcvd }),
 		rnicCounter("host_frames_total", "Frames the host's kernel sent through the device.", func(s *rnic.Stats) uint64 { return s.HostFrames }),
+		rnicCounter("panics_total", "Received frames dropped because handling them panicked (a bug).", func(s *rnic.Stats) uint64 { return s.Panics }),
 		rnicCounter("host_dropped_total", "Of the kernel's frames, those dropped (backlog full or too long).", func(s *rnic.Stats) uint64 { return s.HostDropped }),
 	}
 
