@@ -1,8 +1,10 @@
 package rnic
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric/link"
@@ -169,6 +171,16 @@ func (d *Device) Name() string { return d.cfg.Name }
 
 // Stats returns the device's counters.
 func (d *Device) Stats() Stats { return d.stats }
+
+// QPs returns the device's queue pairs in QPN order.
+func (d *Device) QPs() []*QP {
+	out := make([]*QP, 0, len(d.qps))
+	for _, x := range d.qps {
+		out = append(out, x)
+	}
+	slices.SortFunc(out, func(a, b *QP) int { return cmp.Compare(a.QPN(), b.QPN()) })
+	return out
+}
 
 // Close closes the device (ibv_close_device): no new objects can be created.
 func (d *Device) Close() { d.closed = true }

@@ -1,6 +1,7 @@
 package rnic
 
 import (
+	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/roce"
@@ -142,6 +143,21 @@ func (x *QP) Counters() qp.Counters { return x.q.Counters() }
 // (bytes; +Inf when unlimited), as congestion control set them.
 func (x *QP) Rate() (rate, window float64) {
 	return x.cc.currentRate(int64(x.dev.loop.Now())), x.cc.window
+}
+
+// HPCC returns the HPCC++ state of the QP's congestion control (U, W, Wc, rate): the
+// sender's, the prober's or, under Rx-HPCC, the receiver's; false when the QP runs no
+// HPCC mode (DCQCN, none).
+func (x *QP) HPCC() (hpcc.State, bool) {
+	switch {
+	case x.cc.sender != nil:
+		return x.cc.sender.State(), true
+	case x.cc.prober != nil:
+		return x.cc.prober.State(), true
+	case x.cc.rxHPCC != nil:
+		return x.cc.rxHPCC.State(), true
+	}
+	return hpcc.State{}, false
 }
 
 // InFlightBytes returns the request payload bytes sent and not yet acknowledged.

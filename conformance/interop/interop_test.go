@@ -355,7 +355,7 @@ func TestInteropRXE(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := m.Start(f, time.Now())
+			s, err := m.Start(f, time.Now(), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
