@@ -32,6 +32,27 @@ type Config struct {
 	// rxe's RXE_MAX_PKT_PER_ACK. The builder sets the bit before the ICRC is computed.
 	AckReqEvery int
 
+	// MaxUnackedPSNs holds back an RC requester's next packet while this many PSNs are
+	// unacknowledged (a READ request counts the PSNs of its responses), a window on
+	// top of congestion control's. Go-back-N resends everything after a loss, so on a
+	// path that drops bursts behind a deep queue, an unlimited window resends the whole
+	// send queue's worth per loss; RXEMaxUnackedPSNs is rxe's bound. 0 means no bound
+	// but the PSN space's (2^22).
+	MaxUnackedPSNs int
+
+	// RecvRefill, if set, is called when a packet needs a receive WR and the receive
+	// queue (or SRQ) is empty, before the packet is refused (RNR NAK on RC, dropped on
+	// UC and UD); it may post receive WRs, which the packet then takes. The rnic's
+	// verbs service moves the WRs an application has put in its shared-memory ring but
+	// the service has not yet scanned, so a SEND racing the post is not refused.
+	RecvRefill func()
+
+	// RXERetryCnt reads retry_cnt 7 as "retry forever", as rxe does, instead of the
+	// IBTA's 7 retries followed by RETRY_EXC_ERR. rnr_retry 7 is infinite either way.
+	// For interop studies that need rxe's behaviour; a QP whose peer has died then
+	// resends forever.
+	RXERetryCnt bool
+
 	// PortMTU bounds UD messages, which have no path MTU attribute (rxe uses the port's
 	// active MTU); 0 means roce.MTU1024, the value for a 1500-byte netdev.
 	PortMTU roce.MTU
@@ -79,6 +100,12 @@ func New(cfg Config) (*QP, error) {
 	}
 	if cfg.AckReqEvery == 0 {
 		cfg.AckReqEvery = defaultAckEvery
+	}
+	if cfg.MaxUnackedPSNs < 0 || cfg.MaxUnackedPSNs > maxOutstandingPSNs {
+		return nil, fmt.Errorf("qp: MaxUnackedPSNs %d is outside 0..%d", cfg.MaxUnackedPSNs, maxOutstandingPSNs)
+	}
+	if cfg.MaxUnackedPSNs == 0 {
+		cfg.MaxUnackedPSNs = maxOutstandingPSNs
 	}
 	if cfg.MaxSGE == 0 {
 		cfg.MaxSGE = 1

@@ -92,6 +92,7 @@ func TestRoundTripWithFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tp.Retry = "rxe"
 	tp.Links[0].Faults.Loss = 0.01
 	tp.Links[0].Faults.Jitter = 300 * time.Nanosecond
 	tp.Links[0].Faults.Flap.Period = time.Millisecond
@@ -161,6 +162,7 @@ func TestErrorsNameTheLine(t *testing.T) {
 		{head + "links:\n  - {endpoints: [h1, s1], rate: 1G}\n",
 			`line 3: host "h2" is not connected`},
 		{"telemetry: sflow\n", `line 1: unknown telemetry format "sflow"`},
+		{"retry: forever\n", `line 1: unknown retry reading "forever"`},
 		{"hosts:\n  - {name: h1, ipv4: 10.0.0.300}\n", `line 2: host.ipv4: "10.0.0.300" is not an IPv4 address`},
 		{"hosts:\n  - {name: h1}\n  - {name: h1, ipv4: 10.0.0.1}\n", `line 2: host "h1" has no address`},
 		{head + "  - name: h1\n", `line 6: switch "h1": name already used on line 2`},
