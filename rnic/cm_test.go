@@ -515,3 +515,41 @@ func TestCMAnswersKernelClient(t *testing.T) {
 		t.Errorf("events %v", got)
 	}
 }
+
+// TestCMDeterministic: the same seed gives the same CM MADs, byte for byte
+// (communication IDs, PSNs and ports come from the loop's random source).
+func TestCMDeterministic(t *testing.T) {
+	run := func() []cm.MAD {
+		v, h1, h2, mads := cmPair(t)
+		client, server := newCMEnd(t, h1), newCMEnd(t, h2)
+		listener, _ := h2.CreateCMID(func(e CMEvent) {
+			if e.Type == CMEventConnectRequest {
+				_ = h2.Accept(e.ID, server.qp, CMConnParam{})
+			}
+		})
+		_ = h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174"))
+		var id *CMID
+		id, _ = h1.CreateCMID(func(e CMEvent) {
+			switch e.Type {
+			case CMEventAddrResolved:
+				_ = h1.ResolveRoute(id)
+			case CMEventRouteResolved:
+				_ = h1.Connect(id, client.qp, CMConnParam{})
+			case CMEventEstablished:
+				_ = h1.Disconnect(id)
+			}
+		})
+		_ = h1.ResolveAddr(id, netip.Addr{}, netip.MustParseAddrPort("10.0.0.2:7174"), time.Second)
+		v.RunFor(10 * time.Millisecond)
+		return *mads
+	}
+	a, b := run(), run()
+	if len(a) != 4 || len(a) != len(b) {
+		t.Fatalf("%d and %d MADs (want REQ, REP, RTU, DREQ)", len(a), len(b))
+	}
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			t.Errorf("MAD %d differs between runs:\n%x\n%x", i, []byte(a[i]), []byte(b[i]))
+		}
+	}
+}
