@@ -70,6 +70,9 @@ func (c *conn) cmCreateID(body []byte) (any, int, error) {
 // channel.
 func (c *conn) cmEvent(e rnic.CMEvent) {
 	if c.closed {
+		if e.Type == rnic.CMEventConnectRequest { // nobody will answer it
+			c.s.dev.DestroyCMID(e.ID)
+		}
 		return
 	}
 	w := wire.CMEvent{Type: uint8(e.Type), Status: int32(e.Status)}
