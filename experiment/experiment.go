@@ -9,7 +9,6 @@ package experiment
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"time"
 
@@ -238,13 +237,7 @@ func Run(cfg Config) (*Result, error) {
 		for _, f := range flows {
 			r := RateSample{T: mon.Now(), Flow: f.ID}
 			if f.Done == 0 && mon.Now() >= f.Start {
-				r.Rate, r.Window = f.sq.Rate()
-				if math.IsInf(r.Rate, 1) {
-					r.Rate = float64(cfg.LinkRate)
-				}
-				if math.IsInf(r.Window, 1) {
-					r.Window = 0
-				}
+				r = f.rateSample(mon.Now(), cfg.LinkRate)
 			}
 			res.Rates = append(res.Rates, r)
 		}

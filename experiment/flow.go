@@ -3,6 +3,7 @@ package experiment
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/qp"
@@ -130,6 +131,20 @@ func (f *flow) post() error {
 	f.sgl[0] = qp.SGE{Addr: f.smr.Addr(), Length: uint32(f.Size), LKey: f.smr.LKey()}
 	return f.sq.PostSend(&qp.SendWR{WRID: uint64(f.ID), Opcode: qp.WRWrite, Flags: qp.SendSignaled,
 		SGL: f.sgl[:], RemoteAddr: f.rmr.Addr(), RKey: f.rmr.RKey()})
+}
+
+// rateSample is the flow's pacing rate and window at t; an unpaced flow's rate is the
+// line rate and a flow without a window has window 0.
+func (f *flow) rateSample(t clock.Time, lineRate uint64) RateSample {
+	r := RateSample{T: t, Flow: f.ID}
+	r.Rate, r.Window = f.sq.Rate()
+	if math.IsInf(r.Rate, 1) {
+		r.Rate = float64(lineRate)
+	}
+	if math.IsInf(r.Window, 1) {
+		r.Window = 0
+	}
+	return r
 }
 
 // verify checks every byte the flow wrote at its receiver.

@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"net/netip"
 	"sort"
@@ -368,6 +367,26 @@ func mixPorts(t *topo.Topology) [][]*mixPort {
 	return ports
 }
 
+// mixRun is one run of the mix scenario: its network, its flows and what it watches.
+type mixRun struct {
+	cfg   *Config
+	topo  *topo.Topology
+	v6    bool // flows run over IPv6 (where the telemetry needs it: IOAM)
+	paths [][]pathInfo
+	info  *MixInfo
+	res   *Result
+	flows []*flow
+
+	v  *clock.Virtual
+	nw *lab.Network
+
+	left   int        // flows not finished
+	last   clock.Time // the last completion
+	active []*flow    // started and unfinished, in arrival order
+	ports  [][]*mixPort
+	tEnd   clock.Time // the last port sample while flows were unfinished
+}
+
 // runMix runs the mix scenario.
 func runMix(cfg Config) (*Result, error) {
 	cdf, err := LoadCDF(cfg.CDF)
@@ -378,13 +397,43 @@ func runMix(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Flows run over IPv4, or over IPv6 where the telemetry needs it (IOAM).
-	v6 := cfg.CC != rnic.ModeDCQCN && cfg.CC != rnic.ModeNone && cfg.Telemetry == telemetry.FormatIOAM
-	mtu := int(cfg.MTU)
-	paths := hostPaths(t, mtu, v6)
-	info := &MixInfo{Topology: desc, Hosts: len(t.Hosts), CDF: cdf.Name, CDFMean: cdf.Mean()}
-	for s := range paths {
-		for d, p := range paths[s] {
+	m := newMixRun(&cfg, t, &MixInfo{Topology: desc, Hosts: len(t.Hosts), CDF: cdf.Name, CDFMean: cdf.Mean()})
+	m.flows = mixArrivals(&cfg, cdf, len(t.Hosts))
+	if len(m.flows) == 0 {
+		return nil, fmt.Errorf("experiment: no flow arrives within --duration %v at --load %v (mean gap per host %.1f µs): lengthen the window or set --flows",
+			cfg.Duration, cfg.Load, cdf.Mean()*8/(cfg.Load*float64(cfg.LinkRate))*1e6)
+	}
+	if err := m.build(); err != nil {
+		return nil, err
+	}
+	arrivals := m.scheduleArrivals()
+	stops, err := m.watchPorts()
+	if err != nil {
+		return nil, err
+	}
+	rates := m.sampleRates()
+
+	limit := clock.Time(cfg.Limit)
+	for m.left > 0 && m.v.Now() < limit && m.v.Step() {
+	}
+	for _, stop := range stops {
+		stop()
+	}
+	rates.Stop()
+	arrivals.Stop()
+	m.res.Events = m.v.Events()
+	return m.results(), nil
+}
+
+// newMixRun computes every host pair's path and the range of base RTTs. HPCC's T is
+// the longest path's base RTT, as the simulator sets it (maxRtt), unless --base-rtt
+// gives it.
+func newMixRun(cfg *Config, t *topo.Topology, info *MixInfo) *mixRun {
+	m := &mixRun{cfg: cfg, topo: t, info: info,
+		v6: cfg.CC != rnic.ModeDCQCN && cfg.CC != rnic.ModeNone && cfg.Telemetry == telemetry.FormatIOAM}
+	m.paths = hostPaths(t, int(cfg.MTU), m.v6)
+	for s := range m.paths {
+		for d, p := range m.paths[s] {
 			if s == d {
 				continue
 			}
@@ -394,148 +443,169 @@ func runMix(cfg Config) (*Result, error) {
 			info.RTTMax = max(info.RTTMax, p.rtt)
 		}
 	}
-	// HPCC's T is the longest path's base RTT, as the simulator sets it (maxRtt), and
-	// W_ai is sized for every other host sending to one receiver.
 	T := info.RTTMax
 	if cfg.BaseRTT > 0 {
 		T = cfg.BaseRTT
 	}
-	res := &Result{Config: cfg, BaseRTT: T, MixInfo: info}
-	flows := mixArrivals(&cfg, cdf, len(t.Hosts))
-	if len(flows) == 0 {
-		return nil, fmt.Errorf("experiment: no flow arrives within --duration %v at --load %v (mean gap per host %.1f µs): lengthen the window or set --flows",
-			cfg.Duration, cfg.Load, cdf.Mean()*8/(cfg.Load*float64(cfg.LinkRate))*1e6)
-	}
-	v := clock.NewVirtual(cfg.Seed)
-	nw, err := lab.Build(t, v, lab.Options{CC: cfg.ccConfigFor(T, max(1, len(t.Hosts)-1)), StaticNeighbours: true})
+	m.res = &Result{Config: *cfg, BaseRTT: T, MixInfo: info}
+	return m
+}
+
+// build builds the network in virtual time, with HPCC's W_ai sized for every other
+// host sending to one receiver, and gives each flow the GIDs of its ends.
+func (m *mixRun) build() error {
+	m.v = clock.NewVirtual(m.cfg.Seed)
+	nw, err := lab.Build(m.topo, m.v, lab.Options{CC: m.cfg.ccConfigFor(m.res.BaseRTT, max(1, len(m.topo.Hosts)-1)), StaticNeighbours: true})
 	if err != nil {
-		return nil, fmt.Errorf("experiment: %w", err)
+		return fmt.Errorf("experiment: %w", err)
 	}
+	m.nw = nw
 	gids := make([]int, len(nw.Hosts))
 	for i, h := range nw.Hosts {
 		want := h.Config.IPv4
-		if v6 {
+		if m.v6 {
 			want = h.Config.IPv6
 		}
 		if gids[i], err = gidIndex(h.Device, want); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	for _, f := range flows {
+	for _, f := range m.flows {
 		f.SrcGID, f.DstGID = gids[f.Src], gids[f.Dst]
-		info.Offered += int64(f.Size)
-		info.Window = f.Start.Duration()
+		m.info.Offered += int64(f.Size)
+		m.info.Window = f.Start.Duration()
 	}
+	m.left = len(m.flows)
+	return nil
+}
 
-	left := len(flows)
-	var last clock.Time
-	var active []*flow // started and unfinished, in arrival order
-	finish := func(f *flow) {
-		left--
-		last = max(last, f.Done)
-		for i, a := range active {
-			if a == f {
-				active = append(active[:i], active[i+1:]...)
-				break
-			}
+// finish accounts for a flow that completed or failed.
+func (m *mixRun) finish(f *flow) {
+	m.left--
+	m.last = max(m.last, f.Done)
+	for i, a := range m.active {
+		if a == f {
+			m.active = append(m.active[:i], m.active[i+1:]...)
+			break
 		}
 	}
-	onDone := func(f *flow) {
-		finish(f)
-		if f.Failed == "" {
-			if err := f.verify(); err != nil {
-				f.Failed = err.Error()
-			}
-		}
-		f.release()
-	}
-	// start runs on the sender's loop and sets up the receiver's side too: Run drives
-	// the virtual clock, whose loops all run on one goroutine.
-	start := func(f *flow) {
-		src, dst := nw.Hosts[f.Src].Device, nw.Hosts[f.Dst].Device
-		if err := f.connect(src, dst, cfg.MTU, onDone); err != nil {
+}
+
+// done is a flow's completion: its data is checked and its resources released.
+func (m *mixRun) done(f *flow) {
+	m.finish(f)
+	if f.Failed == "" {
+		if err := f.verify(); err != nil {
 			f.Failed = err.Error()
-			finish(f)
-			return
-		}
-		active = append(active, f)
-		if err := f.post(); err != nil {
-			f.Failed = err.Error()
-			finish(f)
 		}
 	}
-	arrivals := v.NewLoop("arrivals")
+	f.release()
+}
+
+// start runs on the sender's loop and sets up the receiver's side too: Run drives the
+// virtual clock, whose loops all run on one goroutine.
+func (m *mixRun) start(f *flow) {
+	src, dst := m.nw.Hosts[f.Src].Device, m.nw.Hosts[f.Dst].Device
+	if err := f.connect(src, dst, m.cfg.MTU, m.done); err != nil {
+		f.Failed = err.Error()
+		m.finish(f)
+		return
+	}
+	m.active = append(m.active, f)
+	if err := f.post(); err != nil {
+		f.Failed = err.Error()
+		m.finish(f)
+	}
+}
+
+// scheduleArrivals starts each flow at its arrival time on its sender's loop.
+func (m *mixRun) scheduleArrivals() *clock.Timer {
+	arrivals := m.v.NewLoop("arrivals")
 	next := 0
 	var at *clock.Timer
 	at = arrivals.NewTimer(func() {
-		for next < len(flows) && flows[next].Start <= arrivals.Now() {
-			f := flows[next]
+		for next < len(m.flows) && m.flows[next].Start <= arrivals.Now() {
+			f := m.flows[next]
 			next++
-			nw.Hosts[f.Src].Device.Do(func() { start(f) })
+			m.nw.Hosts[f.Src].Device.Do(func() { m.start(f) })
 		}
-		if next < len(flows) {
-			at.Reset(flows[next].Start)
+		if next < len(m.flows) {
+			at.Reset(m.flows[next].Start)
 		}
 	})
-	at.Reset(flows[0].Start)
+	at.Reset(m.flows[0].Start)
+	return at
+}
 
-	ports := mixPorts(t)
+// watchPorts samples every switch egress port's queue and bytes sent; it returns the
+// functions that stop the sampling.
+func (m *mixRun) watchPorts() ([]func(), error) {
+	m.ports = mixPorts(m.topo)
 	var stops []func()
-	var tEnd clock.Time
-	for i, s := range nw.Switches {
-		ps := ports[i]
+	for i, s := range m.nw.Switches {
+		ps := m.ports[i]
 		if len(ps) != len(s.Switch.Ports()) {
 			return nil, fmt.Errorf("experiment: switch %s has %d ports, the topology %d", s.Name, len(s.Switch.Ports()), len(ps))
 		}
-		stops = append(stops, s.Switch.Sample(cfg.Sample, func(smp fabric.Sample) {
+		stops = append(stops, s.Switch.Sample(m.cfg.Sample, func(smp fabric.Sample) {
 			p := ps[smp.Port]
 			p.queue = append(p.queue, QueueSample{T: smp.Time, Bytes: smp.QLen})
 			p.peak = max(p.peak, smp.QLen)
-			if left > 0 {
-				p.txBytes, tEnd = smp.TxBytes, smp.Time
+			if m.left > 0 {
+				p.txBytes, m.tEnd = smp.TxBytes, smp.Time
 			}
 		}))
 	}
-	mon := v.NewLoop("monitor")
-	rateEvery := max(cfg.Sample, T/4)
+	return stops, nil
+}
+
+// sampleRates records the active flows' rates and windows every quarter of T.
+func (m *mixRun) sampleRates() *clock.Timer {
+	mon := m.v.NewLoop("monitor")
+	every := max(m.cfg.Sample, m.res.BaseRTT/4)
 	var rt *clock.Timer
 	rt = mon.NewTimer(func() {
-		for _, f := range active {
-			r := RateSample{T: mon.Now(), Flow: f.ID}
-			r.Rate, r.Window = f.sq.Rate()
-			if math.IsInf(r.Rate, 1) {
-				r.Rate = float64(cfg.LinkRate)
-			}
-			if math.IsInf(r.Window, 1) {
-				r.Window = 0
-			}
-			res.Rates = append(res.Rates, r)
+		for _, f := range m.active {
+			m.res.Rates = append(m.res.Rates, f.rateSample(mon.Now(), m.cfg.LinkRate))
 		}
-		rt.Reset(mon.Now().Add(rateEvery))
+		rt.Reset(mon.Now().Add(every))
 	})
-	rt.Reset(flows[0].Start)
+	rt.Reset(m.flows[0].Start)
+	return rt
+}
 
-	limit := clock.Time(cfg.Limit)
-	for left > 0 && v.Now() < limit && v.Step() {
+// results assembles the Result once the run is over.
+func (m *mixRun) results() *Result {
+	b := m.summarizePorts()
+	res := m.res
+	res.Queue = b.queue
+	m.flowRecords()
+	for _, h := range m.nw.Hosts {
+		if s := h.Device.Stats(); s.RxMalformed+s.RxBadICRC > 0 {
+			res.Errors = append(res.Errors, fmt.Sprintf("%s: %d malformed frames, %d with a bad ICRC", h.Name, s.RxMalformed, s.RxBadICRC))
+		}
 	}
-	for _, stop := range stops {
-		stop()
+	res.Metrics = measure(res, m.last)
+	if first := m.flows[0].Start; m.tEnd > first {
+		res.Metrics.Utilization = float64(b.txBytes) * 8e9 / float64(b.rate) / float64(m.tEnd-first)
 	}
-	rt.Stop()
-	at.Stop()
-	res.Events = v.Events()
+	return res
+}
 
-	// The bottleneck: the largest peak queue; among equals, the busiest port.
+// summarizePorts fills MixInfo's port records and queue changes and returns the
+// bottleneck: the port with the largest peak queue; among equals, the busiest.
+func (m *mixRun) summarizePorts() *mixPort {
+	info := m.info
 	var b *mixPort
-	first := flows[0].Start
-	for _, ps := range ports {
+	first := m.flows[0].Start
+	for _, ps := range m.ports {
 		for _, p := range ps {
 			if b == nil || p.peak > b.peak || p.peak == b.peak && p.txBytes > b.txBytes {
 				b = p
 			}
 			rec := PortRecord{Name: p.name, Rate: p.rate, PeakQueue: p.peak, TxBytes: p.txBytes}
-			if tEnd > first {
-				rec.Utilization = float64(p.txBytes) * 8e9 / float64(p.rate) / float64(tEnd-first)
+			if m.tEnd > first {
+				rec.Utilization = float64(p.txBytes) * 8e9 / float64(p.rate) / float64(m.tEnd-first)
 			}
 			prev, n, sum := -1, 0, 0.0
 			for _, q := range p.queue {
@@ -543,7 +613,7 @@ func runMix(cfg Config) (*Result, error) {
 					info.PortQueues = append(info.PortQueues, PortQueueSample{T: q.T, Port: info.Ports, Bytes: q.Bytes})
 					prev = q.Bytes
 				}
-				if q.T <= tEnd {
+				if q.T <= m.tEnd {
 					sum += float64(q.Bytes)
 					n++
 				}
@@ -557,18 +627,23 @@ func runMix(cfg Config) (*Result, error) {
 	}
 	sort.SliceStable(info.PortQueues, func(i, j int) bool { return info.PortQueues[i].T < info.PortQueues[j].T })
 	info.Bottleneck, info.BottleneckRate = b.name, b.rate
-	res.Queue = b.queue
+	return b
+}
 
-	for _, f := range flows {
+// flowRecords records every flow's outcome and the errors of those that failed or
+// did not finish.
+func (m *mixRun) flowRecords() {
+	res := m.res
+	for _, f := range m.flows {
 		rec := FlowRecord{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: f.Size, StartNs: int64(f.Start)}
-		ideal := idealMixFCT(f.Size, mtu, v6, paths[f.Src][f.Dst])
+		ideal := idealMixFCT(f.Size, int(m.cfg.MTU), m.v6, m.paths[f.Src][f.Dst])
 		rec.IdealNs = ideal.Nanoseconds()
 		switch {
 		case f.Failed != "":
 			res.Errors = append(res.Errors, fmt.Sprintf("flow %d: %s", f.ID, f.Failed))
 		case f.Done == 0:
 			res.Errors = append(res.Errors, fmt.Sprintf("flow %d (%d bytes, h%d→h%d, arrived at %v): not finished after %v",
-				f.ID, f.Size, f.Src+1, f.Dst+1, f.Start, cfg.Limit))
+				f.ID, f.Size, f.Src+1, f.Dst+1, f.Start, m.cfg.Limit))
 		}
 		if f.Done > 0 && f.Failed == "" {
 			rec.FCTNs = f.Done.Sub(f.Start).Nanoseconds()
@@ -576,16 +651,6 @@ func runMix(cfg Config) (*Result, error) {
 		}
 		res.Flows = append(res.Flows, rec)
 	}
-	for _, h := range nw.Hosts {
-		if s := h.Device.Stats(); s.RxMalformed+s.RxBadICRC > 0 {
-			res.Errors = append(res.Errors, fmt.Sprintf("%s: %d malformed frames, %d with a bad ICRC", h.Name, s.RxMalformed, s.RxBadICRC))
-		}
-	}
-	res.Metrics = measure(res, last)
-	if tEnd > first {
-		res.Metrics.Utilization = float64(b.txBytes) * 8e9 / float64(b.rate) / float64(tEnd-first)
-	}
-	return res, nil
 }
 
 // sizeBucket is one group of flows of similar size: the HPCC paper's Figure 11 sorts

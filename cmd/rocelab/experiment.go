@@ -3,13 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rocelab/rocelab/experiment"
-	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
@@ -26,16 +27,13 @@ var (
 // newExperimentCmd returns a fresh `experiment` command (tests run several).
 func newExperimentCmd() *cobra.Command {
 	def := experiment.Defaults()
-	mixDef := experiment.MixDefaults()
 	var (
-		flowSize, linkRate, fabricRate, linkDelay, baseRTT, stagger, sample string
-		duration, limit                                                     string
-		mtu                                                                 int
-		cc, mode, format, out                                               string
-		asJSON                                                              bool
-		cfg                                                                 = def
+		mtu                   int
+		cc, mode, format, out string
+		asJSON                bool
+		cfg                   = def
 	)
-	cfg.Mix = mixDef.Mix
+	cfg.Mix = experiment.MixDefaults().Mix
 	cmd := &cobra.Command{
 		Use:   "experiment incast|fairness|mix",
 		Short: "Run a congestion-control experiment in virtual time: CSV, plots, summary",
@@ -74,100 +72,27 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Scenario = args[0]
 			flags := cmd.Flags()
-			other := mixFlags
-			if cfg.Scenario == "mix" {
-				other = starFlags
+			if err := checkScenarioFlags(flags, cfg.Scenario); err != nil {
+				return err
 			}
-			for _, name := range other {
-				if flags.Changed(name) {
-					return fmt.Errorf("experiment: --%s does not apply to the %s scenario", name, cfg.Scenario)
-				}
-			}
-			var err error
-			if cfg.FlowSize, err = topo.ParseBytes(flowSize); err != nil {
-				return fmt.Errorf("--flow-size: %w", err)
-			}
-			if cfg.LinkRate, err = topo.ParseRate(linkRate); err != nil {
-				return fmt.Errorf("--link-rate: %w", err)
-			}
-			if fabricRate != "" {
-				if cfg.FabricRate, err = topo.ParseRate(fabricRate); err != nil {
-					return fmt.Errorf("--fabric-rate: %w", err)
-				}
-			}
-			if cfg.Scenario == "mix" {
-				cfg.Sample, cfg.Limit = mixDef.Sample, mixDef.Limit
-				if flags.Changed("flows") && !flags.Changed("duration") {
-					duration = "0" // --flows alone: no arrival window
-				}
-			}
-			for _, d := range []struct {
-				name, s string
-				dst     *time.Duration
-			}{{"link-delay", linkDelay, &cfg.LinkDelay}, {"base-rtt", baseRTT, &cfg.BaseRTT}, {"stagger", stagger, &cfg.Stagger},
-				{"sample", sample, &cfg.Sample}, {"duration", duration, &cfg.Duration}, {"limit", limit, &cfg.Limit}} {
-				if d.s == "" {
-					continue
-				}
-				if *d.dst, err = topo.ParseDuration(d.s); err != nil {
-					return fmt.Errorf("--%s: %w", d.name, err)
-				}
-			}
+			scenarioDefaults(flags, &cfg)
 			cfg.MTU = roce.MTU(mtu)
-			switch cc {
-			case "hpcc":
-				cfg.CC = rnic.Mode(mode)
-				switch cfg.CC {
-				case rnic.ModeHPCC, rnic.ModeHPCCProbe, rnic.ModeRxHPCC, rnic.ModeHPCCEveryN:
-				default:
-					return fmt.Errorf("--mode %q: want per-ack, probe, rx or every-n", mode)
-				}
-			case "dcqcn":
-				cfg.CC = rnic.ModeDCQCN
-			case "none":
-				cfg.CC = rnic.ModeNone
-			default:
-				return fmt.Errorf("--cc %q: want hpcc, dcqcn or none", cc)
-			}
-			switch format {
-			case "int", string(telemetry.FormatINTMD):
-				cfg.Telemetry = telemetry.FormatINTMD
-			case "ioam", "ifa", "hpcc":
-				cfg.Telemetry = telemetry.Format(format)
-			default:
-				return fmt.Errorf("--telemetry %q: want int, ioam, ifa or hpcc", format)
-			}
-			start := time.Now()
-			res, err := experiment.Run(cfg)
-			if err != nil {
+			var err error
+			if cfg.CC, err = ccMode(cc, mode); err != nil {
 				return err
 			}
-			if err := res.WriteFiles(out); err != nil {
+			if cfg.Telemetry, err = telemetryFormat(format); err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(experiment.JSON{Metrics: res.Metrics, Flows: res.Flows, Errors: res.Errors}); err != nil {
-					return err
-				}
-			} else {
-				res.WriteSummary(w)
-				fmt.Fprintf(w, "  wall clock        %v; files in %s\n", time.Since(start).Round(time.Millisecond), out)
-			}
-			if len(res.Errors) > 0 {
-				return fmt.Errorf("experiment: %d errors", len(res.Errors))
-			}
-			return nil
+			return runAndReport(cmd.OutOrStdout(), cfg, out, asJSON)
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Senders, "senders", def.Senders, "senders (flows) of incast and fairness")
-	f.StringVar(&flowSize, "flow-size", "500KB", "bytes per flow of incast and fairness (500KB, 1MiB)")
-	f.StringVar(&linkRate, "link-rate", "100G", "line rate of every link; of host links in mix (100G, 25Gbps)")
-	f.StringVar(&fabricRate, "fabric-rate", "", "mix: line rate of switch-to-switch links (default --link-rate)")
-	f.StringVar(&linkDelay, "link-delay", "1us", "one-way delay of every link")
+	f.Var(bytesValue{&cfg.FlowSize}, "flow-size", "bytes per flow of incast and fairness (500KB, 1MiB)")
+	f.Var(rateValue{&cfg.LinkRate}, "link-rate", "line rate of every link; of host links in mix (100G, 25Gbps)")
+	f.Var(rateValue{&cfg.FabricRate}, "fabric-rate", "mix: line rate of switch-to-switch links (default --link-rate)")
+	f.Var(durationValue{&cfg.LinkDelay}, "link-delay", "one-way delay of every link")
 	f.IntVar(&mtu, "mtu", int(def.MTU), "path MTU: 256, 512, 1024, 2048 or 4096")
 	f.StringVar(&cc, "cc", "hpcc", "congestion control: hpcc, dcqcn or none")
 	f.StringVar(&mode, "mode", string(rnic.ModeHPCC), "HPCC mode: per-ack, probe, rx or every-n")
@@ -176,21 +101,107 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.Float64Var(&cfg.Eta, "eta", 0.95, "HPCC target utilization")
 	f.IntVar(&cfg.MaxStage, "max-stage", def.MaxStage, "HPCC additive-increase stages")
 	f.Float64Var(&cfg.WAI, "wai", 0, "HPCC additive increase in bytes (0: rule of thumb; mix: for hosts-1 flows)")
-	f.StringVar(&baseRTT, "base-rtt", "", "HPCC base RTT (default: from the topology; mix: the longest path's)")
-	f.StringVar(&stagger, "stagger", "100us", "time between flow starts (fairness)")
-	f.StringVar(&sample, "sample", "", "time-series sampling interval (default 100ns; mix 1us)")
-	f.StringVar(&limit, "limit", "", "stop the run at this virtual time if flows are unfinished (default 100ms; mix 1s)")
-	f.StringVar(&cfg.Topology, "topology", mixDef.Topology, "mix: leaf-spine or fat-tree")
-	f.IntVar(&cfg.Leaves, "leaves", mixDef.Leaves, "mix: leaf switches of the leaf-spine")
-	f.IntVar(&cfg.Spines, "spines", mixDef.Spines, "mix: spine switches of the leaf-spine")
-	f.IntVar(&cfg.HostsPerLeaf, "hosts-per-leaf", mixDef.HostsPerLeaf, "mix: hosts on each leaf")
-	f.IntVar(&cfg.K, "k", mixDef.K, "mix: k of the fat-tree (even; k³/4 hosts)")
-	f.StringVar(&cfg.CDF, "cdf", mixDef.CDF, "mix: flow sizes: "+strings.Join(experiment.CDFNames, ", ")+" or a CDF file")
-	f.Float64Var(&cfg.Load, "load", mixDef.Load, "mix: offered load, a fraction of each host link's rate")
-	f.StringVar(&duration, "duration", mixDef.Duration.String(), "mix: arrival window (0: none, with --flows)")
+	f.Var(durationValue{&cfg.BaseRTT}, "base-rtt", "HPCC base RTT (default: from the topology; mix: the longest path's)")
+	f.Var(durationValue{&cfg.Stagger}, "stagger", "time between flow starts (fairness)")
+	f.Var(durationValue{&cfg.Sample}, "sample", "time-series sampling interval (mix default 1µs)")
+	f.Var(durationValue{&cfg.Limit}, "limit", "stop the run at this virtual time if flows are unfinished (mix default 1s)")
+	f.StringVar(&cfg.Topology, "topology", cfg.Topology, "mix: leaf-spine or fat-tree")
+	f.IntVar(&cfg.Leaves, "leaves", cfg.Leaves, "mix: leaf switches of the leaf-spine")
+	f.IntVar(&cfg.Spines, "spines", cfg.Spines, "mix: spine switches of the leaf-spine")
+	f.IntVar(&cfg.HostsPerLeaf, "hosts-per-leaf", cfg.HostsPerLeaf, "mix: hosts on each leaf")
+	f.IntVar(&cfg.K, "k", cfg.K, "mix: k of the fat-tree (even; k³/4 hosts)")
+	f.StringVar(&cfg.CDF, "cdf", cfg.CDF, "mix: flow sizes: "+strings.Join(experiment.CDFNames, ", ")+" or a CDF file")
+	f.Float64Var(&cfg.Load, "load", cfg.Load, "mix: offered load, a fraction of each host link's rate")
+	f.Var(durationValue{&cfg.Duration}, "duration", "mix: arrival window (0: none, with --flows)")
 	f.IntVar(&cfg.Flows, "flows", 0, "mix: stop the arrivals after this many flows (0: --duration decides)")
 	f.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
 	f.StringVar(&out, "out", "experiment-out", "output directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout")
 	return cmd
+}
+
+// checkScenarioFlags rejects a flag that another scenario reads.
+func checkScenarioFlags(flags *pflag.FlagSet, scenario string) error {
+	other := mixFlags
+	if scenario == "mix" {
+		other = starFlags
+	}
+	for _, name := range other {
+		if flags.Changed(name) {
+			return fmt.Errorf("experiment: --%s does not apply to the %s scenario", name, scenario)
+		}
+	}
+	return nil
+}
+
+// scenarioDefaults applies the mix scenario's own defaults to the flags not given.
+func scenarioDefaults(flags *pflag.FlagSet, cfg *experiment.Config) {
+	if cfg.Scenario != "mix" {
+		return
+	}
+	mixDef := experiment.MixDefaults()
+	if !flags.Changed("sample") {
+		cfg.Sample = mixDef.Sample
+	}
+	if !flags.Changed("limit") {
+		cfg.Limit = mixDef.Limit
+	}
+	if flags.Changed("flows") && !flags.Changed("duration") {
+		cfg.Duration = 0 // --flows alone: no arrival window
+	}
+}
+
+// ccMode is the congestion control named by --cc and, for hpcc, --mode.
+func ccMode(cc, mode string) (rnic.Mode, error) {
+	switch cc {
+	case "hpcc":
+		switch m := rnic.Mode(mode); m {
+		case rnic.ModeHPCC, rnic.ModeHPCCProbe, rnic.ModeRxHPCC, rnic.ModeHPCCEveryN:
+			return m, nil
+		}
+		return "", fmt.Errorf("--mode %q: want per-ack, probe, rx or every-n", mode)
+	case "dcqcn":
+		return rnic.ModeDCQCN, nil
+	case "none":
+		return rnic.ModeNone, nil
+	}
+	return "", fmt.Errorf("--cc %q: want hpcc, dcqcn or none", cc)
+}
+
+// telemetryFormat is the format named by --telemetry.
+func telemetryFormat(format string) (telemetry.Format, error) {
+	switch format {
+	case "int", string(telemetry.FormatINTMD):
+		return telemetry.FormatINTMD, nil
+	case "ioam", "ifa", "hpcc":
+		return telemetry.Format(format), nil
+	}
+	return "", fmt.Errorf("--telemetry %q: want int, ioam, ifa or hpcc", format)
+}
+
+// runAndReport runs cfg, writes its files into out and prints the summary (or the
+// JSON object) on w.
+func runAndReport(w io.Writer, cfg experiment.Config, out string, asJSON bool) error {
+	start := time.Now()
+	res, err := experiment.Run(cfg)
+	if err != nil {
+		return err
+	}
+	if err := res.WriteFiles(out); err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(experiment.JSON{Metrics: res.Metrics, Flows: res.Flows, Errors: res.Errors}); err != nil {
+			return err
+		}
+	} else {
+		res.WriteSummary(w)
+		fmt.Fprintf(w, "  wall clock        %v; files in %s\n", time.Since(start).Round(time.Millisecond), out)
+	}
+	if len(res.Errors) > 0 {
+		return fmt.Errorf("experiment: %d errors", len(res.Errors))
+	}
+	return nil
 }

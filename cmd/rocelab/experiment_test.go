@@ -71,8 +71,8 @@ func TestExperimentBadFlags(t *testing.T) {
 		{[]string{"mix", "--topology", "fat-tree", "--k", "5"}, "--k 5"},
 		{[]string{"mix", "--load", "0"}, "--load 0"},
 		{[]string{"mix", "--cdf", "/nonexistent/cdf.txt"}, "websearch"},
-		{[]string{"mix", "--duration", "soon"}, "--duration: duration \"soon\""},
-		{[]string{"mix", "--link-rate", "fast"}, "--link-rate: rate \"fast\""},
+		{[]string{"mix", "--duration", "soon"}, `"soon" for "--duration" flag: duration "soon"`},
+		{[]string{"mix", "--link-rate", "fast"}, `"fast" for "--link-rate" flag: rate "fast"`},
 		{[]string{"mix", "--senders", "4"}, "--senders does not apply to the mix scenario"},
 		{[]string{"incast", "--load", "0.5"}, "--load does not apply to the incast scenario"},
 	} {

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/rocelab/rocelab/fabric/topo"
+)
+
+// Flags that take units are pflag.Values (flag.Var) over topo's parsers, so that cobra reports a
+// bad value with the flag's name and --help shows the default in the same units.
+
+// rateValue is a line rate in bit/s: 100G, 25Gbps.
+type rateValue struct{ p *uint64 }
+
+func (v rateValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return topo.FormatRate(*v.p)
+}
+
+func (v rateValue) Set(s string) error {
+	r, err := topo.ParseRate(s)
+	if err != nil {
+		return err
+	}
+	*v.p = r
+	return nil
+}
+
+func (rateValue) Type() string { return "rate" }
+
+// bytesValue is a size in bytes: 1500, 500KB, 1MiB.
+type bytesValue struct{ p *int }
+
+func (v bytesValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	n := *v.p
+	switch {
+	case n != 0 && n%1e6 == 0:
+		return strconv.Itoa(n/1e6) + "MB"
+	case n != 0 && n%1e3 == 0:
+		return strconv.Itoa(n/1e3) + "KB"
+	}
+	return strconv.Itoa(n)
+}
+
+func (v bytesValue) Set(s string) error {
+	n, err := topo.ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	*v.p = n
+	return nil
+}
+
+func (bytesValue) Type() string { return "size" }
+
+// durationValue is a non-negative duration: 1us, 5ms.
+type durationValue struct{ p *time.Duration }
+
+func (v durationValue) String() string {
+	if v.p == nil || *v.p == 0 {
+		return "0" // pflag's zero: --help shows no default
+	}
+	return v.p.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := topo.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*v.p = d
+	return nil
+}
+
+func (durationValue) Type() string { return "duration" }
