@@ -18,6 +18,10 @@ type QP struct {
 	srq      *SRQ
 	cc       *flowCC
 	nextSend clock.Time // the pacer lets the QP send its next request from here on
+	// pacedLen and pacedRate are the length of the last request frame and the rate its
+	// gap to nextSend was timed at; retime moves nextSend when the rate changes.
+	pacedLen  int
+	pacedRate float64
 	quantum  int        // DWRR: bytes added to deficit per turn
 	deficit  int        // DWRR: bytes the QP may still send in its turn
 	timer    *clock.Timer
