@@ -43,8 +43,21 @@ type Config struct {
 	MaxStage int
 	WAI      float64
 	BaseRTT  time.Duration
-	// ECN is the switch's RED marking for DCQCN.
+	// ECN is the switches' RED marking for DCQCN (SimECN scales the simulator's with
+	// the link rate).
 	ECN fabric.ECN
+	// Preset "ns3" (PresetNS3) parameterizes HPCC as the HPCC authors' ns-3 simulator
+	// does (hpcc.SimParams, with T the longest path's base RTT as its third.cc derives
+	// it) and computes the ideal FCT as its standalone_fct; "" is rocelab's own (the
+	// draft's parameters, T and ideal FCT from the frames' real sizes).
+	Preset string
+	// Payload, if positive, is the payload of every data packet but a message's last,
+	// below the path MTU (the simulator's PACKET_PAYLOAD_SIZE 1000); 0 means the MTU.
+	Payload int
+	// HeaderOverhead, if positive, is the header bytes per packet the ideal FCT counts
+	// (the simulator's 48: Ethernet 14, IPv4 20, UDP 8, its 6-byte sequence header);
+	// 0 counts the frames' own headers.
+	HeaderOverhead int
 	// Buffer is the switch's shared buffer in bytes.
 	Buffer int
 	Seed   uint64
@@ -64,11 +77,49 @@ func Defaults() Config {
 	return Config{Scenario: "incast", Senders: 16, FlowSize: 500_000, Stagger: 100 * time.Microsecond,
 		LinkRate: 100e9, LinkDelay: time.Microsecond, MTU: roce.MTU1024,
 		CC: rnic.ModeHPCC, Telemetry: telemetry.FormatINTMD, MaxStage: hpcc.DefaultMaxStage,
-		ECN:    fabric.ECN{Enabled: true, KMin: 100_000, KMax: 400_000, PMax: 0.2},
+		ECN:    SimECN(100e9),
 		Buffer: 32 << 20, Seed: 1, Sample: 100 * time.Nanosecond, Limit: 100 * time.Millisecond}
 }
 
+// PresetNS3 is the Preset of the HPCC simulator's settings.
+const PresetNS3 = "ns3"
+
+// Presets are the values of Config.Preset besides "".
+var Presets = []string{PresetNS3}
+
+// SimECN is the HPCC simulator's RED marking for a link of rate bit/s (its run.py's
+// KMIN_MAP, KMAX_MAP and PMAX_MAP): K_min 100 KB and K_max 400 KB per 25 Gb/s,
+// P_max 0.2; at 100 Gb/s 400 KB and 1600 KB.
+func SimECN(rate uint64) fabric.ECN {
+	scale := float64(rate) / 25e9
+	return fabric.ECN{Enabled: true, KMin: int(100_000 * scale), KMax: int(400_000 * scale), PMax: 0.2}
+}
+
 func (c *Config) linkMTU() int { return int(c.MTU) + 400 } // room for headers and telemetry
+
+// segment is the payload of a full data packet.
+func (c *Config) segment() int {
+	if c.Payload > 0 {
+		return min(c.Payload, int(c.MTU))
+	}
+	return int(c.MTU)
+}
+
+// simRTT is the HPCC simulator's base RTT of a path (third.cc, CalculateRoute): twice
+// the links' propagation delays plus one payload's serialization on each link.
+func simRTT(payload int, links []pathLink) time.Duration {
+	var rtt time.Duration
+	for _, l := range links {
+		rtt += 2*l.delay + time.Duration(uint64(payload)*8e9/l.rate)
+	}
+	return rtt
+}
+
+// pathLink is what a base RTT needs of one link of a path.
+type pathLink struct {
+	delay time.Duration
+	rate  uint64
+}
 
 func (c *Config) baseRTT() time.Duration {
 	if c.BaseRTT > 0 {
@@ -89,11 +140,16 @@ func (c *Config) ccConfigFor(t time.Duration, flows int) rnic.CC {
 	}
 	cc.Telemetry = c.Telemetry
 	p := hpcc.DraftParams(float64(c.LinkRate), t, flows)
+	if c.Preset == PresetNS3 {
+		p = hpcc.SimParams(float64(c.LinkRate), t)
+	}
 	if c.Eta > 0 {
 		p.Eta = c.Eta
 	}
 	p.MaxStage = c.MaxStage
-	p.WAI = c.WAI
+	if c.WAI > 0 || c.Preset != PresetNS3 {
+		p.WAI = c.WAI
+	}
 	if c.Telemetry == telemetry.FormatHPCC {
 		p.Wrap = hpcc.CompactWrap(1)
 	}
@@ -117,10 +173,28 @@ func (c *Config) validate() error {
 	case c.Sample <= 0:
 		return fmt.Errorf("experiment: sample interval must be positive")
 	}
+	if err := c.validateCommon(); err != nil {
+		return err
+	}
 	switch c.Scenario {
 	case "incast", "fairness":
 	default:
 		return fmt.Errorf("experiment: unknown scenario %q: want incast, fairness or mix", c.Scenario)
+	}
+	return nil
+}
+
+// validateCommon checks what every scenario reads.
+func (c *Config) validateCommon() error {
+	switch {
+	case c.Preset != "" && c.Preset != PresetNS3:
+		return fmt.Errorf("experiment: --preset %q: want %s", c.Preset, PresetNS3)
+	case c.Payload < 0 || c.Payload > int(c.MTU):
+		return fmt.Errorf("experiment: --payload %d: want 0 (the MTU) up to the MTU %d", c.Payload, c.MTU)
+	case c.HeaderOverhead < 0:
+		return fmt.Errorf("experiment: --header-overhead %d: must not be negative", c.HeaderOverhead)
+	case c.ECN.Enabled && !(c.ECN.KMin >= 0 && c.ECN.KMin <= c.ECN.KMax && c.ECN.PMax >= 0 && c.ECN.PMax <= 1):
+		return fmt.Errorf("experiment: --ecn %d,%d,%v: want 0 ≤ K_min ≤ K_max bytes and P_max in [0, 1]", c.ECN.KMin, c.ECN.KMax, c.ECN.PMax)
 	}
 	return nil
 }
@@ -196,7 +270,7 @@ func Run(cfg Config) (*Result, error) {
 	left := len(flows)
 	var last clock.Time
 	for _, f := range flows {
-		err := f.connect(st.hosts[f.Src], st.hosts[f.Dst], cfg.MTU, func(f *flow) {
+		err := f.connect(st.hosts[f.Src], st.hosts[f.Dst], &cfg, func(f *flow) {
 			left--
 			last = max(last, f.Done)
 		})
@@ -290,8 +364,13 @@ func makeFlows(cfg *Config, st *star) ([]*flow, error) {
 // idealFCT is a flow's completion time alone on an idle network: one base RTT plus its
 // bytes (with per-packet headers) at line rate.
 func idealFCT(cfg *Config, size int) time.Duration {
-	pkts := (size + int(cfg.MTU) - 1) / int(cfg.MTU)
-	wire := size + pkts*(14+20+8+12+16+4)
+	seg := cfg.segment()
+	pkts := (size + seg - 1) / seg
+	hdr := 14 + 20 + 8 + 12 + 16 + 4
+	if cfg.HeaderOverhead > 0 {
+		hdr = cfg.HeaderOverhead
+	}
+	wire := size + pkts*hdr
 	return baseRTT(cfg) + time.Duration(float64(wire)*8e9/float64(cfg.LinkRate))
 }
 

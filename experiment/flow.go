@@ -36,8 +36,10 @@ type flow struct {
 // is caught as surely as missing data.
 func pattern(id, i int) byte { return byte(i*7 + id*13 + i>>10) }
 
-// connect creates the flow's QPs, MRs and CQs and brings both QPs to RTS.
-func (f *flow) connect(src, dst *rnic.Device, mtu roce.MTU, onDone func(*flow)) error {
+// connect creates the flow's QPs, MRs and CQs and brings both QPs to RTS at cfg's MTU
+// and payload.
+func (f *flow) connect(src, dst *rnic.Device, cfg *Config, onDone func(*flow)) error {
+	mtu := cfg.MTU
 	f.src, f.dst = src, dst
 	spd, err := src.AllocPD()
 	if err != nil {
@@ -84,7 +86,7 @@ func (f *flow) connect(src, dst *rnic.Device, mtu roce.MTU, onDone func(*flow)) 
 		return err
 	}
 	f.dcq = dcq
-	init := rnic.QPInitAttr{Type: qp.RC, Cap: rnic.QPCap{MaxSendWR: 4, MaxRecvWR: 4}}
+	init := rnic.QPInitAttr{Type: qp.RC, Cap: rnic.QPCap{MaxSendWR: 4, MaxRecvWR: 4}, Segment: cfg.Payload}
 	init.SendCQ, init.RecvCQ = scq, scq
 	if f.sq, err = src.CreateQP(spd, init); err != nil {
 		return err

@@ -122,6 +122,9 @@ func (c *Config) validateMix() error {
 	case c.Duration == 0 && c.Flows == 0:
 		return fmt.Errorf("experiment: mix needs an arrival window (--duration) or a number of flows (--flows)")
 	}
+	if err := c.validateCommon(); err != nil {
+		return err
+	}
 	switch c.Topology {
 	case "leaf-spine":
 		if c.Leaves < 1 || c.Spines < 1 || c.HostsPerLeaf < 1 || c.Leaves*c.HostsPerLeaf < 2 {
@@ -207,14 +210,23 @@ func packetHeaders(v6 bool) (data, reth, ack int) {
 
 // pathInfo is what the ideal FCT needs of the path between two hosts.
 type pathInfo struct {
-	rtt  time.Duration // base RTT: 2·delay + one data frame + one ACK, per link
-	rate uint64        // the slowest link's rate
+	rtt    time.Duration // base RTT: 2·delay + one data frame + one ACK, per link
+	simRTT time.Duration // the HPCC simulator's base RTT (simRTT)
+	rate   uint64        // the slowest link's rate
+}
+
+// baseRTT is the path's base RTT under cfg's preset.
+func (p pathInfo) baseRTT(cfg *Config) time.Duration {
+	if cfg.Preset == PresetNS3 {
+		return p.simRTT
+	}
+	return p.rtt
 }
 
 // hostPaths computes pathInfo for every ordered pair of hosts over a shortest path
 // (hosts are never transit; every shortest path of a leaf-spine or fat-tree has the
-// same links' rates and delays).
-func hostPaths(t *topo.Topology, mtu int, v6 bool) [][]pathInfo {
+// same links' rates and delays) for full packets of seg payload bytes.
+func hostPaths(t *topo.Topology, seg int, v6 bool) [][]pathInfo {
 	index := map[string]int{}
 	for i, h := range t.Hosts {
 		index[h.Name] = i
@@ -259,13 +271,16 @@ func hostPaths(t *topo.Topology, mtu int, v6 bool) [][]pathInfo {
 				continue
 			}
 			var p pathInfo
+			var links []pathLink
 			for n := dst; n != src; n = prev[n] {
 				l := t.Links[via[n]]
-				p.rtt += 2*l.Delay + ser(mtu+hdr, l.Rate) + ser(ackLen, l.Rate)
+				p.rtt += 2*l.Delay + ser(seg+hdr, l.Rate) + ser(ackLen, l.Rate)
+				links = append(links, pathLink{l.Delay, l.Rate})
 				if p.rate == 0 || l.Rate < p.rate {
 					p.rate = l.Rate
 				}
 			}
+			p.simRTT = simRTT(seg, links)
 			out[src][dst] = p
 		}
 	}
@@ -273,12 +288,17 @@ func hostPaths(t *topo.Topology, mtu int, v6 bool) [][]pathInfo {
 }
 
 // idealMixFCT is a flow's completion time alone on its path (see the scenario's
-// comment).
-func idealMixFCT(size, mtu int, v6 bool, p pathInfo) time.Duration {
+// comment); with a HeaderOverhead, the bytes at line rate count that per packet and
+// no RETH, as the simulator's standalone_fct counts its 48-byte headers.
+func (c *Config) idealMixFCT(size int, v6 bool, p pathInfo) time.Duration {
 	hdr, reth, _ := packetHeaders(v6)
-	pkts := max(1, (size+mtu-1)/mtu)
+	seg := c.segment()
+	pkts := max(1, (size+seg-1)/seg)
 	wire := uint64(size + pkts*hdr + reth)
-	return p.rtt + time.Duration(wire*8e9/p.rate)
+	if c.HeaderOverhead > 0 {
+		wire = uint64(size + pkts*c.HeaderOverhead)
+	}
+	return p.baseRTT(c) + time.Duration(wire*8e9/p.rate)
 }
 
 // mixArrivals draws the flows: per host a Poisson process of rate load × host link
@@ -431,16 +451,17 @@ func runMix(cfg Config) (*Result, error) {
 func newMixRun(cfg *Config, t *topo.Topology, info *MixInfo) *mixRun {
 	m := &mixRun{cfg: cfg, topo: t, info: info,
 		v6: cfg.CC != rnic.ModeDCQCN && cfg.CC != rnic.ModeNone && cfg.Telemetry == telemetry.FormatIOAM}
-	m.paths = hostPaths(t, int(cfg.MTU), m.v6)
+	m.paths = hostPaths(t, cfg.segment(), m.v6)
 	for s := range m.paths {
 		for d, p := range m.paths[s] {
 			if s == d {
 				continue
 			}
-			if info.RTTMin == 0 || p.rtt < info.RTTMin {
-				info.RTTMin = p.rtt
+			rtt := p.baseRTT(cfg)
+			if info.RTTMin == 0 || rtt < info.RTTMin {
+				info.RTTMin = rtt
 			}
-			info.RTTMax = max(info.RTTMax, p.rtt)
+			info.RTTMax = max(info.RTTMax, rtt)
 		}
 	}
 	T := info.RTTMax
@@ -506,7 +527,7 @@ func (m *mixRun) done(f *flow) {
 // virtual clock, whose loops all run on one goroutine.
 func (m *mixRun) start(f *flow) {
 	src, dst := m.nw.Hosts[f.Src].Device, m.nw.Hosts[f.Dst].Device
-	if err := f.connect(src, dst, m.cfg.MTU, m.done); err != nil {
+	if err := f.connect(src, dst, m.cfg, m.done); err != nil {
 		f.Failed = err.Error()
 		m.finish(f)
 		return
@@ -636,7 +657,7 @@ func (m *mixRun) flowRecords() {
 	res := m.res
 	for _, f := range m.flows {
 		rec := FlowRecord{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: f.Size, StartNs: int64(f.Start)}
-		ideal := idealMixFCT(f.Size, int(m.cfg.MTU), m.v6, m.paths[f.Src][f.Dst])
+		ideal := m.cfg.idealMixFCT(f.Size, m.v6, m.paths[f.Src][f.Dst])
 		rec.IdealNs = ideal.Nanoseconds()
 		switch {
 		case f.Failed != "":

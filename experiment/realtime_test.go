@@ -43,7 +43,7 @@ func incastRealTime(t *testing.T, rate uint64) {
 	left.Store(int32(len(flows)))
 	done := make(chan struct{})
 	for _, f := range flows {
-		if err := f.connect(st.hosts[f.Src], st.hosts[f.Dst], cfg.MTU, func(*flow) {
+		if err := f.connect(st.hosts[f.Src], st.hosts[f.Dst], &cfg, func(*flow) {
 			if left.Add(-1) == 0 {
 				close(done)
 			}

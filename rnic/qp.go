@@ -49,6 +49,9 @@ type QPInitAttr struct {
 	// other QPs with data: its quantum is Weight × the largest frame at the port's
 	// MTU. 0 means 1; at most MaxWeight. Round robin ignores it.
 	Weight int
+	// Segment is qp.Config.Segment: the payload of each packet but a message's last,
+	// when below the path MTU (0: the path MTU). Both ends must agree.
+	Segment int
 }
 
 // CreateQP creates a queue pair in the RESET state (ibv_create_qp).
@@ -90,7 +93,7 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	qpn := d.allocQPN()
 	cfg := qp.Config{Type: attr.Type, QPN: qpn, Memory: pd, SendCQ: attr.SendCQ, RecvCQ: attr.RecvCQ,
 		MaxSendWR: attr.Cap.MaxSendWR, MaxRecvWR: attr.Cap.MaxRecvWR, MaxSGE: max(attr.Cap.MaxSendSGE, attr.Cap.MaxRecvSGE),
-		SigAll: attr.SigAll, PortMTU: roce.MTUForLinkMTU(d.cfg.Link.MTU()), AckReqEvery: ackReqEvery(&ccfg)}
+		SigAll: attr.SigAll, PortMTU: roce.MTUForLinkMTU(d.cfg.Link.MTU()), AckReqEvery: ackReqEvery(&ccfg), Segment: attr.Segment}
 	if attr.SRQ != nil {
 		cfg.SRQ = attr.SRQ
 	}

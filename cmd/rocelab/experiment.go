@@ -76,6 +76,9 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 				return err
 			}
 			scenarioDefaults(flags, &cfg)
+			if err := applyPreset(flags, &cfg, &format); err != nil {
+				return err
+			}
 			cfg.MTU = roce.MTU(mtu)
 			var err error
 			if cfg.CC, err = ccMode(cc, mode); err != nil {
@@ -114,6 +117,10 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.Float64Var(&cfg.Load, "load", cfg.Load, "mix: offered load, a fraction of each host link's rate")
 	f.Var(durationValue{&cfg.Duration}, "duration", "mix: arrival window (0: none, with --flows)")
 	f.IntVar(&cfg.Flows, "flows", 0, "mix: stop the arrivals after this many flows (0: --duration decides)")
+	f.StringVar(&cfg.Preset, "preset", "", "ns3: the HPCC simulator's parameters, payload, headers and marking (docs/hpcc.md)")
+	f.IntVar(&cfg.Payload, "payload", 0, "payload bytes of a full data packet, at most --mtu (0: the MTU; ns3: 1000)")
+	f.IntVar(&cfg.HeaderOverhead, "header-overhead", 0, "header bytes per packet the ideal FCT counts (0: the frames' own; ns3: 48)")
+	f.Var(ecnValue{&cfg.ECN}, "ecn", "DCQCN's RED marking K_min,K_max,P_max (default 100KB,400KB,0.2 per 25 Gb/s of --link-rate)")
 	f.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
 	f.StringVar(&out, "out", "experiment-out", "output directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout")
@@ -149,6 +156,40 @@ func scenarioDefaults(flags *pflag.FlagSet, cfg *experiment.Config) {
 	if flags.Changed("flows") && !flags.Changed("duration") {
 		cfg.Duration = 0 // --flows alone: no arrival window
 	}
+}
+
+// ns3Payload and ns3Headers are the HPCC simulator's PACKET_PAYLOAD_SIZE and the
+// header bytes its standalone_fct counts per packet (Ethernet 14, IPv4 20, UDP 8 and
+// its 6-byte sequence header; CustomHeader::GetStaticWholeHeaderSize without INT).
+const ns3Payload, ns3Headers = 1000, 48
+
+// applyPreset sets what --preset implies for the flags not given, and RED marking
+// scaled with the link rate unless --ecn gives it.
+func applyPreset(flags *pflag.FlagSet, cfg *experiment.Config, format *string) error {
+	if !flags.Changed("ecn") {
+		cfg.ECN = experiment.SimECN(cfg.LinkRate)
+	}
+	switch cfg.Preset {
+	case "":
+		return nil
+	case experiment.PresetNS3:
+	default:
+		return fmt.Errorf("--preset %q: want %s", cfg.Preset, strings.Join(experiment.Presets, ", "))
+	}
+	for _, d := range []struct {
+		flag string
+		set  func()
+	}{
+		{"telemetry", func() { *format = string(telemetry.FormatHPCC) }}, // 8-byte hops, as the simulator's IntHop
+		{"payload", func() { cfg.Payload = ns3Payload }},
+		{"header-overhead", func() { cfg.HeaderOverhead = ns3Headers }},
+		{"max-stage", func() { cfg.MaxStage = 0 }}, // MI_THRESH 0
+	} {
+		if !flags.Changed(d.flag) {
+			d.set()
+		}
+	}
+	return nil
 }
 
 // ccMode is the congestion control named by --cc and, for hpcc, --mode.

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/topo"
 )
 
@@ -79,3 +82,36 @@ func (v durationValue) Set(s string) error {
 }
 
 func (durationValue) Type() string { return "duration" }
+
+// ecnValue is RED marking as K_min,K_max,P_max: 400KB,1600KB,0.2.
+type ecnValue struct{ p *fabric.ECN }
+
+func (v ecnValue) String() string {
+	if v.p == nil || !v.p.Enabled {
+		return ""
+	}
+	return bytesValue{&v.p.KMin}.String() + "," + bytesValue{&v.p.KMax}.String() + "," + strconv.FormatFloat(v.p.PMax, 'g', -1, 64)
+}
+
+func (v ecnValue) Set(s string) error {
+	parts := strings.Split(s, ",")
+	if len(parts) != 3 {
+		return fmt.Errorf("ECN %q: want K_min,K_max,P_max such as 400KB,1600KB,0.2", s)
+	}
+	kmin, err := topo.ParseBytes(parts[0])
+	if err != nil {
+		return err
+	}
+	kmax, err := topo.ParseBytes(parts[1])
+	if err != nil {
+		return err
+	}
+	pmax, err := strconv.ParseFloat(strings.TrimSpace(parts[2]), 64)
+	if err != nil || !(pmax >= 0 && pmax <= 1) || kmin > kmax {
+		return fmt.Errorf("ECN %q: want K_min ≤ K_max and P_max in [0, 1]", s)
+	}
+	*v.p = fabric.ECN{Enabled: true, KMin: kmin, KMax: kmax, PMax: pmax}
+	return nil
+}
+
+func (ecnValue) Type() string { return "kmin,kmax,pmax" }
