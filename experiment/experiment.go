@@ -9,7 +9,6 @@ package experiment
 
 import (
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric"
@@ -86,6 +85,26 @@ const PresetNS3 = "ns3"
 
 // Presets are the values of Config.Preset besides "".
 var Presets = []string{PresetNS3}
+
+// The HPCC simulator's PACKET_PAYLOAD_SIZE and the header bytes its standalone_fct
+// counts per packet (Ethernet 14, IPv4 20, UDP 8 and its 6-byte sequence header:
+// CustomHeader::GetStaticWholeHeaderSize without the INT header).
+const (
+	NS3Payload = 1000
+	NS3Headers = 48
+)
+
+// NS3 returns c under the HPCC simulator's settings (Preset PresetNS3): HPCC over 8-byte
+// hops (telemetry hpcc, the simulator's IntHop) with max stage 0 (MI_THRESH 0), its
+// payload and header sizes, and its RED marking at c's link rate.
+func NS3(c Config) Config {
+	c.Preset = PresetNS3
+	c.Telemetry = telemetry.FormatHPCC
+	c.MaxStage = 0
+	c.Payload, c.HeaderOverhead = NS3Payload, NS3Headers
+	c.ECN = SimECN(c.LinkRate)
+	return c
+}
 
 // SimECN is the HPCC simulator's RED marking for a link of rate bit/s (its run.py's
 // KMIN_MAP, KMAX_MAP and PMAX_MAP): K_min 100 KB and K_max 400 KB per 25 Gb/s,
@@ -199,29 +218,34 @@ func (c *Config) validateCommon() error {
 	return nil
 }
 
-// FlowRecord is one flow's outcome.
+// FlowRecord is one flow's outcome. FCTNs and Slowdown are those of a finished flow;
+// an unfinished or failed one has Finished false and both 0.
 type FlowRecord struct {
 	ID       int     `json:"id"`
 	Src      int     `json:"src"`
 	Dst      int     `json:"dst"`
 	Size     int     `json:"size_bytes"`
 	StartNs  int64   `json:"start_ns"`
+	Finished bool    `json:"finished"`
 	FCTNs    int64   `json:"fct_ns"`
 	IdealNs  int64   `json:"ideal_fct_ns"`
 	Slowdown float64 `json:"slowdown"`
 }
 
-// QueueSample is the bottleneck port's queue at one instant.
+// QueueSample is the bottleneck port's queue and the bytes it has sent at one instant.
 type QueueSample struct {
-	T     clock.Time
-	Bytes int
+	T       clock.Time
+	Bytes   int
+	TxBytes uint64
 }
 
-// RateSample is one flow's pacing rate and window at one instant.
+// RateSample is one flow's pacing rate and window at one instant, and the rate its
+// acknowledged payload grew at since the flow's previous sample.
 type RateSample struct {
 	T            clock.Time
 	Flow         int
-	Rate, Window float64 // bit/s and bytes; 0 for a finished flow
+	Rate, Window float64 // paced bit/s and bytes; 0 for a finished flow
+	Measured     float64 // bit/s of acknowledged payload since the previous sample
 }
 
 // Result is what an experiment measured.
@@ -231,21 +255,14 @@ type Result struct {
 	Flows   []FlowRecord
 	Queue   []QueueSample
 	Rates   []RateSample
+	// Acked is every flow's acknowledged payload, at each rate sample.
+	Acked   []AckedSample
 	Metrics Metrics
 	// Errors lists data verification failures and unfinished flows; empty on success.
 	Errors []string
 	Events uint64
 	// MixInfo describes the mix scenario's network and arrivals; nil for the others.
 	MixInfo *MixInfo
-}
-
-// Metrics are the summary figures (the --json keys).
-type Metrics struct {
-	PeakQueue     int     `json:"bottleneck_peak_queue_bytes"`
-	QueueP99      int     `json:"bottleneck_queue_p99_bytes"`
-	MeanQueueLast float64 `json:"bottleneck_mean_queue_bytes_last_half"`
-	Utilization   float64 `json:"bottleneck_utilization"`
-	Jain          float64 `json:"jain_fairness"`
 }
 
 // Run runs the experiment in virtual time.
@@ -263,10 +280,7 @@ func Run(cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Config: cfg, BaseRTT: cfg.baseRTT()}
-	flows, err := makeFlows(&cfg, st)
-	if err != nil {
-		return nil, err
-	}
+	flows := makeFlows(&cfg)
 	left := len(flows)
 	var last clock.Time
 	for _, f := range flows {
@@ -279,7 +293,6 @@ func Run(cfg Config) (*Result, error) {
 		}
 	}
 	for _, f := range flows {
-		f := f
 		t := v.NewLoop("start").NewTimer(func() {
 			st.hosts[f.Src].Do(func() {
 				if err := f.post(); err != nil {
@@ -290,32 +303,27 @@ func Run(cfg Config) (*Result, error) {
 		t.Reset(f.Start)
 	}
 	bottleneck := st.sw.Ports()[cfg.Senders]
-	var txStart, txEnd uint64
-	var first clock.Time = -1
 	stopQ := st.sw.Sample(cfg.Sample, func(s fabric.Sample) {
-		if s.Port != bottleneck.Index() {
-			return
-		}
-		res.Queue = append(res.Queue, QueueSample{T: s.Time, Bytes: s.QLen})
-		if first < 0 && s.TxBytes > 0 {
-			first, txStart = s.Time, s.TxBytes
-		}
-		if left > 0 {
-			txEnd = s.TxBytes
+		if s.Port == bottleneck.Index() {
+			res.Queue = append(res.Queue, QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
 		}
 	})
 	mon := v.NewLoop("monitor")
 	rateEvery := max(cfg.Sample, res.BaseRTT/4)
 	var rt *clock.Timer
 	rt = mon.NewTimer(func() {
+		now := mon.Now()
+		var acked uint64
 		for _, f := range flows {
-			r := RateSample{T: mon.Now(), Flow: f.ID}
-			if f.Done == 0 && mon.Now() >= f.Start {
-				r = f.rateSample(mon.Now(), cfg.LinkRate)
+			r := RateSample{T: now, Flow: f.ID}
+			if f.Done == 0 && now >= f.Start {
+				r = f.rateSample(now, cfg.LinkRate)
 			}
 			res.Rates = append(res.Rates, r)
+			acked += f.ackedBytes()
 		}
-		rt.Reset(mon.Now().Add(rateEvery))
+		res.Acked = append(res.Acked, AckedSample{T: now, Bytes: acked})
+		rt.Reset(now.Add(rateEvery))
 	})
 	rt.Reset(0)
 	limit := clock.Time(cfg.Limit)
@@ -326,6 +334,8 @@ func Run(cfg Config) (*Result, error) {
 
 	res.Events = v.Events()
 	for _, f := range flows {
+		rec := FlowRecord{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: f.Size, StartNs: int64(f.Start),
+			IdealNs: idealFCT(&cfg, f.Size).Nanoseconds()}
 		switch {
 		case f.Failed != "":
 			res.Errors = append(res.Errors, fmt.Sprintf("flow %d: %s", f.ID, f.Failed))
@@ -335,21 +345,36 @@ func Run(cfg Config) (*Result, error) {
 			if err := f.verify(); err != nil {
 				res.Errors = append(res.Errors, err.Error())
 			}
+			rec.Finished = true
+			rec.FCTNs = f.Done.Sub(f.Start).Nanoseconds()
+			rec.Slowdown = float64(rec.FCTNs) / float64(rec.IdealNs)
 		}
-		fct := f.Done.Sub(f.Start)
-		ideal := idealFCT(&cfg, f.Size)
-		res.Flows = append(res.Flows, FlowRecord{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: f.Size, StartNs: int64(f.Start),
-			FCTNs: fct.Nanoseconds(), IdealNs: ideal.Nanoseconds(), Slowdown: float64(fct) / float64(ideal)})
+		res.Flows = append(res.Flows, rec)
 	}
-	res.Metrics = measure(res, last)
-	if first >= 0 && last > first {
-		res.Metrics.Utilization = float64(txEnd-txStart) * 8e9 / float64(cfg.LinkRate) / float64(last-first)
-	}
+	res.Metrics = measure(res, starWindows(res, &cfg, last, left), cfg.LinkRate)
 	return res, nil
 }
 
+// starWindows are the incast and fairness scenarios' candidate windows: after the
+// first drain of the bottleneck queue to a level of one full frame, else from the
+// first byte it sent, to the end (runEnd).
+func starWindows(res *Result, cfg *Config, last clock.Time, unfinished int) []span {
+	end, until := runEnd(res, last, unfinished)
+	var spans []span
+	if t := firstDrain(res.Queue, cfg.segment()+100); t >= 0 {
+		spans = append(spans, span{t, end, "after the first drain of the bottleneck queue to " + until})
+	}
+	for _, s := range res.Queue {
+		if s.TxBytes > 0 {
+			spans = append(spans, span{s.T, end, "from the bottleneck's first byte to " + until})
+			break
+		}
+	}
+	return spans
+}
+
 // makeFlows lays out the scenario's flows.
-func makeFlows(cfg *Config, st *star) ([]*flow, error) {
+func makeFlows(cfg *Config) []*flow {
 	var flows []*flow
 	for i := range cfg.Senders {
 		f := &flow{ID: i, Src: i, Dst: cfg.Senders, Size: cfg.FlowSize}
@@ -358,7 +383,7 @@ func makeFlows(cfg *Config, st *star) ([]*flow, error) {
 		}
 		flows = append(flows, f)
 	}
-	return flows, nil
+	return flows
 }
 
 // idealFCT is a flow's completion time alone on an idle network: one base RTT plus its
@@ -372,45 +397,4 @@ func idealFCT(cfg *Config, size int) time.Duration {
 	}
 	wire := size + pkts*hdr
 	return baseRTT(cfg) + time.Duration(float64(wire)*8e9/float64(cfg.LinkRate))
-}
-
-// measure computes the queue metrics from res.Queue up to the last completion at
-// last, and Jain's index over the flows; the caller computes the utilization.
-func measure(res *Result, last clock.Time) Metrics {
-	var m Metrics
-	var after []int
-	var sumLast float64
-	var nLast int
-	half := last / 2
-	for _, s := range res.Queue {
-		m.PeakQueue = max(m.PeakQueue, s.Bytes)
-		if s.T <= last && s.T >= clock.Time(res.BaseRTT) {
-			after = append(after, s.Bytes)
-		}
-		if s.T >= half && s.T <= last {
-			sumLast += float64(s.Bytes)
-			nLast++
-		}
-	}
-	if len(after) > 0 {
-		sort.Ints(after)
-		m.QueueP99 = after[(len(after)*99)/100]
-	}
-	if nLast > 0 {
-		m.MeanQueueLast = sumLast / float64(nLast)
-	}
-	// Jain's index over the flows' mean throughputs.
-	var s, s2 float64
-	for _, f := range res.Flows {
-		if f.FCTNs <= 0 {
-			continue
-		}
-		x := float64(f.Size) / float64(f.FCTNs)
-		s += x
-		s2 += x * x
-	}
-	if s2 > 0 {
-		m.Jain = s * s / (float64(len(res.Flows)) * s2)
-	}
-	return m
 }

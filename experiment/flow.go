@@ -30,6 +30,11 @@ type flow struct {
 	scq, dcq       *rnic.CQ
 	sgl            [1]qp.SGE
 	wcs            [4]qp.WC
+	// lastT and lastAcked are the previous rate sample's time and acknowledged bytes,
+	// if sampled.
+	sampled   bool
+	lastT     clock.Time
+	lastAcked uint64
 }
 
 // pattern is the byte a flow writes at offset i: distinct per flow, so misplaced data
@@ -135,8 +140,9 @@ func (f *flow) post() error {
 		SGL: f.sgl[:], RemoteAddr: f.rmr.Addr(), RKey: f.rmr.RKey()})
 }
 
-// rateSample is the flow's pacing rate and window at t; an unpaced flow's rate is the
-// line rate and a flow without a window has window 0.
+// rateSample is the flow's pacing rate and window at t, and the rate of its
+// acknowledged payload since its previous sample; an unpaced flow's rate is the line
+// rate and a flow without a window has window 0.
 func (f *flow) rateSample(t clock.Time, lineRate uint64) RateSample {
 	r := RateSample{T: t, Flow: f.ID}
 	r.Rate, r.Window = f.sq.Rate()
@@ -146,7 +152,23 @@ func (f *flow) rateSample(t clock.Time, lineRate uint64) RateSample {
 	if math.IsInf(r.Window, 1) {
 		r.Window = 0
 	}
+	acked := f.sq.AckedBytes()
+	if f.sampled && t > f.lastT {
+		r.Measured = float64(acked-f.lastAcked) * 8e9 / float64(t-f.lastT)
+	}
+	f.sampled, f.lastT, f.lastAcked = true, t, acked
 	return r
+}
+
+// ackedBytes is the flow's payload acknowledged so far: all of it once finished.
+func (f *flow) ackedBytes() uint64 {
+	switch {
+	case f.Done > 0 && f.Failed == "":
+		return uint64(f.Size)
+	case f.sq != nil:
+		return f.sq.AckedBytes()
+	}
+	return 0
 }
 
 // verify checks every byte the flow wrote at its receiver.

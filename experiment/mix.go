@@ -90,14 +90,15 @@ type MixInfo struct {
 	PortQueues []PortQueueSample
 }
 
-// PortRecord is one switch egress port's figures over a mix run.
+// PortRecord is one switch egress port's figures over a mix run: the peak over the
+// whole run, the others over the run's window (Metrics.Window).
 type PortRecord struct {
 	Name        string // "leaf1:p4 (to h1)"
 	Rate        uint64
 	PeakQueue   int
-	MeanQueue   float64 // over the samples until the last completion
-	TxBytes     uint64  // sent from the start until the last completion
-	Utilization float64 // TxBytes over the capacity from the first arrival to the last completion
+	MeanQueue   float64
+	TxBytes     uint64  // sent in the window, headers and telemetry included
+	Utilization float64 // TxBytes over the port's capacity in the window
 }
 
 // PortQueueSample is a switch egress port's queue at a sample where it changed.
@@ -361,11 +362,18 @@ func gidIndex(d *rnic.Device, addr netip.Addr) (int, error) {
 
 // mixPort is one switch egress port the mix watches.
 type mixPort struct {
-	name    string
-	rate    uint64
-	queue   []QueueSample
-	peak    int
-	txBytes uint64 // at the last sample while flows were unfinished
+	name  string
+	rate  uint64
+	queue []QueueSample
+	peak  int
+}
+
+// sent is the bytes the port sent during the run.
+func (p *mixPort) sent() uint64 {
+	if len(p.queue) == 0 {
+		return 0
+	}
+	return p.queue[len(p.queue)-1].TxBytes
 }
 
 // mixPorts names every switch port as lab.Build numbers them: in link order,
@@ -400,11 +408,11 @@ type mixRun struct {
 	v  *clock.Virtual
 	nw *lab.Network
 
-	left   int        // flows not finished
-	last   clock.Time // the last completion
-	active []*flow    // started and unfinished, in arrival order
-	ports  [][]*mixPort
-	tEnd   clock.Time // the last port sample while flows were unfinished
+	left     int        // flows not finished
+	last     clock.Time // the last completion
+	active   []*flow    // started and unfinished, in arrival order
+	finished uint64     // the payload of the flows finished
+	ports    [][]*mixPort
 }
 
 // runMix runs the mix scenario.
@@ -520,6 +528,9 @@ func (m *mixRun) done(f *flow) {
 			f.Failed = err.Error()
 		}
 	}
+	if f.Failed == "" {
+		m.finished += uint64(f.Size)
+	}
 	f.release()
 }
 
@@ -570,26 +581,28 @@ func (m *mixRun) watchPorts() ([]func(), error) {
 		}
 		stops = append(stops, s.Switch.Sample(m.cfg.Sample, func(smp fabric.Sample) {
 			p := ps[smp.Port]
-			p.queue = append(p.queue, QueueSample{T: smp.Time, Bytes: smp.QLen})
+			p.queue = append(p.queue, QueueSample{T: smp.Time, Bytes: smp.QLen, TxBytes: smp.TxBytes})
 			p.peak = max(p.peak, smp.QLen)
-			if m.left > 0 {
-				p.txBytes, m.tEnd = smp.TxBytes, smp.Time
-			}
 		}))
 	}
 	return stops, nil
 }
 
-// sampleRates records the active flows' rates and windows every quarter of T.
+// sampleRates records the active flows' rates and windows, and every flow's
+// acknowledged payload, every quarter of T.
 func (m *mixRun) sampleRates() *clock.Timer {
 	mon := m.v.NewLoop("monitor")
 	every := max(m.cfg.Sample, m.res.BaseRTT/4)
 	var rt *clock.Timer
 	rt = mon.NewTimer(func() {
+		now := mon.Now()
+		acked := m.finished
 		for _, f := range m.active {
-			m.res.Rates = append(m.res.Rates, f.rateSample(mon.Now(), m.cfg.LinkRate))
+			m.res.Rates = append(m.res.Rates, f.rateSample(now, m.cfg.LinkRate))
+			acked += f.ackedBytes()
 		}
-		rt.Reset(mon.Now().Add(every))
+		m.res.Acked = append(m.res.Acked, AckedSample{T: now, Bytes: acked})
+		rt.Reset(now.Add(every))
 	})
 	rt.Reset(m.flows[0].Start)
 	return rt
@@ -597,8 +610,8 @@ func (m *mixRun) sampleRates() *clock.Timer {
 
 // results assembles the Result once the run is over.
 func (m *mixRun) results() *Result {
-	b := m.summarizePorts()
 	res := m.res
+	b := m.bottleneck()
 	res.Queue = b.queue
 	m.flowRecords()
 	for _, h := range m.nw.Hosts {
@@ -606,49 +619,63 @@ func (m *mixRun) results() *Result {
 			res.Errors = append(res.Errors, fmt.Sprintf("%s: %d malformed frames, %d with a bad ICRC", h.Name, s.RxMalformed, s.RxBadICRC))
 		}
 	}
-	res.Metrics = measure(res, m.last)
-	if first := m.flows[0].Start; m.tEnd > first {
-		res.Metrics.Utilization = float64(b.txBytes) * 8e9 / float64(b.rate) / float64(m.tEnd-first)
-	}
+	res.Metrics = measure(res, m.windows(), b.rate)
+	m.summarizePorts()
 	return res
 }
 
-// summarizePorts fills MixInfo's port records and queue changes and returns the
-// bottleneck: the port with the largest peak queue; among equals, the busiest.
-func (m *mixRun) summarizePorts() *mixPort {
-	info := m.info
+// windows are the mix's candidate windows: while flows arrive (the first to the last
+// arrival), else from the first arrival, to the end (runEnd).
+func (m *mixRun) windows() []span {
+	end, until := runEnd(m.res, m.last, m.left)
+	first, last := m.flows[0].Start, m.flows[len(m.flows)-1].Start
+	return []span{
+		{first, min(last, end), "while flows arrive, from the first to the last arrival"},
+		{first, end, "from the first arrival to " + until},
+	}
+}
+
+// bottleneck names the port with the largest peak queue (among equals, the one that
+// sent the most) in MixInfo and returns it.
+func (m *mixRun) bottleneck() *mixPort {
 	var b *mixPort
-	first := m.flows[0].Start
 	for _, ps := range m.ports {
 		for _, p := range ps {
-			if b == nil || p.peak > b.peak || p.peak == b.peak && p.txBytes > b.txBytes {
+			if b == nil || p.peak > b.peak || p.peak == b.peak && p.sent() > b.sent() {
 				b = p
 			}
-			rec := PortRecord{Name: p.name, Rate: p.rate, PeakQueue: p.peak, TxBytes: p.txBytes}
-			if m.tEnd > first {
-				rec.Utilization = float64(p.txBytes) * 8e9 / float64(p.rate) / float64(m.tEnd-first)
+		}
+	}
+	m.info.Bottleneck, m.info.BottleneckRate = b.name, b.rate
+	return b
+}
+
+// summarizePorts fills MixInfo's port records over the metrics' window, and every
+// port's queue changes.
+func (m *mixRun) summarizePorts() {
+	info := m.info
+	mw := m.res.Metrics.Window
+	w := span{clock.Time(mw.StartNs), clock.Time(mw.EndNs), mw.What}
+	for _, ps := range m.ports {
+		for _, p := range ps {
+			rec := PortRecord{Name: p.name, Rate: p.rate, PeakQueue: p.peak}
+			if in := queueOver(p.queue, w); len(in) >= 2 {
+				rec.MeanQueue = meanQueue(in)
+				rec.TxBytes = in[len(in)-1].TxBytes - in[0].TxBytes
+				rec.Utilization = wireRate(in) / float64(p.rate)
 			}
-			prev, n, sum := -1, 0, 0.0
+			prev := -1
 			for _, q := range p.queue {
 				if q.Bytes != prev {
 					info.PortQueues = append(info.PortQueues, PortQueueSample{T: q.T, Port: info.Ports, Bytes: q.Bytes})
 					prev = q.Bytes
 				}
-				if q.T <= m.tEnd {
-					sum += float64(q.Bytes)
-					n++
-				}
-			}
-			if n > 0 {
-				rec.MeanQueue = sum / float64(n)
 			}
 			info.PortStats = append(info.PortStats, rec)
 			info.Ports++
 		}
 	}
 	sort.SliceStable(info.PortQueues, func(i, j int) bool { return info.PortQueues[i].T < info.PortQueues[j].T })
-	info.Bottleneck, info.BottleneckRate = b.name, b.rate
-	return b
 }
 
 // flowRecords records every flow's outcome and the errors of those that failed or
@@ -667,6 +694,7 @@ func (m *mixRun) flowRecords() {
 				f.ID, f.Size, f.Src+1, f.Dst+1, f.Start, m.cfg.Limit))
 		}
 		if f.Done > 0 && f.Failed == "" {
+			rec.Finished = true
 			rec.FCTNs = f.Done.Sub(f.Start).Nanoseconds()
 			rec.Slowdown = max(1, float64(rec.FCTNs)/float64(ideal))
 		}
@@ -690,7 +718,7 @@ type sizeBucket struct {
 func sizeBuckets(flows []FlowRecord, edges []float64) []sizeBucket {
 	var done []FlowRecord
 	for _, f := range flows {
-		if f.FCTNs > 0 {
+		if f.Finished {
 			done = append(done, f)
 		}
 	}

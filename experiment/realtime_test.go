@@ -38,7 +38,7 @@ func incastRealTime(t *testing.T, rate uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flows, _ := makeFlows(&cfg, st)
+	flows := makeFlows(&cfg)
 	var left atomic.Int32
 	left.Store(int32(len(flows)))
 	done := make(chan struct{})

@@ -22,10 +22,10 @@ type QP struct {
 	// gap to nextSend was timed at; retime moves nextSend when the rate changes.
 	pacedLen  int
 	pacedRate float64
-	quantum  int        // DWRR: bytes added to deficit per turn
-	deficit  int        // DWRR: bytes the QP may still send in its turn
-	timer    *clock.Timer
-	state    qp.State // as last seen, to raise EventQPFatal once on a spontaneous ERR
+	quantum   int // DWRR: bytes added to deficit per turn
+	deficit   int // DWRR: bytes the QP may still send in its turn
+	timer     *clock.Timer
+	state     qp.State // as last seen, to raise EventQPFatal once on a spontaneous ERR
 	// Context is the application's qp_context.
 	Context any
 }
@@ -145,6 +145,12 @@ func (x *QP) Rate() (rate, window float64) {
 
 // InFlightBytes returns the request payload bytes sent and not yet acknowledged.
 func (x *QP) InFlightBytes() uint64 { return x.q.InFlightBytes() }
+
+// AckedBytes returns the request payload bytes the peer has acknowledged since the QP
+// was created: what a flow's goodput counts.
+func (x *QP) AckedBytes() uint64 {
+	return x.cc.sentBytes - min(x.cc.sentBytes, x.q.InFlightBytes())
+}
 
 // ModifyQP changes the QP's state and attributes (ibv_modify_qp). With IBV_QP_AV it
 // resolves the path: a zero SGID becomes the device's GID of the destination's IP

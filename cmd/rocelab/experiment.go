@@ -76,15 +76,15 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 				return err
 			}
 			scenarioDefaults(flags, &cfg)
-			if err := applyPreset(flags, &cfg, &format); err != nil {
-				return err
-			}
 			cfg.MTU = roce.MTU(mtu)
 			var err error
 			if cfg.CC, err = ccMode(cc, mode); err != nil {
 				return err
 			}
 			if cfg.Telemetry, err = telemetryFormat(format); err != nil {
+				return err
+			}
+			if err := applyPreset(flags, &cfg); err != nil {
 				return err
 			}
 			return runAndReport(cmd.OutOrStdout(), cfg, out, asJSON)
@@ -158,14 +158,9 @@ func scenarioDefaults(flags *pflag.FlagSet, cfg *experiment.Config) {
 	}
 }
 
-// ns3Payload and ns3Headers are the HPCC simulator's PACKET_PAYLOAD_SIZE and the
-// header bytes its standalone_fct counts per packet (Ethernet 14, IPv4 20, UDP 8 and
-// its 6-byte sequence header; CustomHeader::GetStaticWholeHeaderSize without INT).
-const ns3Payload, ns3Headers = 1000, 48
-
 // applyPreset sets what --preset implies for the flags not given, and RED marking
 // scaled with the link rate unless --ecn gives it.
-func applyPreset(flags *pflag.FlagSet, cfg *experiment.Config, format *string) error {
+func applyPreset(flags *pflag.FlagSet, cfg *experiment.Config) error {
 	if !flags.Changed("ecn") {
 		cfg.ECN = experiment.SimECN(cfg.LinkRate)
 	}
@@ -176,14 +171,15 @@ func applyPreset(flags *pflag.FlagSet, cfg *experiment.Config, format *string) e
 	default:
 		return fmt.Errorf("--preset %q: want %s", cfg.Preset, strings.Join(experiment.Presets, ", "))
 	}
+	p := experiment.NS3(*cfg)
 	for _, d := range []struct {
 		flag string
 		set  func()
 	}{
-		{"telemetry", func() { *format = string(telemetry.FormatHPCC) }}, // 8-byte hops, as the simulator's IntHop
-		{"payload", func() { cfg.Payload = ns3Payload }},
-		{"header-overhead", func() { cfg.HeaderOverhead = ns3Headers }},
-		{"max-stage", func() { cfg.MaxStage = 0 }}, // MI_THRESH 0
+		{"telemetry", func() { cfg.Telemetry = p.Telemetry }},
+		{"payload", func() { cfg.Payload = p.Payload }},
+		{"header-overhead", func() { cfg.HeaderOverhead = p.HeaderOverhead }},
+		{"max-stage", func() { cfg.MaxStage = p.MaxStage }},
 	} {
 		if !flags.Changed(d.flag) {
 			d.set()

@@ -33,7 +33,7 @@ func TestExperimentMixJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, k := range []string{"bottleneck_peak_queue_bytes", "bottleneck_queue_p99_bytes", "bottleneck_mean_queue_bytes_last_half",
+	for _, k := range []string{"bottleneck_peak_queue_bytes", "bottleneck_queue_p99_bytes", "bottleneck_mean_queue_bytes", "bottleneck_wire_rate_bps", "goodput_bps", "flows_finished", "window",
 		"bottleneck_utilization", "jain_fairness", "flows"} {
 		if _, ok := v[k]; !ok {
 			t.Errorf("no %q in %s", k, out)
