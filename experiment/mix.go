@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -53,6 +54,14 @@ type Mix struct {
 	Duration time.Duration
 	// Flows, if positive, ends the arrivals after that many flows.
 	Flows int
+	// FlowFile, if set, replays the flows of a flow file in the HPCC simulator's
+	// format (ParseSimFlows) instead of drawing arrivals; CDF, Load, Duration and
+	// Flows are then unused.
+	FlowFile string
+	// TopologyFile, if set, is the network instead of Topology's generator: rocelab's
+	// YAML or the simulator's format (topo.ParseNS3). Its links' rates and delays
+	// apply; the experiment sets the MTU, telemetry, congestion control and marking.
+	TopologyFile string
 }
 
 // MixDefaults returns the mix scenario at 30% load of WebSearch flows on a leaf-spine
@@ -72,8 +81,9 @@ func MixDefaults() Config {
 type MixInfo struct {
 	Topology string // "leaf-spine 4×2×4"
 	Hosts    int
-	CDF      string
-	CDFMean  float64 // bytes
+	// Workload says where the flows come from: "websearch flow sizes (mean 1.71 MB)
+	// at load 0.30" or "the flows of flows.txt (mean 1.71 MB)".
+	Workload string
 	// Offered is the bytes of all flows; Window the time of the last arrival.
 	Offered int64
 	Window  time.Duration
@@ -116,6 +126,7 @@ func (c *Config) validateMix() error {
 		return fmt.Errorf("experiment: --mtu %d: want 256, 512, 1024, 2048 or 4096", c.MTU)
 	case c.Sample <= 0:
 		return fmt.Errorf("experiment: sample interval must be positive")
+	case c.FlowFile != "":
 	case !(c.Load > 0 && c.Load <= 1):
 		return fmt.Errorf("experiment: --load %v: want a fraction of the host link rate in (0, 1]", c.Load)
 	case c.Duration < 0 || c.Flows < 0:
@@ -125,6 +136,9 @@ func (c *Config) validateMix() error {
 	}
 	if err := c.validateCommon(); err != nil {
 		return err
+	}
+	if c.TopologyFile != "" {
+		return nil
 	}
 	switch c.Topology {
 	case "leaf-spine":
@@ -138,6 +152,9 @@ func (c *Config) validateMix() error {
 		}
 	default:
 		return fmt.Errorf("experiment: --topology %q: want leaf-spine or fat-tree", c.Topology)
+	}
+	if c.FlowFile != "" {
+		return nil
 	}
 	_, err := LoadCDF(c.CDF)
 	return err
@@ -158,10 +175,12 @@ func topologyTelemetry(f telemetry.Format) (string, error) {
 	return "", fmt.Errorf("experiment: --telemetry %q: want int, ioam, ifa or hpcc", f)
 }
 
-// mixTopology generates the scenario's topology: links at LinkRate (hosts) and
-// FabricRate (switches), LinkDelay each, room for the path MTU plus headers and
-// telemetry; RED marking on every switch under DCQCN.
-func (c *Config) mixTopology() (*topo.Topology, string, error) {
+// mixTopology is the scenario's network: generated (links at LinkRate for hosts and
+// FabricRate between switches, LinkDelay each) or read from TopologyFile; room on
+// every link for the path MTU plus headers and telemetry; RED marking on every switch
+// under DCQCN. It returns a description and the map from a flow file's node IDs to
+// host indexes (for a generated topology the host's position, from 0).
+func (c *Config) mixTopology() (*topo.Topology, string, func(int) (int, bool), error) {
 	p := topo.Params{Rate: c.LinkRate, FabricRate: c.FabricRate, Delay: c.LinkDelay, MTU: c.linkMTU(),
 		Buffer: c.Buffer, Telemetry: "none", CongestionControl: "none"}
 	switch c.CC {
@@ -171,31 +190,65 @@ func (c *Config) mixTopology() (*topo.Topology, string, error) {
 	default:
 		name, err := topologyTelemetry(c.Telemetry)
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		p.Telemetry, p.CongestionControl = name, "hpcc"
 	}
 	var (
-		t    *topo.Topology
-		err  error
-		desc string
+		t      *topo.Topology
+		err    error
+		desc   string
+		hostOf func(int) (int, bool)
 	)
-	if c.Topology == "fat-tree" {
+	switch {
+	case c.TopologyFile != "":
+		if t, hostOf, err = loadTopologyFile(c.TopologyFile, p); err != nil {
+			return nil, "", nil, err
+		}
+		desc = filepath.Base(c.TopologyFile)
+		t.Telemetry, t.CongestionControl = p.Telemetry, p.CongestionControl
+		for i := range t.Links {
+			t.Links[i].MTU = p.MTU
+		}
+		for i := range t.Switches {
+			t.Switches[i].Buffer = p.Buffer
+		}
+		// The hosts' line rate (HPCC's, the load's) is the file's fastest host link.
+		c.LinkRate = hostLinkRate(t)
+	case c.Topology == "fat-tree":
 		t, err = topo.FatTree(c.K, p)
 		desc = fmt.Sprintf("fat-tree k=%d", c.K)
-	} else {
+	default:
 		t, err = topo.LeafSpine(c.Leaves, c.Spines, c.HostsPerLeaf, p)
 		desc = fmt.Sprintf("leaf-spine %d×%d×%d", c.Leaves, c.Spines, c.HostsPerLeaf)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("experiment: %w", err)
+		return nil, "", nil, fmt.Errorf("experiment: %w", err)
+	}
+	if hostOf == nil {
+		hostOf = func(n int) (int, bool) { return n, n >= 0 && n < len(t.Hosts) }
 	}
 	if c.CC == rnic.ModeDCQCN && c.ECN.Enabled {
 		for i := range t.Switches {
 			t.Switches[i].ECN = &topo.ECN{KMin: c.ECN.KMin, KMax: c.ECN.KMax, PMax: c.ECN.PMax}
 		}
 	}
-	return t, desc, nil
+	return t, desc, hostOf, nil
+}
+
+// hostLinkRate is the fastest rate of a link with a host at one end.
+func hostLinkRate(t *topo.Topology) uint64 {
+	hosts := map[string]bool{}
+	for _, h := range t.Hosts {
+		hosts[h.Name] = true
+	}
+	var r uint64
+	for _, l := range t.Links {
+		if hosts[l.Endpoints[0]] || hosts[l.Endpoints[1]] {
+			r = max(r, l.Rate)
+		}
+	}
+	return r
 }
 
 // Per-packet header bytes of a WRITE's packets (Ethernet, IP, UDP, BTH, ICRC), its
@@ -417,19 +470,13 @@ type mixRun struct {
 
 // runMix runs the mix scenario.
 func runMix(cfg Config) (*Result, error) {
-	cdf, err := LoadCDF(cfg.CDF)
+	t, desc, hostOf, err := cfg.mixTopology()
 	if err != nil {
 		return nil, err
 	}
-	t, desc, err := cfg.mixTopology()
-	if err != nil {
+	m := newMixRun(&cfg, t, &MixInfo{Topology: desc, Hosts: len(t.Hosts)})
+	if err := m.arrivals(hostOf); err != nil {
 		return nil, err
-	}
-	m := newMixRun(&cfg, t, &MixInfo{Topology: desc, Hosts: len(t.Hosts), CDF: cdf.Name, CDFMean: cdf.Mean()})
-	m.flows = mixArrivals(&cfg, cdf, len(t.Hosts))
-	if len(m.flows) == 0 {
-		return nil, fmt.Errorf("experiment: no flow arrives within --duration %v at --load %v (mean gap per host %.1f µs): lengthen the window or set --flows",
-			cfg.Duration, cfg.Load, cdf.Mean()*8/(cfg.Load*float64(cfg.LinkRate))*1e6)
 	}
 	if err := m.build(); err != nil {
 		return nil, err
@@ -478,6 +525,35 @@ func newMixRun(cfg *Config, t *topo.Topology, info *MixInfo) *mixRun {
 	}
 	m.res = &Result{Config: *cfg, BaseRTT: T, MixInfo: info}
 	return m
+}
+
+// arrivals draws the flows, or reads them from the flow file.
+func (m *mixRun) arrivals(hostOf func(int) (int, bool)) error {
+	cfg := m.cfg
+	if cfg.FlowFile != "" {
+		flows, err := loadSimFlows(cfg.FlowFile, hostOf)
+		if err != nil {
+			return err
+		}
+		var sum float64
+		for _, f := range flows {
+			sum += float64(f.Size)
+		}
+		m.flows = flows
+		m.info.Workload = fmt.Sprintf("the flows of %s (mean %s)", filepath.Base(cfg.FlowFile), bytesString(sum/float64(len(flows))))
+		return nil
+	}
+	cdf, err := LoadCDF(cfg.CDF)
+	if err != nil {
+		return err
+	}
+	m.info.Workload = fmt.Sprintf("%s flow sizes (mean %s) at load %.2f", cdf.Name, bytesString(cdf.Mean()), cfg.Load)
+	m.flows = mixArrivals(cfg, cdf, len(m.topo.Hosts))
+	if len(m.flows) == 0 {
+		return fmt.Errorf("experiment: no flow arrives within --duration %v at --load %v (mean gap per host %.1f µs): lengthen the window or set --flows",
+			cfg.Duration, cfg.Load, cdf.Mean()*8/(cfg.Load*float64(cfg.LinkRate))*1e6)
+	}
+	return nil
 }
 
 // build builds the network in virtual time, with HPCC's W_ai sized for every other

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +26,7 @@ import (
 //	                 of every switch egress port
 //	port_queues.csv  (mix) t_ns, port, queue_bytes: every port's queue at the samples
 //	                 where it changed
+//	summary.json     scenario, cc, setup and the metrics (`experiment compare` reads it)
 //	queue.png/svg    bottleneck queue vs time
 //	rates.png/svg    per-flow rate vs time
 //	fct.png/svg      FCT slowdown by flow size at p50, p95, p99
@@ -75,6 +77,13 @@ func (r *Result) WriteFiles(dir string) error {
 		if err := writeCSV(filepath.Join(dir, name), rows); err != nil {
 			return err
 		}
+	}
+	sum, err := json.MarshalIndent(r.summaryJSON(), "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "summary.json"), append(sum, '\n'), 0o644); err != nil {
+		return err
 	}
 	return r.plot(dir)
 }
@@ -189,8 +198,8 @@ func quantile(sorted []float64, q float64) float64 {
 // its queue, and the FCT slowdown by flow size.
 func (r *Result) writeMixSummary(w io.Writer) {
 	c, x := &r.Config, r.MixInfo
-	fmt.Fprintf(w, "mix: %s (%d hosts), %s flow sizes (mean %s) at load %.2f: %d flows, %s in %v\n",
-		x.Topology, x.Hosts, x.CDF, bytesString(x.CDFMean), c.Load, len(r.Flows), bytesString(float64(x.Offered)), x.Window)
+	fmt.Fprintf(w, "mix: %s (%d hosts), %s: %d flows, %s in %v\n",
+		x.Topology, x.Hosts, x.Workload, len(r.Flows), bytesString(float64(x.Offered)), x.Window)
 	fabricRate := c.FabricRate
 	if fabricRate == 0 {
 		fabricRate = c.LinkRate

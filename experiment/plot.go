@@ -26,7 +26,7 @@ func (r *Result) plot(dir string) error {
 	q := newPlot()
 	q.Title.Text = fmt.Sprintf("%s, %d:1, %s: bottleneck queue", r.Config.Scenario, r.Config.Senders, cc)
 	if x := r.MixInfo; x != nil {
-		q.Title.Text = fmt.Sprintf("mix, %s, %s at load %.2f, %s:\nqueue of %s (largest peak)", x.Topology, x.CDF, r.Config.Load, cc, x.Bottleneck)
+		q.Title.Text = fmt.Sprintf("mix, %s, %s, %s:\nqueue of %s (largest peak)", x.Topology, x.Workload, cc, x.Bottleneck)
 	}
 	q.X.Label.Text = "time (µs)"
 	q.Y.Label.Text = "queue (KB)"
@@ -236,7 +236,7 @@ func palette8(i int) color.Color {
 func (r *Result) plotBuckets(dir string) error {
 	x := r.MixInfo
 	fp := newPlot()
-	fp.Title.Text = fmt.Sprintf("mix, %s, %s at load %.2f, %s:\nFCT slowdown by flow size (finished flows)", x.Topology, x.CDF, r.Config.Load, r.Config.ccName())
+	fp.Title.Text = fmt.Sprintf("mix, %s, %s, %s:\nFCT slowdown by flow size (finished flows)", x.Topology, x.Workload, r.Config.ccName())
 	fp.X.Label.Text = "flow size (largest of each 5% of the flows by size)"
 	fp.Y.Label.Text = "FCT slowdown"
 	fp.Y.Scale = plot.LogScale{}

@@ -21,7 +21,9 @@ func init() { rootCmd.AddCommand(newExperimentCmd()) }
 // Flags that only some scenarios read; giving one to another scenario is an error.
 var (
 	starFlags = []string{"senders", "flow-size", "stagger"}
-	mixFlags  = []string{"topology", "leaves", "spines", "hosts-per-leaf", "k", "fabric-rate", "cdf", "load", "duration", "flows"}
+	mixFlags  = []string{"topology", "leaves", "spines", "hosts-per-leaf", "k", "fabric-rate", "cdf", "load", "duration", "flows", "topology-file"}
+	// What a flow file replaces.
+	arrivalFlags = []string{"cdf", "load", "duration"}
 )
 
 // newExperimentCmd returns a fresh `experiment` command (tests run several).
@@ -75,6 +77,9 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 			if err := checkScenarioFlags(flags, cfg.Scenario); err != nil {
 				return err
 			}
+			if err := checkFileFlags(flags, &cfg); err != nil {
+				return err
+			}
 			scenarioDefaults(flags, &cfg)
 			cfg.MTU = roce.MTU(mtu)
 			var err error
@@ -116,7 +121,8 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.StringVar(&cfg.CDF, "cdf", cfg.CDF, "mix: flow sizes: "+strings.Join(experiment.CDFNames, ", ")+" or a CDF file")
 	f.Float64Var(&cfg.Load, "load", cfg.Load, "mix: offered load, a fraction of each host link's rate")
 	f.Var(durationValue{&cfg.Duration}, "duration", "mix: arrival window (0: none, with --flows)")
-	f.IntVar(&cfg.Flows, "flows", 0, "mix: stop the arrivals after this many flows (0: --duration decides)")
+	f.Var(flowsValue{&cfg.Flows, &cfg.FlowFile}, "flows", "mix: stop the arrivals after N flows (0: --duration decides), or replay a flow file in the HPCC simulator's format")
+	f.StringVar(&cfg.TopologyFile, "topology-file", "", "mix: the network from a file: rocelab YAML or the HPCC simulator's topology format")
 	f.StringVar(&cfg.Preset, "preset", "", "ns3: the HPCC simulator's parameters, payload, headers and marking (docs/hpcc.md)")
 	f.IntVar(&cfg.Payload, "payload", 0, "payload bytes of a full data packet, at most --mtu (0: the MTU; ns3: 1000)")
 	f.IntVar(&cfg.HeaderOverhead, "header-overhead", 0, "header bytes per packet the ideal FCT counts (0: the frames' own; ns3: 48)")
@@ -124,6 +130,7 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
 	f.StringVar(&out, "out", "experiment-out", "output directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout")
+	cmd.AddCommand(newFlowsCmd(), newCompareCmd())
 	return cmd
 }
 
@@ -136,6 +143,25 @@ func checkScenarioFlags(flags *pflag.FlagSet, scenario string) error {
 	for _, name := range other {
 		if flags.Changed(name) {
 			return fmt.Errorf("experiment: --%s does not apply to the %s scenario", name, scenario)
+		}
+	}
+	return nil
+}
+
+// checkFileFlags rejects the flags a flow file or a topology file replaces.
+func checkFileFlags(flags *pflag.FlagSet, cfg *experiment.Config) error {
+	for _, d := range []struct {
+		file, what string
+		replaced   []string
+	}{{cfg.FlowFile, "a flow file (--flows FILE)", arrivalFlags},
+		{cfg.TopologyFile, "--topology-file", []string{"topology", "leaves", "spines", "hosts-per-leaf", "k", "fabric-rate", "link-rate", "link-delay"}}} {
+		if d.file == "" {
+			continue
+		}
+		for _, name := range d.replaced {
+			if flags.Changed(name) {
+				return fmt.Errorf("experiment: --%s does not apply with %s", name, d.what)
+			}
 		}
 	}
 	return nil

@@ -115,3 +115,34 @@ func (v ecnValue) Set(s string) error {
 }
 
 func (ecnValue) Type() string { return "kmin,kmax,pmax" }
+
+// flowsValue is --flows: a number of flows, or a flow file in the HPCC simulator's
+// format.
+type flowsValue struct {
+	count *int
+	file  *string
+}
+
+func (v flowsValue) String() string {
+	switch {
+	case v.file != nil && *v.file != "":
+		return *v.file
+	case v.count != nil && *v.count != 0:
+		return strconv.Itoa(*v.count)
+	}
+	return "0"
+}
+
+func (v flowsValue) Set(s string) error {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n < 0 {
+			return fmt.Errorf("flows %d: must not be negative", n)
+		}
+		*v.count, *v.file = n, ""
+		return nil
+	}
+	*v.count, *v.file = 0, s
+	return nil
+}
+
+func (flowsValue) Type() string { return "N|file" }
