@@ -240,12 +240,12 @@ type QueueSample struct {
 }
 
 // RateSample is one flow's pacing rate and window at one instant, and the rate its
-// acknowledged payload grew at since the flow's previous sample.
+// payload delivered to its receiver grew at since the flow's previous sample.
 type RateSample struct {
 	T            clock.Time
 	Flow         int
 	Rate, Window float64 // paced bit/s and bytes; 0 for a finished flow
-	Measured     float64 // bit/s of acknowledged payload since the previous sample
+	Measured     float64 // bit/s of payload delivered since the previous sample
 }
 
 // Result is what an experiment measured.
@@ -255,9 +255,10 @@ type Result struct {
 	Flows   []FlowRecord
 	Queue   []QueueSample
 	Rates   []RateSample
-	// Acked is every flow's acknowledged payload, at each rate sample.
-	Acked   []AckedSample
-	Metrics Metrics
+	// Delivered is every flow's payload delivered to its receiver, at each rate
+	// sample.
+	Delivered []DeliveredSample
+	Metrics   Metrics
 	// Errors lists data verification failures and unfinished flows; empty on success.
 	Errors []string
 	Events uint64
@@ -313,16 +314,16 @@ func Run(cfg Config) (*Result, error) {
 	var rt *clock.Timer
 	rt = mon.NewTimer(func() {
 		now := mon.Now()
-		var acked uint64
+		var delivered uint64
 		for _, f := range flows {
 			r := RateSample{T: now, Flow: f.ID}
 			if f.Done == 0 && now >= f.Start {
 				r = f.rateSample(now, cfg.LinkRate)
 			}
 			res.Rates = append(res.Rates, r)
-			acked += f.ackedBytes()
+			delivered += f.deliveredBytes()
 		}
-		res.Acked = append(res.Acked, AckedSample{T: now, Bytes: acked})
+		res.Delivered = append(res.Delivered, DeliveredSample{T: now, Bytes: delivered})
 		rt.Reset(now.Add(rateEvery))
 	})
 	rt.Reset(0)

@@ -30,11 +30,12 @@ type flow struct {
 	scq, dcq       *rnic.CQ
 	sgl            [1]qp.SGE
 	wcs            [4]qp.WC
-	// lastT and lastAcked are the previous rate sample's time and acknowledged bytes,
-	// if sampled.
-	sampled   bool
-	lastT     clock.Time
-	lastAcked uint64
+	// seg is the payload of a full packet; lastT and lastDelivered are the previous
+	// rate sample's time and delivered bytes, if sampled.
+	seg           int
+	sampled       bool
+	lastT         clock.Time
+	lastDelivered uint64
 }
 
 // pattern is the byte a flow writes at offset i: distinct per flow, so misplaced data
@@ -45,6 +46,7 @@ func pattern(id, i int) byte { return byte(i*7 + id*13 + i>>10) }
 // and payload.
 func (f *flow) connect(src, dst *rnic.Device, cfg *Config, onDone func(*flow)) error {
 	mtu := cfg.MTU
+	f.seg = cfg.segment()
 	f.src, f.dst = src, dst
 	spd, err := src.AllocPD()
 	if err != nil {
@@ -140,9 +142,9 @@ func (f *flow) post() error {
 		SGL: f.sgl[:], RemoteAddr: f.rmr.Addr(), RKey: f.rmr.RKey()})
 }
 
-// rateSample is the flow's pacing rate and window at t, and the rate of its
-// acknowledged payload since its previous sample; an unpaced flow's rate is the line
-// rate and a flow without a window has window 0.
+// rateSample is the flow's pacing rate and window at t, and the rate of its payload
+// delivered since its previous sample; an unpaced flow's rate is the line rate and a
+// flow without a window has window 0.
 func (f *flow) rateSample(t clock.Time, lineRate uint64) RateSample {
 	r := RateSample{T: t, Flow: f.ID}
 	r.Rate, r.Window = f.sq.Rate()
@@ -152,21 +154,24 @@ func (f *flow) rateSample(t clock.Time, lineRate uint64) RateSample {
 	if math.IsInf(r.Window, 1) {
 		r.Window = 0
 	}
-	acked := f.sq.AckedBytes()
+	d := f.deliveredBytes()
 	if f.sampled && t > f.lastT {
-		r.Measured = float64(acked-f.lastAcked) * 8e9 / float64(t-f.lastT)
+		r.Measured = float64(d-f.lastDelivered) * 8e9 / float64(t-f.lastT)
 	}
-	f.sampled, f.lastT, f.lastAcked = true, t, acked
+	f.sampled, f.lastT, f.lastDelivered = true, t, d
 	return r
 }
 
-// ackedBytes is the flow's payload acknowledged so far: all of it once finished.
-func (f *flow) ackedBytes() uint64 {
+// deliveredBytes is the flow's payload the receiver has accepted in sequence: every
+// packet but a message's last is full, so it is the packets accepted times the
+// payload of one, up to the size; all of it once finished. Counted at the receiver,
+// it does not lag by an ACK interval (64 packets under DCQCN).
+func (f *flow) deliveredBytes() uint64 {
 	switch {
 	case f.Done > 0 && f.Failed == "":
 		return uint64(f.Size)
-	case f.sq != nil:
-		return f.sq.AckedBytes()
+	case f.rq != nil:
+		return min(f.rq.Counters().RxRequests*uint64(f.seg), uint64(f.Size))
 	}
 	return 0
 }

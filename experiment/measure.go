@@ -43,16 +43,15 @@ type Metrics struct {
 	// included); Utilization is WireRate over the port's line rate.
 	WireRate    float64 `json:"bottleneck_wire_rate_bps"`
 	Utilization float64 `json:"bottleneck_utilization"`
-	// Goodput is the payload the receivers acknowledged to the senders, all flows
-	// together (in the incast and fairness scenarios every flow crosses the
-	// bottleneck).
+	// Goodput is the payload delivered to the receivers, all flows together (in the
+	// incast and fairness scenarios every flow crosses the bottleneck).
 	Goodput float64 `json:"goodput_bps"`
 	// Jain is Jain's index over the finished flows' throughputs (size / FCT).
 	Jain float64 `json:"jain_fairness"`
 }
 
-// AckedSample is the payload acknowledged to the senders of every flow by T.
-type AckedSample struct {
+// DeliveredSample is the payload every flow's receiver had accepted by T.
+type DeliveredSample struct {
 	T     clock.Time
 	Bytes uint64
 }
@@ -150,10 +149,10 @@ func measure(res *Result, candidates []span, rate uint64) Metrics {
 	m.MeanQueue = meanQueue(in)
 	m.WireRate = wireRate(in)
 	m.Utilization = m.WireRate / float64(rate)
-	lo := sort.Search(len(res.Acked), func(i int) bool { return res.Acked[i].T >= w.from })
-	hi := sort.Search(len(res.Acked), func(i int) bool { return res.Acked[i].T > w.to })
+	lo := sort.Search(len(res.Delivered), func(i int) bool { return res.Delivered[i].T >= w.from })
+	hi := sort.Search(len(res.Delivered), func(i int) bool { return res.Delivered[i].T > w.to })
 	if hi-lo >= 2 {
-		a, b := res.Acked[lo], res.Acked[hi-1]
+		a, b := res.Delivered[lo], res.Delivered[hi-1]
 		if b.T > a.T {
 			m.Goodput = float64(b.Bytes-a.Bytes) * 8e9 / float64(b.T-a.T)
 		}

@@ -26,13 +26,13 @@ func queueSeries(queue []int, tx []uint64) []QueueSample {
 // By hand: queue 0, 5000, 9000, 4000, 500, 700, 300 at 0…6 µs with a 1100-byte drain
 // level drains at 4 µs; to the last completion at 6 µs the window holds 500, 700, 300:
 // mean 500, p99 700. The port sent 1100 bytes each µs from 1 µs on (wire 8.8 Gb/s)
-// while the senders got 1000 bytes of payload acknowledged per µs (goodput 8 Gb/s):
+// while the receivers got 1000 bytes of payload per µs (goodput 8 Gb/s):
 // telemetry and header bytes count in the wire rate, not in the goodput.
 func TestMeasureWindowAfterDrain(t *testing.T) {
 	res := &Result{Queue: queueSeries([]int{0, 5000, 9000, 4000, 500, 700, 300}, []uint64{0, 1100, 2200, 3300, 4400, 5500, 6600}),
 		Flows: []FlowRecord{{Size: 6000, Finished: true, FCTNs: 6000}}}
 	for i := range 7 {
-		res.Acked = append(res.Acked, AckedSample{T: clock.Time(i * 1000), Bytes: uint64(i * 1000)})
+		res.Delivered = append(res.Delivered, DeliveredSample{T: clock.Time(i * 1000), Bytes: uint64(i * 1000)})
 	}
 	last := clock.Time(6000)
 	drain := firstDrain(res.Queue, 1100)

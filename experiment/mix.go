@@ -665,19 +665,19 @@ func (m *mixRun) watchPorts() ([]func(), error) {
 }
 
 // sampleRates records the active flows' rates and windows, and every flow's
-// acknowledged payload, every quarter of T.
+// payload delivered, every quarter of T.
 func (m *mixRun) sampleRates() *clock.Timer {
 	mon := m.v.NewLoop("monitor")
 	every := max(m.cfg.Sample, m.res.BaseRTT/4)
 	var rt *clock.Timer
 	rt = mon.NewTimer(func() {
 		now := mon.Now()
-		acked := m.finished
+		delivered := m.finished
 		for _, f := range m.active {
 			m.res.Rates = append(m.res.Rates, f.rateSample(now, m.cfg.LinkRate))
-			acked += f.ackedBytes()
+			delivered += f.deliveredBytes()
 		}
-		m.res.Acked = append(m.res.Acked, AckedSample{T: now, Bytes: acked})
+		m.res.Delivered = append(m.res.Delivered, DeliveredSample{T: now, Bytes: delivered})
 		rt.Reset(now.Add(every))
 	})
 	rt.Reset(m.flows[0].Start)

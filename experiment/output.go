@@ -16,7 +16,7 @@ import (
 //
 //	queue.csv        t_ns, bottleneck queue bytes, bytes it has sent (tx_bytes)
 //	rates.csv        t_ns, flow, paced_rate_bps, window_bytes, measured_rate_bps (the
-//	                 flow's acknowledged payload since its previous sample)
+//	                 flow's payload delivered to its receiver since its previous sample)
 //	flows.csv        id, src, dst, size_bytes, start_ns, finished, fct_ns,
 //	                 ideal_fct_ns, slowdown (fct_ns and slowdown empty when unfinished)
 //	fct_buckets.csv  (mix) from_pct, to_pct, min_size_bytes, max_size_bytes, flows,
@@ -153,9 +153,9 @@ func (r *Result) writeMetrics(w io.Writer, rate string) {
 	fmt.Fprintf(w, "  bottleneck rate   wire %.1f Gb/s (%.1f%% of %s, headers and telemetry included) in the window\n",
 		m.WireRate/1e9, 100*m.Utilization, rate)
 	if r.MixInfo != nil {
-		fmt.Fprintf(w, "  goodput           %.1f Gb/s of payload acknowledged, all flows of the network, in the window\n", m.Goodput/1e9)
+		fmt.Fprintf(w, "  goodput           %.1f Gb/s of payload delivered, all flows of the network, in the window\n", m.Goodput/1e9)
 	} else {
-		fmt.Fprintf(w, "  goodput           %.1f Gb/s of payload acknowledged, all flows (all cross the bottleneck), in the window\n", m.Goodput/1e9)
+		fmt.Fprintf(w, "  goodput           %.1f Gb/s of payload delivered, all flows (all cross the bottleneck), in the window\n", m.Goodput/1e9)
 	}
 	if m.FlowsFinished > 0 {
 		fmt.Fprintf(w, "  fairness (Jain)   %.4f over the finished flows' throughputs (size / FCT)\n", m.Jain)

@@ -146,12 +146,6 @@ func (x *QP) Rate() (rate, window float64) {
 // InFlightBytes returns the request payload bytes sent and not yet acknowledged.
 func (x *QP) InFlightBytes() uint64 { return x.q.InFlightBytes() }
 
-// AckedBytes returns the request payload bytes the peer has acknowledged since the QP
-// was created: what a flow's goodput counts.
-func (x *QP) AckedBytes() uint64 {
-	return x.cc.sentBytes - min(x.cc.sentBytes, x.q.InFlightBytes())
-}
-
 // ModifyQP changes the QP's state and attributes (ibv_modify_qp). With IBV_QP_AV it
 // resolves the path: a zero SGID becomes the device's GID of the destination's IP
 // version, the source MAC is the port's, and a zero destination MAC is looked up in the
