@@ -90,6 +90,9 @@ func (r *Result) plotRates(dir, cc string) error {
 		}
 		rp.Add(l)
 	}
+	if scale == nil {
+		rp.Y.Max *= 1.25 // room for the legend above the lines
+	}
 	rp.Legend.Top = true
 	return save(rp, scale, dir, "rates")
 }
