@@ -40,9 +40,12 @@ func newExperimentCmd() *cobra.Command {
 		Use:   "experiment incast|fairness|mix",
 		Short: "Run a congestion-control experiment in virtual time: CSV, plots, summary",
 		Long: `Runs soft-RNICs and switches in virtual time and writes, into --out: queue.csv,
-rates.csv, flows.csv and queue/rates/fct plots (PNG and SVG). The same flags and seed
-give byte-identical files; wall-clock figures appear only in the summary. --json prints
-the metrics and flow records on stdout instead of the summary.
+rates.csv, flows.csv, summary.json and queue/rates/fct plots (PNG and SVG). The same
+flags and seed give byte-identical files; wall-clock figures appear only in the
+summary. --json prints the metrics and flow records on stdout instead of the summary.
+Unfinished flows are reported as such; every windowed figure names its window; the
+bottleneck's wire rate (headers and telemetry included) and the goodput (payload
+delivered) are given apart.
 
 Scenarios:
   incast    --senders hosts each WRITE --flow-size to one receiver through one switch.
@@ -57,14 +60,23 @@ Scenarios:
             bytes at line rate, clamped at 1. The queue series and metrics are those of
             the switch egress port with the largest peak queue; ports.csv and
             port_queues.csv cover every port; fct_buckets.csv and the fct plot give
-            p50/p95/p99 slowdown per 5% of the flows by size.
+            p50/p95/p99 slowdown per 5% of the flows by size. --flows FILE replays a
+            flow file and --topology-file FILE reads a topology, in the HPCC
+            simulator's formats (or rocelab's YAML).
+
+--preset ns3 takes the HPCC simulator's settings (HPCC parameters and base RTT, 8-byte
+hops, 1000-byte payload, 48-byte headers in the ideal FCT, RED marking); flags given
+explicitly win. See docs/hpcc.md. 'experiment flows' writes a flow file, 'experiment
+compare' puts two runs side by side.
 
 Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 		Example: `  rocelab experiment incast --senders 16 --cc hpcc --telemetry int --out out/incast
   rocelab experiment fairness --senders 2 --flow-size 16MB --mtu 4096 --stagger 200us
   rocelab experiment mix --topology leaf-spine --load 0.5 --cdf websearch --cc hpcc --out out/mix
   rocelab experiment mix --topology fat-tree --k 4 --cdf fbhadoop --load 0.3 --cc dcqcn --json
-  rocelab experiment mix --cdf my_cdf.txt --flows 200 --duration 0 --link-rate 25G --fabric-rate 100G`,
+  rocelab experiment mix --cdf my_cdf.txt --flows 200 --duration 0 --link-rate 25G --fabric-rate 100G
+  rocelab experiment incast --preset ns3 --cc dcqcn --ecn 400KB,1600KB,0.2
+  rocelab experiment mix --preset ns3 --flows flows.txt --topology-file fat.txt --out out/ns3`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("experiment: want one scenario (incast, fairness or mix), got %d arguments", len(args))
