@@ -174,3 +174,33 @@ func jsonKeys(v any) []string {
 	}
 	return keys
 }
+
+// TestExperimentPresetYieldsToFlags: --preset ns3 sets what the flags leave unset; a
+// flag given explicitly wins (here --telemetry int over the preset's hpcc hops).
+func TestExperimentPresetYieldsToFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--preset", "ns3"}, "HPCC++ per-ack (hpcc telemetry), preset ns3"},
+		{[]string{"--preset", "ns3", "--telemetry", "int"}, "HPCC++ per-ack (int-md telemetry), preset ns3"},
+		{[]string{"--preset", "ns3", "--cc", "dcqcn", "--ecn", "100KB,200KB,0.5"}, "DCQCN, preset ns3"},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"incast", "--senders", "2", "--flow-size", "50KB", "--out", dir}, tc.args...)
+		if out, err := runExperiment(t, args...); err != nil {
+			t.Fatalf("%v: %v\n%s", tc.args, err, out)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s experiment.RunSummary
+		if err := json.Unmarshal(data, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.CC != tc.want {
+			t.Errorf("%v: cc %q, want %q", tc.args, s.CC, tc.want)
+		}
+	}
+}
