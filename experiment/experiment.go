@@ -9,6 +9,7 @@ package experiment
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric"
@@ -177,12 +178,15 @@ func (c *Config) ccConfigFor(t time.Duration, flows int) rnic.CC {
 }
 
 func (c *Config) validate() error {
+	if err := c.validateCC(); err != nil {
+		return err
+	}
 	if c.Scenario == "mix" {
 		return c.validateMix()
 	}
 	switch {
-	case c.Senders < 1:
-		return fmt.Errorf("experiment: --senders %d: need at least one", c.Senders)
+	case c.Senders < 1 || c.Senders > MaxSenders:
+		return fmt.Errorf("experiment: --senders %d: want 1 to %d (one switch port each)", c.Senders, MaxSenders)
 	case c.FlowSize < 1:
 		return fmt.Errorf("experiment: --flow-size %d: need at least one byte", c.FlowSize)
 	case c.LinkRate == 0:
@@ -192,9 +196,6 @@ func (c *Config) validate() error {
 	case c.Sample <= 0:
 		return fmt.Errorf("experiment: sample interval must be positive")
 	}
-	if err := c.validateCommon(); err != nil {
-		return err
-	}
 	switch c.Scenario {
 	case "incast", "fairness":
 	default:
@@ -203,17 +204,34 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// validateCommon checks what every scenario reads.
-func (c *Config) validateCommon() error {
+// MaxSenders bounds the incast and fairness scenarios: one switch with a port per
+// sender. (A thousand senders of 500 KB already hold half a gigabyte of flow buffers
+// when payloads are verified.)
+const MaxSenders = 1024
+
+// validateCC checks the congestion-control, preset and packet parameters every
+// scenario shares: numbers that are not numbers (NaN, ±Inf) or out of range are
+// refused, never taken as "unset".
+func (c *Config) validateCC() error {
 	switch {
+	case c.Eta != 0 && !(c.Eta > 0 && c.Eta <= 1):
+		return fmt.Errorf("experiment: --eta %v: want a target utilization in (0, 1]", c.Eta)
+	case c.EveryN < 0: // 0 is rnic's default (4)
+		return fmt.Errorf("experiment: --every-n %d: want at least 1", c.EveryN)
+	case c.MaxStage < 0:
+		return fmt.Errorf("experiment: --max-stage %d: want 0 or more", c.MaxStage)
+	case !(c.WAI >= 0 && c.WAI <= math.MaxFloat32): // NaN fails too
+		return fmt.Errorf("experiment: --wai %v: want a non-negative number of bytes", c.WAI)
+	case c.ECN.Enabled && !(c.ECN.PMax >= 0 && c.ECN.PMax <= 1):
+		return fmt.Errorf("experiment: ECN marking probability %v: want [0, 1]", c.ECN.PMax)
+	case c.ECN.Enabled && (c.ECN.KMin < 0 || c.ECN.KMin > c.ECN.KMax):
+		return fmt.Errorf("experiment: ECN thresholds %d..%d bytes: want 0 ≤ Kmin ≤ Kmax", c.ECN.KMin, c.ECN.KMax)
 	case c.Preset != "" && c.Preset != PresetNS3:
 		return fmt.Errorf("experiment: --preset %q: want %s", c.Preset, PresetNS3)
 	case c.Payload < 0 || c.Payload > int(c.MTU):
 		return fmt.Errorf("experiment: --payload %d: want 0 (the MTU) up to the MTU %d", c.Payload, c.MTU)
 	case c.HeaderOverhead < 0:
 		return fmt.Errorf("experiment: --header-overhead %d: must not be negative", c.HeaderOverhead)
-	case c.ECN.Enabled && !(c.ECN.KMin >= 0 && c.ECN.KMin <= c.ECN.KMax && c.ECN.PMax >= 0 && c.ECN.PMax <= 1):
-		return fmt.Errorf("experiment: --ecn %d,%d,%v: want 0 ≤ K_min ≤ K_max bytes and P_max in [0, 1]", c.ECN.KMin, c.ECN.KMax, c.ECN.PMax)
 	}
 	return nil
 }

@@ -134,9 +134,6 @@ func (c *Config) validateMix() error {
 	case c.Duration == 0 && c.Flows == 0:
 		return fmt.Errorf("experiment: mix needs an arrival window (--duration) or a number of flows (--flows)")
 	}
-	if err := c.validateCommon(); err != nil {
-		return err
-	}
 	if c.TopologyFile != "" {
 		return nil
 	}

@@ -92,6 +92,9 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 			if err := checkFileFlags(flags, &cfg); err != nil {
 				return err
 			}
+			if err := checkGivenZeros(flags, &cfg); err != nil {
+				return err
+			}
 			scenarioDefaults(flags, &cfg)
 			cfg.MTU = roce.MTU(mtu)
 			var err error
@@ -156,6 +159,18 @@ func checkScenarioFlags(flags *pflag.FlagSet, scenario string) error {
 		if flags.Changed(name) {
 			return fmt.Errorf("experiment: --%s does not apply to the %s scenario", name, scenario)
 		}
+	}
+	return nil
+}
+
+// checkGivenZeros rejects a zero eta or N given on the command line: the
+// configuration reads zero as "the default", so given, it is a mistake.
+func checkGivenZeros(flags *pflag.FlagSet, cfg *experiment.Config) error {
+	if flags.Changed("eta") && !(cfg.Eta > 0) {
+		return fmt.Errorf("experiment: --eta %v: want a target utilization in (0, 1]", cfg.Eta)
+	}
+	if flags.Changed("every-n") && cfg.EveryN < 1 {
+		return fmt.Errorf("experiment: --every-n %d: want at least 1", cfg.EveryN)
 	}
 	return nil
 }
