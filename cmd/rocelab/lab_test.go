@@ -383,12 +383,13 @@ links:
 		t.Fatal(err)
 	}
 	var st lab.Status
-	// The relay hands frames to the link asynchronously: wait until all are counted.
+	// The relay hands frames to the link asynchronously, and the link delivers them
+	// after its delay: wait until every frame is counted as lost or delivered.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if err := json.Unmarshal([]byte(c.run("status", "--json", "--lab", name)), &st); err != nil {
 			t.Fatal(err)
 		}
-		if l := st.Hosts[0].Link; l != nil && l.Frames >= sent || time.Now().After(deadline) {
+		if l := st.Hosts[0].Link; l != nil && l.Frames >= sent && l.Lost+l.Delivered == l.Frames || time.Now().After(deadline) {
 			break
 		}
 	}
