@@ -204,8 +204,12 @@ func (r *Result) writeMixSummary(w io.Writer) {
 	if fabricRate == 0 {
 		fabricRate = c.LinkRate
 	}
-	fmt.Fprintf(w, "  network           hosts %s, fabric %s, %v per link, MTU %d", topoRate(c.LinkRate), topoRate(fabricRate),
-		c.LinkDelay, c.MTU)
+	if c.TopologyFile != "" {
+		fmt.Fprintf(w, "  network           rates and delays of %s (hosts up to %s), MTU %d", c.TopologyFile, topoRate(c.LinkRate), c.MTU)
+	} else {
+		fmt.Fprintf(w, "  network           hosts %s, fabric %s, %v per link, MTU %d", topoRate(c.LinkRate), topoRate(fabricRate),
+			c.LinkDelay, c.MTU)
+	}
 	if c.Payload > 0 {
 		fmt.Fprintf(w, " (payload %d)", c.Payload)
 	}
