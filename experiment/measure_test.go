@@ -3,6 +3,7 @@ package experiment
 import (
 	"bytes"
 	"encoding/csv"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/rnic"
 )
 
 // queueSeries is a bottleneck sampled every µs: queue[i] bytes and tx[i] bytes sent by
@@ -133,4 +135,28 @@ func readCSV(t *testing.T, path string) [][]string {
 		t.Fatal(err)
 	}
 	return rows
+}
+
+// TestGoodputBelowWireRate: one 2 MB flow without congestion control through the
+// switch. By hand, each 1024-byte payload travels in a frame of 1024 + 58 bytes
+// (Ethernet 14, IPv4 20, UDP 8, BTH 12, ICRC 4; the first packet's 16-byte RETH is
+// one in 1954), so in any window the goodput is 1024/1082 = 0.9464 of the wire rate,
+// which is the line rate while the flow sends. Measured at the bottleneck and at the
+// receiver, both agree within 1 %.
+func TestGoodputBelowWireRate(t *testing.T) {
+	cfg := Defaults()
+	cfg.Senders, cfg.FlowSize, cfg.CC = 1, 2_000_000, rnic.ModeNone
+	res, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Metrics
+	ratio := m.Goodput / m.WireRate
+	t.Logf("window %v: wire %.2f Gb/s, goodput %.2f Gb/s, ratio %.4f", m.Window, m.WireRate/1e9, m.Goodput/1e9, ratio)
+	if want := 1024.0 / 1082; math.Abs(ratio/want-1) > 0.01 {
+		t.Errorf("goodput / wire rate %.4f, want %.4f ± 1%%", ratio, want)
+	}
+	if m.WireRate < 95e9 {
+		t.Errorf("wire rate %.2f Gb/s of a lone flow at line rate, want ≥ 95", m.WireRate/1e9)
+	}
 }
