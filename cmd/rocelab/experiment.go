@@ -141,7 +141,7 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.StringVar(&cfg.Preset, "preset", "", "ns3: the HPCC simulator's parameters, payload, headers and marking (docs/hpcc.md)")
 	f.IntVar(&cfg.Payload, "payload", 0, "payload bytes of a full data packet, at most --mtu (0: the MTU; ns3: 1000)")
 	f.IntVar(&cfg.HeaderOverhead, "header-overhead", 0, "header bytes per packet the ideal FCT counts (0: the frames' own; ns3: 48)")
-	f.Var(ecnValue{&cfg.ECN}, "ecn", "DCQCN's RED marking K_min,K_max,P_max (default 100KB,400KB,0.2 per 25 Gb/s of --link-rate)")
+	f.Var(ecnValue{&cfg.ECN}, "ecn", "DCQCN's RED marking K_min,K_max,P_max (not given: 100KB,400KB,0.2 per 25 Gb/s of --link-rate, the default shown at 100G)")
 	f.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
 	f.StringVar(&out, "out", "experiment-out", "output directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout")
