@@ -57,7 +57,7 @@ type PortStats struct {
 	HeadroomDrops     uint64 // of which lossless frames beyond XOff+Headroom
 	ECNMarks          uint64
 	Stamped           uint64 // frames that carried telemetry and got this hop
-	StampErrors       uint64 // frames the Stamper rejected as malformed (dropped)
+	StampErrors       uint64 // frames forwarded without this hop: the Stamper could not record it
 	PauseSent         uint64 // PFC frames sent upstream (XOFF and XON)
 	PauseRcvd         uint64 // PFC frames received from the peer
 	QLen              int    // bytes queued now
@@ -211,15 +211,15 @@ func (p *Port) dequeue(prio uint8, start clock.Time) {
 			SwitchID: s.cfg.ID,
 			PortID:   uint32(p.index),
 		})
-		if err != nil {
+		switch {
+		case err != nil:
+			// A frame is never dropped for want of a stamp: it goes on without this
+			// hop (its format's error flag set where it has one) and is counted.
 			p.stats.StampErrors++
-			f.Release()
-			return
-		}
-		if stamped {
+		case stamped:
 			p.stats.Stamped++
-			n = f.Len()
 		}
+		n = f.Len()
 	}
 	p.transmit(f, start)
 	q.TxFrames++

@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 type recordingStamper struct {
 	dscp uint8
 	grow bool
+	fail bool // refuse every hop, as a codec does with a value its format cannot carry
 	hops []hpcc.Hop
 	hdr  Headers
 }
@@ -26,6 +28,9 @@ func (r *recordingStamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
 	}
 	if r.hdr.DstPort != 4791 || r.hdr.DSCP != r.dscp {
 		return false, nil
+	}
+	if r.fail {
+		return false, errors.New("cannot record this hop")
 	}
 	r.hops = append(r.hops, hop)
 	if r.grow {
@@ -106,6 +111,21 @@ func TestStampGrowth(t *testing.T) {
 	}
 	if sw.Ports()[1].TxBytes() != 3*1008 {
 		t.Fatalf("tx bytes %d", sw.Ports()[1].TxBytes())
+	}
+}
+
+// TestStampErrorForwards: a hop the stamper cannot record costs the frame its stamp,
+// never the frame: every frame arrives, each counted in StampErrors, none in Drops.
+func TestStampErrorForwards(t *testing.T) {
+	const n = 5
+	v := clock.NewVirtual(1)
+	sw, hosts := star(v, 1, 100e9, 100e9, 0, Config{ID: 1, Stamper: &recordingStamper{dscp: 26, fail: true}})
+	delivered := 0
+	hosts[1].onRx = func(*link.Frame) { delivered++ }
+	hosts[0].start(1, n, 0)
+	v.Run()
+	if p := sw.Ports()[1].Stats(); delivered != n || p.StampErrors != n || p.Stamped != 0 || p.Drops != 0 || p.TxFrames != n {
+		t.Fatalf("delivered %d of %d; port stats %+v", delivered, n, p)
 	}
 }
 

@@ -49,7 +49,7 @@ func (t *telemetryState) decodeTelemetry(frame []byte) (map[string]any, []byte) 
 		}, t.intmd
 	} else if h, err := t.hpcc.Decode(frame, st); err == nil {
 		hdr, codec = map[string]any{"version": h.Version, "orig_dscp": h.OrigDSCP, "nhop": h.NHop,
-			"wrapped": h.NHop > hpcchop.MaxHops}, t.hpcc
+			"wrapped": h.NHop > hpcchop.MaxHops, "rate_table": h.RateTable, "error": h.Error}, t.hpcc
 	} else if h, err := t.ifa.Decode(frame, st); err == nil {
 		hdr, codec = map[string]any{"version": h.Version, "gns": h.GNS, "next_header": h.NextHeader, "flags": h.Flags,
 			"mf": h.Flags&ifa.FlagMF != 0, "max_length_words": h.MaxLength, "request_vector": h.RequestVector,
