@@ -55,7 +55,7 @@ staticcheck: $(STATICCHECK)
 ## below real time), without it
 unit:
 	$(GO) test -race -count=1 $(PKGS)
-	$(GO) test -count=1 -timeout 30m -run 'RealTime|TestInteropRXE' ./experiment/ ./conformance/interop/
+	$(GO) test -count=1 -timeout 30m -run 'RealTime|TestInteropRXE' ./experiment/ ./conformance/interop/ ./cmd/rocelab/
 	$(GO) test -count=1 -run 'All$$' ./apps/perftest/
 
 ## test: everything CI checks

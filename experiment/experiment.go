@@ -103,6 +103,11 @@ func (c *Config) ccConfigFor(t time.Duration, flows int) rnic.CC {
 }
 
 func (c *Config) validate() error {
+	if c.CC != rnic.ModeDCQCN && c.CC != rnic.ModeNone {
+		if err := rnic.CheckLineRate(c.Telemetry, c.LinkRate); err != nil {
+			return fmt.Errorf("experiment: --link-rate: %w", err)
+		}
+	}
 	if c.Scenario == "mix" {
 		return c.validateMix()
 	}

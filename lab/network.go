@@ -147,6 +147,13 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 			return nil, err
 		}
 	}
+	if cc.Mode != rnic.ModeNone && cc.Mode != rnic.ModeDCQCN {
+		for _, l := range t.Links {
+			if err := rnic.CheckLineRate(format, l.Rate); err != nil {
+				return nil, fmt.Errorf("lab: link %s–%s: %w", l.Endpoints[0], l.Endpoints[1], err)
+			}
+		}
+	}
 
 	var loops []clock.Loop
 	newLoop := func(name string) clock.Loop {
