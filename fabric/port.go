@@ -96,6 +96,15 @@ func (p *Port) wake() {
 }
 
 func (p *Port) enqueue(f *link.Frame) {
+	if f.Time < p.modelTime && p.bytes == 0 {
+		// Real time only: the loop saw the frame after the model had moved past its
+		// arrival (the loop woke late, or handled another port's frames first). An
+		// empty port would have sent it on arrival, or once the wire was free: take
+		// the model back to that instant, so that the loop's lateness does not become
+		// idle wire time. Nothing queued and nothing on the wire after busyUntil, so
+		// no departure already made is undone.
+		p.modelTime = max(f.Time, p.busyUntil)
+	}
 	t := max(f.Time, p.modelTime)
 	p.advance(t)
 	if !p.admit(f, t) {
