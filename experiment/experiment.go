@@ -263,6 +263,15 @@ func Run(cfg Config) (*Result, error) {
 	rt.Stop()
 
 	res.Events = v.Events()
+	finish(res, flows, last, txEnd-txStart, first)
+	return res, nil
+}
+
+// finish records the flows' outcomes and the metrics once the run is over: last is
+// the last completion, sent the bottleneck's bytes from first (its first sample with
+// traffic) to then.
+func finish(res *Result, flows []*flow, last clock.Time, sent uint64, first clock.Time) {
+	cfg := &res.Config
 	for _, f := range flows {
 		switch {
 		case f.Failed != "":
@@ -275,15 +284,14 @@ func Run(cfg Config) (*Result, error) {
 			}
 		}
 		fct := f.Done.Sub(f.Start)
-		ideal := idealFCT(&cfg, f.Size)
+		ideal := idealFCT(cfg, f.Size)
 		res.Flows = append(res.Flows, FlowRecord{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: f.Size, StartNs: int64(f.Start),
 			FCTNs: fct.Nanoseconds(), IdealNs: ideal.Nanoseconds(), Slowdown: float64(fct) / float64(ideal)})
 	}
 	res.Metrics = measure(res, last)
 	if first >= 0 && last > first {
-		res.Metrics.Utilization = float64(txEnd-txStart) * 8e9 / float64(cfg.LinkRate) / float64(last-first)
+		res.Metrics.Utilization = float64(sent) * 8e9 / float64(cfg.LinkRate) / float64(last-first)
 	}
-	return res, nil
 }
 
 // makeFlows lays out the scenario's flows.
