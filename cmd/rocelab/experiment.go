@@ -32,7 +32,7 @@ func newExperimentCmd() *cobra.Command {
 		duration, limit                                                     string
 		mtu                                                                 int
 		cc, mode, format, out                                               string
-		asJSON                                                              bool
+		asJSON, realTime                                                    bool
 		cfg                                                                 = def
 	)
 	cfg.Mix = mixDef.Mix
@@ -59,9 +59,14 @@ Scenarios:
             port_queues.csv cover every port; fct_buckets.csv and the fct plot give
             p50/p95/p99 slowdown per 5% of the flows by size.
 
+--realtime runs incast or fairness on the real-time driver instead, one loop per node
+as in a lab (20 µs transmit lookahead, 20 µs sampling, 60 s wall-clock limit): the
+same files and metrics, to put next to the virtual-time run of the same flags.
+
 Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 		Example: `  rocelab experiment incast --senders 16 --cc hpcc --telemetry int --out out/incast
   rocelab experiment fairness --senders 2 --flow-size 16MB --mtu 4096 --stagger 200us
+  rocelab experiment incast --senders 2 --link-rate 1G --link-delay 10us --flow-size 2500KB --realtime
   rocelab experiment mix --topology leaf-spine --load 0.5 --cdf websearch --cc hpcc --out out/mix
   rocelab experiment mix --topology fat-tree --k 4 --cdf fbhadoop --load 0.3 --cc dcqcn --json
   rocelab experiment mix --cdf my_cdf.txt --flows 200 --duration 0 --link-rate 25G --fabric-rate 100G`,
@@ -137,8 +142,23 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 			default:
 				return fmt.Errorf("--telemetry %q: want int, ioam, ifa or hpcc", format)
 			}
+			run := experiment.Run
+			if realTime {
+				if cfg.Scenario == "mix" {
+					return fmt.Errorf("experiment: --realtime runs incast and fairness, not mix")
+				}
+				rt := experiment.RealTimeDefaults(cfg)
+				if !flags.Changed("sample") {
+					cfg.Sample = rt.Sample
+				}
+				if !flags.Changed("limit") {
+					cfg.Limit = rt.Limit
+				}
+				cfg.TxLookahead = rt.TxLookahead
+				run = experiment.RunRealTime
+			}
 			start := time.Now()
-			res, err := experiment.Run(cfg)
+			res, err := run(cfg)
 			if err != nil {
 				return err
 			}
@@ -192,5 +212,6 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
 	f.StringVar(&out, "out", "experiment-out", "output directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout")
+	f.BoolVar(&realTime, "realtime", false, "incast, fairness: run in real time, as a lab runs (the twin of the virtual-time run; figures depend on the machine's load)")
 	return cmd
 }
