@@ -7,6 +7,9 @@ GOBIN      := $(CURDIR)/$(BIN)/tools
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(GOBIN)/staticcheck
 FUZZTIME   ?= 30s
+# how long the fuzzer may minimize each new input it finds; go test's default (60 s)
+# froze the exec count for a minute per find, which looked like a stalled target
+FUZZMINIMIZE ?= 5s
 BENCHTIME  ?= 1s
 PKGS       := ./...
 # the sample apps, built next to bin/rocelab (rocelab exec puts that directory on PATH)
@@ -20,7 +23,7 @@ LAB        ?= $(basename $(notdir $(LAB_TOPO)))
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build test lint vet fmt-check staticcheck unit bench fuzz demo deps clean lab down interop
+.PHONY: all build test lint vet fmt-check staticcheck importcheck tidy-check unit bench fuzz demo deps clean lab down interop
 
 all: build
 
@@ -37,8 +40,8 @@ deps: $(STATICCHECK)
 $(STATICCHECK):
 	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## lint: gofmt, go vet, staticcheck
-lint: fmt-check vet staticcheck
+## lint: gofmt, go vet, staticcheck, the import directions of docs/architecture.md, a tidy go.mod
+lint: fmt-check vet staticcheck importcheck tidy-check
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -50,12 +53,21 @@ vet:
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) $(PKGS)
 
-## unit: the Go test suite with the race detector (fuzz seed corpora included), then the
-## real-time tests and the rxe interop suite, which skip under -race (it slows their loops
-## below real time), without it
+importcheck:
+	$(GO) run ./tools/importcheck
+
+# go mod tidy -diff prints what tidying would change and fails if anything would
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+
+## unit: the Go test suite with the race detector (fuzz seed corpora included), then
+## without it what skips under -race: the real-time tests and the rxe interop suite (the
+## detector slows their loops below real time) and the data path's allocation tests (it
+## allocates)
 unit:
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -count=1 -timeout 30m -run 'RealTime|TestInteropRXE' ./experiment/ ./conformance/interop/ ./cmd/rocelab/
+	$(GO) test -count=1 -run '^(TestDataPathAllocs|TestDataPathAllocatesNothing)$$' ./rnic/ ./rnic/verbs/
 	$(GO) test -count=1 -run 'All$$' ./apps/perftest/
 
 ## test: everything CI checks
@@ -72,7 +84,7 @@ fuzz:
 	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "== $$pkg $$t ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg; \
 	  done; \
 	done
 

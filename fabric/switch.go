@@ -29,6 +29,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/roce"
 )
 
 // Stamper pushes one hop of in-band telemetry into frames that request it, in one
@@ -44,8 +45,9 @@ type Stamper interface {
 	// (IP total/payload length, IPv4 header checksum, UDP length). An error means
 	// the hop could not be recorded (malformed telemetry, a value the format cannot
 	// carry, no room): the switch counts it in PortStats.StampErrors and forwards f
-	// all the same, so Stamp must leave f a whole frame — unchanged but for the
-	// format's error flag, if it has one. Stamp must not retain f or allocate.
+	// all the same, so Stamp must leave f a whole frame — untouched but for the
+	// format's error flag, if it has one. Stamp must not retain f, allocate or panic,
+	// whatever f holds: any host can send any frame.
 	Stamp(f *link.Frame, hop hpcc.Hop) (stamped bool, err error)
 }
 
@@ -99,6 +101,10 @@ type Config struct {
 	HashSeed uint32
 	// Pool supplies the frames the switch creates (PFC frames, flood copies).
 	Pool *link.Pool
+	// OnPanic hears the switch's first contained panic: a frame whose handling (or
+	// stamping) panicked was dropped and counted in its port's Panics, and the switch
+	// went on. Later panics are only counted. nil: counted only.
+	OnPanic func(v any, stack []byte)
 }
 
 // Switch is a bridge-switch. All its methods run on its loop (or during setup).
@@ -115,6 +121,14 @@ type Switch struct {
 	outs    []uint16
 	dscp    [64]uint8
 	ingBuf  [][8]int // bytes held per ingress port and priority (PFC accounting)
+	panics  int      // contained panics, all ports
+}
+
+// panicked counts a contained panic and reports the first one (Config.OnPanic).
+func (s *Switch) panicked(v any, stack []byte) {
+	if s.panics++; s.panics == 1 && s.cfg.OnPanic != nil {
+		s.cfg.OnPanic(v, stack)
+	}
 }
 
 type route struct {
@@ -192,7 +206,7 @@ func (s *Switch) receive(in *Port, f *link.Frame) {
 		f.Release()
 		return
 	}
-	if h.EtherType == etherTypeMACCtrl {
+	if h.EtherType == roce.EtherTypeMACControl {
 		in.stats.RxErrors++
 		f.Release()
 		return

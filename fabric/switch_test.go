@@ -17,7 +17,6 @@ import (
 type recordingStamper struct {
 	dscp uint8
 	grow bool
-	fail bool // refuse every hop, as a codec does with a value its format cannot carry
 	hops []hpcc.Hop
 	hdr  Headers
 }
@@ -28,9 +27,6 @@ func (r *recordingStamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
 	}
 	if r.hdr.DstPort != 4791 || r.hdr.DSCP != r.dscp {
 		return false, nil
-	}
-	if r.fail {
-		return false, errors.New("cannot record this hop")
 	}
 	r.hops = append(r.hops, hop)
 	if r.grow {
@@ -114,18 +110,27 @@ func TestStampGrowth(t *testing.T) {
 	}
 }
 
-// TestStampErrorForwards: a hop the stamper cannot record costs the frame its stamp,
-// never the frame: every frame arrives, each counted in StampErrors, none in Drops.
+// rejectingStamper finds every frame's telemetry malformed.
+type rejectingStamper struct{}
+
+func (rejectingStamper) Stamp(*link.Frame, hpcc.Hop) (bool, error) {
+	return false, errors.New("malformed telemetry")
+}
+
+// TestStampErrorForwards: a frame the stamper rejects is counted and forwarded
+// unstamped, unchanged — never dropped.
 func TestStampErrorForwards(t *testing.T) {
-	const n = 5
 	v := clock.NewVirtual(1)
-	sw, hosts := star(v, 1, 100e9, 100e9, 0, Config{ID: 1, Stamper: &recordingStamper{dscp: 26, fail: true}})
-	delivered := 0
-	hosts[1].onRx = func(*link.Frame) { delivered++ }
-	hosts[0].start(1, n, 0)
+	sw, hosts := star(v, 1, 100e9, 100e9, 0, Config{ID: 1, Stamper: rejectingStamper{}})
+	var lens []int
+	hosts[1].onRx = func(f *link.Frame) { lens = append(lens, f.Len()) }
+	hosts[0].start(1, 3, 0)
 	v.Run()
-	if p := sw.Ports()[1].Stats(); delivered != n || p.StampErrors != n || p.Stamped != 0 || p.Drops != 0 || p.TxFrames != n {
-		t.Fatalf("delivered %d of %d; port stats %+v", delivered, n, p)
+	if len(lens) != 3 || lens[0] != 1000 {
+		t.Fatalf("received %v, want 3 frames of 1000 bytes", lens)
+	}
+	if p := sw.Ports()[1].Stats(); p.StampErrors != 3 || p.Stamped != 0 || p.TxFrames != 3 {
+		t.Fatalf("stamp errors %d, stamped %d, tx %d", p.StampErrors, p.Stamped, p.TxFrames)
 	}
 }
 

@@ -27,6 +27,9 @@ func init() {
 // pickLab returns the lab a command acts on: the one named, else the only running one.
 func pickLab(store netns.Store, name string) (string, error) {
 	if name != "" {
+		if err := netns.ValidName(name); err != nil {
+			return "", fmt.Errorf("lab %w", err)
+		}
 		return name, nil
 	}
 	running, err := store.Running()
@@ -59,7 +62,9 @@ Without --lab and with several labs, it shows every lab. A lab whose process is 
 shown from its state file, marked crashed (rocelab clean removes it).
 
 --json prints one JSON object per lab ({"name", "hosts": [{"name", "netns", "ipv4",
-"ipv6", "mac", "rnic": {...}}], "switches": [...]}); several labs print a JSON array.`,
+"ipv6", "mac", "rnic": {"tx_frames", ...}}], "switches": [{"name", "ports": [{"port",
+"peer", "rate", "stats": {"tx_frames", ..., "queues": [...]}}]}]}); several labs print a
+JSON array. Keys are snake_case; docs/architecture.md lists them all.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			store := netns.DefaultStore()
@@ -136,15 +141,21 @@ func printStatus(out io.Writer, st lab.Status) {
 	}
 	fmt.Fprintf(out, "\nstate: %s\n\n", st.Dir)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "HOST\tNETNS\tIPV4\tIPV6\tMAC\tRNIC TX\tRNIC RX\tKERNEL FRAMES\tDROPPED")
+	fmt.Fprintln(w, "HOST\tNETNS\tIPV4\tIPV6\tMAC\tRNIC TX\tRNIC RX\tKERNEL FRAMES\tDROPPED\tVERBS CONNS")
 	for _, h := range st.Hosts {
-		tx, rx, kern, drop := "-", "-", "-", "-"
+		tx, rx, kern, drop, conns := "-", "-", "-", "-", "-"
+		if v := h.Verbs; v != nil {
+			conns = fmt.Sprintf("%d", v.Conns)
+			if refused := v.Rejected + v.OverLimit + v.TimedOut; refused > 0 {
+				conns += fmt.Sprintf(" (%d refused)", refused)
+			}
+		}
 		if r := h.RNIC; r != nil {
 			tx, rx = fmt.Sprintf("%d", r.TxFrames), fmt.Sprintf("%d", r.RxFrames)
 			kern = fmt.Sprintf("%d", r.HostFrames)
-			drop = fmt.Sprintf("%d", r.HostDropped+r.RxMalformed+r.RxBadICRC+r.RxUnknownQP)
+			drop = fmt.Sprintf("%d", r.HostDropped+r.RxMalformed+r.RxBadICRC+r.RxUnknownQP+r.Panics)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Netns, h.IPv4, h.IPv6, h.MAC, tx, rx, kern, drop)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Netns, h.IPv4, h.IPv6, h.MAC, tx, rx, kern, drop, conns)
 	}
 	w.Flush()
 	if len(st.Switches) == 0 {
@@ -152,12 +163,12 @@ func printStatus(out io.Writer, st lab.Status) {
 	}
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "PORT\tPEER\tRATE\tTX FRAMES\tTX BYTES\tRX FRAMES\tDROPS\tSTAMP ERRORS\tECN\tSTAMPED\tPAUSES\tQUEUE")
+	fmt.Fprintln(w, "PORT\tPEER\tRATE\tTX FRAMES\tTX BYTES\tRX FRAMES\tDROPS\tSTAMP ERRORS\tECN\tSTAMPED\tPAUSES\tQUEUE\tLINK FAULTS")
 	for _, s := range st.Switches {
 		for _, p := range s.Ports {
 			ps := p.Stats
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Port, p.Peer, p.Rate, ps.TxFrames, ps.TxBytes,
-				ps.RxFrames, ps.Drops, ps.StampErrors, ps.ECNMarks, ps.Stamped, ps.PauseSent+ps.PauseRcvd, ps.QLen)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Port, p.Peer, p.Rate, ps.TxFrames, ps.TxBytes,
+				ps.RxFrames, ps.Drops, ps.StampErrors, ps.ECNMarks, ps.Stamped, ps.PauseSent+ps.PauseRcvd, ps.QLen, p.Link.Faults())
 		}
 	}
 	w.Flush()
@@ -206,13 +217,22 @@ stop it.`,
 			err = c.Wait()
 			var exit *exec.ExitError
 			if errors.As(err, &exit) {
-				os.Exit(exit.ExitCode())
+				os.Exit(exitStatus(exit))
 			}
 			return err
 		},
 	}
 	cmd.Flags().StringVar(&labName, "lab", "", "the lab (default: the only running one)")
 	return cmd
+}
+
+// exitStatus is the status a shell gives a command that ended as exit says: its exit
+// code, or 128+N for a command killed by signal N.
+func exitStatus(exit *exec.ExitError) int {
+	if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return exit.ExitCode()
 }
 
 // lookPathIn finds an executable named name (without a slash) in the directories of
@@ -247,6 +267,9 @@ Timestamps are the lab's model times (real time since the lab started, plus its 
   rocelab decode out/s1p0.pcapng`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("duration") && duration <= 0 {
+				return fmt.Errorf("capture: --duration %v: want a positive duration such as 5s", duration)
+			}
 			store := netns.DefaultStore()
 			name, err := pickLab(store, labName)
 			if err != nil {
