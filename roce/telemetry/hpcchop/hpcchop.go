@@ -44,7 +44,8 @@
 // extension: the first switch that needs it grows the block by the 20-byte rate table
 // and sets X; a hop on such a link carries rate code 7 (EscapeCode) and its rate in
 // Mb/s in the table entry of its slot. A decoder reads a hop's rate from the code,
-// or, for code 7, from the table entry of the same slot. Hops at the simulator's rates
+// or, for code 7, from the table entry of the same slot (a code 7 in a block without
+// the table reads as rate 0, as the undefined codes 5 and 6 do). Hops at the simulator's rates
 // keep their codes, and a block no switch escaped in is the simulator's 44 bytes. A
 // switch that cannot record its hop — a rate that is not a whole number of Mb/s, or
 // no room to add the table — sets E, leaves the slots alone and returns an error; the
@@ -325,10 +326,8 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 		hop := &st.Hops[i]
 		*hop = telemetry.Hop{}
 		hop.Rate = LineRates[w.RateCode]
-		if w.RateCode == EscapeCode {
-			if !hd.RateTable {
-				return hd, telemetry.Malformed("HPCC hop %d has the escape rate code but the block no rate table", i)
-			}
+		if w.RateCode == EscapeCode && hd.RateTable {
+			// Without the table the escape says no rate, as the undefined codes 5 and 6.
 			hop.Rate = uint64(s.SlotRate(slot)) * 1e6
 		}
 		hop.TS = uint64(w.Time)

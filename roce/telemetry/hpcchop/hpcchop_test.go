@@ -263,5 +263,21 @@ func FuzzPush(f *testing.F) {
 		if err := telemetrytest.CheckPush(c, decode, b); err != nil {
 			t.Fatal(err)
 		}
+		// A lab rate goes through the extension: the push may grow the block by the
+		// rate table, and what it pushed must decode with that rate and strip.
+		buf := append(b[:len(b):len(b)], make([]byte, RateTableSize)...)[:len(b)]
+		h := telemetrytest.Hop(1)
+		h.Rate = 10e9
+		out, st, err := c.Push(buf, &h)
+		if err != nil || (st != telemetry.Pushed && st != telemetry.Wrapped) {
+			return
+		}
+		var s telemetry.Stack
+		if err := decode(out, &s); err != nil || s.N == 0 || s.Hops[s.N-1].Rate != 10e9 {
+			t.Fatalf("pushed a 10 Gb/s hop, then decode: %d hops %v", s.N, err)
+		}
+		if _, err := c.Strip(out); err != nil {
+			t.Fatalf("pushed a 10 Gb/s hop, then strip: %v", err)
+		}
 	})
 }
