@@ -312,13 +312,21 @@ func finish(res *Result, flows []*flow, last clock.Time, sent uint64, first cloc
 			}
 		}
 		fct := f.Done.Sub(f.Start)
-		ideal := idealFCT(cfg, f.Size)
+		ideal := IdealFCT(cfg, f.Size)
 		res.Flows = append(res.Flows, FlowRecord{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: f.Size, StartNs: int64(f.Start),
 			FCTNs: fct.Nanoseconds(), IdealNs: ideal.Nanoseconds(), Slowdown: float64(fct) / float64(ideal)})
 	}
-	res.Metrics = measure(res, last)
+	res.Measure(first, last, sent)
+}
+
+// Measure computes the metrics from the queue samples and flow records: the
+// bottleneck carried sent bytes between first (its first sample with traffic) and
+// last (the last completion). A lab run (rocelab experiment --lab) fills the samples
+// and records itself and calls it, so that both report the same figures.
+func (r *Result) Measure(first, last clock.Time, sent uint64) {
+	r.Metrics = measure(r, last)
 	if first >= 0 && last > first {
-		res.Metrics.Utilization = float64(sent) * 8e9 / float64(cfg.LinkRate) / float64(last-first)
+		r.Metrics.Utilization = float64(sent) * 8e9 / float64(r.Config.LinkRate) / float64(last-first)
 	}
 }
 
@@ -335,9 +343,9 @@ func makeFlows(cfg *Config, st *star) ([]*flow, error) {
 	return flows, nil
 }
 
-// idealFCT is a flow's completion time alone on an idle network: one base RTT plus its
+// IdealFCT is a flow's completion time alone on an idle network: one base RTT plus its
 // bytes (with per-packet headers) at line rate.
-func idealFCT(cfg *Config, size int) time.Duration {
+func IdealFCT(cfg *Config, size int) time.Duration {
 	pkts := (size + int(cfg.MTU) - 1) / int(cfg.MTU)
 	wire := size + pkts*(14+20+8+12+16+4)
 	return baseRTT(cfg) + time.Duration(float64(wire)*8e9/float64(cfg.LinkRate))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rocelab/rocelab/experiment"
 	"github.com/rocelab/rocelab/fabric/topo"
+	"github.com/rocelab/rocelab/netns"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
@@ -31,7 +32,7 @@ func newExperimentCmd() *cobra.Command {
 		flowSize, linkRate, fabricRate, linkDelay, baseRTT, stagger, sample string
 		duration, limit                                                     string
 		mtu                                                                 int
-		cc, mode, format, out                                               string
+		cc, mode, format, out, labName                                      string
 		asJSON, realTime                                                    bool
 		cfg                                                                 = def
 	)
@@ -62,11 +63,18 @@ Scenarios:
 --realtime runs incast or fairness on the real-time driver instead, one loop per node
 as in a lab (20 µs transmit lookahead, 20 µs sampling, 60 s wall-clock limit): the
 same files and metrics, to put next to the virtual-time run of the same flags.
+--lab LAB runs incast in a running lab (rocelab up): its first --senders hosts each
+run write_bw (64 KiB WRITEs, --flow-size in all) into a write_bw server of its own on
+the lab's last host, real processes through the verbs service; the lab's control
+socket is polled every --sample (default 1ms) for the queue of the switch port towards
+the receiver and each sender's bytes, into the same files and metrics (a flow's rate
+in rates.csv is its measured throughput; --link-rate comes from that port).
 
 Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 		Example: `  rocelab experiment incast --senders 16 --cc hpcc --telemetry int --out out/incast
   rocelab experiment fairness --senders 2 --flow-size 16MB --mtu 4096 --stagger 200us
   rocelab experiment incast --senders 2 --link-rate 1G --link-delay 10us --flow-size 2500KB --realtime
+  rocelab experiment incast --lab mylab --senders 2 --flow-size 4MiB --out out/lab
   rocelab experiment mix --topology leaf-spine --load 0.5 --cdf websearch --cc hpcc --out out/mix
   rocelab experiment mix --topology fat-tree --k 4 --cdf fbhadoop --load 0.3 --cc dcqcn --json
   rocelab experiment mix --cdf my_cdf.txt --flows 200 --duration 0 --link-rate 25G --fabric-rate 100G`,
@@ -151,7 +159,20 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 				return fmt.Errorf("--telemetry %q: want int, ioam, ifa or hpcc", format)
 			}
 			run := experiment.Run
-			if realTime {
+			if labName != "" {
+				if cfg.Scenario != "incast" || realTime {
+					return fmt.Errorf("experiment: --lab runs the incast scenario, without --realtime (a lab is real time)")
+				}
+				store := netns.DefaultStore()
+				name, err := pickLab(store, labName)
+				if err != nil {
+					return fmt.Errorf("experiment: %w", err)
+				}
+				if !flags.Changed("sample") {
+					cfg.Sample = time.Millisecond
+				}
+				run = func(cfg experiment.Config) (*experiment.Result, error) { return labIncast(cfg, store, name) }
+			} else if realTime {
 				if cfg.Scenario == "mix" {
 					return fmt.Errorf("experiment: --realtime runs incast and fairness, not mix")
 				}
@@ -220,6 +241,7 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
 	f.StringVar(&out, "out", "experiment-out", "output directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout")
+	f.StringVar(&labName, "lab", "", "incast: run in this running lab (rocelab up) with real write_bw processes, its first --senders hosts into its last; sampled through its control socket every --sample (default 1ms)")
 	f.BoolVar(&realTime, "realtime", false, "incast, fairness: run in real time, as a lab runs (the twin of the virtual-time run; figures depend on the machine's load)")
 	return cmd
 }

@@ -4,10 +4,16 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/rocelab/rocelab/experiment"
 	"github.com/rocelab/rocelab/lab"
 )
 
@@ -83,5 +89,70 @@ func TestLabRealTimeHPCCStampsEveryProbe(t *testing.T) {
 	}
 	if m := st.Hosts[1].RNIC.RxMalformed + st.Hosts[0].RNIC.RxMalformed; m != 0 {
 		t.Errorf("hosts counted %d malformed frames", m)
+	}
+}
+
+// TestLabRealTimeIncastTwin: a 2:1 incast in a 1 Gb/s lab (HPCC, a probe per RTT,
+// INT), real write_bw processes through the verbs services, sampled by
+// `rocelab experiment incast --lab`, against the same incast in virtual time
+// (`rocelab experiment incast` with the lab's parameters): utilization, the queue
+// averaged over the second half and every flow's rate agree within 10% (the queue
+// within 10% or one packet, whichever is larger). Skipped when the load average
+// exceeds the cores: the figures would measure the machine's other work.
+func TestLabRealTimeIncastTwin(t *testing.T) {
+	if raceEnabled {
+		t.Skip("real-time lab: not under the race detector, which slows the loops below real time")
+	}
+	needQuietMachine(t)
+	c := newCLI(t)
+	if out, err := exec.Command("go", "build", "-o", filepath.Dir(c.bin)+"/", "../write_bw").CombinedOutput(); err != nil {
+		t.Fatalf("go build write_bw: %v\n%s", err, out)
+	}
+	name := labName("twin")
+	c.run("up", "-f", writeTopology(t, 3, "1G", "int", "hpcc"), "--name", name)
+	defer c.run("down", name)
+	args := []string{"experiment", "incast", "--senders", "2", "--flow-size", "4MiB", "--json"}
+	var lab, virt experiment.JSON
+	for _, x := range []struct {
+		into  *experiment.JSON
+		extra []string
+	}{
+		{&lab, []string{"--lab", name, "--out", t.TempDir()}},
+		{&virt, []string{"--link-rate", "1G", "--link-delay", "10us", "--mode", "probe", "--telemetry", "int", "--out", t.TempDir()}},
+	} {
+		if err := json.Unmarshal([]byte(c.run(append(args, x.extra...)...)), x.into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lm, vm := lab.Metrics, virt.Metrics
+	t.Logf("lab: utilization %.3f, mean queue %.0f B, Jain %.4f; virtual: %.3f, %.0f B, %.4f",
+		lm.Utilization, lm.MeanQueueLast, lm.Jain, vm.Utilization, vm.MeanQueueLast, vm.Jain)
+	if math.Abs(lm.Utilization/vm.Utilization-1) > 0.1 {
+		t.Errorf("utilization %.3f in the lab, %.3f in virtual time: more than 10%% apart", lm.Utilization, vm.Utilization)
+	}
+	const packet = 1024 + 100
+	if d := math.Abs(lm.MeanQueueLast - vm.MeanQueueLast); d > max(0.1*vm.MeanQueueLast, packet) {
+		t.Errorf("mean queue %.0f B in the lab, %.0f B in virtual time", lm.MeanQueueLast, vm.MeanQueueLast)
+	}
+	for i := range lab.Flows {
+		lr := float64(lab.Flows[i].Size) / float64(lab.Flows[i].FCTNs)
+		vr := float64(virt.Flows[i].Size) / float64(virt.Flows[i].FCTNs)
+		if math.Abs(lr/vr-1) > 0.1 {
+			t.Errorf("flow %d: %.3f Gb/s in the lab, %.3f Gb/s in virtual time", i, 8*lr, 8*vr)
+		}
+	}
+}
+
+// needQuietMachine skips a real-time comparison when the 1-minute load average
+// exceeds the cores: the loops would then measure the machine's other work.
+func needQuietMachine(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return
+	}
+	load, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	if err == nil && load > float64(runtime.NumCPU()) {
+		t.Skipf("real-time figures: load average %.1f on %d CPUs", load, runtime.NumCPU())
 	}
 }
