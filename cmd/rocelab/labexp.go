@@ -179,6 +179,10 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		c := app("-p", fmt.Sprint(basePort+i), recv.IPv4)
 		c.Stdout, c.Stderr = &outs[i], &outs[i]
 		if err := store.Exec(name, st.Hosts[i].Name, c); err != nil {
+			for _, started := range clients[:i] {
+				started.Process.Kill()
+				started.Wait()
+			}
 			close(stop)
 			<-sampled
 			return nil, fmt.Errorf("experiment: write_bw on %s: %w", st.Hosts[i].Name, err)
