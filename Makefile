@@ -17,6 +17,8 @@ APPS       := ./cmd/rc_pingpong ./cmd/uc_pingpong ./cmd/ud_pingpong ./cmd/srq_pi
               ./cmd/write_bw ./cmd/read_bw ./cmd/send_bw ./cmd/atomic_bw ./cmd/send_lat ./cmd/write_lat ./cmd/read_lat
 # the kernel rxe VM of the interop suite (tools/rxe-peer)
 RXE_CACHE  ?= /var/cache/rxe-peer
+# the real RDMA stack that rocelab's libibverbs.so.1 runs (docs/libibverbs.md)
+RDMA_PACKAGES := libibverbs-dev librdmacm-dev ibverbs-utils perftest rdmacm-utils
 # the lab `make lab` starts
 LAB_TOPO   ?= topologies/two-hosts.yaml
 LAB        ?= $(basename $(notdir $(LAB_TOPO)))
@@ -27,11 +29,22 @@ export PATH := $(GOBIN):$(PATH)
 
 all: build
 
-## build: compile every package and the rocelab binary into bin/
-build:
+## build: compile every package and the rocelab binary into bin/, and rocelab's
+## libibverbs.so.1 into bin/lib (rocelab exec puts that directory on LD_LIBRARY_PATH)
+build: libibverbs
 	$(GO) build $(PKGS)
 	$(GO) build -o $(BIN)/rocelab ./cmd/rocelab
 	$(GO) build -o $(BIN)/ $(APPS)
+
+## libibverbs: the drop-in libibverbs.so.1 (C, docs/libibverbs.md); needs libibverbs-dev's
+## headers, which deps-system installs as root
+LIBIBVERBS_SRC := $(wildcard libibverbs/*.c libibverbs/*.h) libibverbs/libibverbs.map
+.PHONY: libibverbs
+libibverbs: $(BIN)/lib/libibverbs.so.1
+$(BIN)/lib/libibverbs.so.1: $(LIBIBVERBS_SRC)
+	@if [ -f /usr/include/infiniband/verbs.h ]; then \
+	  mkdir -p $(BIN)/lib && ./libibverbs/build.sh $@; \
+	else echo "libibverbs: /usr/include/infiniband/verbs.h is missing (libibverbs-dev; make deps-system as root installs it): not built"; fi
 
 ## deps: Go modules and the tools the suite needs (installed, never assumed)
 deps: $(STATICCHECK)
@@ -102,10 +115,14 @@ down:
 clean:
 	rm -rf $(BIN) $(OUT)
 
-## deps-system: what the independent checks use — tshark (decodes rocelab's output) and,
-## as root, the kernel rxe VM of the interop suite (QEMU + Debian packages, ~30 s once)
+## deps-system: what the independent checks use — tshark (decodes rocelab's output), the
+## real RDMA stack (rdma-core's libibverbs headers and tools, perftest) and, as root, the
+## kernel rxe VM of the interop suite (QEMU + Debian packages, ~30 s once)
 .PHONY: deps-system wireshark
 deps-system:
+	@if [ -f /usr/include/infiniband/verbs.h ] && command -v ib_write_bw >/dev/null && command -v ibv_devinfo >/dev/null && command -v rping >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(RDMA_PACKAGES); \
+	else echo "deps-system: $(RDMA_PACKAGES) are missing and installing them needs root; the libibverbs tests will skip"; fi
 	@if command -v tshark >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y tshark; \
 	else echo "deps-system: tshark is missing and installing it needs root; the tshark checks will skip"; fi

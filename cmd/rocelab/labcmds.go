@@ -184,10 +184,14 @@ error attached, and exits with its status. The command sees the host's TAP netde
 its NIC and reaches its soft-RNIC's verbs service; its environment carries
 ROCELAB_LAB, ROCELAB_HOST, ROCELAB_NETNS, ROCELAB_IPV4, ROCELAB_IPV6 and
 ROCELAB_STATE_DIR, and PATH starts with the directory of the rocelab binary, where
-the sample apps are built. The process is recorded with the lab, so down and clean
-stop it.`,
+the sample apps are built. When that directory has lib/libibverbs.so.1 (make build puts
+rocelab's libibverbs there), LD_LIBRARY_PATH starts with it: unmodified libibverbs
+programs (ibv_devinfo, ibv_rc_pingpong, perftest's ib_write_bw, ...) then run on the
+host's soft-RNIC (docs/libibverbs.md). The process is recorded with the lab, so down
+and clean stop it.`,
 		Example: `  sudo rocelab exec h1 -- ping -c 3 10.0.0.2
   sudo rocelab exec h2 -- ip addr
+  sudo rocelab exec h1 -- ibv_devinfo -v
   sudo rocelab exec --lab ls h3 -- sh`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -199,10 +203,14 @@ stop it.`,
 			if err != nil {
 				return fmt.Errorf("exec: %w", err)
 			}
-			// The sample apps sit next to the rocelab binary: put that directory first.
-			path := os.Getenv("PATH")
+			// The sample apps sit next to the rocelab binary: put that directory first,
+			// and its lib/ (rocelab's libibverbs.so.1) before the system's libraries.
+			path, libPath := os.Getenv("PATH"), os.Getenv("LD_LIBRARY_PATH")
 			if self, err := os.Executable(); err == nil {
-				path = filepath.Dir(self) + string(os.PathListSeparator) + path
+				path = prependPath(filepath.Dir(self), path)
+				if lib := filepath.Join(filepath.Dir(self), "lib"); fileExists(filepath.Join(lib, "libibverbs.so.1")) {
+					libPath = prependPath(lib, libPath)
+				}
 			}
 			c := exec.Command(args[1], args[2:]...)
 			if p, ok := lookPathIn(args[1], path); ok {
@@ -210,6 +218,9 @@ stop it.`,
 			}
 			c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
 			c.Env = append(os.Environ(), "PATH="+path)
+			if libPath != "" {
+				c.Env = append(c.Env, "LD_LIBRARY_PATH="+libPath)
+			}
 			if err := store.Exec(name, args[0], c); err != nil {
 				return fmt.Errorf("exec: %w", err)
 			}
@@ -224,6 +235,19 @@ stop it.`,
 	}
 	cmd.Flags().StringVar(&labName, "lab", "", "the lab (default: the only running one)")
 	return cmd
+}
+
+// prependPath puts dir in front of the list path.
+func prependPath(dir, path string) string {
+	if path == "" {
+		return dir
+	}
+	return dir + string(os.PathListSeparator) + path
+}
+
+func fileExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
 }
 
 // exitStatus is the status a shell gives a command that ended as exit says: its exit
