@@ -82,13 +82,14 @@ func TestLabRealTimeHPCCStampsEveryProbe(t *testing.T) {
 	if probes == 0 || toH1.Stamped != probes {
 		t.Errorf("s1:p0 stamped %d frames, h2 sent %d probes: want every probe stamped", toH1.Stamped, probes)
 	}
+	// h1 decoded every stamped probe (the rate extension included) and answered it.
+	if r := st.Hosts[0].RNIC.ProbeResponses; r != probes {
+		t.Errorf("h1 answered %d of %d probes", r, probes)
+	}
 	for _, p := range st.Switches[0].Ports {
 		if p.Stats.StampErrors != 0 || p.Stats.Drops != 0 {
 			t.Errorf("%s: %d stamp errors, %d drops", p.Port, p.Stats.StampErrors, p.Stats.Drops)
 		}
-	}
-	if m := st.Hosts[1].RNIC.RxMalformed + st.Hosts[0].RNIC.RxMalformed; m != 0 {
-		t.Errorf("hosts counted %d malformed frames", m)
 	}
 }
 
