@@ -25,15 +25,12 @@ func RunRealTime(cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Config: cfg, BaseRTT: cfg.baseRTT()}
-	flows, err := makeFlows(&cfg, st)
-	if err != nil {
-		return nil, err
-	}
+	flows := makeFlows(&cfg)
 	var left atomic.Int32
 	left.Store(int32(len(flows)))
 	done := make(chan struct{})
 	for _, f := range flows {
-		err := f.connect(st.hosts[f.Src], st.hosts[f.Dst], cfg.MTU, func(*flow) {
+		err := f.connect(st.hosts[f.Src], st.hosts[f.Dst], &cfg, func(*flow) {
 			if left.Add(-1) == 0 {
 				close(done)
 			}
@@ -58,20 +55,14 @@ func RunRealTime(cfg Config) (*Result, error) {
 	// The samplers run on the switch's and the senders' loops; what they record is
 	// read once the clock has stopped.
 	bottleneck := st.sw.Ports()[cfg.Senders]
-	var txStart, txEnd uint64
-	var first clock.Time = -1
 	stopQ := st.sw.Sample(cfg.Sample, func(s fabric.Sample) {
-		if s.Port != bottleneck.Index() {
-			return
-		}
-		res.Queue = append(res.Queue, QueueSample{T: s.Time, Bytes: s.QLen})
-		if first < 0 && s.TxBytes > 0 {
-			first, txStart = s.Time, s.TxBytes
-		}
-		if left.Load() > 0 {
-			txEnd = s.TxBytes
+		if s.Port == bottleneck.Index() {
+			res.Queue = append(res.Queue, QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
 		}
 	})
+	// A flow's rate sample is its pacing rate and window, read on its sender's loop;
+	// the delivered rate (RateSample.Measured) would read the receiver's QP from
+	// there, so a real-time run leaves it out.
 	rates := make([][]RateSample, len(flows))
 	rateEvery := max(cfg.Sample, res.BaseRTT/4)
 	var rt *clock.Timer
@@ -110,6 +101,7 @@ func RunRealTime(cfg Config) (*Result, error) {
 	for _, f := range flows {
 		last = max(last, f.Done)
 	}
+	unfinished := int(left.Load())
 	for k := range rates[0] {
 		for i := range rates {
 			if k < len(rates[i]) {
@@ -117,7 +109,7 @@ func RunRealTime(cfg Config) (*Result, error) {
 			}
 		}
 	}
-	finish(res, flows, last, txEnd-txStart, first)
+	finish(res, flows, last, unfinished)
 	return res, nil
 }
 

@@ -42,14 +42,11 @@ type DCQCNParams struct {
 // DCQCNSimParams returns the HPCC simulator's "dcqcn" configuration (run.py) for a
 // NIC of lineRate bit/s: α update every 1 µs, decrease check every 4 µs, increase
 // timer 300 µs, g = 1/256, F = 1, RATE_AI = 5 Mb/s and RATE_HAI = 50 Mb/s per 25 Gb/s of
-// line rate, MIN_RATE 1 Gb/s, no target clamp, no byte counter. Below 25 Gb/s (a
-// lab's 1–10 Gb/s links) MIN_RATE scales with the line rate as the increase steps do,
-// 1 Gb/s per 25 Gb/s: the simulator's absolute 1 Gb/s floor would keep a 1 Gb/s
-// sender at line rate whatever the marks, and an incast's queue would only grow.
+// line rate, MIN_RATE 1 Gb/s, no target clamp, no byte counter.
 func DCQCNSimParams(lineRate float64) DCQCNParams {
 	return DCQCNParams{
 		LineRate:         lineRate,
-		MinRate:          min(1e9, lineRate/25),
+		MinRate:          1e9,
 		G:                1.0 / 256,
 		AlphaInterval:    time.Microsecond,
 		DecreaseInterval: 4 * time.Microsecond,

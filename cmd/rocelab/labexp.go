@@ -140,7 +140,6 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		bytes []uint64
 	}
 	var series []hostBytes
-	var portBytes []uint64
 	take := func() error {
 		s, err := status()
 		if err != nil {
@@ -152,8 +151,7 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		for _, h := range s.Hosts[:cfg.Senders] {
 			hb.bytes = append(hb.bytes, h.RNIC.TxBytes)
 		}
-		res.Queue = append(res.Queue, experiment.QueueSample{T: now, Bytes: p.QLen})
-		portBytes = append(portBytes, p.TxBytes)
+		res.Queue = append(res.Queue, experiment.QueueSample{T: now, Bytes: p.QLen, TxBytes: p.TxBytes})
 		series = append(series, hb)
 		return nil
 	}
@@ -203,7 +201,7 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 	}
 
 	// A flow lasts from the first to the last interval in which its sender sent.
-	first, last := clock.Time(-1), clock.Time(0)
+	var last clock.Time
 	for i := range cfg.Senders {
 		start, end := clock.Time(-1), clock.Time(0)
 		for k := 1; k < len(series); k++ {
@@ -225,22 +223,9 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		ideal := experiment.IdealFCT(&cfg, cfg.FlowSize)
 		res.Flows = append(res.Flows, experiment.FlowRecord{ID: i, Src: i, Dst: cfg.Senders, Size: cfg.FlowSize,
 			StartNs: int64(start), FCTNs: int64(end - start), IdealNs: ideal.Nanoseconds(),
-			Slowdown: float64(end-start) / float64(ideal)})
-		if first < 0 || start < first {
-			first = start
-		}
+			Slowdown: float64(end-start) / float64(ideal), Finished: true})
 		last = max(last, end)
 	}
-	var from, to int
-	for k, q := range res.Queue {
-		if q.T == first {
-			from = k
-		}
-		if q.T == last {
-			to = k
-		}
-	}
-	sent := portBytes[to] - portBytes[from]
-	res.Measure(first, last, sent)
+	res.Measure(last, cfg.Senders-len(res.Flows))
 	return res, nil
 }

@@ -127,13 +127,13 @@ func TestLabRealTimeIncastTwin(t *testing.T) {
 	}
 	lm, vm := lab.Metrics, virt.Metrics
 	t.Logf("lab: utilization %.3f, mean queue %.0f B, Jain %.4f; virtual: %.3f, %.0f B, %.4f",
-		lm.Utilization, lm.MeanQueueLast, lm.Jain, vm.Utilization, vm.MeanQueueLast, vm.Jain)
+		lm.Utilization, lm.MeanQueue, lm.Jain, vm.Utilization, vm.MeanQueue, vm.Jain)
 	if math.Abs(lm.Utilization/vm.Utilization-1) > 0.1 {
 		t.Errorf("utilization %.3f in the lab, %.3f in virtual time: more than 10%% apart", lm.Utilization, vm.Utilization)
 	}
 	const packet = 1024 + 100
-	if d := math.Abs(lm.MeanQueueLast - vm.MeanQueueLast); d > max(0.1*vm.MeanQueueLast, packet) {
-		t.Errorf("mean queue %.0f B in the lab, %.0f B in virtual time", lm.MeanQueueLast, vm.MeanQueueLast)
+	if d := math.Abs(lm.MeanQueue - vm.MeanQueue); d > max(0.1*vm.MeanQueue, packet) {
+		t.Errorf("mean queue %.0f B in the lab, %.0f B in virtual time", lm.MeanQueue, vm.MeanQueue)
 	}
 	for i := range lab.Flows {
 		lr := float64(lab.Flows[i].Size) / float64(lab.Flows[i].FCTNs)
