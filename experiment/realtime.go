@@ -61,8 +61,10 @@ func RunRealTime(cfg Config) (*Result, error) {
 		}
 	})
 	// A flow's rate sample is its pacing rate and window, read on its sender's loop;
-	// the delivered rate (RateSample.Measured) would read the receiver's QP from
-	// there, so a real-time run leaves it out.
+	// the payload delivered, all flows together, is read on the receiver's. (A flow's
+	// own delivered rate, RateSample.Measured, would need both: a real-time run
+	// leaves it out.)
+	recv := st.hosts[cfg.Senders]
 	rates := make([][]RateSample, len(flows))
 	rateEvery := max(cfg.Sample, res.BaseRTT/4)
 	var rt *clock.Timer
@@ -83,6 +85,13 @@ func RunRealTime(cfg Config) (*Result, error) {
 				rates[i] = append(rates[i], s)
 			})
 		}
+		recv.Do(func() {
+			var d uint64
+			for _, f := range flows {
+				d += f.receivedBytes()
+			}
+			res.Delivered = append(res.Delivered, DeliveredSample{T: recv.Now(), Bytes: d})
+		})
 		rt.Reset(mon.Now().Add(rateEvery))
 	})
 	rt.Reset(0)
