@@ -110,19 +110,22 @@ func (l *ibverbsLab) rnicTX(t *testing.T, host string) int {
 	return 0
 }
 
-// child returns the pid of the program rocelab exec started (its only child).
-func child(t *testing.T, exec *exec.Cmd) int {
+// child returns the pid of the program rocelab exec started (its only child). Any
+// thread of the Go process may have forked it, so every task's children are read.
+func child(t testing.TB, exec *exec.Cmd) int {
 	t.Helper()
-	pid := exec.Process.Pid
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", exec.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("children of rocelab exec %d: %q", pid, b)
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		if c, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			return c
+		}
 	}
-	return c
+	t.Fatalf("rocelab exec %d has no child", exec.Process.Pid)
+	return 0
 }
 
 // pair runs server in srvHost and, once it listens on port, client in cliHost (with the
