@@ -28,7 +28,7 @@ func benchWrite(b *testing.B, size int, mtu roce.MTU) {
 	}
 	const depth = 32
 	f := &flow{ID: 0, Src: 0, Dst: 1, Size: size}
-	if err := f.connect(st.hosts[0], st.hosts[1], mtu, func(*flow) {}); err != nil {
+	if err := f.connect(st.hosts[0], st.hosts[1], &cfg, func(*flow) {}); err != nil {
 		b.Fatal(err)
 	}
 	src := st.hosts[0]
