@@ -110,18 +110,27 @@ func (l *ibverbsLab) rnicTX(t *testing.T, host string) int {
 	return 0
 }
 
-// child returns the pid of the program rocelab exec started (its only child). Any
-// thread of the Go process may have forked it, so every task's children are read.
+// child returns the pid of the program rocelab exec started: the process whose parent
+// it is (/proc/PID/stat; a thread's children file misses children of exited threads).
 func child(t testing.TB, exec *exec.Cmd) int {
 	t.Helper()
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", exec.Process.Pid))
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range tasks {
-		b, _ := os.ReadFile(f)
-		if c, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			return c
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after its ')'
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		if f := strings.Fields(string(b[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(exec.Process.Pid) {
+			pid, _ := strconv.Atoi(strings.Fields(string(b))[0])
+			return pid
 		}
 	}
 	t.Fatalf("rocelab exec %d has no child", exec.Process.Pid)
