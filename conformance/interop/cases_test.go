@@ -10,12 +10,15 @@ import (
 // appNames are the rocelab apps the cases run (built from cmd/); each one's counterpart
 // in the VM is rdma-core's ibv_<app> or perftest's ib_<app> (see counterpart).
 var appNames = []string{"rc_pingpong", "uc_pingpong", "ud_pingpong", "srq_pingpong", "write_bw", "read_bw", "send_bw",
-	"atomic_bw", "send_lat", "write_lat", "read_lat"}
+	"atomic_bw", "send_lat", "write_lat", "read_lat", "cmatose"}
 
 // counterpart names the real tool a rocelab app interoperates with.
 func counterpart(app string) string {
 	if strings.HasSuffix(app, "_pingpong") {
 		return "ibv_" + app
+	}
+	if app == "cmatose" {
+		return "ucmatose"
 	}
 	return "ib_" + app
 }
@@ -90,6 +93,15 @@ func cases() []interopCase {
 			}
 		}
 	}
+	// RDMA-CM: rocelab's CM agent against the kernel's (CM MADs on QP1), both ways.
+	// ucmatose listens without a TCP socket: the VM waits for its listening cm_id.
+	out = append(out,
+		interopCase{name: "cmatose-client-ipv4", expect: cmatoseResult,
+			server:      side{inVM: true, cmd: "ucmatose"},
+			vmListening: `while ! rdma resource show cm_id 2>/dev/null | grep -q LISTEN; do sleep 0.05; done; echo RXE-LISTENING`,
+			client:      side{cmd: "cmatose -s " + vmIPv4}},
+		interopCase{name: "cmatose-server-ipv4", expect: cmatoseResult, ready: "cmatose: starting server",
+			server: side{cmd: "cmatose"}, client: side{inVM: true, cmd: "ucmatose -s " + h1IPv4}})
 	return out
 }
 
@@ -103,6 +115,8 @@ var (
 	// servedOnly is what ib_read_lat's server prints before it serves the reads and
 	// exits without a table: its peer's address (its exit status is checked too).
 	servedOnly = regexp.MustCompile(`(?m)^ remote address: LID`)
+	// cmatoseResult is the line both sides of ucmatose print once their messages are in.
+	cmatoseResult = regexp.MustCompile(`(?m)^data transfers complete$`)
 )
 
 // TestResultPatterns: a finished perftest run is recognised with or without the clock

@@ -115,6 +115,9 @@ type interopCase struct {
 	expect, serverExpect *regexp.Regexp
 	// ready starts the line a rocelab server prints once it listens.
 	ready string
+	// vmListening is the VM's shell loop that echoes RXE-LISTENING once its server
+	// listens ("": waitListening).
+	vmListening string
 	// boundResends checks the data frames sent per frame needed (maxResendRatio).
 	boundResends bool
 }
@@ -126,7 +129,11 @@ func runCase(t *testing.T, l *lab.Lab, store netns.Store, peer, bin string, c in
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if c.server.inVM {
-		vmOut, vmDone := startVM(ctx, t, l, peer, c.server.cmd+" & pid=$!; "+waitListening+"; wait $pid")
+		wait := c.vmListening
+		if wait == "" {
+			wait = waitListening
+		}
+		vmOut, vmDone := startVM(ctx, t, l, peer, c.server.cmd+" & pid=$!; "+wait+"; wait $pid")
 		waitFor(t, vmOut, "RXE-LISTENING")
 		client = runHost(ctx, t, store, l, bin, c.client)
 		server = <-vmDone
