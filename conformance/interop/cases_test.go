@@ -23,9 +23,16 @@ func counterpart(app string) string {
 	return "ib_" + app
 }
 
+// realOnHost are the apps whose real counterpart also runs on rocelab's side, on
+// rocelab's libibverbs.so.1 (docs/libibverbs.md): the real tool in h1 against the real
+// tool on rxe.
+var realOnHost = map[string]bool{"rc_pingpong": true, "ud_pingpong": true, "write_bw": true, "read_bw": true,
+	"send_lat": true}
+
 // cases lists every pair: each app against its rdma-core or perftest counterpart in
 // the VM, with rocelab as client and as server, over the IPv4 GID (index 1) and the
-// IPv6 GID (index 2), which rxe and rocelab number alike.
+// IPv6 GID (index 2), which rxe and rocelab number alike; and for the apps of
+// realOnHost, the same with the real tool in h1.
 func cases() []interopCase {
 	var out []interopCase
 	for _, g := range []struct {
@@ -74,6 +81,16 @@ func cases() []interopCase {
 					boundResends: strings.HasSuffix(p.app, "_bw") && p.app != "atomic_bw" && p.name == ""},
 				interopCase{name: fmt.Sprintf("%s-server-%s", name, g.name), expect: expect, serverExpect: serverExpect,
 					ready: ready, server: side{cmd: host}, client: side{inVM: true, cmd: vm + " " + h1IPv4}})
+			if realOnHost[p.app] {
+				real := fmt.Sprintf("%s %s %d %s", counterpart(p.app), gflag, g.idx, p.flags)
+				out = append(out,
+					interopCase{name: fmt.Sprintf("real-%s-client-%s", counterpart(p.app), g.name), expect: expect,
+						serverExpect: serverExpect, ready: ready, server: side{inVM: true, cmd: vm},
+						client: side{cmd: real + " " + vmIPv4, real: true}},
+					interopCase{name: fmt.Sprintf("real-%s-server-%s", counterpart(p.app), g.name), expect: expect,
+						serverExpect: serverExpect, ready: ready, server: side{cmd: real, real: true},
+						client: side{inVM: true, cmd: vm + " " + h1IPv4}})
+			}
 		}
 	}
 	// RDMA-CM: rocelab's CM agent against the kernel's (CM MADs on QP1), both ways.
