@@ -31,8 +31,9 @@ export PATH := $(GOBIN):$(PATH)
 all: build
 
 ## build: compile every package and the rocelab binary into bin/, and rocelab's
-## libibverbs.so.1 into bin/lib (rocelab exec puts that directory on LD_LIBRARY_PATH)
-build: libibverbs
+## libibverbs.so.1 and librdmacm.so.1 into bin/lib (rocelab exec puts that directory on
+## LD_LIBRARY_PATH)
+build: libibverbs librdmacm
 	$(GO) build $(PKGS)
 	$(GO) build -o $(BIN)/rocelab ./cmd/rocelab
 	$(GO) build -o $(BIN)/ $(APPS)
@@ -46,6 +47,16 @@ $(BIN)/lib/libibverbs.so.1: $(LIBIBVERBS_SRC)
 	@if [ -f /usr/include/infiniband/verbs.h ]; then \
 	  mkdir -p $(BIN)/lib && ./libibverbs/build.sh $@; \
 	else echo "libibverbs: /usr/include/infiniband/verbs.h is missing (libibverbs-dev; make deps-system as root installs it): not built"; fi
+
+## librdmacm: the drop-in librdmacm.so.1 over it (C, docs/rdmacm.md); needs librdmacm-dev's
+## headers
+LIBRDMACM_SRC := $(wildcard librdmacm/*.c librdmacm/*.h) librdmacm/librdmacm.map libibverbs/private.h
+.PHONY: librdmacm
+librdmacm: $(BIN)/lib/librdmacm.so.1
+$(BIN)/lib/librdmacm.so.1: $(LIBRDMACM_SRC) $(BIN)/lib/libibverbs.so.1
+	@if [ -f /usr/include/rdma/rdma_cma.h ] && [ -f $(BIN)/lib/libibverbs.so.1 ]; then \
+	  ./librdmacm/build.sh $@; \
+	else echo "librdmacm: /usr/include/rdma/rdma_cma.h (librdmacm-dev) or libibverbs.so.1 is missing: not built"; fi
 
 ## deps: Go modules and the tools the suite needs (installed, never assumed)
 deps: $(STATICCHECK)

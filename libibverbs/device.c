@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "private.h"
 #include "rocelab.h"
 
 #undef ibv_query_port
@@ -646,3 +647,13 @@ void rl_unsupported(const char *verb)
 		fprintf(stderr, "rocelab libibverbs: %s is not supported by rocelab's soft-RNIC (EOPNOTSUPP)\n", verb);
 	errno = EOPNOTSUPP;
 }
+
+/* ---- for librdmacm.so.1 (private.h) ---- */
+
+int rocelab_call(struct ibv_context *context, uint16_t op, const void *req, size_t reqlen, void *resp,
+		 size_t resplen, int sendfd)
+{
+	return rl_call(rl_ctx(context), op, req, reqlen, resp, resplen, sendfd, NULL, 0);
+}
+
+uint32_t rocelab_qp_handle(struct ibv_qp *qp) { return rl_container(qp, struct rl_qp)->h; }

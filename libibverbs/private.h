@@ -1,0 +1,21 @@
+/*
+ * What rocelab's libibverbs.so.1 exports to rocelab's librdmacm.so.1 (version node
+ * ROCELAB_PRIVATE, libibverbs.map): the RDMA-CM calls of the verbs service go on the
+ * application's own connection, because they name its QPs by their handles there.
+ */
+#ifndef ROCELAB_PRIVATE_H
+#define ROCELAB_PRIVATE_H
+
+#include <infiniband/verbs.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One control call on context's connection (docs/verbs-service.md), passing sendfd
+ * (or -1) with SCM_RIGHTS: 0, or an errno value (also stored in errno). */
+int rocelab_call(struct ibv_context *context, uint16_t op, const void *req, size_t reqlen, void *resp,
+		 size_t resplen, int sendfd);
+
+/* qp's handle on its context's connection. */
+uint32_t rocelab_qp_handle(struct ibv_qp *qp);
+
+#endif
