@@ -209,7 +209,7 @@ int rdma_destroy_id(struct rdma_cm_id *id)
 static int to_wire_addr(const struct sockaddr *sa, struct rl_cm_addr *w)
 {
 	memset(w, 0, sizeof(*w));
-	if (!sa)
+	if (!sa || sa->sa_family == AF_UNSPEC) /* not bound */
 		return 0;
 	switch (sa->sa_family) {
 	case AF_INET: {
