@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// newRDMACMLab is a two-host lab whose rocelab binary has rocelab's libibverbs.so.1 and
+// librdmacm.so.1 beside it (docs/rdmacm.md). It skips without root or without
+// librdmacm-dev, rdmacm-utils and perftest (make deps-system installs them as root).
+func newRDMACMLab(t *testing.T) *ibverbsLab {
+	c := newCLI(t)
+	if _, err := os.Stat("/usr/include/rdma/rdma_cma.h"); err != nil {
+		t.Skip("librdmacm-dev is not installed (make deps-system installs it as root)")
+	}
+	if _, err := exec.LookPath("rping"); err != nil {
+		t.Skip("rping is not installed (make deps-system installs rdmacm-utils as root)")
+	}
+	dir := filepath.Dir(c.bin)
+	buildLibibverbs(t, dir)
+	if out, err := exec.Command("../../librdmacm/build.sh", filepath.Join(dir, "lib", "librdmacm.so.1")).CombinedOutput(); err != nil {
+		t.Fatalf("build librdmacm.so.1: %v\n%s", err, out)
+	}
+	l := &ibverbsLab{cli: c, name: labName("cma")}
+	c.run("up", "-f", "../../topologies/two-hosts.yaml", "--name", l.name)
+	t.Cleanup(func() { c.run("down", l.name) })
+	return l
+}
+
+// noListener is how rping and perftest report the REJ "invalid service ID" that a
+// connection request gets from a host where nothing listens on the port yet.
+var noListener = []string{"RDMA_CM_EVENT_REJECTED, error 8", "Unexpected CM event bl blka 8"}
+
+// cmPair runs server in srvHost and client in cliHost and returns both outputs; either
+// failing fails the test. The server listens on RDMA-CM, which shows nowhere in the
+// host's socket tables, so a client the server's host rejects for want of a listener
+// (noListener) is started again.
+func (l *ibverbsLab) cmPair(t *testing.T, srvHost string, server []string, cliHost string, client []string) (string, string) {
+	t.Helper()
+	var srvOut bytes.Buffer
+	srv := l.exec(srvHost, server...)
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var srvErr error
+	go func() { srvErr = srv.Wait(); close(done) }()
+	defer func() {
+		srv.Process.Kill()
+		<-done
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	deadline := time.Now().Add(20 * time.Second)
+	var out []byte
+	for {
+		cli := l.exec(cliHost, client...)
+		cmd := exec.CommandContext(ctx, cli.Path, cli.Args[1:]...)
+		cmd.Env = cli.Env
+		var err error
+		if out, err = cmd.CombinedOutput(); err == nil {
+			break
+		}
+		rejected := false
+		for _, s := range noListener {
+			rejected = rejected || strings.Contains(string(out), s)
+		}
+		select {
+		case <-done:
+			t.Fatalf("server %v exited: %v\n%s\nclient:\n%s", server, srvErr, srvOut.String(), out)
+		default:
+		}
+		if !rejected || time.Now().After(deadline) {
+			t.Fatalf("client %v: %v\n%s\nserver:\n%s", client, err, out, srvOut.String())
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("server %v did not finish\n%s", server, srvOut.String())
+	}
+	if srvErr != nil {
+		t.Fatalf("server %v: %v\n%s\nclient:\n%s", server, srvErr, srvOut.String(), out)
+	}
+	return srvOut.String(), string(out)
+}
+
+// TestLibrdmacm: unmodified programs linked against the system's librdmacm connect
+// through the soft-RNICs' CM agents: rdmacm-utils' rping (RDMA-CM connection, SEND,
+// RDMA READ and WRITE, disconnect) over IPv4 and IPv6, and perftest's ib_write_bw -R
+// (connection and its parameter exchange over rdma_cm).
+func TestLibrdmacm(t *testing.T) {
+	l := newRDMACMLab(t)
+
+	for _, tc := range []struct{ name, addr string }{{"rping-ipv4", "10.0.0.1"}, {"rping-ipv6", "fd00::1"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, cli := l.cmPair(t, "h1", []string{"rping", "-s", "-a", tc.addr, "-v", "-C", "10"},
+				"h2", []string{"rping", "-c", "-a", tc.addr, "-v", "-C", "10"})
+			const last = "rdma-ping-9: JKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyzA"
+			if !strings.Contains(srv, "server ping data: "+last) || !strings.Contains(srv, "server DISCONNECT EVENT") {
+				t.Errorf("rping server did not see 10 pings and the disconnect:\n%s", srv)
+			}
+			if !strings.Contains(cli, "ping data: "+last) || !strings.Contains(cli, "client DISCONNECT EVENT") {
+				t.Errorf("rping client did not see 10 pings and the disconnect:\n%s", cli)
+			}
+		})
+	}
+
+	t.Run("ib_write_bw-R", func(t *testing.T) {
+		srv, cli := l.cmPair(t, "h1", []string{"ib_write_bw", "-R", "-n", "200"},
+			"h2", []string{"ib_write_bw", "-R", "-n", "200", "10.0.0.1"})
+		for _, out := range []string{srv, cli} {
+			for _, want := range []string{"rdma_cm QPs\t : ON", "Data ex. method : rdma_cm", " 65536      200 "} {
+				if !strings.Contains(out, want) {
+					t.Errorf("ib_write_bw -R lacks %q:\n%s", want, out)
+				}
+			}
+		}
+	})
+}
