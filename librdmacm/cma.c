@@ -173,6 +173,10 @@ int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, v
 		UNSUPPORTED("rdma_create_id without an event channel (synchronous identifiers)");
 		return fail(EOPNOTSUPP);
 	}
+	if (ps != RDMA_PS_TCP) { /* the CM agent connects RC QPs only (no SIDR for UD) */
+		UNSUPPORTED("rdma_create_id for a port space other than RDMA_PS_TCP");
+		return fail(EOPNOTSUPP);
+	}
 	struct rl_cm_channel *c = cm_channel(channel);
 	struct rl_cm_create_id req = {.channel = c->h, .port_space = ps};
 	struct rl_handle h;

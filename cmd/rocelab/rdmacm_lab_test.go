@@ -35,7 +35,8 @@ func newRDMACMLab(t *testing.T) *ibverbsLab {
 
 // noListener is how rping and perftest report the REJ "invalid service ID" that a
 // connection request gets from a host where nothing listens on the port yet.
-var noListener = []string{"RDMA_CM_EVENT_REJECTED, error 8", "Unexpected CM event bl blka 8"}
+var noListener = []string{"RDMA_CM_EVENT_REJECTED, error 8", "Unexpected CM event bl blka 8",
+	"cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8"}
 
 // cmPair runs server in srvHost and client in cliHost and returns both outputs; either
 // failing fails the test. The server listens on RDMA-CM, which shows nowhere in the
@@ -112,6 +113,35 @@ func TestLibrdmacm(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("ucmatose", func(t *testing.T) {
+		srv, cli := l.cmPair(t, "h1", []string{"ucmatose"}, "h2", []string{"ucmatose", "-s", "10.0.0.1"})
+		if !strings.Contains(srv, "disconnected\ntest complete\nreturn status 0") {
+			t.Errorf("ucmatose server did not complete:\n%s", srv)
+		}
+		if !strings.Contains(cli, "data transfers complete\ntest complete\nreturn status 0") {
+			t.Errorf("ucmatose client did not complete:\n%s", cli)
+		}
+	})
+
+	// What the library does not do fails with one line naming it, not a crash.
+	t.Run("unsupported", func(t *testing.T) {
+		for _, tc := range []struct {
+			argv []string
+			want string
+		}{
+			{[]string{"udaddy", "-s", "10.0.0.1"}, "rocelab librdmacm: rdma_create_id for a port space other than RDMA_PS_TCP is not supported\n"},
+			{[]string{"rstream", "-s", "10.0.0.1"}, "rocelab librdmacm: rsocket is not supported\nrsocket failed: Function not implemented\n"},
+		} {
+			out, err := l.exec("h2", tc.argv...).CombinedOutput()
+			if x, ok := err.(*exec.ExitError); !ok || x.ExitCode() < 1 || x.ExitCode() > 255 {
+				t.Errorf("%v: %v, want a failing exit\n%s", tc.argv, err, out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Errorf("%v: output lacks %q:\n%s", tc.argv, tc.want, out)
+			}
+		}
+	})
 
 	t.Run("ib_write_bw-R", func(t *testing.T) {
 		srv, cli := l.cmPair(t, "h1", []string{"ib_write_bw", "-R", "-n", "200"},
