@@ -98,10 +98,22 @@ func cases() []interopCase {
 	out = append(out,
 		interopCase{name: "cmatose-client-ipv4", expect: cmatoseResult,
 			server:      side{inVM: true, cmd: "ucmatose"},
-			vmListening: `while ! rdma resource show cm_id 2>/dev/null | grep -q LISTEN; do sleep 0.05; done; echo RXE-LISTENING`,
+			vmListening: rxeCMListening,
 			client:      side{cmd: "cmatose -s " + vmIPv4}},
 		interopCase{name: "cmatose-server-ipv4", expect: cmatoseResult, ready: "cmatose: starting server",
 			server: side{cmd: "cmatose"}, client: side{inVM: true, cmd: "ucmatose -s " + h1IPv4}})
+	// The real rping in h1 on rocelab's librdmacm.so.1 against rping on rxe. rping's
+	// server prints nothing before it listens and listens on no TCP socket, so the VM's
+	// client tries again while h1 rejects it for want of a listener (at most 5 s).
+	const rping = " -v -C 10"
+	out = append(out,
+		interopCase{name: "real-rping-client-ipv4", expect: rpingResult,
+			server: side{inVM: true, cmd: "rping -s -a " + vmIPv4 + rping}, vmListening: rxeCMListening,
+			client: side{cmd: "rping -c -a " + vmIPv4 + rping, real: true}},
+		interopCase{name: "real-rping-server-ipv4", expect: rpingResult,
+			server: side{cmd: "rping -s -a " + h1IPv4 + rping, real: true},
+			client: side{inVM: true, cmd: "i=0; until rping -c -a " + h1IPv4 + rping +
+				"; do i=$((i+1)); [ $i -ge 50 ] && exit 1; sleep 0.1; done"}})
 	return out
 }
 
@@ -117,7 +129,12 @@ var (
 	servedOnly = regexp.MustCompile(`(?m)^ remote address: LID`)
 	// cmatoseResult is the line both sides of ucmatose print once their messages are in.
 	cmatoseResult = regexp.MustCompile(`(?m)^data transfers complete$`)
+	// rpingResult is rping -v's tenth ping (the server prints it with "server ").
+	rpingResult = regexp.MustCompile("ping data: rdma-ping-9: JKLMNOPQRSTUVWXYZ")
 )
+
+// rxeCMListening is the VM's shell loop that reports once its server's cm_id listens.
+const rxeCMListening = `while ! rdma resource show cm_id 2>/dev/null | grep -q LISTEN; do sleep 0.05; done; echo RXE-LISTENING`
 
 // TestResultPatterns: a finished perftest run is recognised with or without the clock
 // warning the real tool prints under emulation; a header alone is not a result.
