@@ -1,7 +1,7 @@
 /*
  * The verbs service's RDMA-CM calls (package rnic/service/wire, cm.go;
  * docs/verbs-service.md, ops 0x40-0x4B) as C structs, for the drop-in librdmacm.so.1
- * to come (docs/rdmacm.md). Same rules as libibverbs/wire.h: packed little-endian
+ * (cma.c, docs/rdmacm.md). Same rules as libibverbs/wire.h: packed little-endian
  * structs are the encoding; TestCMCEncodings (rnic/service/wire/c_test.go) checks
  * them against the Go encoder.
  */

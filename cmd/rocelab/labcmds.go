@@ -229,9 +229,9 @@ its NIC and reaches its soft-RNIC's verbs service; its environment carries
 ROCELAB_LAB, ROCELAB_HOST, ROCELAB_NETNS, ROCELAB_IPV4, ROCELAB_IPV6 and
 ROCELAB_STATE_DIR, and PATH starts with the directory of the rocelab binary, where
 the sample apps are built. When that directory has lib/libibverbs.so.1 (make build puts
-rocelab's libibverbs there), LD_LIBRARY_PATH starts with it: unmodified libibverbs
-programs (ibv_devinfo, ibv_rc_pingpong, perftest's ib_write_bw, ...) then run on the
-host's soft-RNIC (docs/libibverbs.md). The process is recorded with the lab, so down
+rocelab's libibverbs and librdmacm there), LD_LIBRARY_PATH starts with it: unmodified
+libibverbs and librdmacm programs (ibv_devinfo, ibv_rc_pingpong, perftest's ib_write_bw,
+rping, ...) then run on the host's soft-RNIC (docs/libibverbs.md, docs/rdmacm.md). The process is recorded with the lab, so down
 and clean stop it.
 
 -d (detach) is for servers: exec returns as soon as CMD listens on a TCP port (or
@@ -255,7 +255,8 @@ yet when its client connects ("connection refused"), as with the real tools.`,
 				return fmt.Errorf("exec: %w", err)
 			}
 			// The sample apps sit next to the rocelab binary: put that directory first,
-			// and its lib/ (rocelab's libibverbs.so.1) before the system's libraries.
+			// and its lib/ (rocelab's libibverbs.so.1 and librdmacm.so.1) before the
+			// system's libraries.
 			path, libPath := os.Getenv("PATH"), os.Getenv("LD_LIBRARY_PATH")
 			if self, err := os.Executable(); err == nil {
 				path = prependPath(filepath.Dir(self), path)
