@@ -102,10 +102,11 @@ func cases() []interopCase {
 			client:      side{cmd: "cmatose -s " + vmIPv4}},
 		interopCase{name: "cmatose-server-ipv4", expect: cmatoseResult, ready: "cmatose: starting server",
 			server: side{cmd: "cmatose"}, client: side{inVM: true, cmd: "ucmatose -s " + h1IPv4}})
-	// The real rping in h1 on rocelab's librdmacm.so.1 against rping on rxe. rping's
-	// server prints nothing before it listens and listens on no TCP socket, so the VM's
-	// client tries again while h1 rejects it for want of a listener (at most 5 s).
-	const rping = " -v -C 10"
+	// The real rping and ib_write_bw -R in h1 on rocelab's librdmacm.so.1 against the
+	// same on rxe. Their servers listen on no TCP socket (and rping prints nothing before
+	// it listens), so the VM's client tries again while h1 rejects it for want of a
+	// listener (at most 5 s).
+	const rping, bwR = " -v -C 10", " -s 65536 -n 200 --report_gbits"
 	out = append(out,
 		interopCase{name: "real-rping-client-ipv4", expect: rpingResult,
 			server: side{inVM: true, cmd: "rping -s -a " + vmIPv4 + rping}, vmListening: rxeCMListening,
@@ -113,6 +114,13 @@ func cases() []interopCase {
 		interopCase{name: "real-rping-server-ipv4", expect: rpingResult,
 			server: side{cmd: "rping -s -a " + h1IPv4 + rping, real: true},
 			client: side{inVM: true, cmd: "i=0; until rping -c -a " + h1IPv4 + rping +
+				"; do i=$((i+1)); [ $i -ge 50 ] && exit 1; sleep 0.1; done"}},
+		interopCase{name: "real-ib_write_bw-R-client-ipv4", expect: perftestResult,
+			server: side{inVM: true, cmd: "ib_write_bw -R" + bwR}, vmListening: rxeCMListening,
+			client: side{cmd: "ib_write_bw -R" + bwR + " " + vmIPv4, real: true}},
+		interopCase{name: "real-ib_write_bw-R-server-ipv4", expect: perftestResult,
+			server: side{cmd: "ib_write_bw -R" + bwR, real: true},
+			client: side{inVM: true, cmd: "i=0; until ib_write_bw -R" + bwR + " " + h1IPv4 +
 				"; do i=$((i+1)); [ $i -ge 50 ] && exit 1; sleep 0.1; done"}})
 	return out
 }
