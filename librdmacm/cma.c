@@ -422,16 +422,25 @@ int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *q
 
 /* ---- connections ---- */
 
-static int conn_param(const struct rdma_conn_param *p, const struct rdma_conn_param *dflt, size_t max_private,
-		      struct rl_cm_conn_param *w)
+/* conn_param encodes p (dflt when NULL), with librdmacm's rule for the RDMA READ and
+ * atomic depths: RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH mean the device's maximum,
+ * more than the maximum is EINVAL. */
+static int conn_param(struct ibv_context *verbs, const struct rdma_conn_param *p, const struct rdma_conn_param *dflt,
+		      size_t max_private, struct rl_cm_conn_param *w)
 {
 	memset(w, 0, sizeof(*w));
 	if (!p)
 		p = dflt;
-	if (p->private_data_len > max_private)
+	struct ibv_device_attr a;
+	int err = ibv_query_device(verbs, &a);
+	if (err)
+		return fail(err);
+	unsigned max_resp = a.max_qp_rd_atom, max_init = a.max_qp_init_rd_atom;
+	if (p->private_data_len > max_private || (p->responder_resources != RDMA_MAX_RESP_RES && p->responder_resources > max_resp) ||
+	    (p->initiator_depth != RDMA_MAX_INIT_DEPTH && p->initiator_depth > max_init))
 		return fail(EINVAL);
-	w->responder_resources = p->responder_resources;
-	w->initiator_depth = p->initiator_depth;
+	w->responder_resources = p->responder_resources < max_resp ? p->responder_resources : max_resp;
+	w->initiator_depth = p->initiator_depth < max_init ? p->initiator_depth : max_init;
 	w->retry_count = p->retry_count;
 	w->rnr_retry_count = p->rnr_retry_count;
 	w->private_data_len = p->private_data_len;
@@ -449,7 +458,7 @@ static int connecting(struct rdma_cm_id *id, uint16_t op, const struct rdma_conn
 		return fail(EOPNOTSUPP);
 	}
 	struct rl_cm_connect req = {.id = cm_id(id)->h, .qp = rocelab_qp_handle(id->qp)};
-	if (conn_param(p, dflt, max_private, &req.param) < 0)
+	if (conn_param(id->verbs, p, dflt, max_private, &req.param) < 0)
 		return -1;
 	return call(op, &req, sizeof(req), NULL, 0, -1);
 }

@@ -27,6 +27,11 @@ func newRDMACMLab(t *testing.T) *ibverbsLab {
 	if out, err := exec.Command("../../librdmacm/build.sh", filepath.Join(dir, "lib", "librdmacm.so.1")).CombinedOutput(); err != nil {
 		t.Fatalf("build librdmacm.so.1: %v\n%s", err, out)
 	}
+	// cm_check is compiled against the system's librdmacm-dev, as any program is.
+	if out, err := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-o", filepath.Join(dir, "cm_check"),
+		"../../librdmacm/test/cm_check.c", "-lrdmacm", "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("build cm_check: %v\n%s", err, out)
+	}
 	l := &ibverbsLab{cli: c, name: labName("cma")}
 	c.run("up", "-f", "../../topologies/two-hosts.yaml", "--name", l.name)
 	t.Cleanup(func() { c.run("down", l.name) })
@@ -96,7 +101,8 @@ func (l *ibverbsLab) cmPair(t *testing.T, srvHost string, server []string, cliHo
 // TestLibrdmacm: unmodified programs linked against the system's librdmacm connect
 // through the soft-RNICs' CM agents: rdmacm-utils' rping (RDMA-CM connection, SEND,
 // RDMA READ and WRITE, disconnect) over IPv4 and IPv6, and perftest's ib_write_bw -R
-// (connection and its parameter exchange over rdma_cm).
+// (connection and its parameter exchange over rdma_cm), ucmatose, and cm_check (the
+// calls' behaviour and error paths).
 func TestLibrdmacm(t *testing.T) {
 	l := newRDMACMLab(t)
 
@@ -122,6 +128,20 @@ func TestLibrdmacm(t *testing.T) {
 		if !strings.Contains(cli, "data transfers complete\ntest complete\nreturn status 0") {
 			t.Errorf("ucmatose client did not complete:\n%s", cli)
 		}
+	})
+
+	// librdmacm/test/cm_check.c: rejection with private data, connect and accept with
+	// the default parameters, a SEND, the disconnect, the pollable channel, the error
+	// paths.
+	t.Run("cm_check", func(t *testing.T) {
+		srv, cli := l.cmPair(t, "h1", []string{"cm_check", "server", "10.0.0.1", "7471"},
+			"h2", []string{"cm_check", "client", "10.0.0.1", "7471"})
+		for _, o := range []struct{ out, last string }{{srv, "ok   rdma_destroy_qp\n"}, {cli, "ok   rdma_disconnect: DISCONNECTED\n"}} {
+			if strings.Contains(o.out, "FAIL") || !strings.Contains(o.out, o.last) {
+				t.Errorf("cm_check:\n%s", o.out)
+			}
+		}
+		t.Logf("cm_check: %d checks in the server, %d in the client", strings.Count(srv, "ok   "), strings.Count(cli, "ok   "))
 	})
 
 	// What the library does not do fails with one line naming it, not a crash.

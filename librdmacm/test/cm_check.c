@@ -1,0 +1,287 @@
+/*
+ * cm_check: rocelab's librdmacm.so.1 beyond what rping and perftest use, compiled
+ * against librdmacm-dev as any program is and run by TestLibrdmacm between two lab
+ * hosts:
+ *
+ *   cm_check server ADDR PORT    (first)
+ *   cm_check client ADDR PORT    (ADDR, PORT: the server's)
+ *
+ * The server rejects the first connection request with private data and accepts the
+ * second; the client checks the rejection, the connection, a SEND across, and the
+ * disconnect, besides the library's error paths. Each check prints "ok" or "FAIL" and a
+ * name; the exit status is the number of failures.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                               \
+	do {                                                                                                           \
+		int ok_ = (cond);                                                                                      \
+		failures += !ok_;                                                                                      \
+		printf("%s ", ok_ ? "ok  " : "FAIL");                                                                  \
+		printf(__VA_ARGS__);                                                                                   \
+		printf("\n");                                                                                          \
+		fflush(stdout);                                                                                        \
+	} while (0)
+
+/* next waits for the channel's next event (blocking) and returns its type, or -1 (and
+ * *ev NULL). */
+static int next(struct rdma_event_channel *ch, struct rdma_cm_event **ev)
+{
+	if (rdma_get_cm_event(ch, ev)) {
+		perror("rdma_get_cm_event");
+		*ev = NULL;
+		return -1;
+	}
+	return (*ev)->event;
+}
+
+/* ack acknowledges *ev if a check got that far. */
+static void ack(struct rdma_cm_event **ev)
+{
+	if (*ev)
+		rdma_ack_cm_event(*ev);
+	*ev = NULL;
+}
+
+static struct sockaddr_storage address(const char *host, const char *port, int passive)
+{
+	struct rdma_addrinfo hints = {.ai_flags = passive ? RAI_PASSIVE : 0, .ai_port_space = RDMA_PS_TCP}, *res;
+	struct sockaddr_storage ss = {0};
+	int ret = rdma_getaddrinfo(host, port, &hints, &res);
+	CHECK(ret == 0, "rdma_getaddrinfo(%s, %s): %s", host, port, ret ? gai_strerror(ret) : "");
+	if (ret)
+		exit(1);
+	struct sockaddr *sa = passive ? res->ai_src_addr : res->ai_dst_addr;
+	CHECK(sa && (passive ? !res->ai_dst_addr : !res->ai_src_addr) && res->ai_qp_type == IBV_QPT_RC &&
+		      res->ai_port_space == RDMA_PS_TCP,
+	      "rdma_getaddrinfo gives the %s address, RC, RDMA_PS_TCP", passive ? "source" : "destination");
+	memcpy(&ss, sa, passive ? res->ai_src_len : res->ai_dst_len);
+	rdma_freeaddrinfo(res);
+	return ss;
+}
+
+/* qp makes an RC QP on id's device with rdma_create_qp and its own PD and CQ, and
+ * registers buf (static: not on the stack ibv_reg_mr runs on). */
+static struct ibv_cq *qp(struct rdma_cm_id *id, struct ibv_mr **mr, char *buf, size_t len)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(id->verbs);
+	struct ibv_cq *cq = pd ? ibv_create_cq(id->verbs, 8, NULL, NULL, 0) : NULL;
+	struct ibv_qp_init_attr a = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				     .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+	CHECK(cq && rdma_create_qp(id, pd, &a) == 0, "rdma_create_qp");
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
+	CHECK(id->qp && ibv_query_qp(id->qp, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_INIT,
+	      "rdma_create_qp leaves the QP in INIT");
+	*mr = ibv_reg_mr(pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
+	return cq;
+}
+
+static int complete(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	int n;
+	while ((n = ibv_poll_cq(cq, 1, wc)) == 0)
+		;
+	return n == 1 && wc->status == IBV_WC_SUCCESS;
+}
+
+static void common(void)
+{
+	CHECK(strcmp(rdma_event_str(RDMA_CM_EVENT_ESTABLISHED), "RDMA_CM_EVENT_ESTABLISHED") == 0 &&
+		      strcmp(rdma_event_str(99), "UNKNOWN EVENT") == 0,
+	      "rdma_event_str");
+	int n = -1;
+	struct ibv_context **devs = rdma_get_devices(&n);
+	CHECK(devs && n == 1 && devs[0] && !devs[1] && strcmp(ibv_get_device_name(devs[0]->device), "rocelab0") == 0,
+	      "rdma_get_devices: rocelab0 only");
+	rdma_free_devices(devs);
+
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id;
+	errno = 0;
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) == -1 && errno == EOPNOTSUPP,
+	      "rdma_create_id(RDMA_PS_UDP) fails with EOPNOTSUPP");
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0 && id->verbs && id->channel == ch, "rdma_create_id");
+	uint8_t tos = 0;
+	errno = 0;
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1) == -1 && errno == ENOSYS,
+	      "rdma_set_option fails with ENOSYS");
+	CHECK(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) == 0, "the channel's fd goes non-blocking");
+	struct rdma_cm_event *ev = NULL;
+	errno = 0;
+	CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EAGAIN, "no event: rdma_get_cm_event says EAGAIN");
+	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
+	rdma_destroy_event_channel(ch);
+}
+
+static int server(const char *host, const char *port)
+{
+	struct sockaddr_storage ss = address(NULL, port, 1);
+	(void)host;
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *listener, *id;
+	int ctx;
+	CHECK(rdma_create_id(ch, &listener, &ctx, RDMA_PS_TCP) == 0, "rdma_create_id (listener)");
+	CHECK(rdma_bind_addr(listener, (struct sockaddr *)&ss) == 0 && rdma_listen(listener, 4) == 0,
+	      "rdma_bind_addr on the wildcard address, rdma_listen");
+	printf("listening\n");
+	fflush(stdout);
+
+	struct rdma_cm_event *ev = NULL;
+	CHECK(next(ch, &ev) == RDMA_CM_EVENT_CONNECT_REQUEST, "first connection request");
+	id = ev->id;
+	CHECK(ev->listen_id == listener && id->context == &ctx && id != listener, "the request's new id and its listener");
+	CHECK(ev->param.conn.private_data_len >= 6 && memcmp(ev->param.conn.private_data, "first", 6) == 0,
+	      "the request's private data");
+	CHECK(rdma_reject(id, "nope", 5) == 0, "rdma_reject with private data");
+	ack(&ev);
+	rdma_destroy_id(id);
+
+	CHECK(next(ch, &ev) == RDMA_CM_EVENT_CONNECT_REQUEST, "second connection request");
+	id = ev->id;
+	struct sockaddr_in *peer = (struct sockaddr_in *)rdma_get_peer_addr(id);
+	CHECK(peer->sin_family == AF_INET && rdma_get_dst_port(id) == peer->sin_port && peer->sin_port != 0,
+	      "the request's peer address and port");
+	ack(&ev);
+	static char buf[64];
+	struct ibv_mr *mr;
+	struct ibv_cq *cq = qp(id, &mr, buf, sizeof(buf));
+	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = sizeof(buf), .lkey = mr->lkey};
+	struct ibv_recv_wr rwr = {.sg_list = &sge, .num_sge = 1}, *bad;
+	CHECK(ibv_post_recv(id->qp, &rwr, &bad) == 0, "post a receive");
+	CHECK(rdma_accept(id, NULL) == 0, "rdma_accept");
+	CHECK(next(ch, &ev) == RDMA_CM_EVENT_ESTABLISHED && ev->id == id, "ESTABLISHED");
+	ack(&ev);
+	struct ibv_wc wc;
+	CHECK(complete(cq, &wc) && wc.opcode == IBV_WC_RECV && strcmp(buf, "over rdma_cm") == 0, "the client's SEND");
+	CHECK(next(ch, &ev) == RDMA_CM_EVENT_DISCONNECTED && ev->id == id, "DISCONNECTED (the client's DREQ)");
+	ack(&ev);
+	CHECK(rdma_disconnect(id) == 0, "rdma_disconnect answers with the DREP");
+	rdma_destroy_qp(id);
+	CHECK(id->qp == NULL, "rdma_destroy_qp");
+	rdma_destroy_id(id);
+	rdma_destroy_id(listener);
+	rdma_destroy_event_channel(ch);
+	return failures;
+}
+
+/* connect_to runs the active side up to the connection's outcome, which it returns. */
+static int connect_to(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct sockaddr_storage *dst,
+		      const char *private_data, struct rdma_cm_event **ev)
+{
+	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)dst, 2000) || next(ch, ev) != RDMA_CM_EVENT_ADDR_RESOLVED)
+		return -1;
+	ack(ev);
+	if (rdma_resolve_route(id, 2000) || next(ch, ev) != RDMA_CM_EVENT_ROUTE_RESOLVED)
+		return -1;
+	ack(ev);
+	struct rdma_conn_param p = {.private_data = private_data, .private_data_len = strlen(private_data) + 1,
+				    .retry_count = 7, .rnr_retry_count = 7};
+	if (rdma_connect(id, &p))
+		return -1;
+	return next(ch, ev);
+}
+
+static int client(const char *host, const char *port)
+{
+	struct sockaddr_storage dst = address(host, port, 0);
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *id;
+	struct rdma_cm_event *ev = NULL;
+	static char buf[64];
+	struct ibv_mr *mr;
+	struct ibv_cq *cq;
+
+	/* A port nobody listens on: the REJ "invalid service ID". */
+	struct sockaddr_storage none = dst;
+	((struct sockaddr_in *)&none)->sin_port = htons(1);
+	rdma_create_id(ch, &id, NULL, RDMA_PS_TCP);
+	cq = qp(id, &mr, buf, sizeof(buf));
+	CHECK(connect_to(ch, id, &none, "x", &ev) == RDMA_CM_EVENT_REJECTED && ev->status == 8,
+	      "no listener: REJECTED, status 8");
+	ack(&ev);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+
+	/* An address nobody has: ADDR_ERROR after the timeout. */
+	struct sockaddr_storage nobody = dst;
+	((struct sockaddr_in *)&nobody)->sin_addr.s_addr = htonl(ntohl(((struct sockaddr_in *)&dst)->sin_addr.s_addr) + 77);
+	rdma_create_id(ch, &id, NULL, RDMA_PS_TCP);
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&nobody, 200) == 0 &&
+		      next(ch, &ev) == RDMA_CM_EVENT_ADDR_ERROR && ev->status == -ETIMEDOUT,
+	      "an address without a neighbour: ADDR_ERROR, -ETIMEDOUT");
+	ack(&ev);
+	rdma_destroy_id(id);
+
+	/* The server's first answer is a rejection; until it listens, REJ 8 (try again). */
+	int type, tries = 0;
+	do {
+		rdma_create_id(ch, &id, NULL, RDMA_PS_TCP);
+		cq = qp(id, &mr, buf, sizeof(buf));
+		type = connect_to(ch, id, &dst, "first", &ev);
+		if (type == RDMA_CM_EVENT_REJECTED && ev->status == 8) {
+			ack(&ev);
+			rdma_destroy_qp(id);
+			rdma_destroy_id(id);
+			continue;
+		}
+		break;
+	} while (++tries < 200);
+	CHECK(type == RDMA_CM_EVENT_REJECTED && ev->status == 28 && ev->param.conn.private_data_len >= 5 &&
+		      memcmp(ev->param.conn.private_data, "nope", 5) == 0,
+	      "the server's rejection: REJECTED, status 28 (consumer defined), its private data");
+	ack(&ev);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+
+	rdma_create_id(ch, &id, NULL, RDMA_PS_TCP);
+	cq = qp(id, &mr, buf, sizeof(buf));
+	struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
+	CHECK(poll(&pfd, 1, 0) == 0, "the channel's fd is not readable without an event");
+	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) == 0 && poll(&pfd, 1, 5000) == 1 &&
+		      next(ch, &ev) == RDMA_CM_EVENT_ADDR_RESOLVED,
+	      "poll sees the channel's fd readable for ADDR_RESOLVED");
+	ack(&ev);
+	struct sockaddr_in *src = (struct sockaddr_in *)rdma_get_local_addr(id);
+	CHECK(src->sin_family == AF_INET && src->sin_addr.s_addr != 0 && rdma_get_src_port(id) != 0,
+	      "the resolved source address and port");
+	CHECK(rdma_resolve_route(id, 2000) == 0 && next(ch, &ev) == RDMA_CM_EVENT_ROUTE_RESOLVED, "ROUTE_RESOLVED");
+	ack(&ev);
+	CHECK(rdma_connect(id, NULL) == 0 && next(ch, &ev) == RDMA_CM_EVENT_ESTABLISHED && ev->id == id,
+	      "rdma_connect: ESTABLISHED");
+	ack(&ev);
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
+	CHECK(ibv_query_qp(id->qp, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_RTS, "the QP is in RTS");
+	strcpy(buf, "over rdma_cm");
+	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = sizeof(buf), .lkey = mr->lkey};
+	struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	struct ibv_wc wc;
+	CHECK(ibv_post_send(id->qp, &wr, &bad) == 0 && complete(cq, &wc), "a SEND to the server");
+	CHECK(rdma_disconnect(id) == 0 && next(ch, &ev) == RDMA_CM_EVENT_DISCONNECTED, "rdma_disconnect: DISCONNECTED");
+	ack(&ev);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	return failures;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4) {
+		fprintf(stderr, "usage: cm_check server|client ADDR PORT\n");
+		return 2;
+	}
+	common();
+	return strcmp(argv[1], "server") == 0 ? server(argv[2], argv[3]) : client(argv[2], argv[3]);
+}
