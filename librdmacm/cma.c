@@ -509,23 +509,30 @@ static struct rl_cm_id *find_id(struct rl_cm_channel *c, uint32_t h)
 int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct rl_cm_channel *c = cm_channel(channel);
-	uint64_t token;
-	ssize_t n;
-	while ((n = read(c->ch.fd, &token, sizeof(token))) < 0 && errno == EINTR)
-		;
-	if (n < 0)
-		return -1; /* EAGAIN: no event and a non-blocking fd */
-	struct rl_handle h = {.handle = c->h};
 	struct rl_cm_event resp, *w = &resp;
-	if (call(RL_OP_CM_GET_EVENT, &h, sizeof(h), &resp, sizeof(resp), -1) < 0)
-		return -1;
+	struct rl_cm_id *x;
+	for (;;) {
+		uint64_t token;
+		ssize_t n;
+		while ((n = read(c->ch.fd, &token, sizeof(token))) < 0 && errno == EINTR)
+			;
+		if (n < 0)
+			return -1; /* EAGAIN: no event and a non-blocking fd */
+		struct rl_handle h = {.handle = c->h};
+		if (call(RL_OP_CM_GET_EVENT, &h, sizeof(h), &resp, sizeof(resp), -1) < 0)
+			return -1;
+		x = find_id(c, w->id);
+		if (x || w->type == RDMA_CM_EVENT_CONNECT_REQUEST)
+			break;
+		/* an event of an identifier destroyed while it was queued: gone with it, as
+		 * the kernel's rdma_cm drops them */
+	}
 	struct rl_cm_event_buf {
 		struct rdma_cm_event ev;
 		uint8_t private_data[196];
 	} *e = calloc(1, sizeof(*e));
 	if (!e)
 		return fail(ENOMEM);
-	struct rl_cm_id *x;
 	if (w->type == RDMA_CM_EVENT_CONNECT_REQUEST) {
 		struct rl_cm_id *l = find_id(c, w->listener);
 		x = new_id(c, w->id, l ? l->id.context : NULL, l ? l->id.ps : RDMA_PS_TCP);
@@ -535,12 +542,6 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 		}
 		e->ev.listen_id = l ? &l->id : NULL;
 		x->id.route.addr.src_addr.sa_family = l ? l->id.route.addr.src_addr.sa_family : 0;
-	} else {
-		x = find_id(c, w->id);
-		if (!x) { /* the identifier was destroyed with this event queued */
-			free(e);
-			return fail(EINVAL);
-		}
 	}
 	set_route(&x->id, &w->local, &w->remote);
 	e->ev.id = &x->id;
