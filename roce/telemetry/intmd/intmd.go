@@ -316,6 +316,9 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 		return frame, telemetry.HopCountExceeded, nil
 	}
 	n := 4 * md.HopML()
+	if n == 0 {
+		return frame, 0, telemetry.Malformed("INT-MD Hop ML 0: a hop has nothing to record")
+	}
 	if 4*x.shim.Length()+n > 255*4 || c.MTU > 0 && x.l.End-x.l.L3+n > c.MTU || len(frame)+n > cap(frame) {
 		md.SetM()
 		return frame, telemetry.MTUExceeded, nil
