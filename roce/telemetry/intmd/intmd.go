@@ -266,8 +266,8 @@ func (c *Codec) Request(frame []byte) ([]byte, error) {
 		return frame, telemetry.ErrAlreadyPresent
 	}
 	ml := HopWords(c.Instructions, c.DomainID, c.DSInstructions)
-	if !c.MX && ml > 31 {
-		return frame, telemetry.Malformed("instructions need %d words per hop, Hop ML holds 31", ml)
+	if !c.MX && (ml == 0 || ml > 31) {
+		return frame, telemetry.Malformed("instructions need %d words per hop, Hop ML holds 1 to 31", ml)
 	}
 	const n = ShimSize + MDHeaderSize
 	off := l.L4 + roce.UDPSize
