@@ -56,6 +56,13 @@ type Config struct {
 	// PortMTU bounds UD messages, which have no path MTU attribute (rxe uses the port's
 	// active MTU); 0 means roce.MTU1024, the value for a 1500-byte netdev.
 	PortMTU roce.MTU
+
+	// Segment, if positive, is the payload of every RC/UC packet of a message but the
+	// last when it is smaller than the path MTU. It is not an IBTA attribute: it models
+	// simulators whose packets carry a payload that is no IBTA MTU (the HPCC
+	// simulator's PACKET_PAYLOAD_SIZE 1000). Both ends of a connection must use the
+	// same value, as they must the same path MTU.
+	Segment int
 }
 
 // QP is one queue pair. Its methods must be called from one goroutine at a time (the
@@ -107,6 +114,9 @@ func New(cfg Config) (*QP, error) {
 	if cfg.MaxUnackedPSNs == 0 {
 		cfg.MaxUnackedPSNs = maxOutstandingPSNs
 	}
+	if cfg.Segment < 0 || cfg.Segment > int(roce.MTU4096) {
+		return nil, fmt.Errorf("qp: segment %d bytes: want 0 (the path MTU) up to %d", cfg.Segment, roce.MTU4096)
+	}
 	if cfg.MaxSGE == 0 {
 		cfg.MaxSGE = 1
 	}
@@ -148,10 +158,14 @@ func (q *QP) Attr() Attr {
 // Counters returns the QP's counters.
 func (q *QP) Counters() Counters { return q.ctr }
 
-// pathMTU is the segment size of the QP's messages.
+// pathMTU is the segment size of the QP's messages: the path MTU or Config.Segment,
+// whichever is smaller.
 func (q *QP) pathMTU() int {
 	if q.cfg.Type == UD {
 		return int(q.cfg.PortMTU)
+	}
+	if q.cfg.Segment > 0 {
+		return min(q.cfg.Segment, int(q.attr.PathMTU))
 	}
 	return int(q.attr.PathMTU)
 }

@@ -1,8 +1,10 @@
 package rnic
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric/link"
@@ -93,6 +95,8 @@ type Device struct {
 	body      [probe.ResponseSize + probe.MaxRecords*probe.RecordSize]byte
 	hostBatch [1]*link.Frame
 	host      hostRelay
+	gsi       gsi
+	cm        cmAgent
 	// CQs whose armed event is due; announced when the current event is done.
 	pendingCQs []*CQ
 	notifying  bool
@@ -121,9 +125,15 @@ type Stats struct {
 	ARPReqs           uint64 `json:"arp_reqs"`
 	AsyncEvents       uint64 `json:"async_events"`
 	AsyncEventsLost   uint64 `json:"async_events_lost"`
-	HostFrames        uint64 `json:"host_frames"`  // frames the host's kernel sent through the device (SendFromHost)
-	HostDropped       uint64 `json:"host_dropped"` // of those, dropped: backlog full or frame too long
-	Panics            uint64 `json:"panics"`       // received frames dropped because handling them panicked (a bug)
+	HostFrames        uint64 `json:"host_frames"`    // frames the host's kernel sent through the device (SendFromHost)
+	HostDropped       uint64 `json:"host_dropped"`   // of those, dropped: backlog full or frame too long
+	Panics            uint64 `json:"panics"`         // received frames dropped because handling them panicked (a bug)
+	CMSent            uint64 `json:"cm_sent"`        // CM MADs sent on the GSI QP (retries included)
+	CMRcvd            uint64 `json:"cm_rcvd"`        // CM MADs received
+	CMRetries         uint64 `json:"cm_retries"`     // REQ, REP and DREQ resent for want of an answer
+	CMMalformed       uint64 `json:"cm_malformed"`   // GSI packets that are not valid CM MADs
+	CMUnhandled       uint64 `json:"cm_unhandled"`   // CM MADs for no known connection, or of a kind the agent ignores
+	CMSendErrors      uint64 `json:"cm_send_errors"` // CM MADs that could not be built (no frame buffer)
 }
 
 // Open creates the device and attaches it to its link.
@@ -151,6 +161,7 @@ func Open(cfg Config) (*Device, error) {
 	d.port.init(d)
 	d.sched.init(d)
 	d.host.init(d)
+	d.cm.init(d)
 	cfg.Link.Attach(cfg.Loop, &d.port)
 	return d, nil
 }
@@ -169,6 +180,16 @@ func (d *Device) Name() string { return d.cfg.Name }
 
 // Stats returns the device's counters.
 func (d *Device) Stats() Stats { return d.stats }
+
+// QPs returns the device's queue pairs in QPN order.
+func (d *Device) QPs() []*QP {
+	out := make([]*QP, 0, len(d.qps))
+	for _, x := range d.qps {
+		out = append(out, x)
+	}
+	slices.SortFunc(out, func(a, b *QP) int { return cmp.Compare(a.QPN(), b.QPN()) })
+	return out
+}
 
 // Close closes the device (ibv_close_device): no new objects can be created.
 func (d *Device) Close() { d.closed = true }

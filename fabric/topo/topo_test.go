@@ -1,6 +1,7 @@
 package topo
 
 import (
+	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
@@ -241,6 +242,30 @@ func FuzzParse(f *testing.F) {
 		clearLines(again)
 		if !reflect.DeepEqual(tp, again) {
 			t.Fatalf("round trip changed the topology")
+		}
+	})
+}
+
+func FuzzParseNS3(f *testing.F) {
+	f.Add([]byte("4 1 3\n3\n0 3 100Gbps 1000ns 0\n1 3 100Gbps 1000ns 0\n2 3 25Gbps 2000ns 0.001\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tp, err := ParseNS3(bytes.NewReader(data), Params{})
+		if err != nil {
+			return
+		}
+		var out bytes.Buffer
+		if err := tp.WriteNS3(&out); err != nil {
+			t.Fatal(err)
+		}
+		again, err := ParseNS3(bytes.NewReader(out.Bytes()), Params{})
+		if err != nil || len(again.Links) != len(tp.Links) || len(again.Hosts) != len(tp.Hosts) {
+			t.Fatalf("written topology %q does not read back (%v)", out.String(), err)
+		}
+		for i, l := range again.Links {
+			o := tp.Links[i]
+			if l.Rate != o.Rate || l.Delay != o.Delay || l.Faults.Loss != o.Faults.Loss {
+				t.Fatalf("link %d read back as %+v, want %+v", i, l, o)
+			}
 		}
 	})
 }
