@@ -14,7 +14,8 @@ BENCHTIME  ?= 1s
 PKGS       := ./...
 # the sample apps, built next to bin/rocelab (rocelab exec puts that directory on PATH)
 APPS       := ./cmd/rc_pingpong ./cmd/uc_pingpong ./cmd/ud_pingpong ./cmd/srq_pingpong \
-              ./cmd/write_bw ./cmd/read_bw ./cmd/send_bw ./cmd/atomic_bw ./cmd/send_lat ./cmd/write_lat ./cmd/read_lat
+              ./cmd/write_bw ./cmd/read_bw ./cmd/send_bw ./cmd/atomic_bw ./cmd/send_lat ./cmd/write_lat ./cmd/read_lat \
+              ./cmd/cmatose
 # the kernel rxe VM of the interop suite (tools/rxe-peer)
 RXE_CACHE  ?= /var/cache/rxe-peer
 # the real RDMA stack that rocelab's libibverbs.so.1 runs (docs/libibverbs.md)
@@ -79,7 +80,9 @@ tidy-check:
 ## allocates)
 unit:
 	$(GO) test -race -count=1 $(PKGS)
-	$(GO) test -count=1 -timeout 30m -run 'RealTime|TestInteropRXE' ./experiment/ ./conformance/interop/
+	$(GO) test -count=1 -run 'RealTime' ./experiment/ ./cmd/rocelab/
+	@# -v streams each interop case as it passes or fails (~7.5 min in all)
+	$(GO) test -count=1 -timeout 30m -v -run 'TestInteropRXE' ./conformance/interop/
 	$(GO) test -count=1 -run '^(TestDataPathAllocs|TestDataPathAllocatesNothing)$$' ./rnic/ ./rnic/verbs/
 	$(GO) test -count=1 -run 'All$$' ./apps/perftest/
 
@@ -116,8 +119,9 @@ clean:
 	rm -rf $(BIN) $(OUT)
 
 ## deps-system: what the independent checks use — tshark (decodes rocelab's output), the
-## real RDMA stack (rdma-core's libibverbs headers and tools, perftest) and, as root, the
-## kernel rxe VM of the interop suite (QEMU + Debian packages, ~30 s once)
+## real RDMA stack (rdma-core's libibverbs headers and tools, perftest), promtool (Debian's
+## prometheus package: checks the metrics exposition), headless chromium (loads the live web
+## view) and, as root, the kernel rxe VM of the interop suite (QEMU + Debian packages, ~30 s once)
 .PHONY: deps-system wireshark
 deps-system:
 	@if [ -f /usr/include/infiniband/verbs.h ] && command -v ib_write_bw >/dev/null && command -v ibv_devinfo >/dev/null && command -v rping >/dev/null; then :; \
@@ -126,6 +130,12 @@ deps-system:
 	@if command -v tshark >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y tshark; \
 	else echo "deps-system: tshark is missing and installing it needs root; the tshark checks will skip"; fi
+	@if command -v promtool >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; \
+	else echo "deps-system: promtool is missing and installing it needs root; the metrics test skips its promtool check"; fi
+	@if command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
+	else echo "deps-system: chromium is missing and installing it needs root; the web view test will skip"; fi
 	@if [ "$$(id -u)" = 0 ]; then RXE_CACHE=$(RXE_CACHE) ./tools/rxe-peer/build.sh; \
 	else echo "deps-system: the rxe interop VM needs root to build and run; the interop suite will skip"; fi
 

@@ -23,6 +23,8 @@ type Options struct {
 	CC rnic.CC
 	// TxLookahead is every device's rnic.Config.TxLookahead (real-time labs batch).
 	TxLookahead time.Duration
+	// MaxUnackedPSNs is every device's rnic.Config.MaxUnackedPSNs.
+	MaxUnackedPSNs int
 	// HostRelay, if set, gives each host's device the receiver of the frames it does
 	// not terminate: the lab's writer into the host's TAP. Without one the devices
 	// answer ARP and NDP themselves.
@@ -185,7 +187,7 @@ func newBuilder(t *topo.Topology, clk clock.Clock, opts Options) (*builder, erro
 		maxMTU = max(maxMTU, l.MTU)
 	}
 	b := &builder{t: t, clk: clk, opts: opts, switches: map[string]*Switch{}, hostLinks: map[string]*link.End{},
-		n: &Network{Topology: t, Pool: link.NewPool(maxMTU + 18), BaseRTT: baseRTT(t)}}
+		n: &Network{Topology: t, Pool: link.NewPool(maxMTU + 18), BaseRTT: BaseRTT(t)}}
 	var err error
 	if b.format, err = telemetryFormat(t.Telemetry); err != nil {
 		return nil, err
@@ -194,6 +196,13 @@ func newBuilder(t *topo.Topology, clk clock.Clock, opts Options) (*builder, erro
 	if b.cc.Mode == "" {
 		if b.cc, err = topologyCC(t, b.format); err != nil {
 			return nil, err
+		}
+	}
+	if b.cc.Mode != rnic.ModeNone && b.cc.Mode != rnic.ModeDCQCN {
+		for _, l := range t.Links {
+			if err := rnic.CheckLineRate(b.format, l.Rate); err != nil {
+				return nil, fmt.Errorf("lab: link %s–%s: %w", l.Endpoints[0], l.Endpoints[1], err)
+			}
 		}
 	}
 	return b, nil
@@ -324,7 +333,8 @@ func (b *builder) addHosts() error {
 			continue
 		}
 		cfg := rnic.Config{Name: th.Name, MAC: th.MAC6(), GIDs: gidTable(th), Loop: b.newLoop(th.Name), Link: ep,
-			Pool: b.n.Pool, CC: b.cc, TxLookahead: b.opts.TxLookahead, OnPanic: b.opts.onPanic(th.Name)}
+			Pool: b.n.Pool, CC: b.cc, TxLookahead: b.opts.TxLookahead, OnPanic: b.opts.onPanic(th.Name),
+			MaxUnackedPSNs: b.opts.MaxUnackedPSNs, RXERetryCnt: b.t.Retry == "rxe"}
 		if b.opts.HostRelay != nil {
 			cfg.Host = b.opts.HostRelay(th.Name)
 		}
@@ -414,7 +424,7 @@ func topologyCC(t *topo.Topology, format telemetry.Format) (rnic.CC, error) {
 				rate = l.Rate
 			}
 		}
-		p := hpcc.DraftParams(float64(rate), baseRTT(t), max(1, len(t.Hosts)-1))
+		p := hpcc.DraftParams(float64(rate), BaseRTT(t), max(1, len(t.Hosts)-1))
 		if format == telemetry.FormatHPCC {
 			p.Wrap = hpcc.CompactWrap(1)
 		}
@@ -423,10 +433,10 @@ func topologyCC(t *topo.Topology, format telemetry.Format) (rnic.CC, error) {
 	return rnic.CC{}, fmt.Errorf("lab: unknown congestion control %q", t.CongestionControl)
 }
 
-// baseRTT is the round trip of an MTU-sized packet and a 100-byte ACK over d links,
+// BaseRTT is the round trip of an MTU-sized packet and a 100-byte ACK over d links,
 // d the longest shortest path between two hosts: propagation both ways, and each
 // packet serialized once per link.
-func baseRTT(t *topo.Topology) time.Duration {
+func BaseRTT(t *topo.Topology) time.Duration {
 	var delay time.Duration
 	rate, mtu := uint64(0), 0
 	for _, l := range t.Links {

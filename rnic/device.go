@@ -1,8 +1,10 @@
 package rnic
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric/link"
@@ -43,6 +45,13 @@ type Config struct {
 	// serialization starts, so that a real-time run wakes once per batch instead of
 	// once per frame. 0 (the virtual-time default) decides every frame at its time.
 	TxLookahead time.Duration
+	// MaxUnackedPSNs is every RC QP's qp.Config.MaxUnackedPSNs: 0 for no bound
+	// beyond congestion control's window; qp.RXEMaxUnackedPSNs on paths that drop
+	// bursts (the real-time lab's, through kernels and VMs).
+	MaxUnackedPSNs int
+	// RXERetryCnt is every QP's qp.Config.RXERetryCnt: retry_cnt 7 retries forever,
+	// as in rxe, instead of IBTA's 7 retries.
+	RXERetryCnt bool
 	// Arbitration is how the scheduler shares the port among QPs with data: packet
 	// round robin (the zero value) or deficit weighted round robin by QP weight.
 	Arbitration Arbitration
@@ -86,9 +95,12 @@ type Device struct {
 	body      [probe.ResponseSize + probe.MaxRecords*probe.RecordSize]byte
 	hostBatch [1]*link.Frame
 	host      hostRelay
+	gsi       gsi
+	cm        cmAgent
 	// CQs whose armed event is due; announced when the current event is done.
 	pendingCQs []*CQ
 	notifying  bool
+	refilling  bool // a QP's RecvRefill runs: PostRecv leaves settling to the packet
 
 	// Do's hand-over from other goroutines.
 	calls *clock.Inbox
@@ -113,9 +125,15 @@ type Stats struct {
 	ARPReqs           uint64 `json:"arp_reqs"`
 	AsyncEvents       uint64 `json:"async_events"`
 	AsyncEventsLost   uint64 `json:"async_events_lost"`
-	HostFrames        uint64 `json:"host_frames"`  // frames the host's kernel sent through the device (SendFromHost)
-	HostDropped       uint64 `json:"host_dropped"` // of those, dropped: backlog full or frame too long
-	Panics            uint64 `json:"panics"`       // received frames dropped because handling them panicked (a bug)
+	HostFrames        uint64 `json:"host_frames"`    // frames the host's kernel sent through the device (SendFromHost)
+	HostDropped       uint64 `json:"host_dropped"`   // of those, dropped: backlog full or frame too long
+	Panics            uint64 `json:"panics"`         // received frames dropped because handling them panicked (a bug)
+	CMSent            uint64 `json:"cm_sent"`        // CM MADs sent on the GSI QP (retries included)
+	CMRcvd            uint64 `json:"cm_rcvd"`        // CM MADs received
+	CMRetries         uint64 `json:"cm_retries"`     // REQ, REP and DREQ resent for want of an answer
+	CMMalformed       uint64 `json:"cm_malformed"`   // GSI packets that are not valid CM MADs
+	CMUnhandled       uint64 `json:"cm_unhandled"`   // CM MADs for no known connection, or of a kind the agent ignores
+	CMSendErrors      uint64 `json:"cm_send_errors"` // CM MADs that could not be built (no frame buffer)
 }
 
 // Open creates the device and attaches it to its link.
@@ -125,6 +143,9 @@ func Open(cfg Config) (*Device, error) {
 		return nil, errorf(ErrInvalidArgument, "device %q needs a loop, a link and a frame pool", cfg.Name)
 	case len(cfg.GIDs) == 0:
 		return nil, errorf(ErrInvalidArgument, "device %q has no GID (IP address)", cfg.Name)
+	}
+	if cfg.MaxUnackedPSNs < 0 {
+		return nil, errorf(ErrInvalidArgument, "device %q: MaxUnackedPSNs %d is negative", cfg.Name, cfg.MaxUnackedPSNs)
 	}
 	tel, err := newTelemetryCodecs(cfg.CC.Telemetry)
 	if err != nil {
@@ -140,6 +161,7 @@ func Open(cfg Config) (*Device, error) {
 	d.port.init(d)
 	d.sched.init(d)
 	d.host.init(d)
+	d.cm.init(d)
 	cfg.Link.Attach(cfg.Loop, &d.port)
 	return d, nil
 }
@@ -158,6 +180,16 @@ func (d *Device) Name() string { return d.cfg.Name }
 
 // Stats returns the device's counters.
 func (d *Device) Stats() Stats { return d.stats }
+
+// QPs returns the device's queue pairs in QPN order.
+func (d *Device) QPs() []*QP {
+	out := make([]*QP, 0, len(d.qps))
+	for _, x := range d.qps {
+		out = append(out, x)
+	}
+	slices.SortFunc(out, func(a, b *QP) int { return cmp.Compare(a.QPN(), b.QPN()) })
+	return out
+}
 
 // Close closes the device (ibv_close_device): no new objects can be created.
 func (d *Device) Close() { d.closed = true }

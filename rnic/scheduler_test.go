@@ -3,9 +3,12 @@ package rnic
 import (
 	"errors"
 	"math"
+	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/roce"
 )
 
@@ -102,6 +105,69 @@ func TestDWRRPacedQPDoesNotSteal(t *testing.T) {
 	checkShares(t, got[1:], []float64{1, 2})
 }
 
+// leadMeter measures how far ahead of its serialization a device hands each frame to
+// its link.
+type leadMeter struct {
+	link.Endpoint
+	now    func() clock.Time
+	frames int
+	lead   time.Duration
+}
+
+func (m *leadMeter) Send(frames []*link.Frame) {
+	for _, f := range frames {
+		m.frames++
+		m.lead += f.Time.Sub(m.now())
+	}
+	m.Endpoint.Send(frames)
+}
+
+// TestPacedFramesUseTheLookahead: a QP paced below the line rate hands its frames to
+// the link up to TxLookahead ahead of their pacing time, as a backlogged port does —
+// so a real-time loop that wakes late (by less than the lookahead) still sends at the
+// pacing rate, instead of restarting the pacer from its late wake-up and losing that
+// lateness on every frame (issue 21). In virtual time the rate is exact either way;
+// the frames' lead shows the pacer no longer waits for each frame's own time.
+func TestPacedFramesUseTheLookahead(t *testing.T) {
+	const paced, look = 1e9, 100 * time.Microsecond
+	v := clock.NewVirtual(1)
+	ea, eb, err := link.New(link.Config{Rate: 10e9, Delay: time.Microsecond, MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meter := &leadMeter{Endpoint: ea}
+	pool := link.NewPool(1518)
+	open := func(name string, ep link.Endpoint, i byte) *Device {
+		d, err := Open(Config{Name: name, MAC: [6]byte{2, 0, 0, 0, 0, i}, GIDs: []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 0, i})},
+			Loop: v.NewLoop(name), Link: ep, Pool: pool, TxLookahead: look})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	a, b := open("h1", meter, 1), open("h2", eb, 2)
+	meter.now = a.loop.Now
+	a.AddNeighbour(netip.AddrFrom4([4]byte{10, 0, 0, 2}), b.cfg.MAC)
+	b.AddNeighbour(netip.AddrFrom4([4]byte{10, 0, 0, 1}), a.cfg.MAC)
+	s := newStream(t, a, b, QPInitAttr{}, 64<<10, 4, roce.MTU1024)
+	s.sq.cc.rate = paced
+	v.RunFor(time.Millisecond)
+	before, frames, lead := s.sq.cc.sentBytes, meter.frames, meter.lead
+	const window = 10 * time.Millisecond
+	v.RunFor(window)
+	rate := float64(s.sq.cc.sentBytes-before) * 8 / window.Seconds()
+	mean := (meter.lead - lead) / time.Duration(meter.frames-frames)
+	t.Logf("paced QP: %.4g bit/s of payload; frames handed over %v ahead on average", rate, mean)
+	if rate > paced || rate < 0.9*paced {
+		t.Errorf("paced QP sent %.4g bit/s of payload, want at most (and near) %.4g", rate, paced)
+	}
+	// Handed over as they enter the lookahead, frames lead by about the lookahead;
+	// ACKs, sent at once, pull the mean down a little.
+	if mean < look/2 {
+		t.Errorf("frames handed over %v ahead on average, want most of the %v lookahead", mean, look)
+	}
+}
+
 func TestQPWeightChecked(t *testing.T) {
 	_, a, _ := linkedPair(t, 10e9, 1500, Config{Arbitration: ArbitrationDWRR})
 	pd, _ := a.AllocPD()
@@ -142,5 +208,42 @@ func TestPostFromHandlerOutsideEvents(t *testing.T) {
 	v.RunFor(100 * time.Microsecond)
 	if got := s.sq.Counters().TxRequests; got == before {
 		t.Error("the WR posted from the handler was never sent")
+	}
+}
+
+// TestPacerRetimedOnRateChange: a rate change between two packets moves the next
+// departure by the difference of the last frame's gaps at the new and the old rate,
+// never before now. By hand, for a 1000-byte frame sent at t = 1000 ns at 100 Gb/s
+// (gap 80 ns, next departure 1080 ns):
+//   - a cut to 50 Gb/s at 1040 ns (gap 160 ns) moves it to 1080 + 160 − 80 = 1160 ns,
+//     the departure the new rate would have given (1000 + 160);
+//   - a raise to 200 Gb/s at 1050 ns (gap 40 ns) would move it to 1160 + 40 − 160 =
+//     1040 ns, in the past: it moves to now, 1050 ns;
+//   - the same rate again moves nothing.
+func TestPacerRetimedOnRateChange(t *testing.T) {
+	f := link.NewPool(2048).Get()
+	if _, err := f.SetLen(1000); err != nil {
+		t.Fatal(err)
+	}
+	x := &QP{cc: &flowCC{mode: ModeHPCC, rate: 100e9, window: math.Inf(1)}}
+	paced(x, f, 1000)
+	if x.nextSend != 1080 {
+		t.Fatalf("after a 1000-byte frame at 100 Gb/s sent at 1000 ns: next departure %d ns, want 1080", x.nextSend)
+	}
+	x.cc.rate = 50e9
+	if earlier := x.retime(1040); earlier || x.nextSend != 1160 {
+		t.Errorf("cut to 50 Gb/s at 1040 ns: next departure %d ns (earlier %v), want 1160 (later)", x.nextSend, earlier)
+	}
+	x.cc.rate = 200e9
+	if earlier := x.retime(1050); !earlier || x.nextSend != 1050 {
+		t.Errorf("raise to 200 Gb/s at 1050 ns: next departure %d ns (earlier %v), want 1050 (now, earlier)", x.nextSend, earlier)
+	}
+	if earlier := x.retime(1060); earlier || x.nextSend != 1050 {
+		t.Errorf("no rate change: next departure %d ns (earlier %v), want 1050 unchanged", x.nextSend, earlier)
+	}
+	// The next frame is timed from its own departure at the current rate: 1050 + 40.
+	paced(x, f, 1050)
+	if x.nextSend != 1090 {
+		t.Errorf("next frame at 200 Gb/s sent at 1050 ns: next departure %d ns, want 1090", x.nextSend)
 	}
 }

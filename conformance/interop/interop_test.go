@@ -77,10 +77,34 @@ func apps(t *testing.T, names ...string) string {
 	return dir
 }
 
+// buildLibibverbs compiles rocelab's libibverbs.so.1 into bin/lib. It returns why the
+// real tools cannot run in h1 ("" when they can): libibverbs-dev or the tools missing.
+func buildLibibverbs(t *testing.T, bin string) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
+		return "libibverbs-dev is not installed (make deps-system): the real tools do not run in h1"
+	}
+	for _, tool := range []string{"stdbuf", "ibv_rc_pingpong", "ib_write_bw"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return tool + " is not installed (make deps-system): the real tools do not run in h1"
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(bin, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("../../libibverbs/build.sh", filepath.Join(bin, "lib", "libibverbs.so.1")).CombinedOutput(); err != nil {
+		t.Fatalf("build libibverbs.so.1: %v\n%s", err, out)
+	}
+	return ""
+}
+
 // side is one program of a case: where it runs and its command line.
 type side struct {
 	inVM bool
 	cmd  string // shell words; the VM runs it with sh -c
+	// real: cmd is the system's rdma-core or perftest tool, run in h1 on rocelab's
+	// libibverbs.so.1 (built into bin/lib) instead of a rocelab app from bin
+	real bool
 }
 
 type interopCase struct {
@@ -91,6 +115,11 @@ type interopCase struct {
 	expect, serverExpect *regexp.Regexp
 	// ready starts the line a rocelab server prints once it listens.
 	ready string
+	// vmListening is the VM's shell loop that echoes RXE-LISTENING once its server
+	// listens ("": waitListening).
+	vmListening string
+	// boundResends checks the data frames sent per frame needed (maxResendRatio).
+	boundResends bool
 }
 
 // runCase runs c once: the server first (in the VM or in h1), then the client. It
@@ -100,19 +129,46 @@ func runCase(t *testing.T, l *lab.Lab, store netns.Store, peer, bin string, c in
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if c.server.inVM {
-		vmOut, vmDone := startVM(ctx, t, l, peer, c.server.cmd+" & pid=$!; "+waitListening+"; wait $pid")
+		wait := c.vmListening
+		if wait == "" {
+			wait = waitListening
+		}
+		vmOut, vmDone := startVM(ctx, t, l, peer, c.server.cmd+" & pid=$!; "+wait+"; wait $pid")
 		waitFor(t, vmOut, "RXE-LISTENING")
-		client = runHost(ctx, t, store, l, bin, c.client.cmd)
+		client = runHost(ctx, t, store, l, bin, c.client)
 		server = <-vmDone
 		return server, client
 	}
-	h, out := startHost(ctx, t, store, l, bin, c.server.cmd)
+	h, out := startHost(ctx, t, store, l, bin, c.server)
 	waitFor(t, out, c.ready)
+	if c.server.real {
+		// rdma-core's pingpongs print their address before they listen
+		waitHostListening(ctx, t, store, l)
+	}
 	vmOut, vmDone := startVM(ctx, t, l, peer, c.client.cmd)
 	go io.Copy(io.Discard, vmOut)
 	client = <-vmDone
 	server = h()
 	return server, client
+}
+
+// waitHostListening polls h1's TCP tables until something listens on 18515.
+func waitHostListening(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab) {
+	t.Helper()
+	for ctx.Err() == nil {
+		var out bytes.Buffer
+		x := exec.CommandContext(ctx, "cat", "/proc/net/tcp", "/proc/net/tcp6")
+		x.Stdout = &out
+		if err := store.Exec(l.Name(), "h1", x); err != nil {
+			t.Fatal(err)
+		}
+		x.Wait()
+		if strings.Contains(out.String(), ":4853 00000000:0000 0A") ||
+			strings.Contains(out.String(), ":4853 00000000000000000000000000000000:0000 0A") {
+			return
+		}
+	}
+	t.Fatal("nothing listens on 18515 in h1")
 }
 
 // waitListening is the VM's shell loop that reports when a server listens on 18515.
@@ -194,16 +250,22 @@ func startVM(ctx context.Context, t *testing.T, l *lab.Lab, peer, cmd string) (*
 	return lr, done
 }
 
-func hostCmd(ctx context.Context, bin, cmd string) *exec.Cmd {
-	words := strings.Fields(cmd)
-	x := exec.CommandContext(ctx, filepath.Join(bin, words[0]), words[1:]...)
-	return x
+func hostCmd(ctx context.Context, bin string, s side) *exec.Cmd {
+	words := strings.Fields(s.cmd)
+	if s.real {
+		// line-buffered, so that the server's "ready" line shows before it blocks
+		x := exec.CommandContext(ctx, "stdbuf", append([]string{"-oL"}, words...)...)
+		x.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(bin, "lib"))
+		return x
+	}
+	return exec.CommandContext(ctx, filepath.Join(bin, words[0]), words[1:]...)
 }
 
 // runHost runs cmd in h1 and returns its output.
-func runHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, bin, cmd string) string {
+func runHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, bin string, s side) string {
 	t.Helper()
-	x := hostCmd(ctx, bin, cmd)
+	cmd := s.cmd
+	x := hostCmd(ctx, bin, s)
 	var out bytes.Buffer
 	x.Stdout, x.Stderr = &out, &out
 	if err := store.Exec(l.Name(), "h1", x); err != nil {
@@ -217,9 +279,10 @@ func runHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, b
 
 // startHost starts cmd in h1; the function it returns waits for it and returns its
 // output.
-func startHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, bin, cmd string) (func() string, *lineReader) {
+func startHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, bin string, s side) (func() string, *lineReader) {
 	t.Helper()
-	x := hostCmd(ctx, bin, cmd)
+	cmd := s.cmd
+	x := hostCmd(ctx, bin, s)
 	pr, pw := io.Pipe()
 	x.Stdout, x.Stderr = pw, pw
 	if err := store.Exec(l.Name(), "h1", x); err != nil {
@@ -238,9 +301,27 @@ func startHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab,
 	}, lr
 }
 
+// capture is what checkCapture found: RoCEv2 frames, and the frames carrying message
+// data (SEND, RDMA WRITE and READ response packets) against the distinct ones among
+// them, by source, destination QP and PSN: what go-back-N resent on top of what was
+// needed.
+type capture struct {
+	roce, data, needed int
+}
+
+// ratio is the data frames sent per data frame needed.
+func (c capture) ratio() float64 { return float64(c.data) / float64(max(c.needed, 1)) }
+
+// dataFrame reports whether a BTH opcode carries message data: SEND and RDMA WRITE
+// packets (RC, UC), READ responses, SEND with invalidate.
+func dataFrame(op uint8) bool {
+	rc := op &^ 0x20 // UC's opcodes are RC's + 0x20
+	return op>>5 <= 1 && rc <= 0x0B || op >= 0x0D && op <= 0x10 || op == 0x16 || op == 0x17
+}
+
 // checkCapture decodes every frame of the capture: RoCEv2 frames must verify their
 // ICRC; and tshark (when installed) must find no malformed packet.
-func checkCapture(t *testing.T, file string) int {
+func checkCapture(t *testing.T, file string) capture {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
@@ -249,17 +330,33 @@ func checkCapture(t *testing.T, file string) int {
 	defer f.Close()
 	var sum decode.Summary
 	var d decode.Decoder
+	type psnKey struct {
+		src string
+		qp  uint32
+		psn uint32
+	}
+	var c capture
+	seen := map[psnKey]bool{}
 	err = decode.ReadFrames(f, func(fr *decode.Frame) error {
 		r := d.DecodeFrame(fr)
 		sum.Add(&r)
+		if r.BTH != nil && r.IP != nil && dataFrame(r.BTH.Opcode) {
+			c.data++
+			k := psnKey{r.IP.Src, r.BTH.DestQP, r.BTH.PSN}
+			if !seen[k] {
+				seen[k] = true
+				c.needed++
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		t.Fatalf("capture %s: %v", file, err)
 	}
-	roce, bad := sum.RoCE, sum.ICRCFailed+sum.Errors
-	if roce == 0 || bad > 0 {
-		t.Errorf("capture %s: %d RoCEv2 frames, %d failing decode or ICRC: %v", file, roce, bad, sum.FirstErrors)
+	c.roce = sum.RoCE
+	bad := sum.ICRCFailed + sum.Errors
+	if c.roce == 0 || bad > 0 {
+		t.Errorf("capture %s: %d RoCEv2 frames, %d failing decode or ICRC: %v", file, c.roce, bad, sum.FirstErrors)
 	}
 	if _, err := exec.LookPath("tshark"); err == nil {
 		// The UDP checksum of RoCEv2 over IPv6 is 0, as rxe sends it (RoCEv2 Annex
@@ -270,17 +367,23 @@ func checkCapture(t *testing.T, file string) int {
 			t.Errorf("tshark finds malformed packets in %s: %v\n%s", file, err, out)
 		}
 		out, err = exec.Command("tshark", "-r", file, "-Y", "infiniband").Output()
-		if n := bytes.Count(out, []byte("\n")); err != nil || n != roce {
-			t.Errorf("tshark dissects %d RoCE frames in %s, rocelab %d (%v)", n, file, roce, err)
+		if n := bytes.Count(out, []byte("\n")); err != nil || n != c.roce {
+			t.Errorf("tshark dissects %d RoCE frames in %s, rocelab %d (%v)", n, file, c.roce, err)
 		}
 	}
-	return roce
+	return c
 }
+
+// maxResendRatio bounds the data frames sent per data frame needed of the bandwidth
+// cases with rocelab as client (its requester's go-back-N; READ responses are resent
+// as its retried READs ask).
+const maxResendRatio = 1.5
 
 // TestInteropRXE runs every case against the kernel's rxe.
 func TestInteropRXE(t *testing.T) {
 	peer := rxePeer(t)
 	bin := apps(t, appNames...)
+	realTools := buildLibibverbs(t, bin)
 	tp, err := topo.Load("../../topologies/rxe-peer.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -307,6 +410,9 @@ func TestInteropRXE(t *testing.T) {
 	}
 	for _, c := range cases() {
 		t.Run(c.name, func(t *testing.T) {
+			if (c.server.real || c.client.real) && realTools != "" {
+				t.Skip(realTools)
+			}
 			start := time.Now()
 			m := l.Network.External("rxe").Monitor
 			file := filepath.Join(out, c.name+".pcapng")
@@ -314,7 +420,7 @@ func TestInteropRXE(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := m.Start(f, time.Now())
+			s, err := m.Start(f, time.Now(), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -337,8 +443,14 @@ func TestInteropRXE(t *testing.T) {
 					t.Errorf("the VM's %s failed:\n%s", o.who, o.out)
 				}
 			}
-			n := checkCapture(t, file)
-			t.Logf("%s: %d RoCEv2 frames, %v", c.name, n, time.Since(start).Round(time.Millisecond))
+			cp := checkCapture(t, file)
+			// The capture leaves frames out when its writer falls behind (a loaded
+			// machine); the ratio is then over the frames it kept.
+			t.Logf("%s: %d RoCEv2 frames (%d left out of the capture), %d data frames sent for %d needed (%.2f per frame needed), %v",
+				c.name, cp.roce, s.Dropped(), cp.data, cp.needed, cp.ratio(), time.Since(start).Round(time.Millisecond))
+			if c.boundResends && cp.ratio() > maxResendRatio {
+				t.Errorf("%s: %.2f data frames sent per frame needed, want <= %.1f", c.name, cp.ratio(), maxResendRatio)
+			}
 			if t.Failed() {
 				t.Logf("server:\n%s\nclient:\n%s", server, client)
 			}
