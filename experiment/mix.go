@@ -37,13 +37,17 @@ import (
 // Mix holds the mix scenario's parameters.
 type Mix struct {
 	// Topology is "leaf-spine" (Leaves leaves × Spines spines, HostsPerLeaf hosts on
-	// each leaf) or "fat-tree" (k-ary, K³/4 hosts).
+	// each leaf), "fat-tree" (k-ary, K³/4 hosts) or "fat-tree-3tier" (ThreeTier, by
+	// default the HPCC paper's 320 hosts).
 	Topology                     string
 	Leaves, Spines, HostsPerLeaf int
 	K                            int
+	ThreeTier                    topo.ThreeTier
 	// FabricRate is the line rate of switch-to-switch links; 0 means LinkRate, the rate
-	// of host links.
-	FabricRate uint64
+	// of host links, except on fat-tree-3tier, where 0 means the rate that gives the
+	// ToRs Oversubscription (a ToR's host capacity over its uplink capacity).
+	FabricRate       uint64
+	Oversubscription float64
 	// CDF is the flow-size distribution: websearch, fbhadoop or a file in the
 	// simulator's format (see ParseCDF).
 	CDF string
@@ -62,8 +66,8 @@ type Mix struct {
 func MixDefaults() Config {
 	c := Defaults()
 	c.Scenario = "mix"
-	c.Mix = Mix{Topology: "leaf-spine", Leaves: 4, Spines: 2, HostsPerLeaf: 4, K: 4, CDF: "websearch", Load: 0.3,
-		Duration: 2 * time.Millisecond}
+	c.Mix = Mix{Topology: "leaf-spine", Leaves: 4, Spines: 2, HostsPerLeaf: 4, K: 4, ThreeTier: topo.PaperThreeTier,
+		Oversubscription: 1, CDF: "websearch", Load: 0.3, Duration: 2 * time.Millisecond}
 	c.Sample = time.Microsecond
 	c.Limit = time.Second
 	return c
@@ -133,8 +137,15 @@ func (c *Config) validateMix() error {
 		if c.K < 2 || c.K%2 != 0 {
 			return fmt.Errorf("experiment: fat-tree --k %d: want an even k of at least 2", c.K)
 		}
+	case "fat-tree-3tier":
+		if err := c.ThreeTier.Validate(); err != nil {
+			return fmt.Errorf("experiment: %w", err)
+		}
+		if c.FabricRate == 0 && !(c.Oversubscription > 0) {
+			return fmt.Errorf("experiment: --oversubscription %v: want a positive ratio of host to uplink capacity", c.Oversubscription)
+		}
 	default:
-		return fmt.Errorf("experiment: --topology %q: want leaf-spine or fat-tree", c.Topology)
+		return fmt.Errorf("experiment: --topology %q: want leaf-spine, fat-tree or fat-tree-3tier", c.Topology)
 	}
 	_, err := LoadCDF(c.CDF)
 	return err
@@ -177,10 +188,20 @@ func (c *Config) mixTopology() (*topo.Topology, string, error) {
 		err  error
 		desc string
 	)
-	if c.Topology == "fat-tree" {
+	switch c.Topology {
+	case "fat-tree":
 		t, err = topo.FatTree(c.K, p)
 		desc = fmt.Sprintf("fat-tree k=%d", c.K)
-	} else {
+	case "fat-tree-3tier":
+		tt := c.ThreeTier
+		if p.FabricRate == 0 {
+			p.FabricRate = c.threeTierFabricRate()
+		}
+		t, err = topo.FatTree3(tt, p)
+		desc = fmt.Sprintf("fat-tree-3tier %d pods, %d ToRs × %d hosts, %d aggregation, %d core, %s/%s links (oversubscription %.3g)",
+			tt.Pods, tt.ToRs, tt.HostsPerToR, tt.Aggs, tt.Cores, topo.FormatRate(c.LinkRate), topo.FormatRate(p.FabricRate),
+			tt.Oversubscription(c.LinkRate, p.FabricRate))
+	default:
 		t, err = topo.LeafSpine(c.Leaves, c.Spines, c.HostsPerLeaf, p)
 		desc = fmt.Sprintf("leaf-spine %d×%d×%d", c.Leaves, c.Spines, c.HostsPerLeaf)
 	}
@@ -193,6 +214,13 @@ func (c *Config) mixTopology() (*topo.Topology, string, error) {
 		}
 	}
 	return t, desc, nil
+}
+
+// threeTierFabricRate is the fabric links' rate that gives the three-tier fat tree's
+// ToRs the configured oversubscription.
+func (c *Config) threeTierFabricRate() uint64 {
+	tt := c.ThreeTier
+	return uint64(math.Round(float64(uint64(tt.HostsPerToR)*c.LinkRate) / (float64(tt.Aggs/tt.Pods) * c.Oversubscription)))
 }
 
 // Per-packet header bytes of a WRITE's packets (Ethernet, IP, UDP, BTH, ICRC), its

@@ -20,7 +20,8 @@ func init() { rootCmd.AddCommand(newExperimentCmd()) }
 // Flags that only some scenarios read; giving one to another scenario is an error.
 var (
 	starFlags = []string{"senders", "flow-size", "stagger"}
-	mixFlags  = []string{"topology", "leaves", "spines", "hosts-per-leaf", "k", "fabric-rate", "cdf", "load", "duration", "flows"}
+	mixFlags  = []string{"topology", "leaves", "spines", "hosts-per-leaf", "k", "pods", "tors", "aggs", "cores", "hosts-per-tor",
+		"oversubscription", "fabric-rate", "cdf", "load", "duration", "flows"}
 )
 
 // newExperimentCmd returns a fresh `experiment` command (tests run several).
@@ -48,8 +49,11 @@ Scenarios:
   incast    --senders hosts each WRITE --flow-size to one receiver through one switch.
   fairness  --senders long flows to one receiver through one switch, joining every
             --stagger and leaving in reverse order.
-  mix       the HPCC paper's workload: each host of a leaf-spine or fat-tree starts flows
-            as a Poisson process at --load of its link, sizes drawn from --cdf
+  mix       the HPCC paper's workload: each host of a leaf-spine, a k-ary fat-tree or the
+            paper's three-tier fat tree (fat-tree-3tier: 20 ToRs × 16 hosts, 20
+            aggregation and 16 core switches in 5 pods, fabric links at --link-rate ×
+            16 / 4 / --oversubscription, i.e. 400G) starts flows as a Poisson
+            process at --load of its link, sizes drawn from --cdf
             (websearch, fbhadoop or a file of "size_bytes cumulative_percent" lines),
             destinations uniformly among the other hosts, for --duration or --flows.
             Each flow is an RDMA WRITE on its own RC QP pair, checked at the receiver.
@@ -64,6 +68,7 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
   rocelab experiment fairness --senders 2 --flow-size 16MB --mtu 4096 --stagger 200us
   rocelab experiment mix --topology leaf-spine --load 0.5 --cdf websearch --cc hpcc --out out/mix
   rocelab experiment mix --topology fat-tree --k 4 --cdf fbhadoop --load 0.3 --cc dcqcn --json
+  rocelab experiment mix --topology fat-tree-3tier --link-rate 100G --load 0.3 --duration 5ms --out out/fat3
   rocelab experiment mix --cdf my_cdf.txt --flows 200 --duration 0 --link-rate 25G --fabric-rate 100G`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -89,6 +94,9 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 			}
 			if cfg.LinkRate, err = topo.ParseRate(linkRate); err != nil {
 				return fmt.Errorf("--link-rate: %w", err)
+			}
+			if fabricRate != "" && flags.Changed("oversubscription") {
+				return fmt.Errorf("experiment: give --fabric-rate or --oversubscription, not both")
 			}
 			if fabricRate != "" {
 				if cfg.FabricRate, err = topo.ParseRate(fabricRate); err != nil {
@@ -166,7 +174,7 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.IntVar(&cfg.Senders, "senders", def.Senders, "senders (flows) of incast and fairness")
 	f.StringVar(&flowSize, "flow-size", "500KB", "bytes per flow of incast and fairness (500KB, 1MiB)")
 	f.StringVar(&linkRate, "link-rate", "100G", "line rate of every link; of host links in mix (100G, 25Gbps)")
-	f.StringVar(&fabricRate, "fabric-rate", "", "mix: line rate of switch-to-switch links (default --link-rate)")
+	f.StringVar(&fabricRate, "fabric-rate", "", "mix: line rate of switch-to-switch links (default --link-rate; fat-tree-3tier: from --oversubscription)")
 	f.StringVar(&linkDelay, "link-delay", "1us", "one-way delay of every link")
 	f.IntVar(&mtu, "mtu", int(def.MTU), "path MTU: 256, 512, 1024, 2048 or 4096")
 	f.StringVar(&cc, "cc", "hpcc", "congestion control: hpcc, dcqcn or none")
@@ -180,11 +188,18 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.StringVar(&stagger, "stagger", "100us", "time between flow starts (fairness)")
 	f.StringVar(&sample, "sample", "", "time-series sampling interval (default 100ns; mix 1us)")
 	f.StringVar(&limit, "limit", "", "stop the run at this virtual time if flows are unfinished (default 100ms; mix 1s)")
-	f.StringVar(&cfg.Topology, "topology", mixDef.Topology, "mix: leaf-spine or fat-tree")
+	f.StringVar(&cfg.Topology, "topology", mixDef.Topology, "mix: leaf-spine, fat-tree or fat-tree-3tier (the HPCC paper's 320 hosts)")
 	f.IntVar(&cfg.Leaves, "leaves", mixDef.Leaves, "mix: leaf switches of the leaf-spine")
 	f.IntVar(&cfg.Spines, "spines", mixDef.Spines, "mix: spine switches of the leaf-spine")
 	f.IntVar(&cfg.HostsPerLeaf, "hosts-per-leaf", mixDef.HostsPerLeaf, "mix: hosts on each leaf")
 	f.IntVar(&cfg.K, "k", mixDef.K, "mix: k of the fat-tree (even; k³/4 hosts)")
+	f.IntVar(&cfg.ThreeTier.Pods, "pods", mixDef.ThreeTier.Pods, "mix fat-tree-3tier: pods (ToRs and aggregation switches divide among them)")
+	f.IntVar(&cfg.ThreeTier.ToRs, "tors", mixDef.ThreeTier.ToRs, "mix fat-tree-3tier: ToR switches")
+	f.IntVar(&cfg.ThreeTier.Aggs, "aggs", mixDef.ThreeTier.Aggs, "mix fat-tree-3tier: aggregation switches")
+	f.IntVar(&cfg.ThreeTier.Cores, "cores", mixDef.ThreeTier.Cores, "mix fat-tree-3tier: core switches")
+	f.IntVar(&cfg.ThreeTier.HostsPerToR, "hosts-per-tor", mixDef.ThreeTier.HostsPerToR, "mix fat-tree-3tier: hosts on each ToR")
+	f.Float64Var(&cfg.Oversubscription, "oversubscription", mixDef.Oversubscription,
+		"mix fat-tree-3tier: a ToR's host capacity over its uplink capacity; sets the fabric rate")
 	f.StringVar(&cfg.CDF, "cdf", mixDef.CDF, "mix: flow sizes: "+strings.Join(experiment.CDFNames, ", ")+" or a CDF file")
 	f.Float64Var(&cfg.Load, "load", mixDef.Load, "mix: offered load, a fraction of each host link's rate")
 	f.StringVar(&duration, "duration", mixDef.Duration.String(), "mix: arrival window (0: none, with --flows)")
