@@ -55,6 +55,11 @@ type Config struct {
 	Limit time.Duration
 	// TxLookahead is passed to every device (real-time runs).
 	TxLookahead time.Duration
+	// Verify moves real payload bytes and checks every byte of every flow at its
+	// receiver. Without it the devices are payload-free (rnic.Config.PayloadFree):
+	// frames carry headers, lengths and PSNs but no data, no ICRC is computed, and a
+	// flow's memory regions are lengths. Every other output is the same either way.
+	Verify bool
 
 	Mix // the mix scenario's parameters
 }

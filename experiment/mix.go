@@ -435,7 +435,8 @@ func runMix(cfg Config) (*Result, error) {
 			cfg.Duration, cfg.Load, cdf.Mean()*8/(cfg.Load*float64(cfg.LinkRate))*1e6)
 	}
 	v := clock.NewVirtual(cfg.Seed)
-	nw, err := lab.Build(t, v, lab.Options{CC: cfg.ccConfigFor(T, max(1, len(t.Hosts)-1)), StaticNeighbours: true})
+	nw, err := lab.Build(t, v, lab.Options{CC: cfg.ccConfigFor(T, max(1, len(t.Hosts)-1)), StaticNeighbours: true,
+		PayloadFree: !cfg.Verify})
 	if err != nil {
 		return nil, fmt.Errorf("experiment: %w", err)
 	}

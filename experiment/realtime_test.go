@@ -33,6 +33,7 @@ func incastRealTime(t *testing.T, rate uint64) {
 	cfg := Defaults()
 	cfg.Senders, cfg.FlowSize, cfg.LinkRate = 4, 200_000, rate
 	cfg.TxLookahead = 20 * time.Microsecond
+	cfg.Verify = true // the test checks every byte
 	r := clock.NewReal(clock.RealOptions{Seed: 1})
 	st, err := buildStar(r, cfg.Senders+1, &cfg)
 	if err != nil {

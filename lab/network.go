@@ -42,6 +42,9 @@ type Options struct {
 	// costs a wake-up of the receiving thread; fewer threads than nodes trades
 	// parallelism for those wake-ups (see Config.Threads).
 	Threads int
+	// PayloadFree builds every device as rnic.Config.PayloadFree: a virtual-time
+	// experiment that does not verify data moves none.
+	PayloadFree bool
 }
 
 // External is a host rocelab does not emulate (topo.Host.External): its link end, the
@@ -254,7 +257,7 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 		}
 		gids := gidTable(th)
 		cfg := rnic.Config{Name: th.Name, MAC: th.MAC6(), GIDs: gids, Loop: newLoop(th.Name), Link: ep,
-			Pool: n.Pool, CC: cc, TxLookahead: opts.TxLookahead}
+			Pool: n.Pool, CC: cc, TxLookahead: opts.TxLookahead, PayloadFree: opts.PayloadFree}
 		if opts.HostRelay != nil {
 			cfg.Host = opts.HostRelay(th.Name)
 		}

@@ -32,6 +32,10 @@ type Config struct {
 	// rxe's RXE_MAX_PKT_PER_ACK. The builder sets the bit before the ICRC is computed.
 	AckReqEvery int
 
+	// SkipICRC builds frames without computing their ICRC (roce.Builder.SkipICRC): for
+	// a payload-free simulation whose receivers do not verify it.
+	SkipICRC bool
+
 	// PortMTU bounds UD messages, which have no path MTU attribute (rxe uses the port's
 	// active MTU); 0 means roce.MTU1024, the value for a 1500-byte netdev.
 	PortMTU roce.MTU
@@ -142,5 +146,5 @@ func (q *QP) reset() {
 	q.comp = completer{rtoDeadline: Never}
 	q.req.rnrUntil = Never
 	q.resp.reset(0)
-	q.tx = roce.Builder{}
+	q.tx = roce.Builder{SkipICRC: q.cfg.SkipICRC}
 }

@@ -53,6 +53,14 @@ type Config struct {
 	// AsyncHandler, if set, receives asynchronous events on the loop instead of
 	// GetAsyncEvent.
 	AsyncHandler func(AsyncEvent)
+	// PayloadFree makes the device a simulation of one that moves no data: RegMR
+	// registers a length without memory (reads leave the frame's payload bytes as
+	// the pool left them, writes store nothing, atomics fail), frames are built
+	// without an ICRC and received without checking it. Every length, PSN, header
+	// and telemetry hop is as in a real run, so queues, rates and completions are
+	// identical; only the data is not there. For virtual-time experiments that do not
+	// verify data (experiment.Config.Verify).
+	PayloadFree bool
 }
 
 // Device is an open soft-RNIC (ibv_context): its verbs objects, its port and its

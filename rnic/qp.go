@@ -86,7 +86,8 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	qpn := d.allocQPN()
 	cfg := qp.Config{Type: attr.Type, QPN: qpn, Memory: pd, SendCQ: attr.SendCQ, RecvCQ: attr.RecvCQ,
 		MaxSendWR: attr.Cap.MaxSendWR, MaxRecvWR: attr.Cap.MaxRecvWR, MaxSGE: max(attr.Cap.MaxSendSGE, attr.Cap.MaxRecvSGE),
-		SigAll: attr.SigAll, PortMTU: roce.MTUForLinkMTU(d.cfg.Link.MTU()), AckReqEvery: ackReqEvery(&ccfg)}
+		SigAll: attr.SigAll, PortMTU: roce.MTUForLinkMTU(d.cfg.Link.MTU()), AckReqEvery: ackReqEvery(&ccfg),
+		SkipICRC: d.cfg.PayloadFree}
 	if attr.SRQ != nil {
 		cfg.SRQ = attr.SRQ
 	}
