@@ -368,13 +368,39 @@ func gidIndex(d *rnic.Device, addr netip.Addr) (int, error) {
 	}
 }
 
-// mixPort is one switch egress port the mix watches.
+// mixPort is one switch egress port the mix watches. It keeps its queue series as the
+// samples where the queue changed: samples fall every interval from the first, so the
+// series is those changes held until the last sample, in a fraction of the memory
+// (a 1,024-host fat tree has 5,120 ports).
 type mixPort struct {
 	name    string
 	rate    uint64
-	queue   []QueueSample
+	changes []QueueSample // the first sample and every one that differs from its previous
+	last    clock.Time    // the last sample's time
 	peak    int
 	txBytes uint64 // at the last sample while flows were unfinished
+}
+
+// record takes the sample of the queue at t.
+func (p *mixPort) record(t clock.Time, qlen int) {
+	if n := len(p.changes); n == 0 || p.changes[n-1].Bytes != qlen {
+		p.changes = append(p.changes, QueueSample{T: t, Bytes: qlen})
+	}
+	p.last = t
+	p.peak = max(p.peak, qlen)
+}
+
+// each calls fn with every sample, in time order, for samples every interval.
+func (p *mixPort) each(interval time.Duration, fn func(QueueSample)) {
+	for i, c := range p.changes {
+		until := p.last
+		if i+1 < len(p.changes) {
+			until = p.changes[i+1].T - 1
+		}
+		for t := c.T; t <= until; t = t.Add(interval) {
+			fn(QueueSample{T: t, Bytes: c.Bytes})
+		}
+	}
 }
 
 // mixPorts names every switch port as lab.Build numbers them: in link order,
@@ -518,8 +544,7 @@ func runMix(cfg Config) (*Result, error) {
 		}
 		stops = append(stops, s.Switch.Sample(cfg.Sample, func(smp fabric.Sample) {
 			p := ps[smp.Port]
-			p.queue = append(p.queue, QueueSample{T: smp.Time, Bytes: smp.QLen})
-			p.peak = max(p.peak, smp.QLen)
+			p.record(smp.Time, smp.QLen)
 			if left > 0 {
 				p.txBytes, tEnd = smp.TxBytes, smp.Time
 			}
@@ -566,19 +591,18 @@ func runMix(cfg Config) (*Result, error) {
 			if tEnd > first {
 				rec.Utilization = float64(p.txBytes) * 8e9 / float64(p.rate) / float64(tEnd-first)
 			}
-			prev, n, sum := -1, 0, 0.0
-			for _, q := range p.queue {
-				if q.Bytes != prev {
-					info.PortQueues = append(info.PortQueues, PortQueueSample{T: q.T, Port: info.Ports, Bytes: q.Bytes})
-					prev = q.Bytes
-				}
+			for _, q := range p.changes {
+				info.PortQueues = append(info.PortQueues, PortQueueSample{T: q.T, Port: info.Ports, Bytes: q.Bytes})
+			}
+			var n, sum int64
+			p.each(cfg.Sample, func(q QueueSample) {
 				if q.T <= tEnd {
-					sum += float64(q.Bytes)
+					sum += int64(q.Bytes)
 					n++
 				}
-			}
+			})
 			if n > 0 {
-				rec.MeanQueue = sum / float64(n)
+				rec.MeanQueue = float64(sum) / float64(n)
 			}
 			info.PortStats = append(info.PortStats, rec)
 			info.Ports++
@@ -586,7 +610,7 @@ func runMix(cfg Config) (*Result, error) {
 	}
 	sort.SliceStable(info.PortQueues, func(i, j int) bool { return info.PortQueues[i].T < info.PortQueues[j].T })
 	info.Bottleneck, info.BottleneckRate = b.name, b.rate
-	res.Queue = b.queue
+	b.each(cfg.Sample, func(q QueueSample) { res.Queue = append(res.Queue, q) })
 
 	for _, f := range flows {
 		rec := FlowRecord{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: f.Size, StartNs: int64(f.Start)}
