@@ -234,6 +234,16 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 		s.Switch.SetFloodPorts(tables.Flood)
 	}
 
+	// One static neighbour table for every device: each host's GIDs to its MAC.
+	var neighbours map[netip.Addr][6]byte
+	if opts.StaticNeighbours {
+		neighbours = make(map[netip.Addr][6]byte, 3*len(t.Hosts))
+		for _, o := range t.Hosts {
+			for _, a := range gidTable(o) {
+				neighbours[a.Unmap()] = o.MAC6()
+			}
+		}
+	}
 	for _, th := range t.Hosts {
 		ep, ok := hostLinks[th.Name]
 		if !ok {
@@ -257,7 +267,7 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 		}
 		gids := gidTable(th)
 		cfg := rnic.Config{Name: th.Name, MAC: th.MAC6(), GIDs: gids, Loop: newLoop(th.Name), Link: ep,
-			Pool: n.Pool, CC: cc, TxLookahead: opts.TxLookahead, PayloadFree: opts.PayloadFree}
+			Pool: n.Pool, CC: cc, TxLookahead: opts.TxLookahead, PayloadFree: opts.PayloadFree, Neighbours: neighbours}
 		if opts.HostRelay != nil {
 			cfg.Host = opts.HostRelay(th.Name)
 		}
@@ -266,18 +276,6 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 			return nil, fmt.Errorf("lab: host %s: %w", th.Name, err)
 		}
 		n.Hosts = append(n.Hosts, &Host{Name: th.Name, Config: th, Device: d, Loop: cfg.Loop, Monitor: mon})
-	}
-	if opts.StaticNeighbours {
-		for _, h := range n.Hosts {
-			for _, o := range t.Hosts {
-				if o.Name == h.Name {
-					continue
-				}
-				for _, a := range gidTable(o) {
-					h.Device.AddNeighbour(a, o.MAC6())
-				}
-			}
-		}
 	}
 	return n, nil
 }
