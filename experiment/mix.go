@@ -194,9 +194,6 @@ func (c *Config) mixTopology() (*topo.Topology, string, error) {
 		desc = fmt.Sprintf("fat-tree k=%d", c.K)
 	case "fat-tree-3tier":
 		tt := c.ThreeTier
-		if p.FabricRate == 0 {
-			p.FabricRate = c.threeTierFabricRate()
-		}
 		t, err = topo.FatTree3(tt, p)
 		desc = fmt.Sprintf("fat-tree-3tier %d pods, %d ToRs × %d hosts, %d aggregation, %d core, %s/%s links (oversubscription %.3g)",
 			tt.Pods, tt.ToRs, tt.HostsPerToR, tt.Aggs, tt.Cores, topo.FormatRate(c.LinkRate), topo.FormatRate(p.FabricRate),
@@ -427,6 +424,9 @@ func runMix(cfg Config) (*Result, error) {
 	cdf, err := LoadCDF(cfg.CDF)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Topology == "fat-tree-3tier" && cfg.FabricRate == 0 {
+		cfg.FabricRate = cfg.threeTierFabricRate()
 	}
 	t, desc, err := cfg.mixTopology()
 	if err != nil {
