@@ -80,7 +80,7 @@ func hosts(l *Lab) []labtest.Host {
 // towards h2 while h1 pings it.
 func TestLabTwoHosts(t *testing.T) {
 	needRoot(t)
-	tp, err := topo.Load("../../topologies/two-hosts.yaml")
+	tp, err := topo.Load("../topologies/two-hosts.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
