@@ -60,6 +60,9 @@ type Config struct {
 	// frames carry headers, lengths and PSNs but no data, no ICRC is computed, and a
 	// flow's memory regions are lengths. Every other output is the same either way.
 	Verify bool
+	// Progress, if set, is called every ProgressEvery simulated events while flows
+	// are unfinished: a terminal's progress line (the caller owns the wall clock).
+	Progress func(Progress)
 
 	Mix // the mix scenario's parameters
 }
@@ -129,6 +132,27 @@ func (c *Config) validate() error {
 		return fmt.Errorf("experiment: unknown scenario %q: want incast, fairness or mix", c.Scenario)
 	}
 	return nil
+}
+
+// Progress is how far a run has got.
+type Progress struct {
+	Now         clock.Time // simulated time
+	Done, Flows int        // flows finished, of all
+	Events      uint64     // simulated events so far
+}
+
+// ProgressEvery is how many events pass between Config.Progress calls.
+const ProgressEvery = 1 << 20
+
+// simulate steps v until no flow is left (left counts them down) or the time limit,
+// reporting progress on the way.
+func (c *Config) simulate(v *clock.Virtual, left *int, flows int) {
+	limit := clock.Time(c.Limit)
+	for n := 0; *left > 0 && v.Now() < limit && v.Step(); n++ {
+		if c.Progress != nil && n%ProgressEvery == ProgressEvery-1 {
+			c.Progress(Progress{Now: v.Now(), Done: flows - *left, Flows: flows, Events: v.Events()})
+		}
+	}
 }
 
 // FlowRecord is one flow's outcome.
@@ -256,9 +280,7 @@ func Run(cfg Config) (*Result, error) {
 		rt.Reset(mon.Now().Add(rateEvery))
 	})
 	rt.Reset(0)
-	limit := clock.Time(cfg.Limit)
-	for left > 0 && v.Now() < limit && v.Step() {
-	}
+	cfg.simulate(v, &left, len(flows))
 	stopQ()
 	rt.Stop()
 

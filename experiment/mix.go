@@ -569,9 +569,7 @@ func runMix(cfg Config) (*Result, error) {
 	})
 	rt.Reset(flows[0].Start)
 
-	limit := clock.Time(cfg.Limit)
-	for left > 0 && v.Now() < limit && v.Step() {
-	}
+	cfg.simulate(v, &left, len(flows))
 	for _, stop := range stops {
 		stop()
 	}

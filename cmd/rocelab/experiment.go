@@ -150,7 +150,14 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 				return fmt.Errorf("--telemetry %q: want int, ioam, ifa or hpcc", format)
 			}
 			start := time.Now()
+			pr := newProgress(cmd.ErrOrStderr())
+			if pr != nil {
+				cfg.Progress = pr.update
+			}
 			res, err := experiment.Run(cfg)
+			if pr != nil {
+				pr.clear()
+			}
 			if err != nil {
 				return err
 			}
