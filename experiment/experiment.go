@@ -191,6 +191,8 @@ type Result struct {
 	// Errors lists data verification failures and unfinished flows; empty on success.
 	Errors []string
 	Events uint64
+	// Packets is the frames the hosts sent: data, ACKs, and any probes or CNPs.
+	Packets uint64
 	// MixInfo describes the mix scenario's network and arrivals; nil for the others.
 	MixInfo *MixInfo
 }
@@ -285,6 +287,9 @@ func Run(cfg Config) (*Result, error) {
 	rt.Stop()
 
 	res.Events = v.Events()
+	for _, h := range st.hosts {
+		res.Packets += h.Stats().TxFrames
+	}
 	for _, f := range flows {
 		switch {
 		case f.Failed != "":

@@ -576,6 +576,9 @@ func runMix(cfg Config) (*Result, error) {
 	rt.Stop()
 	at.Stop()
 	res.Events = v.Events()
+	for _, h := range nw.Hosts {
+		res.Packets += h.Device.Stats().TxFrames
+	}
 
 	// The bottleneck: the largest peak queue; among equals, the busiest port.
 	var b *mixPort
