@@ -251,9 +251,6 @@ func Run(cfg Config) (*Result, error) {
 	var txStart, txEnd uint64
 	var first clock.Time = -1
 	stopQ := st.sw.Sample(cfg.Sample, func(s fabric.Sample) {
-		if s.Port != bottleneck.Index() {
-			return
-		}
 		res.Queue = append(res.Queue, QueueSample{T: s.Time, Bytes: s.QLen})
 		if first < 0 && s.TxBytes > 0 {
 			first, txStart = s.Time, s.TxBytes
@@ -261,7 +258,7 @@ func Run(cfg Config) (*Result, error) {
 		if left > 0 {
 			txEnd = s.TxBytes
 		}
-	})
+	}, bottleneck.Index())
 	mon := v.NewLoop("monitor")
 	rateEvery := max(cfg.Sample, res.BaseRTT/4)
 	var rt *clock.Timer

@@ -28,11 +28,23 @@ func (r *Series) Record(s Sample) { r.Samples = append(r.Samples, s) }
 // Sample calls record with every port's queue and bytes sent now and every interval after, on the
 // switch's loop, until stop is called. Under the Virtual clock a running sampler always
 // has an event pending: run the clock with RunUntil or RunFor, or stop the sampler.
-func (s *Switch) Sample(interval time.Duration, record func(Sample)) (stop func()) {
+//
+// With ports given, only those are sampled (an index beyond the switch's ports is
+// ignored).
+func (s *Switch) Sample(interval time.Duration, record func(Sample), ports ...uint16) (stop func()) {
+	watched := s.ports
+	if len(ports) > 0 {
+		watched = nil
+		for _, i := range ports {
+			if int(i) < len(s.ports) {
+				watched = append(watched, s.ports[i])
+			}
+		}
+	}
 	var t *clock.Timer
 	t = s.loop.NewTimer(func() {
 		now := s.loop.Now()
-		for _, p := range s.ports {
+		for _, p := range watched {
 			p.advance(now) // the model's state at now, not at the port's last event
 			p.arm()
 			record(Sample{Time: now, Switch: s.cfg.ID, Port: p.index, QLen: p.bytes, TxBytes: p.stats.TxBytes})
