@@ -56,10 +56,9 @@ type QP struct {
 	comp completer
 	resp responder
 
-	tx      roce.Builder // the connected path; UD sets the address per work request
-	rx      roce.Packet  // ReceiveFrame's decode state
-	payload []byte       // one MTU of gathered payload for the frame being built
-	ctr     Counters
+	tx  roce.Builder // the connected path; UD sets the address per work request
+	rx  roce.Packet  // ReceiveFrame's decode state
+	ctr Counters
 }
 
 // New creates a QP in the RESET state.
@@ -93,7 +92,7 @@ func New(cfg Config) (*QP, error) {
 	if !cfg.PortMTU.Valid() {
 		return nil, fmt.Errorf("qp: port MTU %d is not an IBTA MTU", cfg.PortMTU)
 	}
-	q := &QP{cfg: cfg, payload: make([]byte, roce.MTU4096)}
+	q := &QP{cfg: cfg}
 	q.sq.init(cfg.MaxSendWR)
 	if cfg.SRQ != nil {
 		q.recv = cfg.SRQ

@@ -164,7 +164,10 @@ func (d *Device) receiverCC(x *QP, p *roce.Packet, kind telemetryKind, st *telem
 	cc := x.cc
 	switch {
 	case kind == requestTelemetry && (cc.mode == ModeHPCC || cc.mode == ModeHPCCEveryN):
-		copyStack(&cc.echo, st)
+		if cc.echo == nil {
+			cc.echo = new(telemetry.Stack)
+		}
+		copyStack(cc.echo, st)
 		cc.hasEcho = true
 	case kind == requestTelemetry && cc.rxHPCC != nil:
 		cc.hops = hopsOf(st, cc.hops)
@@ -194,11 +197,13 @@ func (d *Device) answerProbe(x *QP, body []byte, st *telemetry.Stack) {
 	cc := x.cc
 	var prev *telemetry.Stack
 	if cc.hasPrev {
-		prev = &cc.prevReq
+		prev = cc.prevReq
+	} else {
+		cc.prevReq = new(telemetry.Stack)
 	}
 	r := &d.probeResp
 	r.Answer(req, st, prev, uint64(cc.baseRTT))
-	copyStack(&cc.prevReq, st)
+	copyStack(cc.prevReq, st)
 	cc.hasPrev = true
 	n := r.Put(d.body[:])
 	d.sendControl(x, roce.OpTelemetryResponse, d.body[:n])
