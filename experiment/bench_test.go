@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce"
@@ -330,3 +332,50 @@ func BenchmarkIncast16Scenario(b *testing.B) { benchScenarioInProcess(b, "incast
 
 // BenchmarkFatTree1024 is a 1,024-host k=16 fat tree, WebSearch at 50% load for 10 ms.
 func BenchmarkFatTree1024(b *testing.B) { benchScenario(b, "fat1024") }
+
+// heapInUse is the live heap after two collections.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkState measures the memory a simulation holds: per flow (two RC QPs with
+// their CQs, PDs and payload-free MRs, HPCC per-ACK, connected but idle), and per link
+// of the 320-host three-tier fat tree as lab.Build makes it (two link ends, the switch
+// port or device at each end, forwarding tables, the shared neighbour table).
+func BenchmarkState(b *testing.B) {
+	cfg := Defaults()
+	cfg.Senders = 1
+	st, err := buildStar(clock.NewVirtual(1), 2, &cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	flows := make([]*flow, 1000*b.N)
+	before := heapInUse()
+	for i := range flows {
+		flows[i] = &flow{ID: i, Src: 0, Dst: 1, Size: 1 << 20}
+		if err := flows[i].connect(st.hosts[0], st.hosts[1], cfg.MTU, func(*flow) {}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(heapInUse()-before)/float64(len(flows)), "B/flow")
+	runtime.KeepAlive(flows)
+
+	mix := benchScenarios()["fat3-hpcc"]
+	mix.FabricRate = mix.threeTierFabricRate()
+	t, _, err := mix.mixTopology()
+	if err != nil {
+		b.Fatal(err)
+	}
+	before = heapInUse()
+	nw, err := lab.Build(t, clock.NewVirtual(1), lab.Options{CC: mix.ccConfigFor(10*time.Microsecond, len(t.Hosts)-1),
+		StaticNeighbours: true, PayloadFree: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(heapInUse()-before)/float64(len(t.Links)), "B/link")
+	runtime.KeepAlive(nw)
+}
