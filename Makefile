@@ -7,6 +7,9 @@ GOBIN      := $(CURDIR)/$(BIN)/tools
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(GOBIN)/staticcheck
 FUZZTIME   ?= 30s
+# how long the fuzzer may minimize each new input it finds; go test's default (60 s)
+# froze the exec count for a minute per find, which looked like a stalled target
+FUZZMINIMIZE ?= 5s
 BENCHTIME  ?= 1s
 PKGS       := ./...
 # the sample apps, built next to bin/rocelab (rocelab exec puts that directory on PATH)
@@ -14,21 +17,34 @@ APPS       := ./cmd/rc_pingpong ./cmd/uc_pingpong ./cmd/ud_pingpong ./cmd/srq_pi
               ./cmd/write_bw ./cmd/read_bw ./cmd/send_bw ./cmd/atomic_bw ./cmd/send_lat ./cmd/write_lat ./cmd/read_lat
 # the kernel rxe VM of the interop suite (tools/rxe-peer)
 RXE_CACHE  ?= /var/cache/rxe-peer
+# the real RDMA stack that rocelab's libibverbs.so.1 runs (docs/libibverbs.md)
+RDMA_PACKAGES := libibverbs-dev librdmacm-dev ibverbs-utils perftest rdmacm-utils
 # the lab `make lab` starts
 LAB_TOPO   ?= topologies/two-hosts.yaml
 LAB        ?= $(basename $(notdir $(LAB_TOPO)))
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build test lint vet fmt-check staticcheck unit bench fuzz demo deps clean lab down interop
+.PHONY: all build test lint vet fmt-check staticcheck importcheck tidy-check unit bench fuzz demo deps clean lab down interop
 
 all: build
 
-## build: compile every package and the rocelab binary into bin/
-build:
+## build: compile every package and the rocelab binary into bin/, and rocelab's
+## libibverbs.so.1 into bin/lib (rocelab exec puts that directory on LD_LIBRARY_PATH)
+build: libibverbs
 	$(GO) build $(PKGS)
 	$(GO) build -o $(BIN)/rocelab ./cmd/rocelab
 	$(GO) build -o $(BIN)/ $(APPS)
+
+## libibverbs: the drop-in libibverbs.so.1 (C, docs/libibverbs.md); needs libibverbs-dev's
+## headers, which deps-system installs as root
+LIBIBVERBS_SRC := $(wildcard libibverbs/*.c libibverbs/*.h) libibverbs/libibverbs.map
+.PHONY: libibverbs
+libibverbs: $(BIN)/lib/libibverbs.so.1
+$(BIN)/lib/libibverbs.so.1: $(LIBIBVERBS_SRC)
+	@if [ -f /usr/include/infiniband/verbs.h ]; then \
+	  mkdir -p $(BIN)/lib && ./libibverbs/build.sh $@; \
+	else echo "libibverbs: /usr/include/infiniband/verbs.h is missing (libibverbs-dev; make deps-system as root installs it): not built"; fi
 
 ## deps: Go modules and the tools the suite needs (installed, never assumed)
 deps: $(STATICCHECK)
@@ -37,8 +53,8 @@ deps: $(STATICCHECK)
 $(STATICCHECK):
 	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## lint: gofmt, go vet, staticcheck
-lint: fmt-check vet staticcheck
+## lint: gofmt, go vet, staticcheck, the import directions of docs/architecture.md, a tidy go.mod
+lint: fmt-check vet staticcheck importcheck tidy-check
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -50,12 +66,21 @@ vet:
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) $(PKGS)
 
-## unit: the Go test suite with the race detector (fuzz seed corpora included), then the
-## real-time tests and the rxe interop suite, which skip under -race (it slows their loops
-## below real time), without it
+importcheck:
+	$(GO) run ./tools/importcheck
+
+# go mod tidy -diff prints what tidying would change and fails if anything would
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+
+## unit: the Go test suite with the race detector (fuzz seed corpora included), then
+## without it what skips under -race: the real-time tests and the rxe interop suite (the
+## detector slows their loops below real time) and the data path's allocation tests (it
+## allocates)
 unit:
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -count=1 -timeout 30m -run 'RealTime|TestInteropRXE' ./experiment/ ./conformance/interop/
+	$(GO) test -count=1 -run '^(TestDataPathAllocs|TestDataPathAllocatesNothing)$$' ./rnic/ ./rnic/verbs/
 	$(GO) test -count=1 -run 'All$$' ./apps/perftest/
 
 ## test: everything CI checks
@@ -72,7 +97,7 @@ fuzz:
 	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "== $$pkg $$t ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	    $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg; \
 	  done; \
 	done
 
@@ -90,10 +115,14 @@ down:
 clean:
 	rm -rf $(BIN) $(OUT)
 
-## deps-system: what the independent checks use — tshark (decodes rocelab's output) and,
-## as root, the kernel rxe VM of the interop suite (QEMU + Debian packages, ~30 s once)
+## deps-system: what the independent checks use — tshark (decodes rocelab's output), the
+## real RDMA stack (rdma-core's libibverbs headers and tools, perftest) and, as root, the
+## kernel rxe VM of the interop suite (QEMU + Debian packages, ~30 s once)
 .PHONY: deps-system wireshark
 deps-system:
+	@if [ -f /usr/include/infiniband/verbs.h ] && command -v ib_write_bw >/dev/null && command -v ibv_devinfo >/dev/null && command -v rping >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(RDMA_PACKAGES); \
+	else echo "deps-system: $(RDMA_PACKAGES) are missing and installing them needs root; the libibverbs tests will skip"; fi
 	@if command -v tshark >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y tshark; \
 	else echo "deps-system: tshark is missing and installing it needs root; the tshark checks will skip"; fi

@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gopacket/gopacket"
-
 	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/decode"
@@ -21,6 +19,15 @@ import (
 	"github.com/rocelab/rocelab/roce/telemetry/probe"
 	"github.com/rocelab/rocelab/roce/telemetry/telemetrytest"
 )
+
+// Signals are the telemetry signalling values the suites' codecs use: set them before
+// calling Suites (rocelab conformance --int-dscp, --hpcc-dscp, --ifa-protocol).
+var Signals = decode.DefaultSignals()
+
+// newINT, newHPCC and newIFA return the codecs' default profiles under Signals.
+func newINT() *intmd.Codec    { c := intmd.New(); c.DSCP = Signals.INTDSCP; return c }
+func newHPCC() *hpcchop.Codec { c := hpcchop.New(); c.DSCP = Signals.HPCCDSCP; return c }
+func newIFA() *ifa.Codec      { c := ifa.New(); c.Protocol = Signals.IFAProtocol; return c }
 
 // rxeCaptures are the kernel rxe captures the roce suite replays.
 var rxeCaptures = []string{"rc_pingpong", "rc_pingpong_ipv6", "ud_pingpong", "write_bw", "read_bw",
@@ -51,7 +58,8 @@ func checkCapture(name string) error {
 	var b roce.Builder
 	buf := make([]byte, 9000)
 	n := 0
-	err = decode.ReadFrames(f, func(i int, frame []byte, _ gopacket.CaptureInfo) error {
+	err = decode.ReadFrames(f, func(fr *decode.Frame) error {
+		i, frame := fr.Index, fr.Data
 		if err := p.Decode(frame); errors.Is(err, roce.ErrNotRoCE) {
 			return nil
 		} else if err != nil {
@@ -66,7 +74,7 @@ func checkCapture(name string) error {
 			return fmt.Errorf("frame %d: rebuild: %w", i, err)
 		}
 		end := len(frame) // the IP packet's end: Builder writes no Ethernet padding
-		if l, err := telemetry.Locate(frame); err == nil {
+		if l, err := roce.Locate(frame); err == nil && l.IPVersion != 0 {
 			end = l.End
 		}
 		if !bytes.Equal(buf[:m], frame[:end]) {
@@ -163,17 +171,17 @@ func overflow(c telemetry.Codec, ipv6 bool, at int, want telemetry.Status) ([]by
 var both = []bool{false, true}
 
 func intSuite() Suite {
-	md := func(f []byte, st *telemetry.Stack) error { _, err := intmd.New().Decode(f, st); return err }
+	md := func(f []byte, st *telemetry.Stack) error { _, err := newINT().Decode(f, st); return err }
 	return Suite{Name: "int", Doc: "P4.org INT v2.1 INT-MD and INT-MX over UDP", Cases: []Case{
-		{"md/golden-hop", func() error { return golden(intmd.New(), false, "int-md-hop1.hex", 42, true) }},
-		{"mx/golden-header", func() error { c := intmd.New(); c.MX = true; return golden(c, false, "int-mx.hex", 42, false) }},
-		{"md/round-trip-8-hops", func() error { return roundTrip(intmd.New(), md, both, 8) }},
+		{"md/golden-hop", func() error { return golden(newINT(), false, "int-md-hop1.hex", 42, true) }},
+		{"mx/golden-header", func() error { c := newINT(); c.MX = true; return golden(c, false, "int-mx.hex", 42, false) }},
+		{"md/round-trip-8-hops", func() error { return roundTrip(newINT(), md, both, 8) }},
 		{"md/every-instruction-bit", func() error {
-			c := &intmd.Codec{DSCP: intmd.DefaultDSCP, Instructions: 0xFFFF, MaxHops: 4}
+			c := &intmd.Codec{DSCP: Signals.INTDSCP, Instructions: 0xFFFF, MaxHops: 4}
 			return roundTrip(c, func(f []byte, st *telemetry.Stack) error { _, err := c.Decode(f, st); return err }, both, 4)
 		}},
 		{"md/remaining-hop-count-0-sets-E", func() error {
-			c := intmd.New()
+			c := newINT()
 			c.MaxHops = 3
 			f, err := overflow(c, false, 4, telemetry.HopCountExceeded)
 			if err != nil {
@@ -187,7 +195,7 @@ func intSuite() Suite {
 			return nil
 		}},
 		{"md/mtu-sets-M", func() error {
-			c := intmd.New()
+			c := newINT()
 			base, _ := c.Request(telemetrytest.RoCEFrame(false))
 			c.MTU = len(base) - roce.EthernetSize + 2*48
 			f, err := overflow(c, false, 3, telemetry.MTUExceeded)
@@ -202,7 +210,7 @@ func intSuite() Suite {
 			return nil
 		}},
 		{"mx/no-stack", func() error {
-			c := intmd.New()
+			c := newINT()
 			c.MX = true
 			_, err := overflow(c, false, 1, telemetry.NotStacked)
 			return err
@@ -268,7 +276,7 @@ func ioamSuite() Suite {
 }
 
 func ifaSuite() Suite {
-	dec := func(f []byte, st *telemetry.Stack) error { _, err := ifa.New().Decode(f, st); return err }
+	dec := func(f []byte, st *telemetry.Stack) error { _, err := newIFA().Decode(f, st); return err }
 	hdr := func(c *ifa.Codec, f []byte) (ifa.Header, int) {
 		var st telemetry.Stack
 		h, _ := c.Decode(f, &st)
@@ -278,21 +286,21 @@ func ifaSuite() Suite {
 		{"golden-hop", func() error {
 			// The vector is the IFA header (after IP) followed by what comes after UDP.
 			want, _ := Vector("ifa-hop1.hex")
-			f, _ := ifa.New().Request(telemetrytest.RoCEFrame(false))
+			f, _ := newIFA().Request(telemetrytest.RoCEFrame(false))
 			h := telemetrytest.Hop(1)
-			f, _, _ = ifa.New().Push(f, &h)
+			f, _, _ = newIFA().Push(f, &h)
 			got := append(append([]byte{}, f[34:38]...), f[46:46+len(want)-4]...)
 			if !bytes.Equal(got, want) {
 				return fmt.Errorf("bytes differ:\n got %x\nwant %x", got, want)
 			}
-			if f[23] != ifa.DefaultProtocol {
-				return fmt.Errorf("IP protocol %d, want 253", f[23])
+			if f[23] != Signals.IFAProtocol {
+				return fmt.Errorf("IP protocol %d, want %d", f[23], Signals.IFAProtocol)
 			}
 			return nil
 		}},
-		{"round-trip-8-hops", func() error { return roundTrip(ifa.New(), dec, both, 8) }},
+		{"round-trip-8-hops", func() error { return roundTrip(newIFA(), dec, both, 8) }},
 		{"max-length-sets-MF", func() error {
-			c := ifa.New()
+			c := newIFA()
 			c.MaxLength = 16
 			f, err := overflow(c, false, 3, telemetry.MaxLengthReached)
 			if err != nil {
@@ -304,7 +312,7 @@ func ifaSuite() Suite {
 			return nil
 		}},
 		{"hop-limit-0-adds-nothing", func() error {
-			c := ifa.New()
+			c := newIFA()
 			c.HopLimit = 2
 			f, err := overflow(c, false, 3, telemetry.HopLimitReached)
 			if err != nil {
@@ -316,7 +324,7 @@ func ifaSuite() Suite {
 			return nil
 		}},
 		{"configurable-protocol", func() error {
-			c := ifa.New()
+			c := newIFA()
 			c.Protocol = 252
 			return roundTrip(c, func(f []byte, st *telemetry.Stack) error { _, err := c.Decode(f, st); return err }, both, 2)
 		}},
@@ -340,12 +348,12 @@ func hpccSuite() Suite {
 			return nil
 		}},
 		{"compact/five-hop-ring-wraps", func() error {
-			_, err := overflow(hpcchop.New(), false, 6, telemetry.Wrapped)
+			_, err := overflow(newHPCC(), false, 6, telemetry.Wrapped)
 			return err
 		}},
 		{"compact/deltas-across-wrap", func() error {
 			wrap := hpcc.CompactWrap(1)
-			c := hpcchop.New()
+			c := newHPCC()
 			var prev, cur telemetry.Stack
 			a, b := telemetrytest.Hop(1), telemetrytest.Hop(1)
 			a.TS, a.TxBytes = 1<<24-100, (1<<20-1)*128
@@ -374,13 +382,13 @@ func hpccSuite() Suite {
 		// fields the profile carries exactly
 		want telemetry.Field
 	}{
-		{"int-md", intmd.New(), false, func(f []byte, st *telemetry.Stack) error { _, err := intmd.New().Decode(f, st); return err },
+		{"int-md", newINT(), false, func(f []byte, st *telemetry.Stack) error { _, err := newINT().Decode(f, st); return err },
 			telemetry.FieldTS | telemetry.FieldQLen | telemetry.FieldTxBytes | telemetry.FieldRate | telemetry.FieldSwitchID | telemetry.FieldEgressPort},
 		{"ioam", ioam.New(), true, func(f []byte, st *telemetry.Stack) error { _, err := ioam.New().Decode(f, st); return err },
 			telemetry.FieldTS | telemetry.FieldQLen | telemetry.FieldTxBytes | telemetry.FieldRate | telemetry.FieldSwitchID | telemetry.FieldEgressPort},
-		{"ifa", ifa.New(), false, func(f []byte, st *telemetry.Stack) error { _, err := ifa.New().Decode(f, st); return err },
+		{"ifa", newIFA(), false, func(f []byte, st *telemetry.Stack) error { _, err := newIFA().Decode(f, st); return err },
 			telemetry.FieldTS | telemetry.FieldQLen | telemetry.FieldTxBytes | telemetry.FieldRate | telemetry.FieldSwitchID | telemetry.FieldEgressPort},
-		{"hpcc-compact", hpcchop.New(), false, func(f []byte, st *telemetry.Stack) error { _, err := hpcchop.New().Decode(f, st); return err },
+		{"hpcc-compact", newHPCC(), false, func(f []byte, st *telemetry.Stack) error { _, err := newHPCC().Decode(f, st); return err },
 			telemetry.FieldTS | telemetry.FieldQLen | telemetry.FieldTxBytes | telemetry.FieldRate},
 	}
 	for _, p := range profiles {
@@ -420,10 +428,10 @@ func probeSuite() Suite {
 			}
 			return nil
 		}},
-		{"request/frame-with-int", func() error { return probeFrame(intmd.New(), false) }},
+		{"request/frame-with-int", func() error { return probeFrame(newINT(), false) }},
 		{"request/frame-with-ioam", func() error { return probeFrame(ioam.New(), true) }},
-		{"request/frame-with-ifa", func() error { return probeFrame(ifa.New(), false) }},
-		{"request/frame-with-hpcc", func() error { return probeFrame(hpcchop.New(), false) }},
+		{"request/frame-with-ifa", func() error { return probeFrame(newIFA(), false) }},
+		{"request/frame-with-hpcc", func() error { return probeFrame(newHPCC(), false) }},
 	}}
 }
 

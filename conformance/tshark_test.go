@@ -6,6 +6,7 @@ package conformance
 // is not installed (make deps-system installs it).
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -297,4 +298,38 @@ func toU64(v any) (uint64, bool) {
 		return uint64(x), true
 	}
 	return 0, false
+}
+
+// A capture cut right after a complete record header: tshark prints the frames before
+// it and fails with "cut short in the middle of a packet"; rocelab decode reads the
+// same frames and fails with decode.ErrCutShort.
+func TestTsharkCutShort(t *testing.T) {
+	tshark := needTshark(t)
+	frames := [][]byte{telemetrytest.RoCEFrame(false), telemetrytest.RoCEFrame(true), telemetrytest.RoCEFrame(false)}
+	path := writePcap(t, frames)
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := len(whole) - len(frames[2]) // the last record's header stays whole
+	if err := os.WriteFile(path, whole[:cut], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	cmd := exec.Command(tshark, "-r", path, "-T", "fields", "-e", "frame.number")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "cut short in the middle of a packet") {
+		t.Fatalf("tshark: %v\n%s", err, stderr.String())
+	}
+	tsharkFrames := len(strings.Fields(stdout.String()))
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	err = decode.ReadFrames(f, func(*decode.Frame) error { n++; return nil })
+	if !errors.Is(err, decode.ErrCutShort) || n != tsharkFrames {
+		t.Errorf("rocelab decode: %d frames, %v; tshark: %d frames", n, err, tsharkFrames)
+	}
 }

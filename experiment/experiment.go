@@ -111,12 +111,15 @@ func (c *Config) ccConfigFor(t time.Duration, flows int) rnic.CC {
 }
 
 func (c *Config) validate() error {
+	if err := c.validateCC(); err != nil {
+		return err
+	}
 	if c.Scenario == "mix" {
 		return c.validateMix()
 	}
 	switch {
-	case c.Senders < 1:
-		return fmt.Errorf("experiment: --senders %d: need at least one", c.Senders)
+	case c.Senders < 1 || c.Senders > MaxSenders:
+		return fmt.Errorf("experiment: --senders %d: want 1 to %d (one switch port each)", c.Senders, MaxSenders)
 	case c.FlowSize < 1:
 		return fmt.Errorf("experiment: --flow-size %d: need at least one byte", c.FlowSize)
 	case c.LinkRate == 0:
@@ -153,6 +156,31 @@ func (c *Config) simulate(v *clock.Virtual, left *int, flows int) {
 			c.Progress(Progress{Now: v.Now(), Done: flows - *left, Flows: flows, Events: v.Events()})
 		}
 	}
+}
+
+// MaxSenders bounds the incast and fairness scenarios: one switch with a port per
+// sender. (A thousand senders of 500 KB already hold half a gigabyte of flow buffers
+// when payloads are verified.)
+const MaxSenders = 1024
+
+// validateCC checks the congestion-control parameters every scenario shares: numbers
+// that are not numbers (NaN, ±Inf) or out of range are refused, never taken as "unset".
+func (c *Config) validateCC() error {
+	switch {
+	case c.Eta != 0 && !(c.Eta > 0 && c.Eta <= 1):
+		return fmt.Errorf("experiment: --eta %v: want a target utilization in (0, 1]", c.Eta)
+	case c.EveryN < 0: // 0 is rnic's default (4)
+		return fmt.Errorf("experiment: --every-n %d: want at least 1", c.EveryN)
+	case c.MaxStage < 0:
+		return fmt.Errorf("experiment: --max-stage %d: want 0 or more", c.MaxStage)
+	case !(c.WAI >= 0 && c.WAI <= math.MaxFloat32): // NaN fails too
+		return fmt.Errorf("experiment: --wai %v: want a non-negative number of bytes", c.WAI)
+	case c.ECN.Enabled && !(c.ECN.PMax >= 0 && c.ECN.PMax <= 1):
+		return fmt.Errorf("experiment: ECN marking probability %v: want [0, 1]", c.ECN.PMax)
+	case c.ECN.Enabled && (c.ECN.KMin < 0 || c.ECN.KMin > c.ECN.KMax):
+		return fmt.Errorf("experiment: ECN thresholds %d..%d bytes: want 0 ≤ Kmin ≤ Kmax", c.ECN.KMin, c.ECN.KMax)
+	}
+	return nil
 }
 
 // FlowRecord is one flow's outcome.

@@ -3,20 +3,20 @@ package fabric
 import (
 	"encoding/binary"
 	"errors"
+
+	"github.com/rocelab/rocelab/roce"
 )
 
-// EtherTypes and protocol numbers the switch reads.
+// Protocol numbers the switch reads beyond roce's EtherTypes.
 const (
-	etherTypeIPv4    = 0x0800
-	etherTypeIPv6    = 0x86DD
-	etherTypeVLAN    = 0x8100
-	etherTypeQinQ    = 0x88A8
-	etherTypeMACCtrl = 0x8808 // IEEE 802.3 Annex 31B MAC control
-	opcodePFC        = 0x0101 // IEEE 802.1Qbb priority-based flow control
-	protoIFA         = 253    // IFA 2.0 default (WIRE.md)
+	opcodePFC = 0x0101 // IEEE 802.1Qbb priority-based flow control
+	protoIFA  = 253    // IFA 2.0 default (WIRE.md)
 )
 
-var errShort = errors.New("fabric: truncated frame")
+var (
+	errShort     = errors.New("fabric: truncated frame")
+	errBadHeader = errors.New("fabric: bad IP header")
+)
 
 // Headers is what a switch reads of a frame: L2, the IP DSCP/ECN byte and the 5-tuple.
 // Parse fills it without allocating; offsets index the frame it was parsed from and are
@@ -43,36 +43,40 @@ type Headers struct {
 
 // Parse reads b. A frame that is not IP, or whose transport is not TCP/UDP, parses
 // without error and with the fields it lacks left zero; a truncated header is an error.
+// L2 and IP are located by roce.Locate, as the RNIC and the telemetry codecs locate
+// them (stacked 802.1Q/802.1ad tags included); an IP length that disagrees with the
+// frame is the endpoint's to judge, so the switch forwards on the headers it has.
 func (h *Headers) Parse(b []byte) error {
 	*h = Headers{}
-	if len(b) < 14 {
+	l, err := roce.Locate(b)
+	switch err {
+	case nil, roce.ErrIPLength:
+	case roce.ErrEthernetCutOff, roce.ErrIPCutOff:
 		return errShort
+	default:
+		return errBadHeader
 	}
 	copy(h.Dst[:], b[0:6])
 	copy(h.Src[:], b[6:12])
-	off := 12
-	et := binary.BigEndian.Uint16(b[off:])
-	for et == etherTypeVLAN || et == etherTypeQinQ {
-		if len(b) < off+6 {
-			return errShort
+	h.EtherType = l.EtherType
+	h.VLAN, h.PCP = l.Tags > 0, uint8(l.TCI>>13)
+	switch l.IPVersion {
+	case 4:
+		ip := roce.IPv4(b[l.L3:])
+		h.DSCP, h.ECN = ip.DSCP(), ip.ECN()
+		h.ipAddrs, h.ipAddrsSize = l.L3+12, 8
+	case 6:
+		ip := roce.IPv6(b[l.L3:])
+		h.DSCP, h.ECN = ip.DSCP(), ip.ECN()
+		h.ipAddrs, h.ipAddrsSize = l.L3+8, 32
+	default:
+		if l.EtherType == roce.EtherTypeMACControl {
+			return h.parsePFC(b[l.L3:])
 		}
-		if !h.VLAN {
-			h.VLAN, h.PCP = true, b[off+2]>>5
-		}
-		off += 4
-		et = binary.BigEndian.Uint16(b[off:])
+		return nil
 	}
-	h.EtherType = et
-	off += 2
-	switch et {
-	case etherTypeMACCtrl:
-		return h.parsePFC(b[off:])
-	case etherTypeIPv4:
-		return h.parseIPv4(b, off)
-	case etherTypeIPv6:
-		return h.parseIPv6(b, off)
-	}
-	return nil
+	h.L3, h.IPVersion = l.L3, l.IPVersion
+	return h.parseL4(b, l.Proto, l.L4)
 }
 
 func (h *Headers) parsePFC(b []byte) error {
@@ -90,46 +94,19 @@ func (h *Headers) parsePFC(b []byte) error {
 	return nil
 }
 
-func (h *Headers) parseIPv4(b []byte, off int) error {
-	if len(b) < off+20 {
-		return errShort
-	}
-	ihl := int(b[off]&0x0f) * 4
-	if b[off]>>4 != 4 || ihl < 20 || len(b) < off+ihl {
-		return errors.New("fabric: bad IPv4 header")
-	}
-	h.L3, h.IPVersion = off, 4
-	h.DSCP, h.ECN = b[off+1]>>2, b[off+1]&3
-	h.ipAddrs, h.ipAddrsSize = off+12, 8
-	return h.parseL4(b, b[off+9], off+ihl)
-}
-
-func (h *Headers) parseIPv6(b []byte, off int) error {
-	if len(b) < off+40 {
-		return errShort
-	}
-	if b[off]>>4 != 6 {
-		return errors.New("fabric: bad IPv6 header")
-	}
-	tc := binary.BigEndian.Uint16(b[off:]) >> 4
-	h.L3, h.IPVersion = off, 6
-	h.DSCP, h.ECN = uint8(tc>>2)&0x3f, uint8(tc)&3
-	h.ipAddrs, h.ipAddrsSize = off+8, 32
-	next, l4 := b[off+6], off+40
-	for next == 0 || next == 43 || next == 60 || next == 44 { // HbH (IOAM), routing, dest opts, fragment
-		if len(b) < l4+8 {
+// parseL4 walks IPv6 extension headers (Hop-by-Hop, which IOAM uses, routing,
+// destination options, fragment) and an IFA header to the transport's ports.
+func (h *Headers) parseL4(b []byte, proto uint8, off int) error {
+	for h.IPVersion == 6 && (proto == 0 || proto == 43 || proto == 60 || proto == 44) {
+		if len(b) < off+8 {
 			return errShort
 		}
 		size := 8
-		if next != 44 {
-			size = (int(b[l4+1]) + 1) * 8
+		if proto != 44 {
+			size = (int(b[off+1]) + 1) * 8
 		}
-		next, l4 = b[l4], l4+size
+		proto, off = b[off], off+size
 	}
-	return h.parseL4(b, next, l4)
-}
-
-func (h *Headers) parseL4(b []byte, proto uint8, off int) error {
 	if proto == protoIFA { // IFA 2.0 header: the original protocol follows
 		if len(b) < off+4 {
 			return errShort
@@ -206,7 +183,7 @@ func putPFC(b []byte, src [6]byte, enable uint8, quanta *[8]uint16) int {
 	clear(b[:size])
 	copy(b[0:6], []byte{0x01, 0x80, 0xC2, 0x00, 0x00, 0x01})
 	copy(b[6:12], src[:])
-	binary.BigEndian.PutUint16(b[12:], etherTypeMACCtrl)
+	binary.BigEndian.PutUint16(b[12:], roce.EtherTypeMACControl)
 	binary.BigEndian.PutUint16(b[14:], opcodePFC)
 	binary.BigEndian.PutUint16(b[16:], uint16(enable))
 	for p, q := range quanta {

@@ -4,14 +4,16 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+
+	"github.com/rocelab/rocelab/roce"
 )
 
 func TestParseVLANIPv6PFC(t *testing.T) {
 	// VLAN-tagged IPv6 with a Hop-by-Hop header (as IOAM adds) before UDP 4791.
 	b := make([]byte, 14+4+40+8+8)
-	binary.BigEndian.PutUint16(b[12:], etherTypeVLAN)
+	binary.BigEndian.PutUint16(b[12:], roce.EtherTypeVLAN)
 	binary.BigEndian.PutUint16(b[14:], 5<<13|100) // PCP 5, VID 100
-	binary.BigEndian.PutUint16(b[16:], etherTypeIPv6)
+	binary.BigEndian.PutUint16(b[16:], roce.EtherTypeIPv6)
 	ip := b[18:]
 	binary.BigEndian.PutUint32(ip, 6<<28|uint32(26<<2|2)<<20) // DSCP 26, ECT(0)
 	ip[6] = 0                                                 // Hop-by-Hop

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/roce"
 )
 
 // putRoCE writes an Ethernet/IPv4/UDP frame of size bytes to UDP port 4791 (RoCEv2)
@@ -14,7 +15,7 @@ func putRoCE(b []byte, src, dst MAC, sip, dip [4]byte, sport uint16, dscp, ecn u
 	clear(b)
 	copy(b[0:], dst[:])
 	copy(b[6:], src[:])
-	binary.BigEndian.PutUint16(b[12:], etherTypeIPv4)
+	binary.BigEndian.PutUint16(b[12:], roce.EtherTypeIPv4)
 	ip := b[14:]
 	ip[0] = 0x45
 	ip[1] = dscp<<2 | ecn

@@ -1,7 +1,9 @@
 package fabric
 
 import (
+	"fmt"
 	"math"
+	"runtime/debug"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric/link"
@@ -40,28 +42,33 @@ type Port struct {
 
 // QueueStats counts one priority queue of a port.
 type QueueStats struct {
-	QLen              int // bytes queued now
-	TxFrames, TxBytes uint64
-	Drops, ECNMarks   uint64
-	Pauses            uint64 // PFC frames from the peer that paused this priority
-	PausedNs          uint64 // total pause time they requested
+	QLen     int    `json:"qlen_bytes"` // bytes queued now
+	TxFrames uint64 `json:"tx_frames"`
+	TxBytes  uint64 `json:"tx_bytes"`
+	Drops    uint64 `json:"drops"`
+	ECNMarks uint64 `json:"ecn_marks"`
+	Pauses   uint64 `json:"pauses"`    // PFC frames from the peer that paused this priority
+	PausedNs uint64 `json:"paused_ns"` // total pause time they requested
 }
 
 // PortStats counts one switch port.
 type PortStats struct {
-	RxFrames, RxBytes uint64
-	RxErrors          uint64 // malformed frames dropped
-	Filtered          uint64 // frames whose destination is behind their ingress port
-	TxFrames, TxBytes uint64
-	Drops             uint64 // tail drops and PFC headroom overflows, all priorities
-	HeadroomDrops     uint64 // of which lossless frames beyond XOff+Headroom
-	ECNMarks          uint64
-	Stamped           uint64 // frames that carried telemetry and got this hop
-	StampErrors       uint64 // frames the Stamper rejected as malformed (dropped)
-	PauseSent         uint64 // PFC frames sent upstream (XOFF and XON)
-	PauseRcvd         uint64 // PFC frames received from the peer
-	QLen              int    // bytes queued now
-	Queues            [8]QueueStats
+	RxFrames      uint64        `json:"rx_frames"`
+	RxBytes       uint64        `json:"rx_bytes"`
+	RxErrors      uint64        `json:"rx_errors"` // malformed frames dropped
+	Filtered      uint64        `json:"filtered"`  // frames whose destination is behind their ingress port
+	TxFrames      uint64        `json:"tx_frames"`
+	TxBytes       uint64        `json:"tx_bytes"`
+	Drops         uint64        `json:"drops"`          // tail drops and PFC headroom overflows, all priorities
+	HeadroomDrops uint64        `json:"headroom_drops"` // of which lossless frames beyond XOff+Headroom
+	ECNMarks      uint64        `json:"ecn_marks"`
+	Stamped       uint64        `json:"stamped"`      // frames that carried telemetry and got this hop
+	StampErrors   uint64        `json:"stamp_errors"` // frames the Stamper rejected as malformed (forwarded unstamped)
+	Panics        uint64        `json:"panics"`       // frames dropped because handling or stamping them panicked (a bug)
+	PauseSent     uint64        `json:"pause_sent"`   // PFC frames sent upstream (XOFF and XON)
+	PauseRcvd     uint64        `json:"pause_rcvd"`   // PFC frames received from the peer
+	QLen          int           `json:"qlen_bytes"`   // bytes queued now
+	Queues        [8]QueueStats `json:"queues"`       // per priority
 }
 
 // Index returns the port number.
@@ -82,10 +89,17 @@ func (p *Port) TxBytes() uint64 { return p.txBytes }
 
 // Receive implements link.Receiver.
 func (p *Port) Receive(frames []*link.Frame) {
-	for _, f := range frames {
-		p.sw.receive(p, f)
-	}
+	link.Contain(frames, p)
 	p.sw.flush()
+}
+
+// HandleFrame implements link.FrameHandler: steps 2–5 of the pipeline for one frame.
+func (p *Port) HandleFrame(f *link.Frame) { p.sw.receive(p, f) }
+
+// HandlePanic implements link.FrameHandler: the frame is dropped and counted.
+func (p *Port) HandlePanic(_ *link.Frame, v any, stack []byte) {
+	p.stats.Panics++
+	p.sw.panicked(v, stack)
 }
 
 // wake runs when the egress timer fires: the next frame is due.
@@ -203,7 +217,7 @@ func (p *Port) dequeue(prio uint8, start clock.Time) {
 		}
 	}
 	if s.cfg.Stamper != nil {
-		stamped, err := s.cfg.Stamper.Stamp(f, hpcc.Hop{
+		stamped, err := p.stamp(f, hpcc.Hop{
 			TS:       uint64(start),
 			QLen:     uint64(p.bytes),
 			TxBytes:  p.txBytes,
@@ -211,12 +225,12 @@ func (p *Port) dequeue(prio uint8, start clock.Time) {
 			SwitchID: s.cfg.ID,
 			PortID:   uint32(p.index),
 		})
+		// A frame whose telemetry cannot be stamped (malformed, or plain RoCE that
+		// happens to carry the signalling DSCP) goes on unstamped: any host can send
+		// one, and dropping it would let a host's traffic decide what the fabric loses.
 		if err != nil {
 			p.stats.StampErrors++
-			f.Release()
-			return
-		}
-		if stamped {
+		} else if stamped {
 			p.stats.Stamped++
 			n = f.Len()
 		}
@@ -224,6 +238,19 @@ func (p *Port) dequeue(prio uint8, start clock.Time) {
 	p.transmit(f, start)
 	q.TxFrames++
 	q.TxBytes += uint64(n)
+}
+
+// stamp runs the Stamper on f, containing a panic as an error: the Stamper parses what
+// a host sent, and a bug in one codec must cost that frame, not the lab.
+func (p *Port) stamp(f *link.Frame, hop hpcc.Hop) (stamped bool, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.stats.Panics++
+			p.sw.panicked(v, debug.Stack())
+			stamped, err = false, fmt.Errorf("fabric: stamper panicked: %v", v)
+		}
+	}()
+	return p.sw.cfg.Stamper.Stamp(f, hop)
 }
 
 // transmit puts f on the wire at start.

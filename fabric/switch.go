@@ -29,6 +29,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/roce"
 )
 
 // Stamper pushes one hop of in-band telemetry into frames that request it, in one
@@ -41,9 +42,10 @@ type Stamper interface {
 	// setting the format's overflow flag, if it has one). It may grow f with
 	// f.Grow — frames have at least link.Headroom bytes before and link.Tailroom
 	// bytes after them — and must then fix every length and checksum it changes
-	// (IP total/payload length, IPv4 header checksum, UDP length). An error means f
-	// is malformed; the switch counts and drops it, so f may be left half-written.
-	// Stamp must not retain f or allocate.
+	// (IP total/payload length, IPv4 header checksum, UDP length). An error means f's
+	// telemetry is malformed; Stamp must then leave f untouched, since the switch
+	// counts it (StampErrors) and forwards it unstamped. Stamp must not retain f,
+	// allocate or panic, whatever f holds: any host can send any frame.
 	Stamp(f *link.Frame, hop hpcc.Hop) (stamped bool, err error)
 }
 
@@ -97,6 +99,10 @@ type Config struct {
 	HashSeed uint32
 	// Pool supplies the frames the switch creates (PFC frames, flood copies).
 	Pool *link.Pool
+	// OnPanic hears the switch's first contained panic: a frame whose handling (or
+	// stamping) panicked was dropped and counted in its port's Panics, and the switch
+	// went on. Later panics are only counted. nil: counted only.
+	OnPanic func(v any, stack []byte)
 }
 
 // Switch is a bridge-switch. All its methods run on its loop (or during setup).
@@ -113,6 +119,14 @@ type Switch struct {
 	outs    []uint16
 	dscp    [64]uint8
 	ingBuf  [][8]int // bytes held per ingress port and priority (PFC accounting)
+	panics  int      // contained panics, all ports
+}
+
+// panicked counts a contained panic and reports the first one (Config.OnPanic).
+func (s *Switch) panicked(v any, stack []byte) {
+	if s.panics++; s.panics == 1 && s.cfg.OnPanic != nil {
+		s.cfg.OnPanic(v, stack)
+	}
 }
 
 type route struct {
@@ -190,7 +204,7 @@ func (s *Switch) receive(in *Port, f *link.Frame) {
 		f.Release()
 		return
 	}
-	if h.EtherType == etherTypeMACCtrl {
+	if h.EtherType == roce.EtherTypeMACControl {
 		in.stats.RxErrors++
 		f.Release()
 		return

@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -106,6 +107,30 @@ func TestStampGrowth(t *testing.T) {
 	}
 	if sw.Ports()[1].TxBytes() != 3*1008 {
 		t.Fatalf("tx bytes %d", sw.Ports()[1].TxBytes())
+	}
+}
+
+// rejectingStamper finds every frame's telemetry malformed.
+type rejectingStamper struct{}
+
+func (rejectingStamper) Stamp(*link.Frame, hpcc.Hop) (bool, error) {
+	return false, errors.New("malformed telemetry")
+}
+
+// TestStampErrorForwards: a frame the stamper rejects is counted and forwarded
+// unstamped, unchanged — never dropped.
+func TestStampErrorForwards(t *testing.T) {
+	v := clock.NewVirtual(1)
+	sw, hosts := star(v, 1, 100e9, 100e9, 0, Config{ID: 1, Stamper: rejectingStamper{}})
+	var lens []int
+	hosts[1].onRx = func(f *link.Frame) { lens = append(lens, f.Len()) }
+	hosts[0].start(1, 3, 0)
+	v.Run()
+	if len(lens) != 3 || lens[0] != 1000 {
+		t.Fatalf("received %v, want 3 frames of 1000 bytes", lens)
+	}
+	if p := sw.Ports()[1].Stats(); p.StampErrors != 3 || p.Stamped != 0 || p.TxFrames != 3 {
+		t.Fatalf("stamp errors %d, stamped %d, tx %d", p.StampErrors, p.Stamped, p.TxFrames)
 	}
 }
 

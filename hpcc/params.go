@@ -106,6 +106,10 @@ func (p Params) resolve() (Params, error) {
 		// bit/s × ns / 8e9: exact for round rates and RTTs, unlike × Seconds() / 8.
 		p.WInit = p.LineRate * float64(p.BaseRTT.Nanoseconds()) / 8e9
 	}
+	if p.WInit > MaxWindow || p.WAI > MaxWindow {
+		return p, fmt.Errorf("hpcc: W_init %v and W_ai %v bytes must be at most %v (2^50 bytes): a larger window overflows the rate it implies",
+			p.WInit, p.WAI, float64(MaxWindow))
+	}
 	if p.WMin > p.WInit {
 		return p, fmt.Errorf("hpcc: W_min %v bytes exceeds W_init %v bytes", p.WMin, p.WInit)
 	}
@@ -114,5 +118,9 @@ func (p Params) resolve() (Params, error) {
 	}
 	return p, nil
 }
+
+// MaxWindow bounds windows: 2^50 bytes (1 PiB) is a terabit per second over a 8-second
+// RTT, far beyond any network, and keeps window / RTT and every product with it finite.
+const MaxWindow = 1 << 50
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

@@ -12,12 +12,15 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/capture"
+	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/netns"
 	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/rnic/service"
 )
 
 // The control protocol: a client connects to the lab's control socket and writes one
@@ -65,7 +68,14 @@ type HostStatus struct {
 	IPv6   string      `json:"ipv6,omitempty"`
 	MAC    string      `json:"mac"`
 	RNIC   *rnic.Stats `json:"rnic,omitempty"`
+	// Verbs counts the connections to the host's verbs service.
+	Verbs *service.Stats `json:"verbs,omitempty"`
+	// Link counts what the host sent into its link and the faults injected into it.
+	Link *link.Stats `json:"link,omitempty"`
 }
+
+// countedService is a host service that counts its connections: the verbs service.
+type countedService interface{ Stats() service.Stats }
 
 // SwitchStatus is one switch's ports.
 type SwitchStatus struct {
@@ -79,6 +89,8 @@ type PortStatus struct {
 	Peer  string           `json:"peer"` // the node at the link's far end
 	Rate  string           `json:"rate"`
 	Stats fabric.PortStats `json:"stats"`
+	// Link counts what the port sent into its link and the faults injected into it.
+	Link link.Stats `json:"link"`
 }
 
 func (l *Lab) listenControl() error {
@@ -89,8 +101,14 @@ func (l *Lab) listenControl() error {
 	}); err != nil {
 		return err
 	}
-	ln, err := net.Listen("unix", path)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
+		return fmt.Errorf("lab: control socket: %w", err)
+	}
+	// bind(2) gives the socket 0777 less the umask; the state directory (0700) already
+	// keeps others out, and the socket's own mode says the same.
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
 		return fmt.Errorf("lab: control socket: %w", err)
 	}
 	l.ctl = ln
@@ -98,7 +116,7 @@ func (l *Lab) listenControl() error {
 	go func() {
 		defer l.wg.Done()
 		for {
-			c, err := ln.Accept()
+			c, err := ln.AcceptUnix()
 			if err != nil {
 				return
 			}
@@ -108,8 +126,17 @@ func (l *Lab) listenControl() error {
 	return nil
 }
 
-func (l *Lab) serve(c net.Conn) {
+// controlTimeout bounds how long a control client may take to send its request.
+const controlTimeout = 5 * time.Second
+
+func (l *Lab) serve(c *net.UnixConn) {
 	defer c.Close()
+	if err := controlPeerAllowed(c); err != nil {
+		l.log.Warn("control socket: peer refused", zap.Error(err))
+		writeReply(c, Reply{Error: err.Error()})
+		return
+	}
+	c.SetReadDeadline(time.Now().Add(controlTimeout))
 	var req Request
 	if err := json.NewDecoder(bufio.NewReader(io.LimitReader(c, 4096))).Decode(&req); err != nil {
 		writeReply(c, Reply{Error: "bad request: " + err.Error()})
@@ -124,6 +151,27 @@ func (l *Lab) serve(c net.Conn) {
 	default:
 		writeReply(c, Reply{Error: fmt.Sprintf("unknown op %q: want status or capture", req.Op)})
 	}
+}
+
+// controlPeerAllowed admits the lab's own user and root (SO_PEERCRED), whatever the
+// socket's mode: a lab's control socket captures every frame of the lab.
+func controlPeerAllowed(c *net.UnixConn) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return cerr
+	}
+	if cred.Uid != 0 && cred.Uid != uint32(os.Getuid()) {
+		return fmt.Errorf("uid %d may not use this lab's control socket (only its owner, uid %d, and root)", cred.Uid, os.Getuid())
+	}
+	return nil
 }
 
 func writeReply(w io.Writer, r Reply) error {
@@ -199,21 +247,29 @@ func (l *Lab) Status() Status {
 		if h == nil {
 			continue
 		}
-		ch := make(chan rnic.Stats, 1)
-		h.Device.Do(func() { ch <- h.Device.Stats() })
+		if svc, ok := l.services[h.Name].(countedService); ok {
+			vs := svc.Stats()
+			st.Hosts[i].Verbs = &vs
+		}
+		type hostCounters struct {
+			rnic rnic.Stats
+			link link.Stats
+		}
+		ch := make(chan hostCounters, 1)
+		h.Device.Do(func() { ch <- hostCounters{h.Device.Stats(), *h.Link.Stats()} })
 		select {
-		case s := <-ch:
-			st.Hosts[i].RNIC = &s
+		case c := <-ch:
+			st.Hosts[i].RNIC, st.Hosts[i].Link = &c.rnic, &c.link
 		case <-ctx.Done():
 		}
 	}
 	peers := peerNames(l.cfg.Topology)
 	for _, s := range l.Network.Switches {
-		ch := make(chan []fabric.PortStats, 1)
+		ch := make(chan []PortStatus, 1)
 		l.inboxes[s.Name].Do(func() {
-			var ps []fabric.PortStats
-			for _, p := range s.Switch.Ports() {
-				ps = append(ps, p.Stats())
+			var ps []PortStatus
+			for i, p := range s.Switch.Ports() {
+				ps = append(ps, PortStatus{Stats: p.Stats(), Link: *s.Links[i].Stats()})
 			}
 			ch <- ps
 		})
@@ -222,8 +278,8 @@ func (l *Lab) Status() Status {
 		case ps := <-ch:
 			for i, p := range ps {
 				pe := peers[s.Name][i]
-				ss.Ports = append(ss.Ports, PortStatus{Port: fmt.Sprintf("%s:p%d", s.Name, i), Peer: pe.name,
-					Rate: topo.FormatRate(pe.rate), Stats: p})
+				p.Port, p.Peer, p.Rate = fmt.Sprintf("%s:p%d", s.Name, i), pe.name, topo.FormatRate(pe.rate)
+				ss.Ports = append(ss.Ports, p)
 			}
 		case <-ctx.Done():
 		}

@@ -7,16 +7,15 @@ import (
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
-	"github.com/rocelab/rocelab/netns"
 )
 
 // wire joins an external host's TAP to its fabric link, frame for frame, with nothing
 // in between: no soft-RNIC, no ARP answering. It is the node at the host's end of the
-// link, on its own loop: frames from the fabric go to the TAP (tapWriter); frames from
+// link, on its own loop: frames from the fabric go to the TAP (hostWriter); frames from
 // the TAP are serialized at the link's rate, as a NIC would put them on the wire.
 type wire struct {
 	ext  *External
-	tap  *netns.TAP
+	dev  Device
 	log  *zap.Logger
 	task *clock.Task
 
@@ -33,16 +32,16 @@ type wire struct {
 // maxWireBacklog bounds the frames read from the TAP but not yet sent, as a NIC ring.
 const maxWireBacklog = 1024
 
-func newWire(x *External, tap *netns.TAP, log *zap.Logger) *wire {
-	w := &wire{ext: x, tap: tap, log: log}
+func newWire(x *External, dev Device, log *zap.Logger) *wire {
+	w := &wire{ext: x, dev: dev, log: log}
 	w.task = x.Loop.NewTask(w.send)
-	x.Link.Attach(x.Loop, &tapWriter{tap: tap, log: log})
+	x.Link.Attach(x.Loop, &hostWriter{dev: dev, log: log})
 	return w
 }
 
 // read is the TAP → fabric goroutine.
 func (w *wire) read() {
-	readTAP(w.tap, w.log, func(frames [][]byte) {
+	readHost(w.dev, w.log, func(frames [][]byte) {
 		w.mu.Lock()
 		for _, b := range frames {
 			f := w.ext.Pool.Get()

@@ -42,9 +42,20 @@ type Options struct {
 	// costs a wake-up of the receiving thread; fewer threads than nodes trades
 	// parallelism for those wake-ups (see Config.Threads).
 	Threads int
+	// OnPanic hears each node's first contained panic (fabric.Config.OnPanic,
+	// rnic.Config.OnPanic): the frame was dropped and counted, and the node went on.
+	OnPanic func(node string, v any, stack []byte)
 	// PayloadFree builds every device as rnic.Config.PayloadFree: a virtual-time
 	// experiment that does not verify data moves none.
 	PayloadFree bool
+}
+
+// onPanic binds Options.OnPanic to one node.
+func (o *Options) onPanic(node string) func(any, []byte) {
+	if o.OnPanic == nil {
+		return nil
+	}
+	return func(v any, stack []byte) { o.OnPanic(node, v, stack) }
 }
 
 // External is a host rocelab does not emulate (topo.Host.External): its link end, the
@@ -82,6 +93,9 @@ type Host struct {
 	// Monitor is the capture point of the host's port ("h1:p0"); nil without
 	// Options.Monitors.
 	Monitor *capture.Monitor
+	// Link is the host's end of its link: its Stats count the faults injected into
+	// what the host sent (touched on the host's loop).
+	Link *link.End
 }
 
 // Switch is one bridge-switch and its ports' capture points (nil without
@@ -91,6 +105,9 @@ type Switch struct {
 	Switch   *fabric.Switch
 	Loop     clock.Loop
 	Monitors []*capture.Monitor
+	// Links are the switch's ends of its ports' links, by port: their Stats count the
+	// faults injected into what each port sent (touched on the switch's loop).
+	Links []*link.End
 }
 
 // External returns the external host named name, or nil.
@@ -133,45 +150,79 @@ const DataPriority = 3
 // random sources follow the creation order), then links, then a device per host. The
 // caller starts the clock.
 func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
+	b, err := newBuilder(t, clk, opts)
+	if err != nil {
+		return nil, err
+	}
+	// The order fixes switch IDs, port numbers and which loop each node gets.
+	for _, step := range []func() error{b.addSwitches, b.addLinks, b.setForwarding, b.addHosts} {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	return b.n, nil
+}
+
+// builder holds what Build's steps share.
+type builder struct {
+	t      *topo.Topology
+	clk    clock.Clock
+	opts   Options
+	n      *Network
+	format telemetry.Format
+	cc     rnic.CC
+	// loops are the shared loops when opts.Threads > 0, the next to deal first.
+	loops     []clock.Loop
+	switches  map[string]*Switch
+	hostLinks map[string]*link.End // each host's end of its link
+}
+
+// newBuilder sizes the frame pool for the largest MTU and settles the telemetry
+// format and the hosts' congestion control.
+func newBuilder(t *topo.Topology, clk clock.Clock, opts Options) (*builder, error) {
 	maxMTU := 0
 	for _, l := range t.Links {
 		maxMTU = max(maxMTU, l.MTU)
 	}
-	n := &Network{Topology: t, Pool: link.NewPool(maxMTU + 18)}
-	n.BaseRTT = baseRTT(t)
-	format, err := telemetryFormat(t.Telemetry)
-	if err != nil {
+	b := &builder{t: t, clk: clk, opts: opts, switches: map[string]*Switch{}, hostLinks: map[string]*link.End{},
+		n: &Network{Topology: t, Pool: link.NewPool(maxMTU + 18), BaseRTT: baseRTT(t)}}
+	var err error
+	if b.format, err = telemetryFormat(t.Telemetry); err != nil {
 		return nil, err
 	}
-	cc := opts.CC
-	if cc.Mode == "" {
-		cc, err = topologyCC(t, format)
-		if err != nil {
+	b.cc = opts.CC
+	if b.cc.Mode == "" {
+		if b.cc, err = topologyCC(t, b.format); err != nil {
 			return nil, err
 		}
 	}
+	return b, nil
+}
 
-	var loops []clock.Loop
-	newLoop := func(name string) clock.Loop {
-		if opts.Threads <= 0 {
-			return clk.NewLoop(name)
-		}
-		if len(loops) < opts.Threads {
-			loops = append(loops, clk.NewLoop(fmt.Sprintf("loop%d", len(loops))))
-			return loops[len(loops)-1]
-		}
-		l := loops[0]
-		loops = append(loops[1:], l)
-		return l
+// newLoop returns the loop of the next node: its own, or the next of opts.Threads
+// shared loops, dealt round-robin.
+func (b *builder) newLoop(name string) clock.Loop {
+	if b.opts.Threads <= 0 {
+		return b.clk.NewLoop(name)
 	}
+	if len(b.loops) < b.opts.Threads {
+		b.loops = append(b.loops, b.clk.NewLoop(fmt.Sprintf("loop%d", len(b.loops))))
+		return b.loops[len(b.loops)-1]
+	}
+	l := b.loops[0]
+	b.loops = append(b.loops[1:], l)
+	return l
+}
 
-	switches := map[string]*Switch{}
+// addSwitches creates a switch per topology switch, IDs 1…n in file order, every DSCP
+// in DataPriority's class, stamping telemetry when the hosts' CC reads it.
+func (b *builder) addSwitches() error {
 	var prio [64]uint8
 	for i := range prio {
 		prio[i] = DataPriority
 	}
-	for i, ts := range t.Switches {
-		cfg := fabric.Config{ID: uint32(i + 1), Buffer: ts.Buffer, SharedBuffer: true, Pool: n.Pool,
+	for i, ts := range b.t.Switches {
+		cfg := fabric.Config{ID: uint32(i + 1), Buffer: ts.Buffer, SharedBuffer: true, Pool: b.n.Pool,
 			DSCPPriority: &prio, HashSeed: uint32(i+1) * 0x9e3779b9}
 		if ts.ECN != nil {
 			cfg.ECN = fabric.ECN{Enabled: true, KMin: ts.ECN.KMin, KMax: ts.ECN.KMax, PMax: ts.ECN.PMax}
@@ -182,38 +233,45 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 			}
 			cfg.PFC.XOff, cfg.PFC.XOn, cfg.PFC.Headroom = ts.PFC.XOff, ts.PFC.XOn, ts.PFC.Headroom
 		}
-		if format != "" && cc.Mode != rnic.ModeNone && cc.Mode != rnic.ModeDCQCN {
-			c, err := rnic.Codecs(format)
+		if b.format != "" && b.cc.Mode != rnic.ModeNone && b.cc.Mode != rnic.ModeDCQCN {
+			c, err := rnic.Codecs(b.format)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			cfg.Stamper = stamp.New(c)
 		}
-		loop := newLoop(ts.Name)
+		cfg.OnPanic = b.opts.onPanic(ts.Name)
+		loop := b.newLoop(ts.Name)
 		sw, err := fabric.New(loop, cfg)
 		if err != nil {
-			return nil, fmt.Errorf("lab: switch %s: %w", ts.Name, err)
+			return fmt.Errorf("lab: switch %s: %w", ts.Name, err)
 		}
 		s := &Switch{Name: ts.Name, Switch: sw, Loop: loop}
-		switches[ts.Name] = s
-		n.Switches = append(n.Switches, s)
+		b.switches[ts.Name] = s
+		b.n.Switches = append(b.n.Switches, s)
 	}
+	return nil
+}
 
-	hostLinks := map[string]link.Endpoint{}
-	for _, l := range t.Links {
-		a, b, err := link.New(l.Config())
+// addLinks creates every link and attaches its switch ends as ports, numbered in file
+// order (behind a capture monitor with opts.Monitors); host ends wait for addHosts.
+func (b *builder) addLinks() error {
+	for _, l := range b.t.Links {
+		a, z, err := link.New(l.Config())
 		if err != nil {
-			return nil, fmt.Errorf("lab: link %s–%s: %w", l.Endpoints[0], l.Endpoints[1], err)
+			return fmt.Errorf("lab: link %s–%s: %w", l.Endpoints[0], l.Endpoints[1], err)
 		}
-		for i, end := range []link.Endpoint{a, b} {
+		for i, le := range []*link.End{a, z} {
 			name := l.Endpoints[i]
-			s, ok := switches[name]
+			s, ok := b.switches[name]
 			if !ok {
-				hostLinks[name] = end
+				b.hostLinks[name] = le
 				continue
 			}
+			var end link.Endpoint = le
+			s.Links = append(s.Links, le)
 			port := len(s.Switch.Ports())
-			if opts.Monitors {
+			if b.opts.Monitors {
 				m := capture.NewMonitor(end, fmt.Sprintf("%s:p%d", name, port))
 				s.Monitors = append(s.Monitors, m)
 				end = m
@@ -221,69 +279,82 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 			s.Switch.AddPort(end, portMAC(s.Switch.ID(), port))
 		}
 	}
+	return nil
+}
 
-	for name, tables := range t.Forwarding() {
-		s := switches[name]
+// setForwarding installs each switch's routes and flood ports (Topology.Forwarding).
+func (b *builder) setForwarding() error {
+	for name, tables := range b.t.Forwarding() {
+		s := b.switches[name]
 		for mac, ports := range tables.Routes {
 			hw, err := parseMAC(mac)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			s.Switch.SetRoute(hw, ports)
 		}
 		s.Switch.SetFloodPorts(tables.Flood)
 	}
+	return nil
+}
 
-	// One static neighbour table for every device: each host's GIDs to its MAC.
-	var neighbours map[netip.Addr][6]byte
-	if opts.StaticNeighbours {
-		neighbours = make(map[netip.Addr][6]byte, 3*len(t.Hosts))
-		for _, o := range t.Hosts {
-			for _, a := range gidTable(o) {
-				neighbours[a.Unmap()] = o.MAC6()
-			}
-		}
-	}
-	for _, th := range t.Hosts {
-		ep, ok := hostLinks[th.Name]
+// addHosts opens a soft-RNIC per emulated host on its link end and hands each external
+// host's end to opts.External.
+func (b *builder) addHosts() error {
+	neighbours := b.neighbourTable()
+	for _, th := range b.t.Hosts {
+		le, ok := b.hostLinks[th.Name]
 		if !ok {
-			return nil, fmt.Errorf("lab: host %s has no link", th.Name)
+			return fmt.Errorf("lab: host %s has no link", th.Name)
 		}
+		var ep link.Endpoint = le
 		var mon *capture.Monitor
-		if opts.Monitors {
+		if b.opts.Monitors {
 			mon = capture.NewMonitor(ep, th.Name+":p0")
 			ep = mon
 		}
 		if th.External != "" {
-			if opts.External == nil {
-				return nil, fmt.Errorf("lab: host %s is external (%s): only a lab with TAPs (rocelab up) can attach it", th.Name, th.External)
+			if b.opts.External == nil {
+				return fmt.Errorf("lab: host %s is external (%s): only a lab with TAPs (rocelab up) can attach it", th.Name, th.External)
 			}
-			x := &External{Name: th.Name, Config: th, Link: ep, Loop: newLoop(th.Name), Monitor: mon, Pool: n.Pool}
-			if err := opts.External(x); err != nil {
-				return nil, fmt.Errorf("lab: external host %s: %w", th.Name, err)
+			x := &External{Name: th.Name, Config: th, Link: ep, Loop: b.newLoop(th.Name), Monitor: mon, Pool: b.n.Pool}
+			if err := b.opts.External(x); err != nil {
+				return fmt.Errorf("lab: external host %s: %w", th.Name, err)
 			}
-			n.Externals = append(n.Externals, x)
+			b.n.Externals = append(b.n.Externals, x)
 			continue
 		}
-		gids := gidTable(th)
-		cfg := rnic.Config{Name: th.Name, MAC: th.MAC6(), GIDs: gids, Loop: newLoop(th.Name), Link: ep,
-			Pool: n.Pool, CC: cc, TxLookahead: opts.TxLookahead, PayloadFree: opts.PayloadFree, Neighbours: neighbours}
-		if opts.HostRelay != nil {
-			cfg.Host = opts.HostRelay(th.Name)
+		cfg := rnic.Config{Name: th.Name, MAC: th.MAC6(), GIDs: gidTable(th), Loop: b.newLoop(th.Name), Link: ep,
+			Pool: b.n.Pool, CC: b.cc, TxLookahead: b.opts.TxLookahead, OnPanic: b.opts.onPanic(th.Name),
+			PayloadFree: b.opts.PayloadFree, Neighbours: neighbours}
+		if b.opts.HostRelay != nil {
+			cfg.Host = b.opts.HostRelay(th.Name)
 		}
 		d, err := rnic.Open(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("lab: host %s: %w", th.Name, err)
+			return fmt.Errorf("lab: host %s: %w", th.Name, err)
 		}
-		n.Hosts = append(n.Hosts, &Host{Name: th.Name, Config: th, Device: d, Loop: cfg.Loop, Monitor: mon})
+		b.n.Hosts = append(b.n.Hosts, &Host{Name: th.Name, Config: th, Device: d, Loop: cfg.Loop, Monitor: mon, Link: le})
 	}
-	return n, nil
+	return nil
 }
 
-// gidTable is a host's GID table laid out as rxe lays it out, so that apps pass the
-// same -g/-x index as against the kernel: 0 the link-local fe80:: address from the
-// MAC's EUI-64, 1 the IPv4 address (::ffff:a.b.c.d), 2 the global IPv6 address. A host
-// without IPv4 has its IPv6 address at 1.
+// neighbourTable is, with StaticNeighbours, every host's addresses and MAC in one
+// table the soft-RNICs share read-only (rnic.Config.Neighbours), so no device waits for
+// ARP; nil otherwise. A copy per device would grow with the square of the hosts.
+func (b *builder) neighbourTable() map[netip.Addr][6]byte {
+	if !b.opts.StaticNeighbours {
+		return nil
+	}
+	t := make(map[netip.Addr][6]byte, 3*len(b.t.Hosts))
+	for _, o := range b.t.Hosts {
+		for _, a := range gidTable(o) {
+			t[a.Unmap()] = o.MAC6()
+		}
+	}
+	return t
+}
+
 func gidTable(h topo.Host) []netip.Addr {
 	m := h.MAC6()
 	ll := netip.AddrFrom16([16]byte{0: 0xfe, 1: 0x80, 8: m[0] ^ 2, 9: m[1], 10: m[2], 11: 0xff, 12: 0xfe, 13: m[3], 14: m[4], 15: m[5]})

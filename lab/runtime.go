@@ -8,16 +8,19 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/netns"
+	"github.com/rocelab/rocelab/rnic/service"
 )
 
 // Config describes a lab to bring up.
@@ -40,8 +43,12 @@ type Config struct {
 	Threads int
 	// Services, if set, is called inside each host's namespace (on a thread switched
 	// into it) once the lab runs, to start what apps reach there: the verbs service.
-	// What it returns is closed with the lab.
+	// What it returns is closed with the lab. It needs the hosts' namespaces: Up
+	// refuses it with an AddHost other than AddTAPHost.
 	Services func(h *Host, l *Lab) (Closer, error)
+	// AddHost creates each host's kernel side; nil is AddTAPHost (a namespace and a
+	// TAP). The lab's tests that need no kernel give in-memory devices (lab/tuntest).
+	AddHost AddHostFunc
 }
 
 // DefaultThreads is a lab's number of event-loop threads: one per four CPUs, at least
@@ -71,9 +78,10 @@ type Lab struct {
 	clk      *clock.Real
 	epoch    time.Time
 	started  time.Time
-	taps     map[string]*netns.TAP
+	devices  map[string]Device // per host, emulated and external
 	wires    []*wire
 	closers  []Closer
+	services map[string]Closer // by host name: what Config.Services started there
 	inboxes  map[string]*clock.Inbox
 	ctl      net.Listener
 	wg       sync.WaitGroup
@@ -89,12 +97,23 @@ type Lab struct {
 // removing the namespaces it created is then the caller's job (netns.Cleaner.Down),
 // as it is after Close.
 func Up(cfg Config) (*Lab, error) {
-	if err := netns.ValidName(cfg.Name); err != nil {
+	if err := CheckNames(cfg.Store, cfg.Name, cfg.Topology); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
-	l := &Lab{cfg: cfg, taps: map[string]*netns.TAP{}, inboxes: map[string]*clock.Inbox{}, log: cfg.Log, progress: cfg.Progress}
+	if cfg.AddHost != nil && cfg.Services != nil {
+		return nil, errors.New("lab: Services run inside the hosts' namespaces: they need the default AddHost")
+	}
+	if cfg.AddHost == nil {
+		cfg.AddHost = AddTAPHost
+	}
+	l := &Lab{cfg: cfg, devices: map[string]Device{}, inboxes: map[string]*clock.Inbox{}, services: map[string]Closer{}, log: cfg.Log, progress: cfg.Progress}
 	if l.log == nil {
 		l.log = zap.NewNop()
+	}
+	if n, err := raiseFileLimit(); err != nil {
+		l.log.Warn("cannot raise the descriptor limit", zap.Error(err))
+	} else {
+		l.log.Debug("descriptor limit", zap.Uint64("nofile", n))
 	}
 	if l.progress == nil {
 		l.progress = func(string) {}
@@ -143,7 +162,7 @@ func (l *Lab) up() error {
 			hc.IPv6 = netip.PrefixFrom(h.IPv6, v6)
 		}
 		for _, o := range t.Hosts {
-			if o.Name == h.Name || h.External == topo.ExternalBridge {
+			if o.Name == h.Name || h.External == topo.ExternalBridge || !staticNeighbours(t) {
 				continue
 			}
 			for _, a := range []netip.Addr{o.IPv4, o.IPv6} {
@@ -152,11 +171,11 @@ func (l *Lab) up() error {
 				}
 			}
 		}
-		tap, err := netns.AddHost(cfg.Store, cfg.Name, hc)
+		dev, err := cfg.AddHost(cfg.Store, cfg.Name, hc)
 		if err != nil {
 			return err
 		}
-		l.taps[h.Name] = tap
+		l.devices[h.Name] = dev
 		if n := len(t.Hosts); n >= 8 && (i+1)%max(1, n/4) == 0 || i+1 == n {
 			l.progress(fmt.Sprintf("namespaces and TAPs: %d/%d", i+1, n))
 		}
@@ -175,12 +194,12 @@ func (l *Lab) up() error {
 	if threads == 0 {
 		threads = DefaultThreads()
 	}
-	net, err := Build(t, l.clk, Options{TxLookahead: look, StaticNeighbours: true, Monitors: true, Threads: threads,
+	net, err := Build(t, l.clk, Options{TxLookahead: look, StaticNeighbours: staticNeighbours(t), OnPanic: l.nodePanicked, Monitors: true, Threads: threads,
 		HostRelay: func(host string) link.Receiver {
-			return &tapWriter{tap: l.taps[host], log: l.log.With(zap.String("host", host))}
+			return &hostWriter{dev: l.devices[host], log: l.log.With(zap.String("host", host))}
 		},
 		External: func(x *External) error {
-			l.wires = append(l.wires, newWire(x, l.taps[x.Name], l.log.With(zap.String("external", x.Name))))
+			l.wires = append(l.wires, newWire(x, l.devices[x.Name], l.log.With(zap.String("external", x.Name))))
 			return nil
 		}})
 	if err != nil {
@@ -197,11 +216,11 @@ func (l *Lab) up() error {
 	l.progress("fabric and soft-RNICs running (real time)")
 
 	for _, h := range net.Hosts {
-		tap, dev, log := l.taps[h.Name], h.Device, l.log.With(zap.String("host", h.Name))
+		hostDev, rnicDev, log := l.devices[h.Name], h.Device, l.log.With(zap.String("host", h.Name))
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			readTAP(tap, log, func(frames [][]byte) { dev.SendFromHost(frames) })
+			readHost(hostDev, log, func(frames [][]byte) { rnicDev.SendFromHost(frames) })
 		}()
 	}
 	for _, w := range l.wires {
@@ -220,6 +239,7 @@ func (l *Lab) up() error {
 				return fmt.Errorf("lab: services of %s: %w", h.Name, err)
 			}
 			l.closers = append(l.closers, c)
+			l.services[h.Name] = c
 		}
 		l.progress("verbs services listening")
 	}
@@ -259,7 +279,7 @@ func (l *Lab) Dir() string { return l.cfg.Store.Dir(l.cfg.Name) }
 func (l *Lab) Name() string { return l.cfg.Name }
 
 // Close stops the lab's control socket, services, relays and clock, and closes the
-// TAPs (their netdevs vanish; their namespaces stay until netns.Cleaner.Down removes
+// hosts' devices (TAPs: their netdevs vanish; their namespaces stay until netns.Cleaner.Down removes
 // them). It is safe to call more than once.
 func (l *Lab) Close() error {
 	l.closeMu.Lock()
@@ -277,8 +297,8 @@ func (l *Lab) Close() error {
 			errs = append(errs, c.Close())
 		}
 	}
-	for _, t := range l.taps {
-		errs = append(errs, t.Close()) // wakes the relays' reads
+	for _, d := range l.devices {
+		errs = append(errs, d.Close()) // wakes the relays' reads
 	}
 	l.wg.Wait()
 	if l.clk != nil {
@@ -287,13 +307,13 @@ func (l *Lab) Close() error {
 	return errors.Join(errs...)
 }
 
-// relayBatch is how many frames one TAP read takes: one wake-up serves a burst.
+// relayBatch is how many frames one device read takes: one wake-up serves a burst.
 const relayBatch = 64
 
-// readTAP reads the frames the kernel sends through tap, in batches, and hands each
-// batch to deliver (which must copy what it keeps: the buffers are reused). It returns
-// when the TAP is closed.
-func readTAP(tap *netns.TAP, log *zap.Logger, deliver func(frames [][]byte)) {
+// readHost reads the frames the host's kernel sends through dev, in batches, and hands
+// each batch to deliver (which must copy what it keeps: the buffers are reused). It
+// returns when dev is closed.
+func readHost(dev Device, log *zap.Logger, deliver func(frames [][]byte)) {
 	bufs := make([][]byte, relayBatch)
 	for i := range bufs {
 		bufs[i] = make([]byte, link.MaxFrame)
@@ -301,10 +321,10 @@ func readTAP(tap *netns.TAP, log *zap.Logger, deliver func(frames [][]byte)) {
 	sizes := make([]int, relayBatch)
 	frames := make([][]byte, relayBatch)
 	for {
-		n, err := tap.Read(0, bufs, sizes)
+		n, err := dev.Read(bufs, sizes)
 		if err != nil {
 			if !errors.Is(err, os.ErrClosed) {
-				log.Warn("TAP read", zap.Error(err))
+				log.Warn("host device read", zap.Error(err))
 			}
 			return
 		}
@@ -315,32 +335,66 @@ func readTAP(tap *netns.TAP, log *zap.Logger, deliver func(frames [][]byte)) {
 	}
 }
 
-// tapWriter hands the frames it receives to a TAP's kernel: it is a device's Host
+// hostWriter hands the frames it receives to a host's kernel: it is a soft-RNIC's Host
 // receiver (the frames the soft-RNIC does not terminate) and the fabric side of an
-// external host's wire. It runs on the device's loop; a TAP write
-// is a short syscall that never waits for the reader (the kernel queues or drops).
-type tapWriter struct {
-	tap     *netns.TAP
+// external host's wire. It runs on the node's loop; a TAP write is a short syscall
+// that never waits for the reader (the kernel queues or drops).
+type hostWriter struct {
+	dev     Device
 	log     *zap.Logger
 	scratch [][]byte
 	errors  uint64
 }
 
-func (w *tapWriter) Receive(frames []*link.Frame) {
+func (w *hostWriter) Receive(frames []*link.Frame) {
 	w.scratch = w.scratch[:0]
 	for _, f := range frames {
 		w.scratch = append(w.scratch, f.Bytes())
 	}
-	if n, err := w.tap.Write(0, w.scratch); err != nil {
+	if n, err := w.dev.Write(w.scratch); err != nil {
 		w.errors++
 		if w.errors == 1 || w.errors%1000 == 0 {
-			w.log.Warn("TAP write", zap.Int("written", n), zap.Int("of", len(frames)), zap.Error(err), zap.Uint64("errors", w.errors))
+			w.log.Warn("host device write", zap.Int("written", n), zap.Int("of", len(frames)), zap.Error(err), zap.Uint64("errors", w.errors))
 		}
 	}
 	for _, f := range frames {
 		f.Release()
 	}
 }
+
+// StaticNeighbourHosts is the largest lab whose hosts get every other host as a
+// permanent neighbour, in each kernel and each soft-RNIC, so that no first packet waits
+// for ARP. Beyond it that costs one netlink call per pair of hosts (quadratic: 2 million
+// for 1,024 hosts) and more entries than a kernel's neighbour table holds by default
+// (gc_thresh3, 1024), so larger labs resolve by ARP and NDP as real hosts do; the
+// soft-RNICs learn their neighbours from the frames they relay.
+const StaticNeighbourHosts = 64
+
+func staticNeighbours(t *topo.Topology) bool { return len(t.Hosts) <= StaticNeighbourHosts }
+
+// CheckNames says whether a lab named name can run topology t from store: a valid lab
+// name, and every socket path and address it derives from the names within the
+// kernel's limits. `up` calls it before it creates anything, so a name that is too long
+// fails at once, naming the limit, rather than at the end of the build.
+func CheckNames(store netns.Store, name string, t *topo.Topology) error {
+	if err := netns.ValidName(name); err != nil {
+		return fmt.Errorf("lab %w", err)
+	}
+	if p := ControlPath(store, name); len(p) > maxSocketPath {
+		return fmt.Errorf("lab %s: its control socket %s is %d bytes, more than a socket path holds (%d): shorten the lab name or %s",
+			name, p, len(p), maxSocketPath, netns.StateRootEnv)
+	}
+	for _, h := range t.Hosts {
+		if err := service.CheckAddress(name, h.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxSocketPath is the longest path a Unix socket may have: sun_path's 108 bytes less
+// the terminating NUL.
+const maxSocketPath = 107
 
 // ControlPath returns the control socket of lab in store.
 func ControlPath(store netns.Store, lab string) string {
@@ -358,4 +412,41 @@ func splitPort(s string) (node string, port int, err error) {
 		return "", 0, fmt.Errorf("port %q: want NODE:PORT such as s1:p3 or s1:3", s)
 	}
 	return node, port, nil
+}
+
+// fileLimit is the descriptor limit a lab process asks for: every host's TAP, sockets,
+// eventfds and its apps' connections, with room for a host whose apps open thousands.
+const fileLimit = 1 << 20
+
+// raiseFileLimit raises RLIMIT_NOFILE (hard and soft) towards fileLimit, as far as
+// the kernel's fs.nr_open and the process's privilege allow, and returns the soft
+// limit in force. Go raises the soft limit to the hard one at start-up; a lab process
+// running as root can raise the hard one too.
+func raiseFileLimit() (uint64, error) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, err
+	}
+	want := uint64(fileLimit)
+	if b, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil {
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			want = min(want, n)
+		}
+	}
+	if want > lim.Max {
+		raised := unix.Rlimit{Cur: want, Max: want}
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &raised); err == nil {
+			return want, nil
+		}
+	}
+	lim.Cur = lim.Max
+	return lim.Cur, unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+}
+
+// nodePanicked logs a node's first contained panic with its stack: the frame was
+// dropped and counted (status shows Panics), the node and the lab run on, and the stack
+// is what a bug report needs.
+func (l *Lab) nodePanicked(node string, v any, stack []byte) {
+	l.log.Error("a frame made a node panic: dropped it, the node runs on (later panics are only counted)",
+		zap.String("node", node), zap.Any("panic", v), zap.ByteString("stack", stack))
 }

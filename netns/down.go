@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"go.uber.org/zap"
@@ -150,7 +151,9 @@ func (r *labRemoval) stopAll(procs []Process) {
 	if !r.DryRun {
 		var wg sync.WaitGroup
 		for i, p := range procs {
-			wg.Go(func() { results[i].signalled, results[i].err = terminate(p, r.grace()) })
+			wg.Go(func() {
+				results[i].signalled, results[i].err = terminate(p, r.grace(), killWait+time.Duration(len(r.lab.Hosts))*killWaitPerHost)
+			})
 		}
 		wg.Wait()
 	}

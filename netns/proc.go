@@ -62,11 +62,11 @@ func procStat(pid int) (start uint64, state byte, err error) {
 }
 
 // terminate stops p: SIGTERM, up to grace for it to exit, then SIGKILL and up to
-// killWait more. It reports whether it signalled anything; a process that is gone, or
+// kill more. It reports whether it signalled anything; a process that is gone, or
 // whose pid now belongs to another process, is left alone. The pidfd pins the process
 // between the identity check and the signals, and tells when it has exited, so no pid
 // is ever signalled by mistake and nothing polls on a timer.
-func terminate(p Process, grace time.Duration) (signalled bool, err error) {
+func terminate(p Process, grace, kill time.Duration) (signalled bool, err error) {
 	pidfd, err := unix.PidfdOpen(p.PID, 0)
 	if errors.Is(err, unix.ESRCH) {
 		return false, nil
@@ -81,7 +81,7 @@ func terminate(p Process, grace time.Duration) (signalled bool, err error) {
 	for _, step := range []struct {
 		sig  syscall.Signal
 		wait time.Duration
-	}{{unix.SIGTERM, grace}, {unix.SIGKILL, killWait}} {
+	}{{unix.SIGTERM, grace}, {unix.SIGKILL, kill}} {
 		err := unix.PidfdSendSignal(pidfd, step.sig, nil, 0)
 		if errors.Is(err, unix.ESRCH) {
 			return true, nil
@@ -96,12 +96,18 @@ func terminate(p Process, grace time.Duration) (signalled bool, err error) {
 			return true, err
 		}
 	}
-	return true, fmt.Errorf("netns: stop %v: still running %v after SIGKILL", p, killWait)
+	return true, fmt.Errorf("netns: stop %v: still running %v after SIGKILL", p, kill)
 }
 
 // killWait bounds the wait after SIGKILL, which is only delayed by uninterruptible
-// kernel work (a process in D state).
-const killWait = 5 * time.Second
+// kernel work (a process in D state); killWaitPerHost is added per host of the lab,
+// because a dying lab process closes every host's TAP, and each close unregisters a
+// netdev and waits for an RCU grace period: a 256-host lab process took over 5 s to
+// exit after SIGKILL on the project's 2-core machines.
+const (
+	killWait        = 5 * time.Second
+	killWaitPerHost = 50 * time.Millisecond
+)
 
 // waitExit waits up to d for the process behind pidfd to exit (the pidfd turns
 // readable).

@@ -61,7 +61,7 @@ func TestTerminate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd, p := startSleeper(t, tc.ignoreTerm)
 			start := time.Now()
-			signalled, err := terminate(p, 200*time.Millisecond)
+			signalled, err := terminate(p, 200*time.Millisecond, killWait)
 			if !signalled || err != nil {
 				t.Fatalf("terminate = %v, %v; want true, nil", signalled, err)
 			}
@@ -77,7 +77,7 @@ func TestTerminate(t *testing.T) {
 func TestTerminateLeavesReusedPidAlone(t *testing.T) {
 	cmd, p := startSleeper(t, false)
 	p.StartTime++ // as if the recorded process died and its pid went to this one
-	if signalled, err := terminate(p, time.Second); signalled || err != nil {
+	if signalled, err := terminate(p, time.Second, killWait); signalled || err != nil {
 		t.Fatalf("terminate = %v, %v; want false, nil", signalled, err)
 	}
 	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {

@@ -103,9 +103,32 @@ func (s Store) Save(l *Lab) error {
 	return nil
 }
 
+// MakeDir creates lab's state directory, and the store's if needed, owner-only whatever
+// the umask: the directory holds the lab's control socket, log and state, which only
+// the lab's owner (and root) may reach.
+func (s Store) MakeDir(lab string) error {
+	if err := ValidName(lab); err != nil {
+		return fmt.Errorf("netns: lab state directory: %w", err)
+	}
+	for _, dir := range []string{s.Root, s.Dir(lab)} {
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			if errors.Is(err, os.ErrNotExist) { // a store root below directories that do not exist yet
+				err = os.MkdirAll(dir, 0o700)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s Store) save(l *Lab) error {
 	dir := s.Dir(l.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := s.MakeDir(l.Name); err != nil {
 		return err
 	}
 	data, err := json.MarshalIndent(l, "", "  ")
@@ -129,6 +152,9 @@ func (s Store) save(l *Lab) error {
 
 // Load reads lab's state file. A lab without one is an error wrapping [os.ErrNotExist].
 func (s Store) Load(lab string) (*Lab, error) {
+	if err := ValidName(lab); err != nil { // never a path out of the store: no '/', no ".."
+		return nil, fmt.Errorf("netns: load lab state: %w", err)
+	}
 	data, err := os.ReadFile(filepath.Join(s.Dir(lab), stateFile))
 	if err != nil {
 		return nil, fmt.Errorf("netns: load lab %s state: %w", lab, unwrapPathError(err))
@@ -165,6 +191,9 @@ func (s Store) Update(lab string, fn func(*Lab) error) error {
 // lock takes an exclusive flock on the lab's directory. The lock dies with the process
 // holding it, so a crashed holder never blocks cleanup.
 func (s Store) lock(lab string) (unlock func(), err error) {
+	if err := ValidName(lab); err != nil {
+		return nil, fmt.Errorf("netns: lock lab: %w", err)
+	}
 	fd, err := unix.Open(s.Dir(lab), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {

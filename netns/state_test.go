@@ -57,3 +57,22 @@ func TestStateSaveLoadUpdateList(t *testing.T) {
 		t.Error("Save accepted lab name ../x")
 	}
 }
+
+// TestStoreRefusesPathNames: `rocelab down ../evil` and the like must not reach outside
+// the store: a lab name that is not a valid name is refused before any file is opened.
+func TestStoreRefusesPathNames(t *testing.T) {
+	root := t.TempDir()
+	s := Store{Root: root + "/labs"}
+	// A state file one level up, naming the lab the way a traversal would reach it.
+	if err := os.WriteFile(root+"/state.json", []byte(`{"name":".."}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"..", "../labs", "a/b", "/etc", ""} {
+		if _, err := s.Load(name); err == nil || errors.Is(err, os.ErrNotExist) {
+			t.Errorf("Load(%q) = %v, want a name error", name, err)
+		}
+		if err := s.Update(name, func(*Lab) error { return nil }); err == nil || errors.Is(err, os.ErrNotExist) {
+			t.Errorf("Update(%q) = %v, want a name error", name, err)
+		}
+	}
+}

@@ -13,7 +13,6 @@ import (
 // not learned (the verbs call fails with ErrUnresolved meanwhile, as rxe fails RTR).
 
 const (
-	etherTypeARP   = 0x0806
 	arpSize        = 28
 	icmpv6         = 58
 	ndpSolicit     = 135
@@ -99,7 +98,7 @@ func (d *Device) sendARP(op uint16, dstMAC [6]byte, spa netip.Addr, tha [6]byte,
 	eth := roce.Ethernet(b)
 	eth.SetDst(dstMAC)
 	eth.SetSrc(d.cfg.MAC)
-	eth.SetEtherType(etherTypeARP)
+	eth.SetEtherType(roce.EtherTypeARP)
 	a := b[roce.EthernetSize:]
 	binary.BigEndian.PutUint16(a[0:], 1)
 	binary.BigEndian.PutUint16(a[2:], roce.EtherTypeIPv4)

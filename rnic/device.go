@@ -66,6 +66,10 @@ type Config struct {
 	// identical; only the data is not there. For virtual-time experiments that do not
 	// verify data (experiment.Config.Verify).
 	PayloadFree bool
+	// OnPanic hears the device's first contained panic: a received frame whose
+	// handling panicked was dropped and counted in Stats.Panics, and the device went
+	// on. Later panics are only counted. nil: counted only.
+	OnPanic func(v any, stack []byte)
 }
 
 // Device is an open soft-RNIC (ibv_context): its verbs objects, its port and its
@@ -105,21 +109,26 @@ type Device struct {
 
 // Stats counts what a device did and dropped.
 type Stats struct {
-	TxFrames, TxBytes   uint64
-	RxFrames, RxBytes   uint64
-	RxMalformed         uint64 // frames that failed to parse or carried bad telemetry
-	RxBadICRC           uint64
-	RxUnknownQP         uint64 // RoCEv2 packets for a QPN the device does not have
-	RxNotForUs          uint64 // frames the device does not terminate and has no host for
-	TxTelemetryErrors   uint64 // telemetry a frame could not carry (sent without it)
-	ProbesSent          uint64
-	ProbeResponses      uint64 // telemetry responses and Rx-HPCC window updates sent
-	CNPsSent, CNPsRcvd  uint64
-	ARPReplies, ARPReqs uint64
-	AsyncEvents         uint64
-	AsyncEventsLost     uint64
-	HostFrames          uint64 // frames the host's kernel sent through the device (SendFromHost)
-	HostDropped         uint64 // of those, dropped: backlog full or frame too long
+	TxFrames          uint64 `json:"tx_frames"`
+	TxBytes           uint64 `json:"tx_bytes"`
+	RxFrames          uint64 `json:"rx_frames"`
+	RxBytes           uint64 `json:"rx_bytes"`
+	RxMalformed       uint64 `json:"rx_malformed"` // frames that failed to parse or carried bad telemetry
+	RxBadICRC         uint64 `json:"rx_bad_icrc"`
+	RxUnknownQP       uint64 `json:"rx_unknown_qp"`       // RoCEv2 packets for a QPN the device does not have
+	RxNotForUs        uint64 `json:"rx_not_for_us"`       // frames the device does not terminate and has no host for
+	TxTelemetryErrors uint64 `json:"tx_telemetry_errors"` // telemetry a frame could not carry (sent without it)
+	ProbesSent        uint64 `json:"probes_sent"`
+	ProbeResponses    uint64 `json:"probe_responses"` // telemetry responses and Rx-HPCC window updates sent
+	CNPsSent          uint64 `json:"cnps_sent"`
+	CNPsRcvd          uint64 `json:"cnps_rcvd"`
+	ARPReplies        uint64 `json:"arp_replies"`
+	ARPReqs           uint64 `json:"arp_reqs"`
+	AsyncEvents       uint64 `json:"async_events"`
+	AsyncEventsLost   uint64 `json:"async_events_lost"`
+	HostFrames        uint64 `json:"host_frames"`  // frames the host's kernel sent through the device (SendFromHost)
+	HostDropped       uint64 `json:"host_dropped"` // of those, dropped: backlog full or frame too long
+	Panics            uint64 `json:"panics"`       // received frames dropped because handling them panicked (a bug)
 }
 
 // Open creates the device and attaches it to its link.

@@ -23,11 +23,19 @@ func (p *port) init(d *Device) {
 // Receive implements link.Receiver: the Rx pipeline, then whatever the frames made
 // sendable (ACKs, responses, requests the window now admits).
 func (p *port) Receive(frames []*link.Frame) {
-	for _, f := range frames {
-		p.d.receive(f)
-	}
+	link.Contain(frames, p)
 	p.d.sched.kick()
 	p.d.sched.settle()
+}
+
+// HandleFrame implements link.FrameHandler: the Rx pipeline for one frame.
+func (p *port) HandleFrame(f *link.Frame) { p.d.receive(f) }
+
+// HandlePanic implements link.FrameHandler: the frame is dropped and counted.
+func (p *port) HandlePanic(_ *link.Frame, v any, stack []byte) {
+	if p.d.stats.Panics++; p.d.stats.Panics == 1 && p.d.cfg.OnPanic != nil {
+		p.d.cfg.OnPanic(v, stack)
+	}
 }
 
 // transmit queues f to leave when the wire is free at or after start, and returns the

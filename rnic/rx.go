@@ -2,7 +2,6 @@ package rnic
 
 import (
 	"errors"
-	"net/netip"
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/roce"
@@ -43,25 +42,25 @@ func (d *Device) receive(f *link.Frame) {
 		d.stats.RxMalformed++
 		return
 	}
-	l, err := telemetry.Locate(b)
+	l, err := roce.Locate(b)
 	switch {
-	case roce.Ethernet(b).EtherType() == etherTypeARP:
+	case roce.Ethernet(b).EtherType() == roce.EtherTypeARP:
 		if !d.receiveARP(b) {
 			d.stats.RxMalformed++
 		}
 		d.toHost(f)
 		return
-	case err != nil:
+	case err != nil || l.IPVersion == 0:
 		d.toHost(f)
 		return
-	case l.IPv6 && l.Proto == icmpv6:
+	case l.IPv6() && l.Proto == icmpv6:
 		if !d.receiveNDP(b, l.L3) {
 			d.stats.RxMalformed++
 		}
 		d.toHost(f)
 		return
 	}
-	if !d.ownsAddr(dstAddr(b, &l)) {
+	if !d.ownsAddr(l.Dst(b)) {
 		d.toHost(f)
 		return
 	}
@@ -253,12 +252,4 @@ func ecnOf(p *roce.Packet) uint8 {
 		return p.IPv4.ECN()
 	}
 	return p.IPv6.ECN()
-}
-
-// dstAddr returns the destination IP address of a located frame.
-func dstAddr(b []byte, l *telemetry.Layout) netip.Addr {
-	if l.IPv6 {
-		return roce.IPv6(b[l.L3:]).Dst()
-	}
-	return roce.IPv4(b[l.L3:]).Dst()
 }

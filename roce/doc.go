@@ -16,8 +16,11 @@
 //     DecodingLayerParser does, and reports malformed input with typed errors.
 //   - ICRC and VerifyICRC compute the invariant CRC with the masking rules of
 //     IBTA Annex A17, on hash/crc32's accelerated IEEE implementation.
-//   - The gopacket layers in layers.go register on UDP port 4791, so gopacket users
-//     decode RoCEv2 down to BTH and its extension headers.
+//   - Locate finds the IP header behind any stack of VLAN tags, for the decoder, the
+//     switch, the RNIC and the telemetry codecs alike.
+//   - Package roce/layers registers a gopacket layer on UDP port 4791 (a
+//     DecodingLayer and SerializableLayer over TransportPacket); roce itself does not
+//     import gopacket, so the data path and the sample apps do not link it.
 //
 // Sources: InfiniBand Architecture Specification vol. 1 rel. 1.4 (ch. 9) and Annex A17
 // (RoCEv2); Linux drivers/infiniband/sw/rxe (rxe_hdr.h, rxe_opcode.c, rxe_icrc.c,

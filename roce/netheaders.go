@@ -10,10 +10,12 @@ import (
 
 // EtherType values.
 const (
-	EtherTypeIPv4 = 0x0800
-	EtherTypeIPv6 = 0x86DD
-	EtherTypeVLAN = 0x8100
-	EtherTypeARP  = 0x0806
+	EtherTypeIPv4       = 0x0800
+	EtherTypeIPv6       = 0x86DD
+	EtherTypeVLAN       = 0x8100 // IEEE 802.1Q customer tag
+	EtherTypeQinQ       = 0x88A8 // IEEE 802.1ad service tag (the outer tag of QinQ)
+	EtherTypeARP        = 0x0806
+	EtherTypeMACControl = 0x8808 // IEEE 802.3 Annex 31B MAC control (PAUSE, PFC)
 )
 
 // Ethernet header sizes.

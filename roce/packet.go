@@ -8,14 +8,24 @@ import "encoding/binary"
 // frame does not carry are nil. A Packet refers to the frame's bytes: it is valid
 // until the frame is modified or reused.
 type Packet struct {
-	Frame     []byte
-	Ethernet  Ethernet
-	VLAN      bool   // an 802.1Q tag was present
-	VLANTCI   uint16 // its tag control information (PCP 3, DEI 1, VID 12)
-	EtherType uint16 // the EtherType after any VLAN tag
-	IPv4      IPv4
-	IPv6      IPv6
-	UDP       UDP
+	Frame           []byte
+	Ethernet        Ethernet
+	VLAN            bool   // VLAN tags were present (802.1Q, or 802.1ad QinQ stacks)
+	VLANTCI         uint16 // the outermost tag's control information (PCP 3, DEI 1, VID 12)
+	EtherType       uint16 // the EtherType after the VLAN tags
+	IPv4            IPv4
+	IPv6            IPv6
+	UDP             UDP
+	TransportPacket // the UDP payload: BTH, extension headers, payload, pad, ICRC
+
+	l3Off, udpOff, icrcOff int // offsets in Frame
+}
+
+// TransportPacket is a decoded UDP payload of RoCEv2: views of the BTH and of every
+// extension header its opcode carries (nil for the others), the payload, the pad and
+// the ICRC (the IBTA's transport packet, less its LRH/GRH). Decode fills it without allocating; it is what Packet and the
+// gopacket layer (roce/layers) share.
+type TransportPacket struct {
 	BTH       BTH
 	DETH      DETH
 	RETH      RETH
@@ -28,8 +38,6 @@ type Packet struct {
 	Payload   []byte // the BTH payload without pad
 	Pad       []byte // the pad bytes (BTH PadCnt of them)
 	ICRC      uint32 // the ICRC carried by the frame
-
-	l3Off, udpOff, icrcOff int // offsets in Frame
 }
 
 // Info returns the opcode table entry of the decoded packet.
@@ -52,76 +60,37 @@ func (p *Packet) ICRCOK() bool { return p.ComputeICRC() == p.ICRC }
 // callers (a switch, a capture) must see packets whose ICRC is wrong.
 func (p *Packet) Decode(frame []byte) error {
 	*p = Packet{Frame: frame}
-	if len(frame) < EthernetSize {
-		return decodeErr("ethernet", 0, ErrTruncated, "%d bytes, need %d", len(frame), EthernetSize)
+	l, err := Locate(frame)
+	if err != nil {
+		return locateErr(frame, &l, err.(LayoutError))
 	}
 	p.Ethernet = Ethernet(frame[:EthernetSize])
-	off := EthernetSize
-	p.EtherType = p.Ethernet.EtherType()
-	if p.EtherType == EtherTypeVLAN {
-		if len(frame) < off+VLANTagSize {
-			return decodeErr("ethernet", off, ErrTruncated, "VLAN tag cut off")
-		}
-		p.VLAN = true
-		p.VLANTCI = binary.BigEndian.Uint16(frame[off:])
-		p.EtherType = binary.BigEndian.Uint16(frame[off+2:])
-		off += VLANTagSize
-	}
-	p.l3Off = off
-	var ipEnd int
-	switch p.EtherType {
-	case EtherTypeIPv4:
-		if len(frame) < off+IPv4MinSize {
-			return decodeErr("ipv4", off, ErrTruncated, "%d bytes left, need %d", len(frame)-off, IPv4MinSize)
-		}
-		h := IPv4(frame[off:])
-		if h.Version() != 4 {
-			return decodeErr("ipv4", off, ErrBadHeader, "version %d in an IPv4 EtherType", h.Version())
-		}
-		ihl := h.HeaderLen()
-		if ihl < IPv4MinSize {
-			return decodeErr("ipv4", off, ErrBadHeader, "IHL %d bytes", ihl)
-		}
-		if len(frame) < off+ihl {
-			return decodeErr("ipv4", off, ErrTruncated, "options cut off")
-		}
-		total := h.TotalLen()
-		if total < ihl || off+total > len(frame) {
-			return decodeErr("ipv4", off+2, ErrBadLength, "total length %d with header %d in %d bytes", total, ihl, len(frame)-off)
-		}
-		p.IPv4 = h[:ihl]
+	p.EtherType, p.VLAN, p.VLANTCI = l.EtherType, l.Tags > 0, l.TCI
+	p.l3Off = l.L3
+	ipEnd, off := l.End, l.L4
+	switch l.IPVersion {
+	case 4:
+		h := IPv4(frame[l.L3:l.L4])
+		p.IPv4 = h
 		if h.Protocol() != IPProtoUDP {
-			return decodeErr("ipv4", off+9, ErrNotRoCE, "IP protocol %d", h.Protocol())
+			return decodeErr("ipv4", l.L3+9, ErrNotRoCE, "IP protocol %d", h.Protocol())
 		}
 		if binary.BigEndian.Uint16(h[6:])&0x3FFF != 0 {
-			return decodeErr("ipv4", off+6, ErrBadHeader, "fragmented packet")
+			return decodeErr("ipv4", l.L3+6, ErrBadHeader, "fragmented packet")
 		}
-		ipEnd = off + total
-		off += ihl
-	case EtherTypeIPv6:
-		if len(frame) < off+IPv6Size {
-			return decodeErr("ipv6", off, ErrTruncated, "%d bytes left, need %d", len(frame)-off, IPv6Size)
-		}
-		h := IPv6(frame[off:])
-		if h.Version() != 6 {
-			return decodeErr("ipv6", off, ErrBadHeader, "version %d in an IPv6 EtherType", h.Version())
-		}
-		if off+IPv6Size+h.PayloadLen() > len(frame) {
-			return decodeErr("ipv6", off+4, ErrBadLength, "payload length %d in %d bytes", h.PayloadLen(), len(frame)-off-IPv6Size)
-		}
-		p.IPv6 = h[:IPv6Size]
+	case 6:
+		h := IPv6(frame[l.L3:l.L4])
+		p.IPv6 = h
 		if h.NextHeader() != IPProtoUDP {
-			return decodeErr("ipv6", off+6, ErrNotRoCE, "next header %d", h.NextHeader())
+			return decodeErr("ipv6", l.L3+6, ErrNotRoCE, "next header %d", h.NextHeader())
 		}
 		// An IPv4-mapped GID means RoCEv2 over IPv4 (IBTA A17.4.5.1, rxe's GID
 		// types); in an IPv6 header such an address is malformed RoCEv2.
 		if h.Src().Is4In6() || h.Dst().Is4In6() {
-			return decodeErr("ipv6", off+8, ErrBadHeader, "IPv4-mapped address %v -> %v in an IPv6 header", h.Src(), h.Dst())
+			return decodeErr("ipv6", l.L3+8, ErrBadHeader, "IPv4-mapped address %v -> %v in an IPv6 header", h.Src(), h.Dst())
 		}
-		ipEnd = off + IPv6Size + h.PayloadLen()
-		off += IPv6Size
 	default:
-		return decodeErr("ethernet", off-2, ErrNotRoCE, "EtherType %#04x", p.EtherType)
+		return decodeErr("ethernet", l.L3-2, ErrNotRoCE, "EtherType %#04x", p.EtherType)
 	}
 
 	if ipEnd < off+UDPSize {
@@ -137,60 +106,94 @@ func (p *Packet) Decode(frame []byte) error {
 	}
 	off += UDPSize
 
-	if ipEnd < off+BTHSize+ICRCSize {
-		return decodeErr("bth", off, ErrTruncated, "%d bytes left, need BTH and ICRC", ipEnd-off)
+	if err := p.TransportPacket.Decode(frame[off:ipEnd]); err != nil {
+		if de, ok := err.(*DecodeError); ok {
+			de.Offset += off
+		}
+		return err
 	}
-	p.BTH = BTH(frame[off : off+BTHSize])
-	info := p.BTH.Opcode().Info()
-	if info == nil {
-		return &DecodeError{Layer: "bth", Offset: off, Err: &UnknownOpcodeError{Opcode: p.BTH.Opcode()},
-			Detail: "opcode " + p.BTH.Opcode().String()}
-	}
-	off += BTHSize
-
 	p.icrcOff = ipEnd - ICRCSize
-	if off+info.Headers.Size() > p.icrcOff {
+	return nil
+}
+
+// Decode parses b, a UDP payload addressed to port 4791, as BTH, extension headers,
+// payload, pad and ICRC. Errors are *DecodeError with offsets into b, wrapping
+// ErrTruncated, ErrBadLength, ErrUnknownOpcode or ErrBadPadCount. It does not allocate
+// unless b is malformed.
+func (t *TransportPacket) Decode(b []byte) error {
+	*t = TransportPacket{}
+	if len(b) < BTHSize+ICRCSize {
+		return decodeErr("bth", 0, ErrTruncated, "%d bytes left, need BTH and ICRC", len(b))
+	}
+	t.BTH = BTH(b[:BTHSize])
+	info := t.BTH.Opcode().Info()
+	if info == nil {
+		return &DecodeError{Layer: "bth", Offset: 0, Err: &UnknownOpcodeError{Opcode: t.BTH.Opcode()},
+			Detail: "opcode " + t.BTH.Opcode().String()}
+	}
+	off := BTHSize
+	icrc := len(b) - ICRCSize
+	if off+info.Headers.Size() > icrc {
 		return decodeErr("eth", off, ErrTruncated, "%s needs %d bytes of extension headers, %d left",
-			info.Name, info.Headers.Size(), p.icrcOff-off)
+			info.Name, info.Headers.Size(), icrc-off)
 	}
 	for _, e := range headerOrder {
 		if info.Headers&e.hdr == 0 {
 			continue
 		}
-		h := frame[off : off+e.size]
+		h := b[off : off+e.size]
 		switch e.hdr {
 		case HdrDETH:
-			p.DETH = h
+			t.DETH = h
 		case HdrRETH:
-			p.RETH = h
+			t.RETH = h
 		case HdrAtomicETH:
-			p.AtomicETH = h
+			t.AtomicETH = h
 		case HdrAETH:
-			p.AETH = h
+			t.AETH = h
 		case HdrAtomicAckETH:
-			p.AtomicAck = h
+			t.AtomicAck = h
 		case HdrImmDt:
-			p.ImmDt = h
+			t.ImmDt = h
 		case HdrIETH:
-			p.IETH = h
+			t.IETH = h
 		case HdrCNP:
-			p.CNP = h
+			t.CNP = h
 		}
 		off += e.size
 	}
 
-	pad := int(p.BTH.PadCnt())
-	body := p.icrcOff - off
+	pad := int(t.BTH.PadCnt())
+	body := icrc - off
 	if !info.Payload && body != 0 {
 		return decodeErr("payload", off, ErrBadLength, "%s carries no payload but %d bytes follow its headers", info.Name, body)
 	}
 	if pad > body {
 		return decodeErr("payload", off, ErrBadPadCount, "pad count %d with %d bytes of payload", pad, body)
 	}
-	p.Payload = frame[off : p.icrcOff-pad]
-	p.Pad = frame[p.icrcOff-pad : p.icrcOff]
-	p.ICRC = ReadICRC(frame[p.icrcOff:])
+	t.Payload = b[off : icrc-pad]
+	t.Pad = b[icrc-pad : icrc]
+	t.ICRC = ReadICRC(b[icrc:])
 	return nil
+}
+
+// HeaderLen returns the bytes of the BTH and the extension headers of a decoded
+// TransportPacket.
+func (t *TransportPacket) HeaderLen() int { return BTHSize + t.BTH.Opcode().Info().Headers.Size() }
+
+// locateErr reports a Locate failure as a DecodeError naming the layer and offset.
+func locateErr(frame []byte, l *Layout, e LayoutError) error {
+	layer := "ipv4"
+	if l.EtherType == EtherTypeIPv6 {
+		layer = "ipv6"
+	}
+	switch e {
+	case ErrEthernetCutOff:
+		return decodeErr("ethernet", min(len(frame), l.L3), e.Unwrap(), "%s in %d bytes", e, len(frame))
+	case ErrIPLength:
+		return decodeErr(layer, l.L3+2, e.Unwrap(), "%s: %d bytes from the IP header on", e, len(frame)-l.L3)
+	}
+	return decodeErr(layer, l.L3, e.Unwrap(), "%s", e)
 }
 
 // VerifyICRC checks the ICRC of a packet Decode accepted and returns a *DecodeError wrapping ErrBadICRC on mismatch.

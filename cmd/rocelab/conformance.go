@@ -7,10 +7,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rocelab/rocelab/conformance"
+	"github.com/rocelab/rocelab/roce/decode"
 )
 
 func init() {
 	var suite, junit, vectors string
+	var signals decode.Signals
 	cmd := &cobra.Command{
 		Use:   "conformance",
 		Short: "Run the wire and telemetry conformance suites (roce, int, ioam, ifa, hpcc-int, probe)",
@@ -18,13 +20,19 @@ func init() {
 pass/FAIL/skip and the reason. It exits non-zero when any case fails, naming each failed
 case and its reason on stderr. --junit writes the results as JUnit XML as well.
 
+--int-dscp, --hpcc-dscp and --ifa-protocol set the telemetry signalling values the
+suites' codecs use (defaults: the codecs' own).
+
 The roce suite replays the Linux rxe captures of the source tree's roce/testdata; run it
 inside the tree or point --vectors at that directory.`,
 		Example: `  rocelab conformance
   rocelab conformance --suite ioam --junit out/ioam.xml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			conformance.RoCEVectors = vectors
+			if err := signals.Validate(); err != nil {
+				return err
+			}
+			conformance.RoCEVectors, conformance.Signals = vectors, signals
 			suites := conformance.Suites()
 			if suite != "" {
 				s, err := conformance.Find(suite)
@@ -63,5 +71,6 @@ inside the tree or point --vectors at that directory.`,
 	cmd.Flags().StringVar(&suite, "suite", "", "run only this suite (roce, int, ioam, ifa, hpcc-int, probe)")
 	cmd.Flags().StringVar(&junit, "junit", "", "also write JUnit XML to this file")
 	cmd.Flags().StringVar(&vectors, "vectors", "", "directory of roce/testdata (default: found above the working directory)")
+	signalFlags(cmd.Flags(), &signals)
 	rootCmd.AddCommand(cmd)
 }

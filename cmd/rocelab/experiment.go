@@ -92,6 +92,14 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 					return fmt.Errorf("experiment: --%s does not apply to the %s scenario", name, cfg.Scenario)
 				}
 			}
+			// The configuration reads a zero eta or N as "the default"; given on the
+			// command line, zero is a mistake.
+			if flags.Changed("eta") && !(cfg.Eta > 0) {
+				return fmt.Errorf("experiment: --eta %v: want a target utilization in (0, 1]", cfg.Eta)
+			}
+			if flags.Changed("every-n") && cfg.EveryN < 1 { // likewise
+				return fmt.Errorf("experiment: --every-n %d: want at least 1", cfg.EveryN)
+			}
 			var err error
 			if cfg.FlowSize, err = topo.ParseBytes(flowSize); err != nil {
 				return fmt.Errorf("--flow-size: %w", err)

@@ -75,6 +75,13 @@ func TestExperimentBadFlags(t *testing.T) {
 		{[]string{"mix", "--link-rate", "fast"}, "--link-rate: rate \"fast\""},
 		{[]string{"mix", "--senders", "4"}, "--senders does not apply to the mix scenario"},
 		{[]string{"incast", "--load", "0.5"}, "--load does not apply to the incast scenario"},
+		{[]string{"incast", "--eta", "NaN"}, "--eta NaN: want a target utilization in (0, 1]"},
+		{[]string{"incast", "--eta", "0"}, "--eta 0: want a target utilization in (0, 1]"},
+		{[]string{"incast", "--eta", "1.5"}, "--eta 1.5"},
+		{[]string{"incast", "--mode", "every-n", "--every-n", "0"}, "--every-n 0: want at least 1"},
+		{[]string{"incast", "--every-n", "-1"}, "--every-n -1: want at least 1"},
+		{[]string{"incast", "--senders", "100000"}, "--senders 100000: want 1 to 1024"},
+		{[]string{"mix", "--topology", "fat-tree", "--k", "100"}, "at most 65536 hosts"},
 	} {
 		out, err := runExperiment(t, append(tc.args, "--out", t.TempDir())...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

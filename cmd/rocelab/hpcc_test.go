@@ -74,6 +74,12 @@ func TestHPCCReplayErrors(t *testing.T) {
 		{[]string{"--flows", "0"}, "", "--flows must be at least 1"},
 		{[]string{"--wmin", "1e6"}, "", "exceeds W_init"},
 		{nil, "{}\n{\"seq\":1}\n", "stdin line 1: replay: seq: missing"},
+		{nil, `{"seq":"1","snd_nxt":2,"hops":[]}` + "\n", `line: seq must be a JSON number, got "1"`},
+		{nil, `{"seq":1,"snd_nxt":2,"hops":[],"colour":1}` + "\n", `line: unknown field "colour"`},
+		{nil, `{"seq":1,"seq":2,"snd_nxt":2,"hops":[]}` + "\n", `line: field "seq" given twice`},
+		{nil, `{"seq":1,"snd_nxt":2,"hops":[{"ts_ns":1,"qlen":0,"tx_bytes":0,"bw_bps":"1e11"}]}` + "\n", `hops[0]: bw_bps must be a JSON number`},
+		{nil, `{"seq":1,"snd_nxt":2,"hops":[{"ts_ns":1,"qlen":0,"qlen":0,"bw_bps":1e11}]}` + "\n", `hops[0]: field "qlen" given twice`},
+		{[]string{"--winit", "1e308"}, "", "W_init 1e+308 and W_ai 0 bytes must be at most"},
 	}
 	for _, tc := range tests {
 		if _, err := runHPCCReplay(t, tc.stdin, tc.args...); err == nil || !strings.Contains(err.Error(), tc.err) {

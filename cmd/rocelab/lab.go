@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/sys/unix"
 
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/lab"
@@ -54,6 +55,7 @@ func newUpCmd() *cobra.Command {
 	var file, name string
 	var threads int
 	var foreground, verbose bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "up -f TOPOLOGY.yaml [--name LAB]",
 		Short: "Start a lab: namespaces, TAPs, the Go fabric and a soft-RNIC per host",
@@ -79,11 +81,12 @@ $ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.`,
 			if name == "" {
 				name = defaultLabName(file)
 			}
-			if err := netns.ValidName(name); err != nil {
-				return fmt.Errorf("up: lab %w (choose one with --name)", err)
-			}
-			if _, err := topo.Load(file); err != nil {
+			t, err := topo.Load(file)
+			if err != nil {
 				return err
+			}
+			if err := lab.CheckNames(netns.DefaultStore(), name, t); err != nil {
+				return fmt.Errorf("up: %w (choose another with --name)", err)
 			}
 			if err := needRootFor("rocelab up"); err != nil {
 				return err
@@ -97,7 +100,10 @@ $ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.`,
 				}
 				return errors.Join(err, derr)
 			}
-			return startDaemon(cmd.OutOrStdout(), name, file, threads)
+			if timeout <= 0 {
+				return fmt.Errorf("up: --timeout %v: want a positive duration", timeout)
+			}
+			return startDaemon(cmd.OutOrStdout(), name, file, threads, timeout)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "topology file (YAML)")
@@ -105,13 +111,14 @@ $ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.`,
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "run the lab in this terminal until Ctrl-C, then remove it")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "with --foreground, log each step")
 	cmd.Flags().IntVar(&threads, "threads", defaultThreads, threadsHelp)
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up, and remove the half-built lab, if it is not ready by then")
 	return cmd
 }
 
 // startDaemon starts the lab process detached (its own session, output to the lab's
 // log), relays its progress and returns when it reports ready. If it fails, whatever
 // it created is removed.
-func startDaemon(out io.Writer, name, file string, threads int) error {
+func startDaemon(out io.Writer, name, file string, threads int, timeout time.Duration) error {
 	store := netns.DefaultStore()
 	if l, err := store.Load(name); err == nil {
 		if l.Running() {
@@ -119,19 +126,23 @@ func startDaemon(out io.Writer, name, file string, threads int) error {
 		}
 		return fmt.Errorf("up: lab %s has leftovers of a crashed run; rocelab clean removes them", name)
 	}
-	if err := os.MkdirAll(store.Dir(name), 0o755); err != nil {
+	if err := store.MakeDir(name); err != nil {
 		return err
 	}
 	logPath := filepath.Join(store.Dir(name), labLog)
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	pr, pw, err := os.Pipe()
+	// One socket pair carries the lab process's progress to us and our acknowledgement
+	// of "ready" back: a lab process that hears no acknowledgement knows that up died.
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
+	pr, pw := os.NewFile(uintptr(pair[0]), "lab-process"), os.NewFile(uintptr(pair[1]), "up")
+	defer pr.Close()
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -148,28 +159,69 @@ func startDaemon(out io.Writer, name, file string, threads int) error {
 	}
 	pw.Close()
 	pid := c.Process.Pid
-	c.Process.Release() // it outlives us: `rocelab down` stops it
-	sc := bufio.NewScanner(pr)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == readyPrefix:
-			fmt.Fprintf(out, "lab %s ready in %v (lab process pid %d, log %s)\n", name, time.Since(start).Round(time.Millisecond), pid, logPath)
-			return printNextSteps(out, store, name)
-		case strings.HasPrefix(line, progressPrefix):
-			fmt.Fprintln(out, "  "+strings.TrimPrefix(line, progressPrefix))
-		case strings.HasPrefix(line, errorPrefix):
-			err = errors.New(strings.TrimPrefix(line, errorPrefix))
+	// Until the lab is ready, up owns it: Ctrl-C, a kill or the timeout removes it. (A
+	// SIGKILL of up cannot be caught; the lab process notices that up is gone when it
+	// next reports and removes the lab itself, see runLabProcess.)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		for sc := bufio.NewScanner(pr); sc.Scan(); {
+			lines <- sc.Text()
+		}
+	}()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+wait:
+	for {
+		select {
+		case line, ok := <-lines:
+			switch {
+			case !ok:
+				break wait
+			case line == readyPrefix:
+				fmt.Fprintf(out, "lab %s ready in %v (lab process pid %d, log %s)\n", name, time.Since(start).Round(time.Millisecond), pid, logPath)
+				if _, err := fmt.Fprintln(pr, readyAck); err != nil {
+					return fmt.Errorf("up: lab %s: the lab process went away as it became ready: %w", name, err)
+				}
+				c.Process.Release() // it outlives us: `rocelab down` stops it
+				return printNextSteps(out, store, name)
+			case strings.HasPrefix(line, progressPrefix):
+				fmt.Fprintln(out, "  "+strings.TrimPrefix(line, progressPrefix))
+			case strings.HasPrefix(line, errorPrefix):
+				err = errors.New(strings.TrimPrefix(line, errorPrefix))
+			}
+		case s := <-sigs:
+			err = fmt.Errorf("interrupted (%v) before the lab was ready", s)
+			syscall.Kill(pid, syscall.SIGTERM)
+			break wait
+		case <-deadline.C:
+			err = fmt.Errorf("not ready after %v (--timeout); its log:\n%s", timeout, tail(logPath, 20))
+			syscall.Kill(pid, syscall.SIGTERM)
+			break wait
 		}
 	}
 	if err == nil {
 		err = fmt.Errorf("the lab process exited before the lab was ready; its log:\n%s", tail(logPath, 20))
 	}
-	// Remove what the failed start created; the process has exited or is exiting.
-	if _, derr := (&netns.Cleaner{Store: store}).Down(name); derr != nil && !errors.Is(derr, os.ErrNotExist) {
-		err = errors.Join(err, derr)
+	// Remove what the failed start created, once the process has exited (it may be
+	// recording or creating things until then); a SIGTERM it ignores while it builds
+	// turns into a SIGKILL.
+	exited := make(chan struct{})
+	go func() { c.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		syscall.Kill(pid, syscall.SIGKILL)
+		<-exited
 	}
-	return fmt.Errorf("up: lab %s: %w", name, err)
+	_, derr := (&netns.Cleaner{Store: store}).Down(name)
+	if errors.Is(derr, os.ErrNotExist) { // it recorded nothing: only up's log is there
+		derr = os.RemoveAll(store.Dir(name))
+	}
+	return fmt.Errorf("up: lab %s: %w", name, errors.Join(err, derr))
 }
 
 func tail(path string, n int) string {
@@ -225,9 +277,12 @@ func newLabProcessCmd() *cobra.Command {
 // without removing it: removal is down's job, which sent the signal (or clean's, after
 // a crash).
 func runLabProcess(name, file string, threads int, ready *os.File, log *zap.Logger, out io.Writer) error {
+	abandoned := false // up went away before the lab was ready
 	report := func(prefix, s string) {
 		if ready != nil {
-			fmt.Fprintln(ready, prefix+s)
+			if _, err := fmt.Fprintln(ready, prefix+s); err != nil {
+				abandoned = true
+			}
 		}
 		if prefix == progressPrefix {
 			fmt.Fprintln(out, "  "+s)
@@ -248,14 +303,47 @@ func runLabProcess(name, file string, threads int, ready *os.File, log *zap.Logg
 		log.Error("lab up failed", zap.Error(err))
 		return err
 	}
-	report(readyPrefix, "")
+	select {
+	case sig := <-sigs: // up was interrupted or timed out while we built
+		log.Info("stopped before ready", zap.String("signal", sig.String()))
+		abandoned = true
+	default:
+		report(readyPrefix, "")
+	}
 	if ready != nil {
+		// up acknowledges "ready"; without it (up died: EOF) nobody knows the lab runs.
+		if ack, err := bufio.NewReader(ready).ReadString('\n'); err != nil || ack != readyAck+"\n" {
+			abandoned = true
+		}
 		ready.Close()
+	}
+	if abandoned {
+		log.Error("up went away before the lab was ready: removing the lab")
+		return errors.Join(l.Close(), removeDetached(name))
 	}
 	fmt.Fprintf(out, "lab %s running; Ctrl-C stops it (then rocelab down %s removes it)\n", name, name)
 	sig := <-sigs
 	log.Info("stopping", zap.String("signal", sig.String()))
 	return l.Close()
+}
+
+// readyAck is up's answer to the lab process's ready line.
+const readyAck = "ok"
+
+// removeDetached starts `rocelab down NAME` in a session of its own, for a lab process
+// whose up went away: down stops this process (which is exiting) and removes the lab,
+// as it would have if up had been told the lab failed.
+func removeDetached(name string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	c := exec.Command(self, "down", name)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		return err
+	}
+	return c.Process.Release()
 }
 
 // defaultThreads is up's --threads default: lab.DefaultThreads.

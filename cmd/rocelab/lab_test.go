@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -297,4 +298,108 @@ func vmRSS(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// TestUpInterruptedOrTimedOut: an up that gives up (--timeout) or is killed (SIGKILL, which
+// it cannot catch) before its lab is ready leaves no namespace, state or lab process.
+func TestUpInterruptedOrTimedOut(t *testing.T) {
+	c := newCLI(t)
+	name := labName("to")
+	out, err := c.cmd("up", "-f", "../../topologies/leaf-spine.yaml", "--name", name, "--timeout", "1ms").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "not ready after 1ms (--timeout)") {
+		t.Fatalf("up --timeout 1ms: %v\n%s", err, out)
+	}
+	waitNoLab(t, c, name)
+
+	name = labName("kl")
+	up := c.cmd("up", "-f", "../../topologies/leaf-spine.yaml", "--name", name)
+	stdout, _ := up.StdoutPipe()
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 1)
+	if _, err := stdout.Read(line); err != nil { // up has started the lab process and heard from it
+		t.Fatal(err)
+	}
+	up.Process.Kill()
+	up.Wait()
+	waitNoLab(t, c, name)
+}
+
+// waitNoLab waits (bounded) until lab name has no namespace, state directory or process.
+func waitNoLab(t *testing.T, c *cli, name string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, serr := os.Stat(c.store.Dir(name))
+		ns := namespacesOf(t, name)
+		if os.IsNotExist(serr) && len(ns) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lab %s left behind: namespaces %v, state directory: %v", name, ns, serr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStatusLinkFaults: a lab's injected faults can be confirmed from status: 400 UDP
+// datagrams from h1 over a link with loss 0.5 show as lost at h1's end of the link, about
+// half of them, in status --json and in the table's LINK FAULTS column.
+func TestStatusLinkFaults(t *testing.T) {
+	c := newCLI(t)
+	name := labName("lf")
+	file := filepath.Join(t.TempDir(), "lossy.yaml")
+	tp := `telemetry: int
+hosts:
+  - {name: h1, ipv4: 10.0.0.1}
+  - {name: h2, ipv4: 10.0.0.2}
+switches:
+  - name: s1
+links:
+  - {endpoints: [h1, s1], rate: 10G, delay: 1us, faults: {loss: 0.5}}
+  - {endpoints: [h2, s1], rate: 10G, delay: 1us}
+`
+	if err := os.WriteFile(file, []byte(tp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.run("up", "-f", file, "--name", name)
+	t.Cleanup(func() { c.cmd("down", name).Run() })
+	const sent = 400
+	err := netns.Do(netns.NamespaceName(name, "h1"), func() error {
+		conn, err := net.Dial("udp4", "10.0.0.2:9")
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		for range sent {
+			if _, err := conn.Write([]byte("rocelab")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st lab.Status
+	// The relay hands frames to the link asynchronously, and the link delivers them
+	// after its delay: wait until every frame is counted as lost or delivered.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if err := json.Unmarshal([]byte(c.run("status", "--json", "--lab", name)), &st); err != nil {
+			t.Fatal(err)
+		}
+		if l := st.Hosts[0].Link; l != nil && l.Frames >= sent && l.Lost+l.Delivered == l.Frames || time.Now().After(deadline) {
+			break
+		}
+	}
+	l := st.Hosts[0].Link
+	if l == nil || l.Frames < sent || l.Lost < sent/4 || l.Lost > 3*sent/4 || l.Lost+l.Delivered != l.Frames {
+		t.Fatalf("h1's link: %+v, want about %d of %d+ frames lost", l, sent/2, sent)
+	}
+	table := c.run("status", "--lab", name)
+	if !strings.Contains(table, "LINK FAULTS") {
+		t.Errorf("status table without LINK FAULTS:\n%s", table)
+	}
+	t.Logf("h1's link: %d frames, %d lost", l.Frames, l.Lost)
 }

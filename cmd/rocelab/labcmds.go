@@ -27,6 +27,9 @@ func init() {
 // pickLab returns the lab a command acts on: the one named, else the only running one.
 func pickLab(store netns.Store, name string) (string, error) {
 	if name != "" {
+		if err := netns.ValidName(name); err != nil {
+			return "", fmt.Errorf("lab %w", err)
+		}
 		return name, nil
 	}
 	running, err := store.Running()
@@ -59,7 +62,9 @@ Without --lab and with several labs, it shows every lab. A lab whose process is 
 shown from its state file, marked crashed (rocelab clean removes it).
 
 --json prints one JSON object per lab ({"name", "hosts": [{"name", "netns", "ipv4",
-"ipv6", "mac", "rnic": {...}}], "switches": [...]}); several labs print a JSON array.`,
+"ipv6", "mac", "rnic": {"tx_frames", ...}}], "switches": [{"name", "ports": [{"port",
+"peer", "rate", "stats": {"tx_frames", ..., "queues": [...]}}]}]}); several labs print a
+JSON array. Keys are snake_case; docs/architecture.md lists them all.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			store := netns.DefaultStore()
@@ -136,15 +141,21 @@ func printStatus(out io.Writer, st lab.Status) {
 	}
 	fmt.Fprintf(out, "\nstate: %s\n\n", st.Dir)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "HOST\tNETNS\tIPV4\tIPV6\tMAC\tRNIC TX\tRNIC RX\tKERNEL FRAMES\tDROPPED")
+	fmt.Fprintln(w, "HOST\tNETNS\tIPV4\tIPV6\tMAC\tRNIC TX\tRNIC RX\tKERNEL FRAMES\tDROPPED\tVERBS CONNS")
 	for _, h := range st.Hosts {
-		tx, rx, kern, drop := "-", "-", "-", "-"
+		tx, rx, kern, drop, conns := "-", "-", "-", "-", "-"
+		if v := h.Verbs; v != nil {
+			conns = fmt.Sprintf("%d", v.Conns)
+			if refused := v.Rejected + v.OverLimit + v.TimedOut; refused > 0 {
+				conns += fmt.Sprintf(" (%d refused)", refused)
+			}
+		}
 		if r := h.RNIC; r != nil {
 			tx, rx = fmt.Sprintf("%d", r.TxFrames), fmt.Sprintf("%d", r.RxFrames)
 			kern = fmt.Sprintf("%d", r.HostFrames)
-			drop = fmt.Sprintf("%d", r.HostDropped+r.RxMalformed+r.RxBadICRC+r.RxUnknownQP)
+			drop = fmt.Sprintf("%d", r.HostDropped+r.RxMalformed+r.RxBadICRC+r.RxUnknownQP+r.Panics)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Netns, h.IPv4, h.IPv6, h.MAC, tx, rx, kern, drop)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Netns, h.IPv4, h.IPv6, h.MAC, tx, rx, kern, drop, conns)
 	}
 	w.Flush()
 	if len(st.Switches) == 0 {
@@ -152,12 +163,12 @@ func printStatus(out io.Writer, st lab.Status) {
 	}
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "PORT\tPEER\tRATE\tTX FRAMES\tTX BYTES\tRX FRAMES\tDROPS\tECN\tSTAMPED\tPAUSES\tQUEUE")
+	fmt.Fprintln(w, "PORT\tPEER\tRATE\tTX FRAMES\tTX BYTES\tRX FRAMES\tDROPS\tECN\tSTAMPED\tPAUSES\tQUEUE\tLINK FAULTS")
 	for _, s := range st.Switches {
 		for _, p := range s.Ports {
 			ps := p.Stats
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Port, p.Peer, p.Rate, ps.TxFrames, ps.TxBytes,
-				ps.RxFrames, ps.Drops, ps.ECNMarks, ps.Stamped, ps.PauseSent+ps.PauseRcvd, ps.QLen)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Port, p.Peer, p.Rate, ps.TxFrames, ps.TxBytes,
+				ps.RxFrames, ps.Drops, ps.ECNMarks, ps.Stamped, ps.PauseSent+ps.PauseRcvd, ps.QLen, p.Link.Faults())
 		}
 	}
 	w.Flush()
@@ -173,10 +184,14 @@ error attached, and exits with its status. The command sees the host's TAP netde
 its NIC and reaches its soft-RNIC's verbs service; its environment carries
 ROCELAB_LAB, ROCELAB_HOST, ROCELAB_NETNS, ROCELAB_IPV4, ROCELAB_IPV6 and
 ROCELAB_STATE_DIR, and PATH starts with the directory of the rocelab binary, where
-the sample apps are built. The process is recorded with the lab, so down and clean
-stop it.`,
+the sample apps are built. When that directory has lib/libibverbs.so.1 (make build puts
+rocelab's libibverbs there), LD_LIBRARY_PATH starts with it: unmodified libibverbs
+programs (ibv_devinfo, ibv_rc_pingpong, perftest's ib_write_bw, ...) then run on the
+host's soft-RNIC (docs/libibverbs.md). The process is recorded with the lab, so down
+and clean stop it.`,
 		Example: `  sudo rocelab exec h1 -- ping -c 3 10.0.0.2
   sudo rocelab exec h2 -- ip addr
+  sudo rocelab exec h1 -- ibv_devinfo -v
   sudo rocelab exec --lab ls h3 -- sh`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -188,10 +203,14 @@ stop it.`,
 			if err != nil {
 				return fmt.Errorf("exec: %w", err)
 			}
-			// The sample apps sit next to the rocelab binary: put that directory first.
-			path := os.Getenv("PATH")
+			// The sample apps sit next to the rocelab binary: put that directory first,
+			// and its lib/ (rocelab's libibverbs.so.1) before the system's libraries.
+			path, libPath := os.Getenv("PATH"), os.Getenv("LD_LIBRARY_PATH")
 			if self, err := os.Executable(); err == nil {
-				path = filepath.Dir(self) + string(os.PathListSeparator) + path
+				path = prependPath(filepath.Dir(self), path)
+				if lib := filepath.Join(filepath.Dir(self), "lib"); fileExists(filepath.Join(lib, "libibverbs.so.1")) {
+					libPath = prependPath(lib, libPath)
+				}
 			}
 			c := exec.Command(args[1], args[2:]...)
 			if p, ok := lookPathIn(args[1], path); ok {
@@ -199,6 +218,9 @@ stop it.`,
 			}
 			c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
 			c.Env = append(os.Environ(), "PATH="+path)
+			if libPath != "" {
+				c.Env = append(c.Env, "LD_LIBRARY_PATH="+libPath)
+			}
 			if err := store.Exec(name, args[0], c); err != nil {
 				return fmt.Errorf("exec: %w", err)
 			}
@@ -206,13 +228,35 @@ stop it.`,
 			err = c.Wait()
 			var exit *exec.ExitError
 			if errors.As(err, &exit) {
-				os.Exit(exit.ExitCode())
+				os.Exit(exitStatus(exit))
 			}
 			return err
 		},
 	}
 	cmd.Flags().StringVar(&labName, "lab", "", "the lab (default: the only running one)")
 	return cmd
+}
+
+// prependPath puts dir in front of the list path.
+func prependPath(dir, path string) string {
+	if path == "" {
+		return dir
+	}
+	return dir + string(os.PathListSeparator) + path
+}
+
+func fileExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
+}
+
+// exitStatus is the status a shell gives a command that ended as exit says: its exit
+// code, or 128+N for a command killed by signal N.
+func exitStatus(exit *exec.ExitError) int {
+	if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return exit.ExitCode()
 }
 
 // lookPathIn finds an executable named name (without a slash) in the directories of
@@ -247,6 +291,9 @@ Timestamps are the lab's model times (real time since the lab started, plus its 
   rocelab decode out/s1p0.pcapng`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("duration") && duration <= 0 {
+				return fmt.Errorf("capture: --duration %v: want a positive duration such as 5s", duration)
+			}
 			store := netns.DefaultStore()
 			name, err := pickLab(store, labName)
 			if err != nil {

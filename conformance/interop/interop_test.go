@@ -25,7 +25,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket"
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/sys/unix"
 
@@ -250,8 +249,8 @@ func checkCapture(t *testing.T, file string) int {
 	defer f.Close()
 	var sum decode.Summary
 	var d decode.Decoder
-	err = decode.ReadFrames(f, func(i int, frame []byte, _ gopacket.CaptureInfo) error {
-		r := d.Decode(i, frame)
+	err = decode.ReadFrames(f, func(fr *decode.Frame) error {
+		r := d.DecodeFrame(fr)
 		sum.Add(&r)
 		return nil
 	})

@@ -44,15 +44,22 @@ type Receiver interface {
 // Stats counts what happened to the frames sent from one end of a link. Each fault has
 // its own counter so a test can check a configured probability against it.
 type Stats struct {
-	Frames, Bytes uint64 // handed to Send
-	Delivered     uint64 // handed to the far end's Receiver
-	Oversize      uint64 // dropped: longer than the MTU allows
-	Lost          uint64 // dropped by the loss fault
-	Down          uint64 // dropped while the link was down (flapping or SetUp(false))
-	Corrupted     uint64 // one bit flipped
-	Duplicated    uint64 // delivered twice
-	Reordered     uint64 // held back so later frames overtake it
-	Jittered      uint64 // delivered later than the propagation delay
+	Frames     uint64 `json:"frames"`     // handed to Send
+	Bytes      uint64 `json:"bytes"`      // likewise
+	Delivered  uint64 `json:"delivered"`  // handed to the far end's Receiver
+	Oversize   uint64 `json:"oversize"`   // dropped: longer than the MTU allows
+	Lost       uint64 `json:"lost"`       // dropped by the loss fault
+	Down       uint64 `json:"down"`       // dropped while the link was down (flapping or SetUp(false))
+	Corrupted  uint64 `json:"corrupted"`  // one bit flipped
+	Duplicated uint64 `json:"duplicated"` // delivered twice
+	Reordered  uint64 `json:"reordered"`  // held back so later frames overtake it
+	Jittered   uint64 `json:"jittered"`   // delivered later than the propagation delay
+}
+
+// Faults is how many frames the link's faults touched: lost, dropped while down,
+// corrupted, duplicated, reordered or delayed.
+func (s Stats) Faults() uint64 {
+	return s.Lost + s.Down + s.Corrupted + s.Duplicated + s.Reordered + s.Jittered
 }
 
 // Serialization returns how long n bytes occupy a link of rate bit/s, rounded up to the

@@ -50,7 +50,7 @@ func (f Faults) Validate() error {
 		v    float64
 	}{{"loss", f.Loss}, {"duplicate", f.Duplicate}, {"corrupt", f.Corrupt},
 		{"reorder", f.Reorder}, {"jitter probability", f.JitterProb}} {
-		if p.v < 0 || p.v > 1 {
+		if !(p.v >= 0 && p.v <= 1) { // NaN fails both
 			return fmt.Errorf("%s probability %v outside [0, 1]", p.name, p.v)
 		}
 	}

@@ -14,8 +14,10 @@ import (
 	"github.com/rocelab/rocelab/roce/telemetry/telemetrytest"
 )
 
-// Every codec stamps through the switch's interface: the frame grows in its pooled
-// buffer and decodes with the hop the switch measured.
+// Every codec stamps through the switch's interface, untagged, 802.1Q-tagged and
+// QinQ-tagged (802.1ad outer tag, as the switch forwards them): the frame grows in
+// its pooled buffer, decodes with the hop the switch measured, and strips back to the
+// original RoCEv2 frame with a valid ICRC.
 func TestStampThroughFabricInterface(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -28,40 +30,61 @@ func TestStampThroughFabricInterface(t *testing.T) {
 		{"ifa", ifa.New(), false, func(b []byte, s *telemetry.Stack) error { _, err := ifa.New().Decode(b, s); return err }},
 		{"hpcc", hpcchop.New(), false, func(b []byte, s *telemetry.Stack) error { _, err := hpcchop.New().Decode(b, s); return err }},
 	}
+	tags := []struct {
+		name string
+		tcis []uint16
+	}{{"untagged", nil}, {"802.1Q", []uint16{3<<13 | 100}}, {"QinQ", []uint16{5<<13 | 200, 3<<13 | 100}}}
 	pool := link.NewPool(2048)
 	for _, c := range cases {
-		var st fabric.Stamper = New(c.codec)
-		req, err := c.codec.Request(telemetrytest.RoCEFrame(c.ipv6))
-		if err != nil {
-			t.Fatal(err)
+		for _, tag := range tags {
+			name := c.name + " " + tag.name
+			var st fabric.Stamper = New(c.codec)
+			orig := telemetrytest.Tagged(telemetrytest.RoCEFrame(c.ipv6), tag.tcis...)
+			if err := telemetrytest.Valid(orig); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			req, err := c.codec.Request(append(make([]byte, 0, telemetrytest.BufSize), orig...))
+			if err != nil {
+				t.Fatalf("%s: request: %v", name, err)
+			}
+			f := pool.Get()
+			if err := f.SetBytes(req); err != nil {
+				t.Fatal(err)
+			}
+			f.InPort = 3
+			want := telemetrytest.Hop(1)
+			ok, err := st.Stamp(f, want.Hop)
+			if err != nil || !ok {
+				t.Fatalf("%s: stamp %v %v", name, ok, err)
+			}
+			var s telemetry.Stack
+			if err := c.decode(f.Bytes(), &s); err != nil || s.N != 1 {
+				t.Fatalf("%s: decode %d hops: %v", name, s.N, err)
+			}
+			want.IngressPort = 3
+			want.TTL = 64
+			got := s.Hops[0]
+			got.Has &^= telemetry.FieldHopLatency | telemetry.FieldIngressTS | telemetry.FieldQueueID // the switch hook supplies none
+			if err := telemetrytest.CheckFields(&got, &want); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			stripped, err := c.codec.Strip(append([]byte(nil), f.Bytes()...))
+			if err != nil || !bytes.Equal(stripped, orig) {
+				t.Errorf("%s: strip did not restore the frame: %v", name, err)
+			}
+			// A frame without telemetry is left alone.
+			f.SetBytes(orig)
+			if ok, err := st.Stamp(f, want.Hop); ok || err != nil || !bytes.Equal(f.Bytes(), orig) {
+				t.Errorf("%s: plain frame stamped: %v %v", name, ok, err)
+			}
+			f.Release()
 		}
-		f := pool.Get()
-		if err := f.SetBytes(req); err != nil {
-			t.Fatal(err)
-		}
-		f.InPort = 3
-		want := telemetrytest.Hop(1)
-		ok, err := st.Stamp(f, want.Hop)
-		if err != nil || !ok {
-			t.Fatalf("%s: stamp %v %v", c.name, ok, err)
-		}
-		var s telemetry.Stack
-		if err := c.decode(f.Bytes(), &s); err != nil || s.N != 1 {
-			t.Fatalf("%s: decode %d hops: %v", c.name, s.N, err)
-		}
-		want.IngressPort = 3
-		want.TTL = 64
-		got := s.Hops[0]
-		got.Has &^= telemetry.FieldHopLatency | telemetry.FieldIngressTS | telemetry.FieldQueueID // the switch hook supplies none
-		if err := telemetrytest.CheckFields(&got, &want); err != nil {
-			t.Errorf("%s: %v", c.name, err)
-		}
-		// A frame without telemetry is left alone.
-		plain := telemetrytest.RoCEFrame(c.ipv6)
-		f.SetBytes(plain)
-		if ok, err := st.Stamp(f, want.Hop); ok || err != nil || !bytes.Equal(f.Bytes(), plain) {
-			t.Errorf("%s: plain frame stamped: %v %v", c.name, ok, err)
-		}
-		f.Release()
+	}
+}
+
+// The codecs' FuzzPush targets give frames the spare capacity a switch's frames have.
+func TestFuzzTailroom(t *testing.T) {
+	if telemetrytest.Tailroom != link.Tailroom {
+		t.Fatalf("telemetrytest.Tailroom %d, link.Tailroom %d", telemetrytest.Tailroom, link.Tailroom)
 	}
 }

@@ -1,10 +1,12 @@
 package topo
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
-	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/rocelab/rocelab/fabric/link"
 )
@@ -49,12 +51,23 @@ func newBuilder(p Params) *builder {
 	return &builder{p: p, t: &Topology{Telemetry: p.Telemetry, CongestionControl: p.CongestionControl}}
 }
 
+// host adds host number n (1-based) with 10.0.0.0/8 and fd00::/64 addresses from n:
+// 10.0.0.5 and fd00::5 for the fifth, 10.1.0.1 and fd00::1:1 for the 65,537th.
 func (b *builder) host(name string) string {
 	n := len(b.t.Hosts) + 1
 	b.t.Hosts = append(b.t.Hosts, Host{Name: name,
-		IPv4: netip.AddrFrom4([4]byte{10, 0, byte(n >> 8), byte(n)}),
-		IPv6: netip.MustParseAddr(fmt.Sprintf("fd00::%x", n))})
+		IPv4: netip.AddrFrom4([4]byte{10, byte(n >> 16), byte(n >> 8), byte(n)}),
+		IPv6: netip.AddrFrom16([16]byte{0: 0xfd, 12: byte(n >> 24), 13: byte(n >> 16), 14: byte(n >> 8), 15: byte(n)})})
 	return name
+}
+
+// checkSize refuses, before anything is built, a generated topology larger than a
+// topology may be.
+func checkSize(kind string, hosts, switches int) error {
+	if hosts > MaxHosts || switches > MaxSwitches {
+		return fmt.Errorf("topo: %s with %d hosts and %d switches: at most %d hosts and %d switches", kind, hosts, switches, MaxHosts, MaxSwitches)
+	}
+	return nil
 }
 
 func (b *builder) sw(name string) string {
@@ -111,6 +124,12 @@ func LeafSpine(leaves, spines, hostsPerLeaf int, p Params) (*Topology, error) {
 	if leaves < 1 || spines < 1 || hostsPerLeaf < 1 {
 		return nil, fmt.Errorf("topo: leaf-spine needs leaves, spines and hosts")
 	}
+	if leaves > MaxSwitches || spines > MaxSwitches || hostsPerLeaf > MaxHosts {
+		return nil, checkSize("leaf-spine", hostsPerLeaf, leaves+spines)
+	}
+	if err := checkSize("leaf-spine", leaves*hostsPerLeaf, leaves+spines); err != nil {
+		return nil, err
+	}
 	b := newBuilder(p)
 	for s := 1; s <= spines; s++ {
 		b.sw(fmt.Sprintf("spine%d", s))
@@ -132,6 +151,12 @@ func LeafSpine(leaves, spines, hostsPerLeaf int, p Params) (*Topology, error) {
 func FatTree(k int, p Params) (*Topology, error) {
 	if k < 2 || k%2 != 0 {
 		return nil, fmt.Errorf("topo: fat-tree k must be even and at least 2, not %d", k)
+	}
+	if k > MaxSwitches { // k³/4 would overflow long before
+		return nil, checkSize(fmt.Sprintf("fat-tree k=%d", k), MaxHosts+1, k)
+	}
+	if err := checkSize(fmt.Sprintf("fat-tree k=%d", k), k*k*k/4, k*k*5/4); err != nil {
+		return nil, err
 	}
 	b := newBuilder(p)
 	half := k / 2
@@ -229,54 +254,95 @@ func FatTree3(c ThreeTier, p Params) (*Topology, error) {
 	return b.done()
 }
 
-// YAML formats t as a topology file that Parse reads back to the same topology.
+// YAML formats t as a topology file that Parse reads back to the same topology: one
+// line per host and per link (flow style), a block per switch. yaml.v3 quotes what
+// needs quoting (names with ": " or "#", addresses with colons).
 func (t *Topology) YAML() []byte {
-	var w strings.Builder
-	fmt.Fprintf(&w, "telemetry: %s\ncongestion_control: %s\n\nhosts:\n", t.Telemetry, t.CongestionControl)
+	hosts := yamlSeq(0)
 	for _, h := range t.Hosts {
-		fmt.Fprintf(&w, "  - {name: %s", h.Name)
+		n := yamlMap(yaml.FlowStyle, "name", yamlStr(h.Name))
 		if h.IPv4.IsValid() {
-			fmt.Fprintf(&w, ", ipv4: %s", h.IPv4)
+			yamlAdd(n, "ipv4", yamlStr(h.IPv4.String()))
 		}
 		if h.IPv6.IsValid() {
-			fmt.Fprintf(&w, ", ipv6: %q", h.IPv6.String())
+			yamlAdd(n, "ipv6", yamlStr(h.IPv6.String()))
 		}
-		fmt.Fprintf(&w, ", mac: %q", h.MAC.String())
+		yamlAdd(n, "mac", yamlStr(h.MAC.String()))
 		if h.External != "" {
-			fmt.Fprintf(&w, ", external: %s", h.External)
+			yamlAdd(n, "external", yamlStr(h.External))
 		}
 		if h.Bridge != "" {
-			fmt.Fprintf(&w, ", bridge: %s", h.Bridge)
+			yamlAdd(n, "bridge", yamlStr(h.Bridge))
 		}
-		w.WriteString("}\n")
+		hosts.Content = append(hosts.Content, n)
 	}
-	w.WriteString("\nswitches:\n")
+	switches := yamlSeq(0)
 	for _, s := range t.Switches {
-		fmt.Fprintf(&w, "  - name: %s\n", s.Name)
+		n := yamlMap(0, "name", yamlStr(s.Name))
 		if s.Buffer > 0 {
-			fmt.Fprintf(&w, "    buffer: %d\n", s.Buffer)
+			yamlAdd(n, "buffer", yamlNum(s.Buffer))
 		}
 		if e := s.ECN; e != nil {
-			fmt.Fprintf(&w, "    ecn: {kmin: %d, kmax: %d, pmax: %v}\n", e.KMin, e.KMax, e.PMax)
+			yamlAdd(n, "ecn", yamlMap(yaml.FlowStyle, "kmin", yamlNum(e.KMin), "kmax", yamlNum(e.KMax), "pmax", yamlNum(e.PMax)))
 		}
 		if p := s.PFC; p != nil {
-			fmt.Fprintf(&w, "    pfc: {priorities: %s, xoff: %d, xon: %d, headroom: %d}\n",
-				strings.ReplaceAll(fmt.Sprint(p.Priorities), " ", ", "), p.XOff, p.XOn, p.Headroom)
+			prios := yamlSeq(yaml.FlowStyle)
+			for _, prio := range p.Priorities {
+				prios.Content = append(prios.Content, yamlNum(prio))
+			}
+			yamlAdd(n, "pfc", yamlMap(yaml.FlowStyle, "priorities", prios, "xoff", yamlNum(p.XOff), "xon", yamlNum(p.XOn), "headroom", yamlNum(p.Headroom)))
 		}
+		switches.Content = append(switches.Content, n)
 	}
-	w.WriteString("\nlinks:\n")
+	links := yamlSeq(0)
 	for _, l := range t.Links {
-		fmt.Fprintf(&w, "  - {endpoints: [%s, %s], rate: %s, delay: %s, mtu: %d", l.Endpoints[0], l.Endpoints[1],
-			FormatRate(l.Rate), l.Delay, l.MTU)
+		ends := yamlSeq(yaml.FlowStyle)
+		ends.Content = []*yaml.Node{yamlStr(l.Endpoints[0]), yamlStr(l.Endpoints[1])}
+		n := yamlMap(yaml.FlowStyle, "endpoints", ends, "rate", yamlStr(FormatRate(l.Rate)), "delay", yamlStr(l.Delay.String()), "mtu", yamlNum(l.MTU))
 		if l.Buffer > 0 {
-			fmt.Fprintf(&w, ", buffer: %d", l.Buffer)
+			yamlAdd(n, "buffer", yamlNum(l.Buffer))
 		}
 		if f := l.Faults; f != (link.Faults{}) {
-			fmt.Fprintf(&w, ",\n     faults: {loss: %v, duplicate: %v, corrupt: %v, reorder: %v, reorder_delay: %s, jitter: %s, jitter_prob: %v",
-				f.Loss, f.Duplicate, f.Corrupt, f.Reorder, f.ReorderDelay, f.Jitter, f.JitterProb)
-			fmt.Fprintf(&w, ",\n              flap: {start: %s, period: %s, down: %s}}", f.Flap.Start, f.Flap.Period, f.Flap.Down)
+			yamlAdd(n, "faults", yamlMap(yaml.FlowStyle, "loss", yamlNum(f.Loss), "duplicate", yamlNum(f.Duplicate), "corrupt", yamlNum(f.Corrupt),
+				"reorder", yamlNum(f.Reorder), "reorder_delay", yamlStr(f.ReorderDelay.String()), "jitter", yamlStr(f.Jitter.String()),
+				"jitter_prob", yamlNum(f.JitterProb),
+				"flap", yamlMap(yaml.FlowStyle, "start", yamlStr(f.Flap.Start.String()), "period", yamlStr(f.Flap.Period.String()), "down", yamlStr(f.Flap.Down.String()))))
 		}
-		w.WriteString("}\n")
+		links.Content = append(links.Content, n)
 	}
-	return []byte(w.String())
+	doc := yamlMap(0, "telemetry", yamlStr(t.Telemetry), "congestion_control", yamlStr(t.CongestionControl),
+		"hosts", hosts, "switches", switches, "links", links)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		panic(fmt.Sprintf("topo: encoding a node tree built here: %v", err)) // only a malformed tree fails
+	}
+	enc.Close()
+	return buf.Bytes()
+}
+
+// yamlMap is a mapping node of key, value pairs.
+func yamlMap(style yaml.Style, kv ...any) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode, Style: style}
+	for i := 0; i < len(kv); i += 2 {
+		yamlAdd(n, kv[i].(string), kv[i+1].(*yaml.Node))
+	}
+	return n
+}
+
+func yamlAdd(m *yaml.Node, key string, v *yaml.Node) {
+	m.Content = append(m.Content, yamlStr(key), v)
+}
+
+// yamlSeq is a sequence node (style 0: block).
+func yamlSeq(style yaml.Style) *yaml.Node { return &yaml.Node{Kind: yaml.SequenceNode, Style: style} }
+
+// yamlStr is a string scalar: tagged, so the encoder quotes values that would read back as
+// something else (a number, true, null) or break the syntax.
+func yamlStr(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }
+
+// yamlNum is a number scalar, written plain.
+func yamlNum[T int | uint8 | uint64 | float64](v T) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Value: fmt.Sprint(v)}
 }

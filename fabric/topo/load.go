@@ -163,7 +163,8 @@ func str(s string) (string, error) { return s, nil }
 
 func prob(s string) (float64, error) {
 	p, err := strconv.ParseFloat(s, 64)
-	if err != nil || p < 0 || p > 1 {
+	if err != nil || !(p >= 0 && p <= 1) { // NaN fails both
+
 		return 0, fmt.Errorf("probability %q: want a number in [0, 1]", s)
 	}
 	return p, nil

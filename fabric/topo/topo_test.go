@@ -106,6 +106,35 @@ func TestRoundTripWithFaults(t *testing.T) {
 	}
 }
 
+// TestRoundTripAwkwardNames: names YAML would read as something else — with ": " or
+// "#", or spelled like a number, a boolean or null — come back as written.
+func TestRoundTripAwkwardNames(t *testing.T) {
+	tp, err := Dumbbell(2, Params{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rename := map[string]string{"s1": "core: left # rack 1", "s2": "#2", "h1": "h1: db", "h2": "true", "h3": "1e3", "h4": "null"}
+	for i := range tp.Switches {
+		tp.Switches[i].Name = rename[tp.Switches[i].Name]
+	}
+	for i := range tp.Hosts {
+		tp.Hosts[i].Name = rename[tp.Hosts[i].Name]
+	}
+	for i := range tp.Links {
+		for j, e := range tp.Links[i].Endpoints {
+			tp.Links[i].Endpoints[j] = rename[e]
+		}
+	}
+	got, err := Parse(tp.YAML())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, tp.YAML())
+	}
+	clearLines(got)
+	if !reflect.DeepEqual(got, tp) {
+		t.Fatalf("round trip changed the topology:\n%s", tp.YAML())
+	}
+}
+
 func TestErrorsNameTheLine(t *testing.T) {
 	const head = "hosts:\n  - {name: h1, ipv4: 10.0.0.1}\n  - {name: h2, ipv4: 10.0.0.2}\nswitches:\n  - name: s1\n"
 	cases := []struct{ yaml, want string }{
@@ -117,6 +146,14 @@ func TestErrorsNameTheLine(t *testing.T) {
 			`line 7: link.delay: duration "-1us"`},
 		{head + "links:\n  - {endpoints: [h1, s1], rate: 1G, faults: {loss: 2}}\n",
 			`line 7: faults.loss: probability "2"`},
+		{head + "links:\n  - {endpoints: [h1, s1], rate: 1G, faults: {loss: NaN}}\n",
+			`line 7: faults.loss: probability "NaN"`},
+		{head + "links:\n  - {endpoints: [h1, s1], rate: 1G, faults: {corrupt: Inf}}\n",
+			`line 7: faults.corrupt: probability "Inf"`},
+		{head + "links:\n  - {endpoints: [h1, s1], rate: NaN}\n",
+			`line 7: link.rate: rate "NaN"`},
+		{head + "links:\n  - {endpoints: [h1, s1], rate: InfG}\n",
+			`line 7: link.rate: rate "InfG"`},
 		{head + "links:\n  - {endpoints: [h1, s1], rate: 1G, colour: red}\n",
 			`line 7: link: unknown field "colour"`},
 		{head + "links:\n  - {endpoints: [h1, s1], rate: 1G}\n  - {endpoints: [h2, s1]}\n",

@@ -31,7 +31,8 @@ func ParseRate(s string) (uint64, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f <= 0 || f*mult > 1e15 {
+	if err != nil || !(f > 0 && f*mult <= 1e15) { // NaN and ±Inf fail too
+
 		return 0, fmt.Errorf("rate %q: want a positive number of bit/s such as 100G or 25Gbps", s)
 	}
 	return uint64(f * mult), nil

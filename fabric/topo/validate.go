@@ -6,8 +6,17 @@ import (
 	"strings"
 )
 
+// Limits of a topology. A host's auto-assigned MAC and a generator's addresses have room
+// for 2^24 hosts; these bounds keep a topology to what a run can hold in memory and
+// say so up front rather than after minutes of building.
+const (
+	MaxHosts    = 1 << 16
+	MaxSwitches = 1 << 14
+	MaxLinks    = 1 << 18
+)
+
 // Validate checks the topology as a whole and fills defaults: a link's MTU defaults to
-// 1500, a host's MAC to 02:00:00:00:hi:lo from its 1-based position. Errors name the
+// 1500, a host's MAC to 02:00:00:nn:nn:nn from its 1-based position. Errors name the
 // line of the offending declaration.
 func (t *Topology) Validate() error {
 	if !slices.Contains(TelemetryFormats, t.Telemetry) {
@@ -18,6 +27,10 @@ func (t *Topology) Validate() error {
 	}
 	if len(t.Hosts) == 0 {
 		return errorf(0, "no hosts")
+	}
+	if len(t.Hosts) > MaxHosts || len(t.Switches) > MaxSwitches || len(t.Links) > MaxLinks {
+		return errorf(0, "%d hosts, %d switches and %d links: a topology has at most %d hosts, %d switches and %d links",
+			len(t.Hosts), len(t.Switches), len(t.Links), MaxHosts, MaxSwitches, MaxLinks)
 	}
 	lines := map[string]int{}
 	declare := func(kind, name string, line int) error {
@@ -52,7 +65,7 @@ func (t *Topology) Validate() error {
 			return errorf(h.Line, "host %q: bridge %q is not a netdev name (at most 15 characters, no '/', ' ' or ':')", h.Name, h.Bridge)
 		}
 		if h.MAC == nil {
-			h.MAC = net.HardwareAddr{0x02, 0, 0, 0, byte((i + 1) >> 8), byte(i + 1)}
+			h.MAC = net.HardwareAddr{0x02, 0, 0, byte((i + 1) >> 16), byte((i + 1) >> 8), byte(i + 1)}
 		}
 		if other, dup := macs[h.MAC.String()]; dup {
 			return errorf(h.Line, "host %q: MAC %s already used by %q", h.Name, h.MAC, other)

@@ -2,7 +2,7 @@
 // `rocelab hpcc replay`, kept out of the command so it is testable and fuzzable. It is
 // pure: a Replayer turns one input line into one output line and does no I/O.
 //
-// Input, one JSON object per line (unknown keys are ignored):
+// Input, one JSON object per line (an unknown or repeated key, or a number written as a string, is an error):
 //
 //	sender:   {"seq": <acked bytes>, "snd_nxt": <bytes>, "hops": [HOP, ...]}
 //	receiver: {"now_ns": <ns>, "hops": [HOP, ...]}
@@ -18,9 +18,11 @@
 package replay
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 
@@ -89,6 +91,9 @@ type receiverOut struct {
 // Step processes one input line and returns the output line (without a newline). On
 // error the flow's state is unchanged and the error names the offending field.
 func (r *Replayer) Step(line []byte) ([]byte, error) {
+	if err := checkStrict(line); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
 	var ev eventIn
 	if err := json.Unmarshal(line, &ev); err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
@@ -176,4 +181,98 @@ func instant(name string, n json.Number) (int64, error) {
 		return 0, fmt.Errorf("replay: %s must be an integer number of nanoseconds, got %s", name, n)
 	}
 	return int64(f), nil
+}
+
+// The fields an input line may have: a trace is a contract, so a misspelt or repeated
+// key, or a number written as a string, is an error rather than a silent default.
+var (
+	eventFields = map[string]bool{"seq": true, "snd_nxt": true, "now_ns": true, "hops": true}
+	hopFields   = map[string]bool{"ts_ns": true, "qlen": true, "tx_bytes": true, "bw_bps": true}
+)
+
+// checkStrict walks one input line's tokens: one JSON object of eventFields, each at
+// most once, numbers as JSON numbers, hops an array of objects of hopFields.
+func checkStrict(line []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	if err := strictObject(dec, "line", eventFields); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return errors.New("unexpected end of the line: not a whole JSON object")
+		}
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the object")
+	}
+	return nil
+}
+
+func strictObject(dec *json.Decoder, where string, fields map[string]bool) error {
+	if err := expectDelim(dec, '{', where+" must be an object"); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key := tok.(string) // the decoder only yields strings as object keys
+		switch {
+		case !fields[key]:
+			return fmt.Errorf("%s: unknown field %q", where, key)
+		case seen[key]:
+			return fmt.Errorf("%s: field %q given twice", where, key)
+		}
+		seen[key] = true
+		if key == "hops" {
+			if err := strictHops(dec); err != nil {
+				return err
+			}
+			continue
+		}
+		tok, err = dec.Token()
+		if err != nil {
+			return err
+		}
+		if _, ok := tok.(json.Number); !ok {
+			return fmt.Errorf("%s: %s must be a JSON number, got %v", where, key, tokenText(tok))
+		}
+	}
+	_, err := dec.Token() // '}'
+	return err
+}
+
+func strictHops(dec *json.Decoder) error {
+	if err := expectDelim(dec, '[', "hops must be an array"); err != nil {
+		return err
+	}
+	for i := 0; dec.More(); i++ {
+		if err := strictObject(dec, fmt.Sprintf("hops[%d]", i), hopFields); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token() // ']'
+	return err
+}
+
+func expectDelim(dec *json.Decoder, d json.Delim, msg string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != d {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+func tokenText(tok json.Token) string {
+	switch v := tok.(type) {
+	case string:
+		return strconv.Quote(v)
+	case json.Delim:
+		return "a " + map[json.Delim]string{'{': "object", '[': "array"}[v]
+	}
+	return fmt.Sprint(tok)
 }

@@ -30,7 +30,7 @@ func TestSenderTrace(t *testing.T) {
 			`{"u":0.5,"w":10000,"wc":10000,"rate_bps":8000000000,"inc_stage":0,"update_wc":false}`},
 		// Full rate plus a 5000-byte queue seen twice (min filter): U = 1.5.
 		// W = 10000/(1.5/0.95) + 500 = 6333.33… + 500, committed.
-		{`{"seq":10001,"snd_nxt":30000,"hops":[{"ts_ns":20000,"qlen":5000,"tx_bytes":15000,"bw_bps":8e9}], "extra": 1}`,
+		{`{"seq":10001,"snd_nxt":30000,"hops":[{"ts_ns":20000,"qlen":5000,"tx_bytes":15000,"bw_bps":8e9}]}`,
 			`{"u":1.5,"w":6833.333333333334,"wc":6833.333333333334,"rate_bps":5466666666.666667,"inc_stage":0,"update_wc":true}`},
 	}
 	for i, l := range lines {
@@ -68,13 +68,17 @@ func TestReceiverTrace(t *testing.T) {
 
 func TestStepErrors(t *testing.T) {
 	tests := []struct{ mode, in, err string }{
-		{ModeSender, `{"seq":1`, "unexpected end"},
+		{ModeSender, `{"seq":1`, "unexpected end of the line"},
+		{ModeSender, `{"seq":1,"snd_nxt":1,"hops":[],"extra":1}`, `unknown field "extra"`},
+		{ModeSender, `{"seq":1,"snd_nxt":1,"snd_nxt":2,"hops":[]}`, `field "snd_nxt" given twice`},
+		{ModeSender, `{"seq":1,"snd_nxt":1,"hops":[]} {}`, "trailing data"},
+		{ModeSender, `[1]`, "line must be an object"},
 		{ModeSender, `{"snd_nxt":1,"hops":[]}`, "seq: missing"},
 		{ModeSender, `{"seq":-1,"snd_nxt":1}`, "seq must be a non-negative integer"},
 		{ModeSender, `{"seq":1.5,"snd_nxt":1}`, "seq must be a non-negative integer"},
 		{ModeSender, `{"seq":1,"snd_nxt":1,"hops":[{"ts_ns":1,"qlen":0,"tx_bytes":0,"bw_bps":0}]}`, "hops[0].bw_bps must be positive"},
 		{ModeSender, `{"seq":1,"snd_nxt":1,"hops":[{"ts_ns":1,"tx_bytes":0,"bw_bps":1}]}`, "hops[0].qlen: missing"},
-		{ModeSender, `{"seq":"x","snd_nxt":1}`, "invalid"},
+		{ModeSender, `{"seq":"x","snd_nxt":1}`, `seq must be a JSON number, got "x"`},
 		{ModeReceiver, `{"hops":[]}`, "now_ns: missing"},
 		{ModeReceiver, `{"now_ns":1e300}`, "now_ns must be an integer"},
 	}

@@ -19,8 +19,16 @@ func (c *conn) call(op wire.Op, body []byte, fds []int, resp []byte) (out []byte
 			out, outFDs = wire.AppendError(resp, op, fmt.Errorf("%w: internal error: %v", rnic.ErrInvalidArgument, r)), nil
 		}
 	}()
+	var h handler
+	if int(op) < len(handlers) {
+		h = handlers[op]
+	}
+	if h.run == nil && h.withFD == nil {
+		wire.CloseFDs(fds)
+		return wire.AppendError(resp, op, fmt.Errorf("%w: unknown call %v", rnic.ErrNotSupported, op)), nil
+	}
 	wantFDs := 0
-	if op == wire.OpRegMR || op == wire.OpCreateCompChannel {
+	if h.withFD != nil {
 		wantFDs = 1
 	}
 	if len(fds) != wantFDs {
@@ -31,157 +39,206 @@ func (c *conn) call(op wire.Op, body []byte, fds []int, resp []byte) (out []byte
 		wire.CloseFDs(fds)
 		return wire.AppendError(resp, op, rnic.ErrClosed), nil
 	}
-	body2, fd, err := c.dispatch(op, body, fds)
+	var (
+		respBody any
+		fd       int
+		err      error
+	)
+	if h.withFD != nil {
+		respBody, fd, err = h.withFD(c, body, fds[0])
+	} else {
+		respBody, fd, err = h.run(c, body)
+	}
 	if err != nil {
 		return wire.AppendError(resp, op, err), nil
 	}
 	if fd >= 0 {
 		outFDs = []int{fd}
 	}
-	return wire.AppendResponse(resp, op, body2), outFDs
+	return wire.AppendResponse(resp, op, respBody), outFDs
 }
 
-// dispatch decodes and runs a call. It returns the response body and, for the calls that
-// create a ring, the ring's memfd.
-func (c *conn) dispatch(op wire.Op, body []byte, fds []int) (any, int, error) {
-	d := c.s.dev
+// A handler decodes and runs one call on the loop. It returns the response body and,
+// for the calls that create a ring, the ring's memfd (else -1). Calls that carry a
+// descriptor have withFD, which owns it (closing it unless it keeps it); the others run.
+type handler struct {
+	run    func(c *conn, body []byte) (any, int, error)
+	withFD func(c *conn, body []byte, fd int) (any, int, error)
+}
+
+// handlers is indexed by wire.Op; an op without an entry is an unknown call (OpHello
+// is the connection's handshake, not a call).
+var handlers = [...]handler{
+	wire.OpQueryDevice:       {run: (*conn).queryDevice},
+	wire.OpQueryPort:         {run: (*conn).queryPort},
+	wire.OpQueryGID:          {run: (*conn).queryGID},
+	wire.OpAllocPD:           {run: (*conn).allocPD},
+	wire.OpDeallocPD:         {run: destroying(kindPD, wire.OpDeallocPD)},
+	wire.OpRegMR:             {withFD: (*conn).regMR},
+	wire.OpDeregMR:           {run: destroying(kindMR, wire.OpDeregMR)},
+	wire.OpCreateCompChannel: {withFD: (*conn).createCompChannel},
+	wire.OpDestroyCompChan:   {run: destroying(kindChannel, wire.OpDestroyCompChan)},
+	wire.OpCreateCQ:          {run: (*conn).createCQ},
+	wire.OpDestroyCQ:         {run: destroying(kindCQ, wire.OpDestroyCQ)},
+	wire.OpCreateSRQ:         {run: (*conn).createSRQ},
+	wire.OpModifySRQ:         {run: (*conn).modifySRQ},
+	wire.OpDestroySRQ:        {run: destroying(kindSRQ, wire.OpDestroySRQ)},
+	wire.OpCreateAH:          {run: (*conn).createAH},
+	wire.OpDestroyAH:         {run: destroying(kindAH, wire.OpDestroyAH)},
+	wire.OpCreateQP:          {run: (*conn).createQP},
+	wire.OpModifyQP:          {run: (*conn).modifyQP},
+	wire.OpQueryQP:           {run: (*conn).queryQP},
+	wire.OpDestroyQP:         {run: destroying(kindQP, wire.OpDestroyQP)},
+}
+
+func (c *conn) queryDevice(body []byte) (any, int, error) {
+	if err := wire.DecodeBody(body, &struct{}{}); err != nil {
+		return nil, -1, err
+	}
+	a := c.s.dev.QueryDevice()
+	r := &wire.DeviceAttr{NodeGUID: a.NodeGUID, MaxQP: uint32(a.MaxQP), MaxQPWR: uint32(a.MaxQPWR),
+		MaxSGE: uint32(a.MaxSGE), MaxCQE: uint32(a.MaxCQE), MaxQPRdAtom: uint32(a.MaxQPRdAtom),
+		MaxQPInitRdAtom: uint32(a.MaxQPInitRdAtm), PhysPortCnt: uint32(a.PhysPortCnt), MaxSRQ: maxObjects}
+	wire.PutString(r.FWVer[:], a.FWVer)
+	return r, -1, nil
+}
+
+func (c *conn) queryPort(body []byte) (any, int, error) {
+	var q wire.QueryPort
+	if err := wire.DecodeBody(body, &q); err != nil {
+		return nil, -1, err
+	}
+	a, err := c.s.dev.QueryPort(q.Port)
+	if err != nil {
+		return nil, -1, err
+	}
+	r := &wire.PortAttr{MaxMTU: uint16(a.MaxMTU), ActiveMTU: uint16(a.ActiveMTU), GIDTableLen: uint32(a.GIDTableLen), Rate: a.Rate}
+	wire.PutString(r.State[:], a.State)
+	wire.PutString(r.LinkLayer[:], a.LinkLayer)
+	return r, -1, nil
+}
+
+func (c *conn) queryGID(body []byte) (any, int, error) {
+	var q wire.QueryGID
+	if err := wire.DecodeBody(body, &q); err != nil {
+		return nil, -1, err
+	}
+	if q.Index > 1<<16 {
+		return nil, -1, fmt.Errorf("%w: GID index %d", rnic.ErrInvalidArgument, q.Index)
+	}
+	g, err := c.s.dev.QueryGID(int(q.Index))
+	return &wire.GID{GID: g}, -1, err
+}
+
+func (c *conn) allocPD(body []byte) (any, int, error) {
+	if err := wire.DecodeBody(body, &struct{}{}); err != nil {
+		return nil, -1, err
+	}
+	pd, err := c.s.dev.AllocPD()
+	if err != nil {
+		return nil, -1, err
+	}
+	hd, err := c.add(&sPD{pd: pd})
+	if err != nil {
+		c.s.dev.DeallocPD(pd)
+	}
+	return &wire.Handle{Handle: hd}, -1, err
+}
+
+func (c *conn) createCompChannel(body []byte, fd int) (any, int, error) {
+	if err := wire.DecodeBody(body, &struct{}{}); err != nil {
+		unix.Close(fd)
+		return nil, -1, err
+	}
+	hd, err := c.add(&sChannel{fd: fd})
+	if err != nil {
+		unix.Close(fd)
+	}
+	return &wire.Handle{Handle: hd}, -1, err
+}
+
+func (c *conn) modifySRQ(body []byte) (any, int, error) {
+	var m wire.ModifySRQ
+	if err := wire.DecodeBody(body, &m); err != nil {
+		return nil, -1, err
+	}
+	s, err := get[*sSRQ](c, m.Handle, "SRQ")
+	if err != nil {
+		return nil, -1, err
+	}
+	if m.Limit > 1<<20 {
+		return nil, -1, fmt.Errorf("%w: SRQ limit %d", rnic.ErrInvalidArgument, m.Limit)
+	}
+	return nil, -1, s.srq.ModifySRQ(int(m.Limit))
+}
+
+func (c *conn) createAH(body []byte) (any, int, error) {
+	var a wire.CreateAH
+	if err := wire.DecodeBody(body, &a); err != nil {
+		return nil, -1, err
+	}
+	pd, err := get[*sPD](c, a.PD, "PD")
+	if err != nil {
+		return nil, -1, err
+	}
+	if a.SGIDIndex > 1<<16 {
+		return nil, -1, fmt.Errorf("%w: SGID index %d", rnic.ErrInvalidArgument, a.SGIDIndex)
+	}
+	ah, err := c.s.dev.CreateAH(pd.pd, rnic.AHAttr{DGID: a.DGID, SGIDIndex: int(a.SGIDIndex), TrafficClass: a.TrafficClass,
+		HopLimit: a.HopLimit, FlowLabel: a.FlowLabel})
+	if err != nil {
+		return nil, -1, err
+	}
+	hd, err := c.add(&sAH{ah: ah})
+	if err != nil {
+		c.s.dev.DestroyAH(ah)
+	}
+	return &wire.Handle{Handle: hd}, -1, err
+}
+
+func (c *conn) modifyQP(body []byte) (any, int, error) {
+	var m wire.ModifyQP
+	if err := wire.DecodeBody(body, &m); err != nil {
+		return nil, -1, err
+	}
+	x, err := get[*sQP](c, m.Handle, "QP")
+	if err != nil {
+		return nil, -1, err
+	}
+	a := m.Attr.QP()
+	mask := qp.AttrMask(m.Mask)
+	if err := c.s.dev.ModifyQP(x.x, &a, mask); err != nil {
+		return nil, -1, err
+	}
+	if mask&qp.AttrState != 0 && a.State == qp.StateReset {
+		x.reset()
+	}
+	return nil, -1, nil
+}
+
+func (c *conn) queryQP(body []byte) (any, int, error) {
 	var h wire.Handle
-	switch op {
-	case wire.OpQueryDevice:
-		if err := wire.DecodeBody(body, &struct{}{}); err != nil {
-			return nil, -1, err
-		}
-		a := d.QueryDevice()
-		r := &wire.DeviceAttr{NodeGUID: a.NodeGUID, MaxQP: uint32(a.MaxQP), MaxQPWR: uint32(a.MaxQPWR),
-			MaxSGE: uint32(a.MaxSGE), MaxCQE: uint32(a.MaxCQE), MaxQPRdAtom: uint32(a.MaxQPRdAtom),
-			MaxQPInitRdAtom: uint32(a.MaxQPInitRdAtm), PhysPortCnt: uint32(a.PhysPortCnt), MaxSRQ: maxObjects}
-		wire.PutString(r.FWVer[:], a.FWVer)
-		return r, -1, nil
-	case wire.OpQueryPort:
-		var q wire.QueryPort
-		if err := wire.DecodeBody(body, &q); err != nil {
-			return nil, -1, err
-		}
-		a, err := d.QueryPort(q.Port)
-		if err != nil {
-			return nil, -1, err
-		}
-		r := &wire.PortAttr{MaxMTU: uint16(a.MaxMTU), ActiveMTU: uint16(a.ActiveMTU), GIDTableLen: uint32(a.GIDTableLen), Rate: a.Rate}
-		wire.PutString(r.State[:], a.State)
-		wire.PutString(r.LinkLayer[:], a.LinkLayer)
-		return r, -1, nil
-	case wire.OpQueryGID:
-		var q wire.QueryGID
-		if err := wire.DecodeBody(body, &q); err != nil {
-			return nil, -1, err
-		}
-		if q.Index > 1<<16 {
-			return nil, -1, fmt.Errorf("%w: GID index %d", rnic.ErrInvalidArgument, q.Index)
-		}
-		g, err := d.QueryGID(int(q.Index))
-		return &wire.GID{GID: g}, -1, err
-	case wire.OpAllocPD:
-		if err := wire.DecodeBody(body, &struct{}{}); err != nil {
-			return nil, -1, err
-		}
-		pd, err := d.AllocPD()
-		if err != nil {
-			return nil, -1, err
-		}
-		hd, err := c.add(&sPD{pd: pd})
-		if err != nil {
-			d.DeallocPD(pd)
-		}
-		return &wire.Handle{Handle: hd}, -1, err
-	case wire.OpRegMR:
-		return c.regMR(body, fds[0])
-	case wire.OpCreateCompChannel:
-		if err := wire.DecodeBody(body, &struct{}{}); err != nil {
-			unix.Close(fds[0])
-			return nil, -1, err
-		}
-		hd, err := c.add(&sChannel{fd: fds[0]})
-		if err != nil {
-			unix.Close(fds[0])
-		}
-		return &wire.Handle{Handle: hd}, -1, err
-	case wire.OpCreateCQ:
-		return c.createCQ(body)
-	case wire.OpCreateSRQ:
-		return c.createSRQ(body)
-	case wire.OpModifySRQ:
-		var m wire.ModifySRQ
-		if err := wire.DecodeBody(body, &m); err != nil {
-			return nil, -1, err
-		}
-		s, err := get[*sSRQ](c, m.Handle, "SRQ")
-		if err != nil {
-			return nil, -1, err
-		}
-		if m.Limit > 1<<20 {
-			return nil, -1, fmt.Errorf("%w: SRQ limit %d", rnic.ErrInvalidArgument, m.Limit)
-		}
-		return nil, -1, s.srq.ModifySRQ(int(m.Limit))
-	case wire.OpCreateAH:
-		var a wire.CreateAH
-		if err := wire.DecodeBody(body, &a); err != nil {
-			return nil, -1, err
-		}
-		pd, err := get[*sPD](c, a.PD, "PD")
-		if err != nil {
-			return nil, -1, err
-		}
-		if a.SGIDIndex > 1<<16 {
-			return nil, -1, fmt.Errorf("%w: SGID index %d", rnic.ErrInvalidArgument, a.SGIDIndex)
-		}
-		ah, err := d.CreateAH(pd.pd, rnic.AHAttr{DGID: a.DGID, SGIDIndex: int(a.SGIDIndex), TrafficClass: a.TrafficClass,
-			HopLimit: a.HopLimit, FlowLabel: a.FlowLabel})
-		if err != nil {
-			return nil, -1, err
-		}
-		hd, err := c.add(&sAH{ah: ah})
-		if err != nil {
-			d.DestroyAH(ah)
-		}
-		return &wire.Handle{Handle: hd}, -1, err
-	case wire.OpCreateQP:
-		return c.createQP(body)
-	case wire.OpModifyQP:
-		var m wire.ModifyQP
-		if err := wire.DecodeBody(body, &m); err != nil {
-			return nil, -1, err
-		}
-		x, err := get[*sQP](c, m.Handle, "QP")
-		if err != nil {
-			return nil, -1, err
-		}
-		a := m.Attr.QP()
-		mask := qp.AttrMask(m.Mask)
-		if err := d.ModifyQP(x.x, &a, mask); err != nil {
-			return nil, -1, err
-		}
-		if mask&qp.AttrState != 0 && a.State == qp.StateReset {
-			x.reset()
-		}
-		return nil, -1, nil
-	case wire.OpQueryQP:
-		if err := wire.DecodeBody(body, &h); err != nil {
-			return nil, -1, err
-		}
-		x, err := get[*sQP](c, h.Handle, "QP")
-		if err != nil {
-			return nil, -1, err
-		}
-		a := d.QueryQP(x.x)
-		r := wire.FromQPAttr(&a)
-		return &r, -1, nil
-	case wire.OpDeallocPD, wire.OpDeregMR, wire.OpDestroyCompChan, wire.OpDestroyCQ, wire.OpDestroySRQ,
-		wire.OpDestroyAH, wire.OpDestroyQP:
+	if err := wire.DecodeBody(body, &h); err != nil {
+		return nil, -1, err
+	}
+	x, err := get[*sQP](c, h.Handle, "QP")
+	if err != nil {
+		return nil, -1, err
+	}
+	a := c.s.dev.QueryQP(x.x)
+	r := wire.FromQPAttr(&a)
+	return &r, -1, nil
+}
+
+// destroying is the handler of op, which destroys an object of kind.
+func destroying(kind int, op wire.Op) func(c *conn, body []byte) (any, int, error) {
+	return func(c *conn, body []byte) (any, int, error) {
+		var h wire.Handle
 		if err := wire.DecodeBody(body, &h); err != nil {
 			return nil, -1, err
 		}
 		o, ok := c.objs[h.Handle]
-		if !ok || destroyOp[kindOf(o)] != op {
+		if !ok || kindOf(o) != kind {
 			return nil, -1, fmt.Errorf("%w: %v: no such object (handle %d)", rnic.ErrNotFound, op, h.Handle)
 		}
 		if err := c.destroy(o); err != nil {
@@ -190,11 +247,7 @@ func (c *conn) dispatch(op wire.Op, body []byte, fds []int) (any, int, error) {
 		c.remove(h.Handle)
 		return nil, -1, nil
 	}
-	return nil, -1, fmt.Errorf("%w: unknown call %v", rnic.ErrNotSupported, op)
 }
-
-var destroyOp = map[int]wire.Op{kindPD: wire.OpDeallocPD, kindMR: wire.OpDeregMR, kindChannel: wire.OpDestroyCompChan,
-	kindCQ: wire.OpDestroyCQ, kindSRQ: wire.OpDestroySRQ, kindAH: wire.OpDestroyAH, kindQP: wire.OpDestroyQP}
 
 func (c *conn) regMR(body []byte, fd int) (any, int, error) {
 	defer unix.Close(fd) // RegMRFD keeps a duplicate
@@ -206,7 +259,9 @@ func (c *conn) regMR(body []byte, fd int) (any, int, error) {
 	if err != nil {
 		return nil, -1, err
 	}
-	if r.Length == 0 || r.Length > 1<<40 || r.Offset > 1<<46 || r.Offset%4096 != 0 {
+	// Offsets reach 2^57: rocelab's libibverbs.so.1 registers an application's pages at
+	// their own virtual address in a sparse memfd (docs/libibverbs.md).
+	if r.Length == 0 || r.Length > 1<<40 || r.Offset > 1<<57 || r.Offset%4096 != 0 {
 		return nil, -1, fmt.Errorf("%w: MR of %d bytes at offset %d", rnic.ErrInvalidArgument, r.Length, r.Offset)
 	}
 	if err := wire.CheckSealed(fd, r.Offset+r.Length); err != nil {

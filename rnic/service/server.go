@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -48,6 +49,20 @@ const (
 // address in two hosts' namespaces names two services.
 func Address(lab, host string) string { return "@rocelab/" + lab + "/" + host + "/verbs" }
 
+// MaxAddress is the longest socket address Linux accepts: sun_path's 108 bytes, less
+// the abstract namespace's leading NUL.
+const MaxAddress = 107
+
+// CheckAddress says whether host's service address in lab fits a socket address, so
+// that a lab can refuse names that are too long before it creates anything.
+func CheckAddress(lab, host string) error {
+	if a := Address(lab, host); len(a)-1 > MaxAddress {
+		return fmt.Errorf("lab %q with host %q: the verbs socket address %q is %d bytes, more than a socket address holds (%d): shorten the lab or host name (together at most %d characters)",
+			lab, host, a, len(a)-1, MaxAddress, MaxAddress-len(Address("", ""))+1)
+	}
+	return nil
+}
+
 // Option configures a Server.
 type Option func(*Server)
 
@@ -62,6 +77,19 @@ func WithAllowedUIDs(uids ...uint32) Option {
 	}
 }
 
+// WithConnLimits replaces the connection limits: at most perUID connections from one
+// user and total in all (defaults DefaultConnsPerUID and DefaultConns). A connection over
+// a limit is told why and closed at accept, before anything is read from it.
+func WithConnLimits(perUID, total int) Option {
+	return func(s *Server) { s.perUID, s.maxConns = perUID, total }
+}
+
+// WithHandshakeTimeout replaces how long a new connection may take to say HELLO
+// (default DefaultHandshakeTimeout); a silent one is closed then.
+func WithHandshakeTimeout(d time.Duration) Option {
+	return func(s *Server) { s.handshake = d }
+}
+
 // WithLogf sets where the service reports rejected peers, protocol errors and
 // reclaims (default: nowhere).
 func WithLogf(logf func(format string, args ...any)) Option {
@@ -74,6 +102,14 @@ func WithReclaimHook(fn func(pid int32, objects int)) Option {
 	return func(s *Server) { s.onReclaim = fn }
 }
 
+// Connection defaults. A host's applications open one connection per device context;
+// thousands per user is far beyond any real job and well inside the lab's descriptors.
+const (
+	DefaultConnsPerUID      = 1024
+	DefaultConns            = 4096
+	DefaultHandshakeTimeout = 5 * time.Second
+)
+
 // Server is a running verbs service.
 type Server struct {
 	dev       *rnic.Device
@@ -82,9 +118,13 @@ type Server struct {
 	allowed   map[uint32]bool
 	logf      func(string, ...any)
 	onReclaim func(int32, int)
+	perUID    int
+	maxConns  int
+	handshake time.Duration
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
+	byUID  map[uint32]int // open connections per user, under mu
 	closed bool
 	wg     sync.WaitGroup
 
@@ -97,7 +137,7 @@ type Server struct {
 	active  []*conn
 	unwatch func()
 
-	clients, objects, rejected atomic.Int64
+	clients, objects, rejected, limited, timedOut atomic.Int64
 }
 
 // Listen creates the service's socket at addr (see Address) and serves dev on it.
@@ -109,8 +149,9 @@ func Listen(dev *rnic.Device, addr string, opts ...Option) (*Server, error) {
 	if !strings.HasPrefix(addr, "@") {
 		return nil, fmt.Errorf("verbs service: address %q is not abstract (must start with @)", addr)
 	}
-	s := &Server{dev: dev, addr: addr, conns: map[*conn]struct{}{}, logf: func(string, ...any) {},
-		allowed: map[uint32]bool{uint32(os.Getuid()): true, 0: true}}
+	s := &Server{dev: dev, addr: addr, conns: map[*conn]struct{}{}, byUID: map[uint32]int{}, logf: func(string, ...any) {},
+		allowed: map[uint32]bool{uint32(os.Getuid()): true, 0: true},
+		perUID:  DefaultConnsPerUID, maxConns: DefaultConns, handshake: DefaultHandshakeTimeout}
 	for _, o := range opts {
 		o(s)
 	}
@@ -177,14 +218,21 @@ func (s *Server) Addr() string { return s.addr }
 
 // Stats counts the service's clients and objects.
 type Stats struct {
-	Clients  int // connected clients
-	Objects  int // objects (PDs, MRs, CQs, QPs, ...) they hold
-	Rejected int // connections refused by the SO_PEERCRED policy
+	Clients   int `json:"clients"`    // connected clients (past HELLO)
+	Conns     int `json:"conns"`      // open connections, clients and those still in their handshake
+	Objects   int `json:"objects"`    // objects (PDs, MRs, CQs, QPs, ...) they hold
+	Rejected  int `json:"rejected"`   // connections refused by the SO_PEERCRED policy
+	OverLimit int `json:"over_limit"` // connections refused by the per-user or total limit
+	TimedOut  int `json:"timed_out"`  // connections closed for a silent handshake
 }
 
 // Stats returns the service's counters. Safe from any goroutine.
 func (s *Server) Stats() Stats {
-	return Stats{Clients: int(s.clients.Load()), Objects: int(s.objects.Load()), Rejected: int(s.rejected.Load())}
+	s.mu.Lock()
+	conns := len(s.conns)
+	s.mu.Unlock()
+	return Stats{Clients: int(s.clients.Load()), Conns: conns, Objects: int(s.objects.Load()), Rejected: int(s.rejected.Load()),
+		OverLimit: int(s.limited.Load()), TimedOut: int(s.timedOut.Load())}
 }
 
 // Close stops accepting, disconnects every client, reclaims their objects and waits
@@ -212,15 +260,39 @@ func (s *Server) Close() error {
 	return err
 }
 
+// accept admits connections. Everything that can refuse one happens here, before a
+// byte is read or a goroutine started: the SO_PEERCRED policy, then the per-user and
+// total limits. When the process is out of descriptors (EMFILE, ENFILE) it backs off,
+// as net/http's server does, instead of spinning on a listener that stays readable.
 func (s *Server) accept() {
 	defer s.wg.Done()
+	var backoff time.Duration
 	for {
 		sock, err := s.ln.AcceptUnix()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			s.logf("verbs service %s: accept: %v", s.addr, err)
+			if backoff == 0 {
+				backoff = 5 * time.Millisecond
+				s.logf("verbs service %s: accept: %v (backing off)", s.addr, err)
+			} else if backoff *= 2; backoff > time.Second {
+				backoff = time.Second
+			}
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		cred, err := peerCred(sock)
+		if err != nil {
+			s.logf("verbs service %s: SO_PEERCRED: %v", s.addr, err)
+			sock.Close()
+			continue
+		}
+		if !s.allowed[cred.Uid] {
+			s.rejected.Add(1)
+			s.refuse(sock, cred, fmt.Errorf("%w: uid %d may not use the RNIC %s (SO_PEERCRED; allowed: the lab's uid and root)",
+				wire.ErrPermission, cred.Uid, s.dev.Name()))
 			continue
 		}
 		s.mu.Lock()
@@ -229,12 +301,41 @@ func (s *Server) accept() {
 			sock.Close()
 			return
 		}
-		c := &conn{s: s, sock: sock, objs: map[uint32]any{}}
+		if over := s.overLimit(cred.Uid); over != "" {
+			s.mu.Unlock()
+			s.limited.Add(1)
+			s.refuse(sock, cred, fmt.Errorf("%w: %s", rnic.ErrNoMemory, over))
+			continue
+		}
+		c := &conn{s: s, sock: sock, pid: cred.Pid, uid: cred.Uid, objs: map[uint32]any{}}
 		s.conns[c] = struct{}{}
+		s.byUID[cred.Uid]++
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go c.serve()
 	}
+}
+
+// overLimit says which limit a new connection from uid would pass, or "". Under mu.
+func (s *Server) overLimit(uid uint32) string {
+	switch {
+	case len(s.conns) >= s.maxConns:
+		return fmt.Sprintf("the verbs service of %s has %d connections, its limit", s.dev.Name(), s.maxConns)
+	case s.byUID[uid] >= s.perUID:
+		return fmt.Sprintf("uid %d has %d connections to the verbs service of %s, its limit", uid, s.perUID, s.dev.Name())
+	}
+	return ""
+}
+
+// refuse tells a connection why it is refused and closes it. The message goes out
+// before anything is read (the client reads it as the answer to its HELLO); a fresh
+// socket's buffer has room for it, so the send does not block.
+func (s *Server) refuse(sock *net.UnixConn, cred *unix.Ucred, why error) {
+	if n := s.rejected.Load() + s.limited.Load(); n&(n-1) == 0 { // 1st, 2nd, 4th, ... refusal
+		s.logf("verbs service %s: refused pid %d uid %d: %v (%d refused so far)", s.addr, cred.Pid, cred.Uid, why, n)
+	}
+	wire.Send(sock, wire.AppendError(nil, wire.OpHello, why))
+	sock.Close()
 }
 
 // peerCred reads the connecting process's credentials (SO_PEERCRED): taken by the

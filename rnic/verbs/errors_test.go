@@ -175,6 +175,10 @@ func TestMain(m *testing.M) {
 		child(addr)
 		return
 	}
+	if arg := os.Getenv(floodEnv); arg != "" {
+		flood(arg)
+		return
+	}
 	os.Exit(m.Run())
 }
 

@@ -36,6 +36,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -100,7 +101,7 @@ func Open(addr string) (*Context, error) {
 			return nil, err
 		}
 	}
-	sock, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: addr, Net: "unixpacket"})
+	sock, err := dial(addr)
 	if err != nil {
 		return nil, fmt.Errorf("verbs: connect to %s: %w", addr, err)
 	}
@@ -124,6 +125,23 @@ func Open(addr string) (*Context, error) {
 		return nil, fmt.Errorf("verbs: open %s: doorbell page: %w", addr, err)
 	}
 	return c, nil
+}
+
+// dialPatience bounds how long Open waits for room in the service's listen backlog.
+const dialPatience = 10 * time.Second
+
+// dial connects to the service as a blocking connect(2) does: Go's non-blocking connect
+// fails with EAGAIN while the listen backlog is full (a burst of other clients, or a
+// flood the service is busy refusing), where a C client would wait; so wait, briefly.
+func dial(addr string) (*net.UnixConn, error) {
+	deadline := time.Now().Add(dialPatience)
+	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 20*time.Millisecond) {
+		sock, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: addr, Net: "unixpacket"})
+		if err == nil || !errors.Is(err, unix.EAGAIN) || time.Now().After(deadline) {
+			return sock, err
+		}
+		time.Sleep(pause)
+	}
 }
 
 // Close closes the device (ibv_close_device). The service destroys every object the
@@ -155,9 +173,19 @@ func (c *Context) call(op wire.Op, req any, resp any, fds ...int) ([]int, error)
 	c.req = wire.AppendRequest(c.req[:0], op, c.seq, req)
 	if err := wire.Send(c.sock, c.req, fds...); err != nil {
 		c.dead = true
+		// A service that refuses a connection says why, then closes it, before it reads
+		// anything: the reason may be waiting behind the broken pipe.
+		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
+			if msg, got, rerr := c.recv(); rerr == nil {
+				wire.CloseFDs(got)
+				if perr := wire.ParseResponse(msg, op, resp); perr != nil {
+					return nil, perr
+				}
+			}
+		}
 		return nil, fmt.Errorf("verbs %v: service %s: %w (%w)", op, c.addr, rnic.ErrClosed, err)
 	}
-	msg, got, err := wire.Recv(c.sock, c.buf, c.oob)
+	msg, got, err := c.recv()
 	if err != nil {
 		c.dead = true
 		return nil, fmt.Errorf("verbs %v: service %s: %w (%w)", op, c.addr, rnic.ErrClosed, err)
@@ -167,6 +195,17 @@ func (c *Context) call(op wire.Op, req any, resp any, fds ...int) ([]int, error)
 		return nil, err
 	}
 	return got, nil
+}
+
+// recv reads the service's answer. A refusing service closes without reading our
+// request; Linux reports that as a reset before the answer it queued, which the next
+// read returns.
+func (c *Context) recv() ([]byte, []int, error) {
+	msg, fds, err := wire.Recv(c.sock, c.buf, c.oob)
+	if errors.Is(err, unix.ECONNRESET) {
+		msg, fds, err = wire.Recv(c.sock, c.buf, c.oob)
+	}
+	return msg, fds, err
 }
 
 // callNoFD is call for responses that carry no descriptor.

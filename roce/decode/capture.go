@@ -3,6 +3,7 @@ package decode
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 
@@ -11,13 +12,26 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 )
 
-// pcapng files start with a Section Header Block.
+// pcapngMagic starts a pcapng file: its Section Header Block type.
 var pcapngMagic = []byte{0x0A, 0x0D, 0x0D, 0x0A}
 
-// ReadFrames calls fn for every Ethernet frame of a pcap or pcapng stream, in order,
-// with its 1-based index. The frame is only valid during the call. It stops at the first
-// error fn returns.
-func ReadFrames(r io.Reader, fn func(index int, frame []byte, ci gopacket.CaptureInfo) error) error {
+// ErrCutShort: the capture ends in the middle of a packet record (tshark: "appears to
+// have been cut short in the middle of a packet"). The frames before it were read.
+var ErrCutShort = errors.New("the capture appears to have been cut short in the middle of a packet")
+
+// Frame is one packet of a capture.
+type Frame struct {
+	Index    int    // 1-based, as Wireshark numbers frames: every packet counts
+	Data     []byte // valid only during the callback
+	Info     gopacket.CaptureInfo
+	LinkType layers.LinkType // of the packet's interface; only Ethernet is decoded
+}
+
+// ReadFrames calls fn for every packet of a pcap or pcapng stream, in order, whatever
+// its interface's link type (a pcapng file may mix them: frames must keep Wireshark's
+// numbers). It stops at the first error fn returns, and returns ErrCutShort (wrapped,
+// with the frame number) when the stream ends inside a packet record.
+func ReadFrames(r io.Reader, fn func(f *Frame) error) error {
 	br := bufio.NewReader(r)
 	magic, err := br.Peek(4)
 	if err != nil {
@@ -26,15 +40,23 @@ func ReadFrames(r io.Reader, fn func(index int, frame []byte, ci gopacket.Captur
 	var src interface {
 		ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
 	}
+	linkOf := func(gopacket.CaptureInfo) layers.LinkType { return layers.LinkTypeEthernet }
 	if bytes.Equal(magic, pcapngMagic) {
-		ng, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
+		opts := pcapgo.DefaultNgReaderOptions
+		opts.WantMixedLinkType = true // else pcapgo skips other interfaces' packets unseen
+		ng, err := pcapgo.NewNgReader(br, opts)
 		if err != nil {
 			return fmt.Errorf("decode: pcapng: %w", err)
 		}
-		if lt := ng.LinkType(); lt != layers.LinkTypeEthernet {
-			return fmt.Errorf("decode: pcapng link type %v, only Ethernet is supported", lt)
-		}
 		src = ng
+		linkOf = func(ci gopacket.CaptureInfo) layers.LinkType {
+			if len(ci.AncillaryData) > 0 {
+				if lt, ok := ci.AncillaryData[0].(layers.LinkType); ok {
+					return lt
+				}
+			}
+			return layers.LinkTypeNull
+		}
 	} else {
 		pc, err := pcapgo.NewReader(br)
 		if err != nil {
@@ -47,13 +69,17 @@ func ReadFrames(r io.Reader, fn func(index int, frame []byte, ci gopacket.Captur
 	}
 	for i := 1; ; i++ {
 		data, ci, err := src.ReadPacketData()
-		if err == io.EOF {
+		switch {
+		// pcapgo reports a pcap record whose header is complete and whose data is
+		// missing altogether as a clean io.EOF: the header it read says otherwise.
+		case err == io.EOF && ci.CaptureLength == 0:
 			return nil
-		}
-		if err != nil {
+		case err == io.EOF, errors.Is(err, io.ErrUnexpectedEOF):
+			return fmt.Errorf("decode: frame %d: %w", i, ErrCutShort)
+		case err != nil:
 			return fmt.Errorf("decode: frame %d: %w", i, err)
 		}
-		if err := fn(i, data, ci); err != nil {
+		if err := fn(&Frame{Index: i, Data: data, Info: ci, LinkType: linkOf(ci)}); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,9 @@ package decode
 
 import (
 	"errors"
+	"fmt"
+
+	"github.com/gopacket/gopacket/layers"
 
 	"github.com/rocelab/rocelab/roce"
 )
@@ -28,7 +31,9 @@ type Record struct {
 	ICRC         *uint32          `json:"icrc,omitempty"` // the CRC value (read little-endian, as transmitted)
 	ICRCOK       *bool            `json:"icrc_ok,omitempty"`
 	Telemetry    any              `json:"telemetry,omitempty"`
-	Error        string           `json:"error,omitempty"` // why a frame that claims RoCEv2 does not parse
+	Error        string           `json:"error,omitempty"`     // why a frame that claims RoCEv2 does not parse
+	Note         string           `json:"note,omitempty"`      // a telemetry signal not honoured, a frame not decoded
+	LinkType     string           `json:"link_type,omitempty"` // set only for frames that are not Ethernet (not decoded)
 }
 
 // IPRecord holds the IP header fields.
@@ -100,20 +105,42 @@ type DETHRecord struct {
 // Decoder decodes frames into Records. It keeps its parse state between calls, so use
 // one Decoder per goroutine.
 type Decoder struct {
-	pkt roce.Packet
-	tel telemetryState
+	pkt     roce.Packet
+	tel     telemetryState
+	signals *Signals
 }
+
+// SetSignals sets the telemetry signalling values (DefaultSignals until set). Call it
+// before the first Decode.
+func (d *Decoder) SetSignals(s Signals) { d.signals = &s }
 
 // Packet returns the RoCEv2 parse of the last frame Decode saw (valid when the record's
 // BTH is set), for callers that want the views rather than the record.
 func (d *Decoder) Packet() *roce.Packet { return &d.pkt }
 
-// Decode decodes one frame; index is its 1-based position in the capture.
+// DecodeFrame decodes one packet of a capture: an Ethernet frame with Decode; a
+// packet of another link type gets a record of its own (frame, link_type, note), so
+// that no packet goes unreported and frame numbers stay Wireshark's.
+func (d *Decoder) DecodeFrame(f *Frame) Record {
+	if f.LinkType != layers.LinkTypeEthernet {
+		return Record{Frame: f.Index, LinkType: f.LinkType.String(),
+			Note: fmt.Sprintf("interface %d has link type %v, not Ethernet: not decoded", f.Info.InterfaceIndex, f.LinkType)}
+	}
+	return d.Decode(f.Index, f.Data)
+}
+
+// Decode decodes one Ethernet frame; index is its 1-based position in the capture.
 func (d *Decoder) Decode(index int, frame []byte) Record {
 	r := Record{Frame: index}
-	if t, inner := d.tel.decodeTelemetry(frame); t != nil {
+	if d.signals == nil {
+		d.SetSignals(DefaultSignals())
+	}
+	d.tel.init(*d.signals)
+	t, inner, note := d.tel.decodeTelemetry(frame)
+	if t != nil {
 		r.Telemetry, frame = t, inner
 	}
+	r.Note = note
 	p := &d.pkt
 	err := p.Decode(frame)
 	r.IP = ipRecord(p)

@@ -2,12 +2,16 @@ package decode
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
 )
 
 func TestDecodeCaptures(t *testing.T) {
@@ -22,8 +26,8 @@ func TestDecodeCaptures(t *testing.T) {
 		}
 		var d Decoder
 		var s Summary
-		err = ReadFrames(f, func(i int, frame []byte, _ gopacket.CaptureInfo) error {
-			r := d.Decode(i, frame)
+		err = ReadFrames(f, func(fr *Frame) error {
+			i, r := fr.Index, d.DecodeFrame(fr)
 			s.Add(&r)
 			if r.BTH != nil && (r.ICRCOK == nil || !*r.ICRCOK) {
 				t.Errorf("%s frame %d: ICRC not ok", name, i)
@@ -49,9 +53,9 @@ func TestRecordKeys(t *testing.T) {
 	defer f.Close()
 	var d Decoder
 	var got []string
-	_ = ReadFrames(f, func(i int, frame []byte, _ gopacket.CaptureInfo) error {
-		if i == 37 || i == 36 {
-			r := d.Decode(i, frame)
+	_ = ReadFrames(f, func(fr *Frame) error {
+		if fr.Index == 37 || fr.Index == 36 {
+			r := d.DecodeFrame(fr)
 			b, _ := json.Marshal(&r)
 			got = append(got, string(b))
 		}
@@ -103,9 +107,127 @@ func FuzzReadFrames(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var d Decoder
-		_ = ReadFrames(bytes.NewReader(data), func(i int, frame []byte, _ gopacket.CaptureInfo) error {
-			d.Decode(i, frame)
+		_ = ReadFrames(bytes.NewReader(data), func(fr *Frame) error {
+			d.DecodeFrame(fr)
 			return nil
 		})
 	})
+}
+
+// rxeFrames returns the first n frames of an rxe capture.
+func rxeFrames(t *testing.T, name string, n int) [][]byte {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "testdata", "rxe", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out [][]byte
+	err = ReadFrames(f, func(fr *Frame) error {
+		if len(out) < n {
+			out = append(out, bytes.Clone(fr.Data))
+		}
+		return nil
+	})
+	if err != nil || len(out) < n {
+		t.Fatalf("%s: %d frames, %v", name, len(out), err)
+	}
+	return out
+}
+
+// A pcapng capture mixing an Ethernet interface with a Linux cooked one: every packet
+// gets a record under Wireshark's frame number; the cooked ones say why they were not
+// decoded (they used to be skipped without a word, renumbering the rest).
+func TestPcapngOtherLinkTypes(t *testing.T) {
+	frames := rxeFrames(t, "send_lat.pcap", 4)
+	var buf bytes.Buffer
+	w, err := pcapgo.NewNgWriter(&buf, layers.LinkTypeEthernet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sll, err := w.AddInterface(pcapgo.NgInterface{LinkType: layers.LinkTypeLinuxSLL, SnapLength: 65535})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range frames {
+		ci := gopacket.CaptureInfo{CaptureLength: len(f), Length: len(f)}
+		if i == 1 {
+			ci.InterfaceIndex = sll
+		}
+		if err := w.WritePacket(ci, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var d Decoder
+	var s Summary
+	var got []Record
+	if err := ReadFrames(&buf, func(fr *Frame) error {
+		r := d.DecodeFrame(fr)
+		s.Add(&r)
+		got = append(got, r)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || got[1].Frame != 2 || got[1].LinkType != layers.LinkTypeLinuxSLL.String() || got[1].Note == "" || got[1].IP != nil {
+		t.Fatalf("records %+v", got)
+	}
+	for _, i := range []int{0, 2, 3} {
+		if got[i].Frame != i+1 || got[i].LinkType != "" || got[i].IP == nil {
+			t.Errorf("frame %d: %+v", i+1, got[i])
+		}
+	}
+	if s.NotEthernet != 1 || s.Frames != 4 {
+		t.Errorf("summary %+v", s)
+	}
+}
+
+// A capture that ends inside a packet record fails with ErrCutShort after the frames
+// before it, as tshark reports it ("cut short in the middle of a packet", exit 2):
+// also when the cut falls right after a complete record header, which pcapgo reads as
+// a clean end of file.
+func TestCutShort(t *testing.T) {
+	whole, err := os.ReadFile(filepath.Join("..", "testdata", "rxe", "send_lat.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pcap: 24-byte file header, then per packet a 16-byte record header and the data.
+	var records []int
+	for off := 24; off+16 <= len(whole); off += 16 + int(binary.LittleEndian.Uint32(whole[off+8:])) {
+		records = append(records, off)
+	}
+	fourth := records[3]
+	ng := func(b []byte) []byte {
+		var buf bytes.Buffer
+		w, err := pcapgo.NewNgWriter(&buf, layers.LinkTypeEthernet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = ReadFrames(bytes.NewReader(b), func(fr *Frame) error { return w.WritePacket(fr.Info, fr.Data) })
+		w.Flush()
+		return buf.Bytes()
+	}
+	ngWhole := ng(whole[:fourth+16+int(binary.LittleEndian.Uint32(whole[fourth+8:]))])
+	for _, c := range []struct {
+		name string
+		file []byte
+	}{
+		{"pcap cut after a record header", whole[:fourth+16]},
+		{"pcap cut inside a record header", whole[:fourth+8]},
+		{"pcap cut inside the data", whole[:fourth+30]},
+		{"pcapng cut inside the last block", ngWhole[:len(ngWhole)-10]},
+	} {
+		n := 0
+		err := ReadFrames(bytes.NewReader(c.file), func(*Frame) error { n++; return nil })
+		if !errors.Is(err, ErrCutShort) || n != 3 {
+			t.Errorf("%s: %d frames, %v", c.name, n, err)
+		}
+	}
+	n := 0
+	if err := ReadFrames(bytes.NewReader(whole[:fourth]), func(*Frame) error { n++; return nil }); err != nil || n != 3 {
+		t.Errorf("pcap ending after a record: %d frames, %v", n, err)
+	}
 }

@@ -1,6 +1,10 @@
 package decode
 
 import (
+	"errors"
+	"fmt"
+
+	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 	"github.com/rocelab/rocelab/roce/telemetry/hpcchop"
 	"github.com/rocelab/rocelab/roce/telemetry/ifa"
@@ -9,11 +13,44 @@ import (
 )
 
 // Telemetry detection for `rocelab decode`. Each format is recognised by its own
-// signal with the codecs' default configuration — INT over UDP by DSCP 0x17, the
-// HPCC block by DSCP 0x19, IFA by IP protocol 253, IOAM by an IPv6 Hop-by-Hop option
-// 0x31 — whatever the packet carries after it. The record's other keys describe the
-// packet with the telemetry stripped, as the receiving NIC sees it, so the RoCEv2
-// fields and the ICRC check apply to the original packet.
+// signal — INT over UDP and the HPCC block by a DSCP value, IFA by an IP protocol
+// number (Signals sets all three; the codecs' defaults are 0x17, 0x19 and 253), IOAM
+// by an IPv6 Hop-by-Hop option 0x31. The record's other keys describe the packet with
+// the telemetry stripped, as the receiving NIC sees it, so the RoCEv2 fields and the
+// ICRC check apply to the original packet.
+//
+// A DSCP is no proof: any plain RoCEv2 packet may carry the value (the INT
+// specification says as much of DSCP-signalled INT). Telemetry signalled by DSCP is
+// therefore accepted only when its headers validate and what is left once it is
+// stripped is a RoCEv2 packet (BTH, ICRC) whose ICRC verifies; otherwise the frame is
+// decoded as it stands, with a note saying which signal was not honoured and why.
+
+// Signals are the values that mark telemetry which its structure alone cannot
+// identify. Labs configure them per topology; decode and conformance take them from
+// --int-dscp, --hpcc-dscp and --ifa-protocol.
+type Signals struct {
+	INTDSCP     uint8 // DSCP of INT over UDP (intmd)
+	HPCCDSCP    uint8 // DSCP of the HPCC hop block (hpcchop)
+	IFAProtocol uint8 // IP protocol number of IFA
+}
+
+// DefaultSignals returns the codecs' defaults.
+func DefaultSignals() Signals {
+	return Signals{INTDSCP: intmd.DefaultDSCP, HPCCDSCP: hpcchop.DefaultDSCP, IFAProtocol: ifa.DefaultProtocol}
+}
+
+// Validate checks that the DSCPs fit their 6 bits.
+func (s Signals) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    uint8
+	}{{"INT DSCP", s.INTDSCP}, {"HPCC DSCP", s.HPCCDSCP}} {
+		if d.v > 63 {
+			return fmt.Errorf("decode: %s %d does not fit the 6-bit DSCP field (0-63)", d.name, d.v)
+		}
+	}
+	return nil
+}
 
 // telemetryState holds the codecs and buffers reused across frames.
 type telemetryState struct {
@@ -23,34 +60,67 @@ type telemetryState struct {
 	ioam    *ioam.Codec
 	stack   telemetry.Stack
 	strip   []byte
+	inner   roce.Packet
 	enabled bool
 }
 
-func (t *telemetryState) init() {
+func (t *telemetryState) init(s Signals) {
 	if !t.enabled {
 		t.intmd, t.hpcc, t.ifa, t.ioam, t.enabled = intmd.New(), hpcchop.New(), ifa.New(), ioam.New(), true
+		t.intmd.DSCP, t.hpcc.DSCP, t.ifa.Protocol = s.INTDSCP, s.HPCCDSCP, s.IFAProtocol
 	}
 }
 
-// decodeTelemetry returns the telemetry record of frame (nil when it carries none)
-// and the frame with the telemetry stripped (frame itself when there is none or it
-// cannot be stripped).
-func (t *telemetryState) decodeTelemetry(frame []byte) (map[string]any, []byte) {
-	t.init()
+// decodeTelemetry returns the telemetry record of frame (nil when it carries none),
+// the frame with the telemetry stripped (frame itself when there is none or it cannot
+// be stripped) and, when a DSCP signalled telemetry that did not validate, a note
+// saying so.
+func (t *telemetryState) decodeTelemetry(frame []byte) (hdr map[string]any, inner []byte, note string) {
 	st := &t.stack
-	var hdr map[string]any
 	var codec telemetry.Codec
-	if h, err := t.intmd.Decode(frame, st); err == nil {
-		hdr, codec = map[string]any{
-			"type": h.Type, "npt": h.NPT, "length_words": h.Length, "orig_dscp": h.OrigDSCP, "version": h.Version,
-			"d": h.D, "e": h.E, "m": h.M, "hop_ml": h.HopML, "remaining_hop_count": h.RemainingHops,
-			"instruction_bitmap": h.Instructions, "domain_id": h.DomainID, "ds_instructions": h.DSInstructions,
-			"ds_flags": h.DSFlags,
-		}, t.intmd
-	} else if h, err := t.hpcc.Decode(frame, st); err == nil {
-		hdr, codec = map[string]any{"version": h.Version, "orig_dscp": h.OrigDSCP, "nhop": h.NHop,
-			"wrapped": h.NHop > hpcchop.MaxHops}, t.hpcc
-	} else if h, err := t.ifa.Decode(frame, st); err == nil {
+	// The DSCP-signalled formats: INT, then the HPCC block.
+	signal, dscp := "", uint8(0)
+	if h, err := t.intmd.Decode(frame, st); !errors.Is(err, telemetry.ErrNoTelemetry) {
+		signal, dscp = "INT", t.intmd.DSCP
+		if err == nil {
+			hdr, codec = map[string]any{
+				"type": h.Type, "npt": h.NPT, "length_words": h.Length, "orig_dscp": h.OrigDSCP, "version": h.Version,
+				"d": h.D, "e": h.E, "m": h.M, "hop_ml": h.HopML, "remaining_hop_count": h.RemainingHops,
+				"instruction_bitmap": h.Instructions, "domain_id": h.DomainID, "ds_instructions": h.DSInstructions,
+				"ds_flags": h.DSFlags,
+			}, t.intmd
+		} else {
+			note = dscpNote(signal, dscp, err)
+		}
+	}
+	if hdr == nil {
+		if h, err := t.hpcc.Decode(frame, st); !errors.Is(err, telemetry.ErrNoTelemetry) {
+			signal, dscp = "HPCC", t.hpcc.DSCP
+			if err == nil {
+				hdr, codec = map[string]any{"version": h.Version, "orig_dscp": h.OrigDSCP, "nhop": h.NHop,
+					"wrapped": h.NHop > hpcchop.MaxHops}, t.hpcc
+			} else {
+				note = dscpNote(signal, dscp, err)
+			}
+		}
+	}
+	if hdr != nil {
+		// Accept only what leaves a RoCEv2 packet whose ICRC verifies.
+		stripped, err := codec.Strip(append(t.strip[:0], frame...))
+		t.strip = stripped
+		if err == nil {
+			err = t.inner.Decode(stripped)
+		}
+		if err == nil {
+			err = t.inner.VerifyICRC()
+		}
+		if err != nil {
+			return nil, frame, dscpNote(signal, dscp, fmt.Errorf("the packet without it is no valid RoCEv2: %w", err))
+		}
+		return t.record(hdr, st), stripped, ""
+	}
+	// The formats whose signal is unambiguous: IFA's IP protocol, IOAM's option.
+	if h, err := t.ifa.Decode(frame, st); err == nil {
 		hdr, codec = map[string]any{"version": h.Version, "gns": h.GNS, "next_header": h.NextHeader, "flags": h.Flags,
 			"mf": h.Flags&ifa.FlagMF != 0, "max_length_words": h.MaxLength, "request_vector": h.RequestVector,
 			"action_vector": h.ActionVector, "hop_limit": h.HopLimit, "current_length_words": h.CurrentLength}, t.ifa
@@ -59,8 +129,23 @@ func (t *telemetryState) decodeTelemetry(frame []byte) (map[string]any, []byte) 
 			"flags": h.Flags, "overflow": h.Overflow, "remaining_len": h.RemainingLen, "trace_type": h.TraceType,
 			"data_len": h.DataLen}, t.ioam
 	} else {
-		return nil, frame
+		return nil, frame, note
 	}
+	hdr = t.record(hdr, st)
+	t.strip = append(t.strip[:0], frame...)
+	if stripped, err := codec.Strip(t.strip); err == nil {
+		return hdr, stripped, note
+	}
+	return hdr, frame, note
+}
+
+// dscpNote explains why a DSCP's telemetry signal was not honoured.
+func dscpNote(signal string, dscp uint8, err error) string {
+	return fmt.Sprintf("DSCP %d signals %s telemetry, but %v: decoded without telemetry", dscp, signal, err)
+}
+
+// record completes a format's header record with the format name and the hops.
+func (t *telemetryState) record(hdr map[string]any, st *telemetry.Stack) map[string]any {
 	hdr["format"] = string(st.Format)
 	hops := make([]map[string]any, 0, st.N)
 	for i := range st.N {
@@ -70,11 +155,7 @@ func (t *telemetryState) decodeTelemetry(frame []byte) (map[string]any, []byte) 
 	if st.Truncated {
 		hdr["truncated"] = true
 	}
-	t.strip = append(t.strip[:0], frame...)
-	if stripped, err := codec.Strip(t.strip); err == nil {
-		return hdr, stripped
-	}
-	return hdr, frame
+	return hdr
 }
 
 // HopRecord returns the JSON object of one hop: the fields the format carried, under
@@ -86,7 +167,11 @@ func HopRecord(h *telemetry.Hop) map[string]any {
 			m[key] = v
 		}
 	}
-	add(telemetry.FieldSwitchID, "switch_id", h.SwitchID)
+	if h.Has&telemetry.FieldWideSwitchID != 0 {
+		m["switch_id"] = h.WideSwitchID // IOAM's 56-bit node ID, in full
+	} else {
+		add(telemetry.FieldSwitchID, "switch_id", h.SwitchID)
+	}
 	add(telemetry.FieldIngressPort, "ingress_port", h.IngressPort)
 	add(telemetry.FieldEgressPort, "egress_port", h.PortID)
 	add(telemetry.FieldTS, "ts_ns", h.TS)

@@ -1,8 +1,10 @@
 package decode
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 	"github.com/rocelab/rocelab/roce/telemetry/hpcchop"
 	"github.com/rocelab/rocelab/roce/telemetry/ifa"
@@ -40,5 +42,79 @@ func TestTelemetryRecords(t *testing.T) {
 		if !r.RoCE || r.ICRCOK == nil || !*r.ICRCOK || r.BTH == nil || r.BTH.PSN != 0x123456 {
 			t.Errorf("%s: inner packet: roce %v icrc %v error %q", c.format, r.RoCE, r.ICRCOK, r.Error)
 		}
+	}
+}
+
+// A plain RoCEv2 packet whose DSCP happens to be the HPCC block's and whose BTH reads
+// as an HPCC shim (opcode 0x10: "version 1") is no HPCC packet: stripping 44 bytes
+// would leave no valid RoCEv2. It decodes as it stands, with a note (issue 20).
+func TestDSCPSignalFallsBack(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		dscp   uint8
+		opcode roce.Opcode
+	}{
+		{"hpcc", hpcchop.DefaultDSCP, roce.OpRCReadResponseOnly},
+		{"int", intmd.DefaultDSCP, roce.OpRCReadResponseOnly},
+		{"int-write", intmd.DefaultDSCP, roce.OpRCWriteOnly},
+	} {
+		b := telemetrytest.Builder(false)
+		b.DSCP, b.BTH.Opcode = c.dscp, c.opcode
+		if c.opcode == roce.OpRCReadResponseOnly {
+			b.RETH, b.AETH = roce.RETHFields{}, roce.AETHFields{MSN: 7}
+		}
+		var d Decoder
+		r := d.Decode(1, telemetrytest.Frame(b))
+		if r.Telemetry != nil || r.Error != "" || r.BTH == nil || r.BTH.Opcode != uint8(c.opcode) || r.ICRCOK == nil || !*r.ICRCOK {
+			t.Errorf("%s: telemetry %v, error %q, bth %+v", c.name, r.Telemetry, r.Error, r.BTH)
+		}
+		if c.name == "hpcc" && !strings.Contains(r.Note, "DSCP 25 signals HPCC telemetry") {
+			t.Errorf("%s: note %q", c.name, r.Note)
+		}
+	}
+}
+
+// Telemetry that validates but leaves a RoCEv2 packet whose ICRC fails is not
+// honoured either; a valid block is found under a DSCP set with SetSignals, and not
+// under the default.
+func TestDSCPSignalNeedsValidICRC(t *testing.T) {
+	c := hpcchop.New()
+	f, err := c.Request(telemetrytest.RoCEFrame(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := telemetrytest.Hop(1)
+	f, _, _ = c.Push(f, &h)
+	bad := append([]byte(nil), f...)
+	bad[len(bad)-1] ^= 1 // the ICRC
+	var d Decoder
+	if r := d.Decode(1, bad); r.Telemetry != nil || !strings.Contains(r.Note, "ICRC") {
+		t.Errorf("corrupt ICRC: telemetry %v, note %q", r.Telemetry, r.Note)
+	}
+	if r := d.Decode(2, f); r.Telemetry == nil || r.Note != "" {
+		t.Errorf("valid block: telemetry %v, note %q", r.Telemetry, r.Note)
+	}
+
+	c.DSCP = 40
+	f, _ = c.Request(telemetrytest.RoCEFrame(false))
+	f, _, _ = c.Push(f, &h)
+	if r := d.Decode(3, f); r.Telemetry != nil {
+		t.Errorf("DSCP 40 under the default signals: telemetry %v", r.Telemetry)
+	}
+	var custom Decoder
+	s := DefaultSignals()
+	s.HPCCDSCP = 40
+	custom.SetSignals(s)
+	if r := custom.Decode(1, f); r.Telemetry == nil || r.ICRCOK == nil || !*r.ICRCOK {
+		t.Errorf("DSCP 40 with --hpcc-dscp 40: telemetry %v, note %q, error %q", r.Telemetry, r.Note, r.Error)
+	}
+}
+
+// An IOAM wide node ID is printed in full under switch_id.
+func TestHopRecordWideSwitchID(t *testing.T) {
+	h := telemetry.Hop{WideSwitchID: 0xABCDEF01234567, Has: telemetry.FieldSwitchID | telemetry.FieldWideSwitchID}
+	h.SwitchID = uint32(h.WideSwitchID)
+	if got := HopRecord(&h)["switch_id"]; got != uint64(0xABCDEF01234567) {
+		t.Errorf("switch_id %v (%T)", got, got)
 	}
 }

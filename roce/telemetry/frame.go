@@ -1,7 +1,6 @@
 package telemetry
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -34,122 +33,26 @@ const (
 	ProtoUDP      = 17
 )
 
-// Layout locates the network layers of an Ethernet frame: what every codec needs
-// before it can insert or find its telemetry.
-type Layout struct {
-	L3    int   // offset of the IP header
-	IPv6  bool  // the IP header is IPv6 (else IPv4)
-	L4    int   // offset after the IP header (IPv4 options included; IPv6 fixed header only)
-	Proto uint8 // IPv4 protocol / IPv6 fixed header's next header
-	End   int   // offset of the end of the IP packet (Ethernet padding excluded)
-}
-
-// Locate parses the Ethernet, optional 802.1Q and IP headers of frame.
-func Locate(frame []byte) (Layout, error) {
-	var l Layout
-	if len(frame) < roce.EthernetSize {
-		return l, fmt.Errorf("%w: %d-byte frame", ErrUnsupported, len(frame))
-	}
-	off := roce.EthernetSize
-	et := binary.BigEndian.Uint16(frame[12:])
-	if et == roce.EtherTypeVLAN {
-		if len(frame) < off+roce.VLANTagSize {
-			return l, Malformed("VLAN tag cut off")
-		}
-		et = binary.BigEndian.Uint16(frame[off+2:])
-		off += roce.VLANTagSize
-	}
-	l.L3 = off
-	switch et {
-	case roce.EtherTypeIPv4:
-		if len(frame) < off+roce.IPv4MinSize || frame[off]>>4 != 4 {
-			return l, Malformed("IPv4 header cut off or wrong version")
-		}
-		h := roce.IPv4(frame[off:])
-		ihl, total := h.HeaderLen(), h.TotalLen()
-		if ihl < roce.IPv4MinSize || total < ihl || off+total > len(frame) {
-			return l, Malformed("IPv4 IHL %d, total length %d in %d bytes", ihl, total, len(frame)-off)
-		}
-		l.L4, l.Proto, l.End = off+ihl, h.Protocol(), off+total
-	case roce.EtherTypeIPv6:
-		if len(frame) < off+roce.IPv6Size || frame[off]>>4 != 6 {
-			return l, Malformed("IPv6 header cut off or wrong version")
-		}
-		h := roce.IPv6(frame[off:])
-		end := off + roce.IPv6Size + h.PayloadLen()
-		if end > len(frame) {
-			return l, Malformed("IPv6 payload length %d in %d bytes", h.PayloadLen(), len(frame)-off-roce.IPv6Size)
-		}
-		l.IPv6, l.L4, l.Proto, l.End = true, off+roce.IPv6Size, h.NextHeader(), end
-	default:
-		return l, fmt.Errorf("%w: EtherType %#04x", ErrUnsupported, et)
+// Locate locates frame's IP header with roce.Locate, the locator every layer shares
+// (stacked VLAN tags included), for a codec: a frame that is not IP is
+// ErrUnsupported (returned as is: a switch meets such frames all the time and must
+// not allocate for them), one whose IP header contradicts itself or the frame
+// ErrMalformed.
+func Locate(frame []byte) (roce.Layout, error) {
+	l, err := roce.Locate(frame)
+	switch {
+	case err == roce.ErrEthernetCutOff || err == nil && l.IPVersion == 0:
+		return l, ErrUnsupported
+	case err != nil:
+		return l, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	return l, nil
-}
-
-// DSCP returns the packet's DSCP.
-func (l *Layout) DSCP(frame []byte) uint8 {
-	if l.IPv6 {
-		return roce.IPv6(frame[l.L3:]).DSCP()
-	}
-	return roce.IPv4(frame[l.L3:]).DSCP()
-}
-
-// SetDSCP rewrites the DSCP, keeping ECN (and the IPv4 checksum valid).
-func (l *Layout) SetDSCP(frame []byte, dscp uint8) {
-	if l.IPv6 {
-		h := roce.IPv6(frame[l.L3:])
-		h.SetTrafficClass(dscp, h.ECN())
-		return
-	}
-	h := roce.IPv4(frame[l.L3:])
-	h.SetTOS(dscp, h.ECN())
-	h.UpdateChecksum()
-}
-
-// TTL returns the IPv4 TTL or IPv6 hop limit.
-func (l *Layout) TTL(frame []byte) uint8 {
-	if l.IPv6 {
-		return roce.IPv6(frame[l.L3:]).HopLimit()
-	}
-	return roce.IPv4(frame[l.L3:]).TTL()
-}
-
-// SetProto rewrites the IPv4 protocol or the IPv6 fixed header's next header.
-func (l *Layout) SetProto(frame []byte, p uint8) {
-	l.Proto = p
-	if l.IPv6 {
-		roce.IPv6(frame[l.L3:]).SetNextHeader(p)
-		return
-	}
-	h := roce.IPv4(frame[l.L3:])
-	h.SetProtocol(p)
-	h.UpdateChecksum()
-}
-
-// AddIPLength adds delta bytes to the IP length field (and fixes the IPv4 checksum).
-func (l *Layout) AddIPLength(frame []byte, delta int) {
-	l.End += delta
-	if l.IPv6 {
-		h := roce.IPv6(frame[l.L3:])
-		h.SetPayloadLen(h.PayloadLen() + delta)
-		return
-	}
-	h := roce.IPv4(frame[l.L3:])
-	h.SetTotalLen(h.TotalLen() + delta)
-	h.UpdateChecksum()
 }
 
 // AddUDPLength adds delta to the length of the UDP header at off.
 func AddUDPLength(frame []byte, off, delta int) {
 	u := roce.UDP(frame[off:])
 	u.SetLength(u.Length() + delta)
-}
-
-// UDPAt reports whether a well-formed UDP header starts at off and ends within the IP
-// packet.
-func (l *Layout) UDPAt(frame []byte, off int) bool {
-	return off+roce.UDPSize <= l.End && off+roce.UDP(frame[off:]).Length() == l.End
 }
 
 // Open inserts n zero bytes at off, shifting frame[off:] right inside frame's

@@ -25,7 +25,10 @@ type Hop struct {
 	LNS        uint8  // IFA local namespace
 	Checksum   uint32 // INT / IOAM checksum complement
 	OpaqueID   uint32 // IOAM opaque state snapshot schema ID
-	Opaque     []byte // IOAM opaque state snapshot data: a view into the frame
+	// WideSwitchID is the IOAM wide (56-bit) node ID in full; SwitchID then holds
+	// its low 32 bits, what an HPCC consumer keys hops by.
+	WideSwitchID uint64
+	Opaque       []byte // IOAM opaque state snapshot data: a view into the frame
 
 	// Has records which fields the packet carried for this hop.
 	Has Field
@@ -54,6 +57,7 @@ const (
 	FieldLNS
 	FieldChecksum
 	FieldOpaque
+	FieldWideSwitchID
 )
 
 // Status is the outcome of a transit push. Apart from Pushed, each names the

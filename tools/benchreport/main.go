@@ -1,14 +1,13 @@
 // Command benchreport turns `go test -bench` output into the table `make bench` prints
-// and the JSON file it writes. It understands the standard benchmark line format,
-// custom metrics from b.ReportMetric included, and the "pkg:" lines that say which
-// package each benchmark belongs to.
+// and the JSON file it writes. golang.org/x/perf/benchfmt reads the standard benchmark
+// format: custom metrics from b.ReportMetric included, and the "pkg:" and "cpu:" lines
+// that say which package and machine each benchmark belongs to.
 //
 //	go test -run '^$' -bench . -benchmem ./... | tee out/bench.txt
 //	go run ./tools/benchreport -in out/bench.txt -json out/bench.json
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -19,6 +18,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/perf/benchfmt"
 )
 
 // Result is one benchmark line.
@@ -50,10 +51,13 @@ func main() {
 		defer f.Close()
 		r = f
 	}
-	rep, err := parse(r)
+	rep, malformed, err := parse(r, r.Name())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
+	}
+	for _, err := range malformed {
+		fmt.Fprintln(os.Stderr, "benchreport: skipped:", err)
 	}
 	rep.Time = time.Now().UTC()
 	printTable(os.Stdout, rep)
@@ -67,52 +71,46 @@ func main() {
 	}
 }
 
-func parse(r io.Reader) (*Report, error) {
+// parse reads `go test -bench` output with golang.org/x/perf/benchfmt. Benchmark lines
+// it cannot read are left out of the report and returned as errors naming name and
+// their line.
+func parse(r io.Reader, name string) (*Report, []error, error) {
 	rep := &Report{}
-	pkg := ""
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "pkg: "):
-			pkg = strings.TrimPrefix(line, "pkg: ")
-		case strings.HasPrefix(line, "cpu: "):
-			rep.CPU = strings.TrimPrefix(line, "cpu: ")
-		case strings.HasPrefix(line, "Benchmark"):
-			if res, ok := parseLine(pkg, line); ok {
-				rep.Results = append(rep.Results, res)
+	var malformed []error
+	br := benchfmt.NewReader(r, name)
+	for br.Scan() {
+		switch rec := br.Result().(type) {
+		case *benchfmt.SyntaxError:
+			malformed = append(malformed, rec)
+		case *benchfmt.Result:
+			if cpu := rec.GetConfig("cpu"); cpu != "" {
+				rep.CPU = cpu
 			}
+			rep.Results = append(rep.Results, result(rec))
 		}
 	}
-	return rep, sc.Err()
+	return rep, malformed, br.Err()
 }
 
-// parseLine reads "BenchmarkName-2  N  v1 unit1  v2 unit2 ...".
-func parseLine(pkg, line string) (Result, bool) {
-	f := strings.Fields(line)
-	if len(f) < 4 || len(f)%2 != 0 {
-		return Result{}, false
-	}
-	n, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return Result{}, false
-	}
-	name := strings.TrimPrefix(f[0], "Benchmark")
-	if i := strings.LastIndex(name, "-"); i > 0 {
-		if _, err := strconv.Atoi(name[i+1:]); err == nil {
-			name = name[:i] // the GOMAXPROCS suffix
+// result is one benchmark in the units the benchmark printed ("ns/op", not benchfmt's
+// tidied "sec/op"), named without its GOMAXPROCS suffix.
+func result(rec *benchfmt.Result) Result {
+	base, parts := rec.Name.Parts()
+	name := string(base)
+	for _, p := range parts {
+		if p[0] != '-' {
+			name += string(p)
 		}
 	}
-	res := Result{Package: pkg, Name: name, Iterations: n, Metrics: map[string]float64{}}
-	for i := 2; i+1 < len(f); i += 2 {
-		v, err := strconv.ParseFloat(f[i], 64)
-		if err != nil {
-			return Result{}, false
+	res := Result{Package: rec.GetConfig("pkg"), Name: name, Iterations: int64(rec.Iters), Metrics: map[string]float64{}}
+	for _, v := range rec.Values {
+		if v.OrigUnit != "" {
+			res.Metrics[v.OrigUnit] = v.OrigValue
+		} else {
+			res.Metrics[v.Unit] = v.Value
 		}
-		res.Metrics[f[i+1]] = v
 	}
-	return res, true
+	return res
 }
 
 func printTable(w io.Writer, rep *Report) {

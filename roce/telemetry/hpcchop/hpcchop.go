@@ -133,7 +133,7 @@ func (c *Codec) multi() uint64 {
 }
 
 // find locates the block in frame.
-func (c *Codec) find(frame []byte) (telemetry.Layout, Shim, error) {
+func (c *Codec) find(frame []byte) (roce.Layout, Shim, error) {
 	l, err := telemetry.Locate(frame)
 	if err != nil {
 		return l, nil, err
@@ -199,7 +199,13 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 	}
 	n := s.NHop()
 	s.SetSlot(int(n%MaxHops), w.Pack())
-	s.SetNHop(n + 1)
+	next := n + 1
+	if next == 0 {
+		// A 16-bit count that wraps to 0 would say "no hops" over a full ring (only a
+		// forged header gets here); restart past MaxHops at the same ring position.
+		next = MaxHops + 1<<16%MaxHops
+	}
+	s.SetNHop(next)
 	if n >= MaxHops {
 		return frame, telemetry.Wrapped, nil
 	}

@@ -116,7 +116,7 @@ func New() *Codec {
 }
 
 type located struct {
-	l     telemetry.Layout
+	l     roce.Layout
 	ifa   int // IFA header offset
 	udp   int
 	md    int // metadata header offset

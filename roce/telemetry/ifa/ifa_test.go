@@ -134,3 +134,16 @@ func BenchmarkPushDecode(b *testing.B) {
 		base, _ = c.Strip(f)
 	}
 }
+
+// FuzzPush stamps arbitrary frames as a switch port does: any host can send any frame
+// with the signalling value, and no frame may panic the switch or be changed by a
+// push that fails (seeds: testdata/fuzz/FuzzPush).
+func FuzzPush(f *testing.F) {
+	c := New()
+	decode := func(b []byte, s *telemetry.Stack) error { _, err := c.Decode(b, s); return err }
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := telemetrytest.CheckPush(c, decode, b); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -199,7 +199,7 @@ func (c *Codec) Format() telemetry.Format {
 }
 
 type located struct {
-	l    telemetry.Layout
+	l    roce.Layout
 	off  int // shim offset
 	shim Shim
 	hdr  []byte // MD or MX header
@@ -236,9 +236,16 @@ func (c *Codec) find(frame []byte) (located, error) {
 		return x, telemetry.Malformed("INT-MX with %d bytes of stack", x.size-ShimSize-MXHeaderSize)
 	}
 	if x.shim.Type() == TypeMD {
-		ml := MD(x.hdr).HopML()
+		md := MD(x.hdr)
+		ml := md.HopML()
 		if stack := x.size - ShimSize - MDHeaderSize; ml == 0 && stack != 0 || ml != 0 && stack%(4*ml) != 0 {
 			return x, telemetry.Malformed("INT-MD stack of %d bytes with Hop ML %d", stack, ml)
+		}
+		// A hop is Hop ML words and holds what the instructions ask for: a header
+		// whose instructions need more (Hop ML 0 with any instruction bit, say) can be
+		// neither stamped nor read, whoever sent it.
+		if need := HopWords(md.Instructions(), md.DomainID(), md.DSInstructions()); need > ml {
+			return x, telemetry.Malformed("INT-MD instructions need %d words per hop, Hop ML is %d", need, ml)
 		}
 	}
 	return x, nil
@@ -374,12 +381,25 @@ func writeHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 	}
 }
 
-// readHop decodes one hop's metadata from b.
+// readHop decodes one hop's metadata from b. A field whose bits are all ones was not
+// supplied: it is left out of Has and never overrides the same value read from
+// another field (the L1 and L2 port IDs).
 func readHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 	*h = telemetry.Hop{}
 	p := 0
 	get32 := func() uint32 { v := binary.BigEndian.Uint32(b[p:]); p += 4; return v }
 	get64 := func() uint64 { v := binary.BigEndian.Uint64(b[p:]); p += 8; return v }
+	port := func(f telemetry.Field, v, allOnes uint32) {
+		if v == allOnes {
+			return
+		}
+		if f == telemetry.FieldIngressPort {
+			h.IngressPort = v
+		} else {
+			h.PortID = v
+		}
+		h.Has |= f
+	}
 	for i := range 16 {
 		bit := uint16(1) << (15 - i)
 		if bitmap&bit == 0 {
@@ -387,29 +407,41 @@ func readHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 		}
 		switch bit {
 		case InstNodeID:
-			h.SwitchID = get32()
-			h.Has |= telemetry.FieldSwitchID
+			if v := get32(); v != 0xFFFFFFFF {
+				h.SwitchID = v
+				h.Has |= telemetry.FieldSwitchID
+			}
 		case InstL1Ports:
 			v := get32()
-			h.IngressPort, h.PortID = v>>16, v&0xFFFF
-			h.Has |= telemetry.FieldIngressPort | telemetry.FieldEgressPort
+			port(telemetry.FieldIngressPort, v>>16, 0xFFFF)
+			port(telemetry.FieldEgressPort, v&0xFFFF, 0xFFFF)
 		case InstHopLatency:
-			h.HopLatency = get32()
-			h.Has |= telemetry.FieldHopLatency
+			if v := get32(); v != 0xFFFFFFFF {
+				h.HopLatency = v
+				h.Has |= telemetry.FieldHopLatency
+			}
 		case InstQueue:
 			v := get32()
-			h.QueueID, h.QLen = uint8(v>>24), uint64(v&0xFFFFFF)
-			h.Has |= telemetry.FieldQueueID | telemetry.FieldQLen
+			h.QueueID = uint8(v >> 24)
+			h.Has |= telemetry.FieldQueueID
+			if occ := v & 0xFFFFFF; occ != 0xFFFFFF {
+				h.QLen = uint64(occ)
+				h.Has |= telemetry.FieldQLen
+			}
 		case InstIngressTS:
-			h.IngressTS = get64()
-			h.Has |= telemetry.FieldIngressTS
+			if v := get64(); v != 0xFFFFFFFFFFFFFFFF {
+				h.IngressTS = v
+				h.Has |= telemetry.FieldIngressTS
+			}
 		case InstEgressTS:
-			h.TS = get64()
-			h.Has |= telemetry.FieldTS
+			if v := get64(); v != 0xFFFFFFFFFFFFFFFF {
+				h.TS = v
+				h.Has |= telemetry.FieldTS
+			}
 		case InstL2Ports:
 			v := get64()
-			h.IngressPort, h.PortID = uint32(v>>32), uint32(v)
-			h.Has |= telemetry.FieldIngressPort | telemetry.FieldEgressPort
+			port(telemetry.FieldIngressPort, uint32(v>>32), 0xFFFFFFFF)
+			port(telemetry.FieldEgressPort, uint32(v), 0xFFFFFFFF)
 		case InstTxUtil:
 			if v := get32(); v != 0xFFFFFFFF {
 				h.TxUtil = v
@@ -417,11 +449,16 @@ func readHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 			}
 		case InstBuffer:
 			v := get32()
-			h.BufferID, h.BufferOcc = uint8(v>>24), v&0xFFFFFF
-			h.Has |= telemetry.FieldBufferOcc
+			h.BufferID = uint8(v >> 24)
+			if occ := v & 0xFFFFFF; occ != 0xFFFFFF {
+				h.BufferOcc = occ
+				h.Has |= telemetry.FieldBufferOcc
+			}
 		case InstChecksum:
-			h.Checksum = get32()
-			h.Has |= telemetry.FieldChecksum
+			if v := get32(); v != 0xFFFFFFFF {
+				h.Checksum = v
+				h.Has |= telemetry.FieldChecksum
+			}
 		default:
 			p += 4
 		}
@@ -430,12 +467,16 @@ func readHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 		return
 	}
 	if dsInst&DSTxBytes != 0 {
-		h.TxBytes = get64()
-		h.Has |= telemetry.FieldTxBytes
+		if v := get64(); v != 0xFFFFFFFFFFFFFFFF {
+			h.TxBytes = v
+			h.Has |= telemetry.FieldTxBytes
+		}
 	}
 	if dsInst&DSLineRate != 0 {
-		h.Rate = uint64(get32()) * 1e6
-		h.Has |= telemetry.FieldRate
+		if v := get32(); v != 0xFFFFFFFF {
+			h.Rate = uint64(v) * 1e6
+			h.Has |= telemetry.FieldRate
+		}
 	}
 }
 
@@ -458,9 +499,6 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 	hd.E, hd.M, hd.HopML, hd.RemainingHops = md.E(), md.M(), md.HopML(), md.RemainingHops()
 	if hd.HopML == 0 {
 		return hd, nil
-	}
-	if HopWords(hd.Instructions, hd.DomainID, hd.DSInstructions) > hd.HopML {
-		return hd, telemetry.Malformed("instructions need more than Hop ML %d words", hd.HopML)
 	}
 	size := 4 * hd.HopML
 	stack := frame[x.off+ShimSize+MDHeaderSize : x.off+x.size]

@@ -1,10 +1,12 @@
 package intmd
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"testing"
 
+	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 	"github.com/rocelab/rocelab/roce/telemetry/telemetrytest"
 )
@@ -141,6 +143,32 @@ func TestMX(t *testing.T) {
 	}
 }
 
+// An INT-MD header whose instructions need more words than its Hop ML (here Hop ML 0
+// with the HPCC bitmap: one UDP datagram any host can send with the INT DSCP) is
+// malformed: Push must refuse it and leave the frame as it was, not write a hop
+// into an empty slice.
+func TestPushHopMLShort(t *testing.T) {
+	c := New()
+	for _, ml := range []byte{0, 1, 11} {
+		f, err := c.Request(telemetrytest.RoCEFrame(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const hopML = roce.EthernetSize + roce.IPv4MinSize + roce.UDPSize + ShimSize + 2
+		f[hopML] = f[hopML]&^0x1F | ml
+		keep := append([]byte(nil), f...)
+		h := telemetrytest.Hop(1)
+		out, st, err := c.Push(f, &h)
+		if !errors.Is(err, telemetry.ErrMalformed) || !bytes.Equal(out, keep) {
+			t.Errorf("Hop ML %d: push = %v, %v; frame changed: %v", ml, st, err, !bytes.Equal(out, keep))
+		}
+		var s telemetry.Stack
+		if _, err := c.Decode(f, &s); !errors.Is(err, telemetry.ErrMalformed) {
+			t.Errorf("Hop ML %d: decode = %v", ml, err)
+		}
+	}
+}
+
 func TestNotINT(t *testing.T) {
 	c := New()
 	var s telemetry.Stack
@@ -198,5 +226,48 @@ func BenchmarkDecode(b *testing.B) {
 		if _, err := c.Decode(f, &s); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// FuzzPush stamps arbitrary frames as a switch port does: any host can send any frame
+// with the signalling value, and no frame may panic the switch or be changed by a
+// push that fails (seeds: testdata/fuzz/FuzzPush).
+func FuzzPush(f *testing.F) {
+	c := New()
+	decode := func(b []byte, s *telemetry.Stack) error { _, err := c.Decode(b, s); return err }
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := telemetrytest.CheckPush(c, decode, b); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// All-ones metadata was not supplied: it is absent, and the L2 port IDs do not
+// override the L1 ones when they are all ones.
+func TestAllOnesNotSupplied(t *testing.T) {
+	c := &Codec{DSCP: DefaultDSCP, Instructions: InstNodeID | InstL1Ports | InstL2Ports, MaxHops: 2}
+	f, err := c.Request(telemetrytest.RoCEFrame(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := telemetrytest.Hop(1)
+	if f, _, err = c.Push(f, &h); err != nil {
+		t.Fatal(err)
+	}
+	const stack = roce.EthernetSize + roce.IPv4MinSize + roce.UDPSize + ShimSize + MDHeaderSize
+	for i := range 4 {
+		f[stack+i] = 0xFF // node ID
+	}
+	for i := 8; i < 16; i++ {
+		f[stack+i] = 0xFF // L2 ingress and egress
+	}
+	var s telemetry.Stack
+	if _, err := c.Decode(f, &s); err != nil || s.N != 1 {
+		t.Fatalf("%d hops, %v", s.N, err)
+	}
+	got := &s.Hops[0]
+	if got.Has&telemetry.FieldSwitchID != 0 || got.IngressPort != h.IngressPort || got.PortID != h.PortID ||
+		got.Has&(telemetry.FieldIngressPort|telemetry.FieldEgressPort) != telemetry.FieldIngressPort|telemetry.FieldEgressPort {
+		t.Errorf("hop %+v", got)
 	}
 }

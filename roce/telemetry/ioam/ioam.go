@@ -36,6 +36,7 @@ package ioam
 import (
 	"encoding/binary"
 
+	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 )
 
@@ -151,7 +152,7 @@ func New() *Codec {
 }
 
 type located struct {
-	l       telemetry.Layout
+	l       roce.Layout
 	hbh     int // offset of the Hop-by-Hop header
 	hbhLen  int
 	opt     int // offset of the IOAM option (its type byte)
@@ -168,7 +169,7 @@ func find(frame []byte) (located, error) {
 		return x, err
 	}
 	x.l = l
-	if !l.IPv6 || l.Proto != telemetry.ProtoHopByHop {
+	if !l.IPv6() || l.Proto != telemetry.ProtoHopByHop {
 		return x, telemetry.ErrNoTelemetry
 	}
 	x.hbh = l.L4
@@ -217,7 +218,7 @@ func (c *Codec) Request(frame []byte) ([]byte, error) {
 	if err != nil {
 		return frame, err
 	}
-	if !l.IPv6 || l.Proto == telemetry.ProtoHopByHop {
+	if !l.IPv6() || l.Proto == telemetry.ProtoHopByHop {
 		return frame, telemetry.ErrUnsupported
 	}
 	nodeLen := NodeLen(c.TraceType)
@@ -296,6 +297,13 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 	}
 	n := nodeSize(nodeLen, tt, h)
 	rem := 4 * x.trace.RemainingLen()
+	filled := frame[x.data : x.data+x.dataLen]
+	if frame[x.opt+3] == PreAllocated {
+		filled = filled[rem:]
+	}
+	if !wholeNodes(filled, tt, nodeLen) {
+		return frame, 0, telemetry.Malformed("IOAM node data of %d bytes is not whole nodes of Trace-Type %#06x", len(filled), tt)
+	}
 	if frame[x.opt+3] == PreAllocated {
 		if n > rem {
 			x.trace.SetOverflow()
@@ -340,6 +348,26 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 	return frame, telemetry.Pushed, nil
 }
 
+// wholeNodes reports whether b is a sequence of complete nodes' data for Trace-Type
+// tt: what a node must find before it adds its own, or the trace it extends could not
+// be read afterwards.
+func wholeNodes(b []byte, tt uint32, nodeLen int) bool {
+	for len(b) > 0 {
+		n := 4 * nodeLen
+		if tt&TraceOpaque != 0 {
+			if len(b) < n+4 {
+				return false
+			}
+			n += 4 + 4*int(b[n]) // the snapshot's length in words leads its header
+		}
+		if n == 0 || n > len(b) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
 // writeNode encodes one node's data in Trace-Type bit order.
 func (c *Codec) writeNode(b []byte, tt uint32, h *telemetry.Hop) {
 	p := 0
@@ -371,7 +399,11 @@ func (c *Codec) writeNode(b []byte, tt uint32, h *telemetry.Hop) {
 		case TraceQueueDepth:
 			put32(uint32(telemetry.Saturate(h.QLen, 0xFFFFFFFE)))
 		case TraceHopLimNodeIDW:
-			put64(uint64(h.TTL)<<56 | uint64(h.SwitchID))
+			id := uint64(h.SwitchID)
+			if h.Has&telemetry.FieldWideSwitchID != 0 {
+				id = h.WideSwitchID & wideNodeIDMask
+			}
+			put64(uint64(h.TTL)<<56 | id)
 		case TraceIfIDsWide:
 			put64(uint64(h.IngressPort)<<32 | uint64(h.PortID))
 		case TraceNSDataWide:
@@ -390,6 +422,22 @@ func (c *Codec) writeNode(b []byte, tt uint32, h *telemetry.Hop) {
 	}
 }
 
+// wideNodeIDMask covers the 56-bit node ID of the wide format.
+const wideNodeIDMask = 1<<56 - 1
+
+// setPort records an interface ID unless it is allOnes (not populated).
+func setPort(h *telemetry.Hop, f telemetry.Field, v, allOnes uint32) {
+	if v == allOnes {
+		return
+	}
+	if f == telemetry.FieldIngressPort {
+		h.IngressPort = v
+	} else {
+		h.PortID = v
+	}
+	h.Has |= f
+}
+
 // readNode decodes one node's data from b and returns the bytes it used, or −1 when
 // b is too short.
 func (c *Codec) readNode(b []byte, tt uint32, nodeLen int, h *telemetry.Hop) int {
@@ -400,7 +448,11 @@ func (c *Codec) readNode(b []byte, tt uint32, nodeLen int, h *telemetry.Hop) int
 	p := 0
 	get32 := func() uint32 { v := binary.BigEndian.Uint32(b[p:]); p += 4; return v }
 	get64 := func() uint64 { v := binary.BigEndian.Uint64(b[p:]); p += 8; return v }
+	// A field whose bits are all ones was not populated (RFC 9197 section 4.4.2): it is
+	// left out of Has, and never overrides the same value read from another field (the
+	// short and the wide node and interface IDs).
 	var sec, frac uint32
+	var haveSec, haveFrac bool
 	for i := range 22 {
 		bit := uint32(1) << (23 - i)
 		if tt&bit == 0 {
@@ -409,54 +461,81 @@ func (c *Codec) readNode(b []byte, tt uint32, nodeLen int, h *telemetry.Hop) int
 		switch bit {
 		case TraceHopLimNodeID:
 			v := get32()
-			h.TTL, h.SwitchID = uint8(v>>24), v&0xFFFFFF
-			h.Has |= telemetry.FieldTTL | telemetry.FieldSwitchID
+			h.TTL = uint8(v >> 24)
+			h.Has |= telemetry.FieldTTL
+			if id := v & 0xFFFFFF; id != 0xFFFFFF {
+				h.SwitchID = id
+				h.Has |= telemetry.FieldSwitchID
+			}
 		case TraceIfIDs:
 			v := get32()
-			h.IngressPort, h.PortID = v>>16, v&0xFFFF
-			h.Has |= telemetry.FieldIngressPort | telemetry.FieldEgressPort
+			setPort(h, telemetry.FieldIngressPort, v>>16, 0xFFFF)
+			setPort(h, telemetry.FieldEgressPort, v&0xFFFF, 0xFFFF)
 		case TraceTSSeconds:
 			sec = get32()
-			h.Has |= telemetry.FieldTS
+			haveSec = sec != 0xFFFFFFFF
 		case TraceTSFraction:
 			frac = get32()
-			h.Has |= telemetry.FieldTS
+			haveFrac = frac != 0xFFFFFFFF
 		case TraceTransitDelay:
-			h.HopLatency = get32()
-			h.Has |= telemetry.FieldHopLatency
+			if v := get32(); v != 0xFFFFFFFF {
+				h.HopLatency = v
+				h.Has |= telemetry.FieldHopLatency
+			}
 		case TraceNSData:
-			h.Rate = uint64(get32()) * 1e6
-			h.Has |= telemetry.FieldRate
+			if v := get32(); v != 0xFFFFFFFF {
+				h.Rate = uint64(v) * 1e6
+				h.Has |= telemetry.FieldRate
+			}
 		case TraceQueueDepth:
-			h.QLen = uint64(get32())
-			h.Has |= telemetry.FieldQLen
+			if v := get32(); v != 0xFFFFFFFF {
+				h.QLen = uint64(v)
+				h.Has |= telemetry.FieldQLen
+			}
 		case TraceChecksum:
-			h.Checksum = get32()
-			h.Has |= telemetry.FieldChecksum
+			if v := get32(); v != 0xFFFFFFFF {
+				h.Checksum = v
+				h.Has |= telemetry.FieldChecksum
+			}
 		case TraceHopLimNodeIDW:
 			v := get64()
-			h.TTL, h.SwitchID = uint8(v>>56), uint32(v)
-			h.Has |= telemetry.FieldTTL | telemetry.FieldSwitchID
+			h.TTL = uint8(v >> 56)
+			h.Has |= telemetry.FieldTTL
+			if id := v & wideNodeIDMask; id != wideNodeIDMask {
+				h.SwitchID, h.WideSwitchID = uint32(id), id
+				h.Has |= telemetry.FieldSwitchID | telemetry.FieldWideSwitchID
+			}
 		case TraceIfIDsWide:
 			v := get64()
-			h.IngressPort, h.PortID = uint32(v>>32), uint32(v)
-			h.Has |= telemetry.FieldIngressPort | telemetry.FieldEgressPort
+			setPort(h, telemetry.FieldIngressPort, uint32(v>>32), 0xFFFFFFFF)
+			setPort(h, telemetry.FieldEgressPort, uint32(v), 0xFFFFFFFF)
 		case TraceNSDataWide:
-			h.TxBytes = get64()
-			h.Has |= telemetry.FieldTxBytes
+			if v := get64(); v != 0xFFFFFFFFFFFFFFFF {
+				h.TxBytes = v
+				h.Has |= telemetry.FieldTxBytes
+			}
 		case TraceBufferOcc:
-			h.BufferOcc = get32()
-			h.Has |= telemetry.FieldBufferOcc
+			if v := get32(); v != 0xFFFFFFFF {
+				h.BufferOcc = v
+				h.Has |= telemetry.FieldBufferOcc
+			}
 		default:
 			p += 4
 		}
 	}
-	if h.Has&telemetry.FieldTS != 0 {
-		f := uint64(frac)
-		if c.FractionMicros {
-			f *= 1e3
+	if haveSec || haveFrac {
+		h.TS = 0
+		if haveSec {
+			h.TS = uint64(sec) * 1e9
 		}
-		h.TS = uint64(sec)*1e9 + f
+		if haveFrac {
+			f := uint64(frac)
+			if c.FractionMicros {
+				f *= 1e3
+			}
+			h.TS += f
+		}
+		h.Has |= telemetry.FieldTS
 	}
 	if tt&TraceOpaque != 0 {
 		if p+4 > len(b) {

@@ -1,6 +1,7 @@
 package ioam
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"strings"
@@ -171,6 +172,85 @@ func BenchmarkPushDecode(b *testing.B) {
 		f, _, _ = c.Push(f, &h)
 		if _, err := c.Decode(f, &s); err != nil || s.N != 1 {
 			b.Fatal(err)
+		}
+	}
+}
+
+// FuzzPush stamps arbitrary frames as a switch port does: any host can send any frame
+// with the signalling value, and no frame may panic the switch or be changed by a
+// push that fails (seeds: testdata/fuzz/FuzzPush).
+func FuzzPush(f *testing.F) {
+	c := New()
+	decode := func(b []byte, s *telemetry.Stack) error { _, err := c.Decode(b, s); return err }
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := telemetrytest.CheckPush(c, decode, b); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Node IDs keep their full width, and all-ones ("not populated", RFC 9197 4.4.2)
+// fields are absent and never override a populated one (issue 20 finding 8).
+func TestWideNodeIDAndAllOnes(t *testing.T) {
+	c := New()
+	c.Nodes = 1
+	c.TraceType = TraceHopLimNodeID | TraceQueueDepth | TraceHopLimNodeIDW | TraceIfIDsWide
+	f, err := c.Request(telemetrytest.RoCEFrame(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := telemetrytest.Hop(1)
+	if f, _, err = c.Push(f, &h); err != nil {
+		t.Fatal(err)
+	}
+	x, err := find(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Node data: hop limit + node ID (4), queue depth (4), hop limit + wide node ID
+	// (8), wide ingress and egress interfaces (8).
+	node := f[x.data : x.data+x.dataLen]
+	set := func(short uint32, depth uint32, wide uint64, ingress uint32) {
+		binary.BigEndian.PutUint32(node[0:], 63<<24|short)
+		binary.BigEndian.PutUint32(node[4:], depth)
+		binary.BigEndian.PutUint64(node[8:], 63<<56|wide)
+		binary.BigEndian.PutUint32(node[16:], ingress)
+	}
+	for _, tc := range []struct {
+		name             string
+		short            uint32
+		depth            uint32
+		wide             uint64
+		ingress          uint32
+		wantID           uint64
+		wantIDField      bool
+		wantWide, wantQL bool
+		wantIngress      bool
+	}{
+		{"wide ID in full", 0x000101, 80, 0xABCDEF01234567, 21, 0xABCDEF01234567, true, true, true, true},
+		{"wide all ones keeps the short ID", 0x000101, 80, 0xFFFFFFFFFFFFFF, 21, 0x101, true, false, true, true},
+		{"both all ones", 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFF, 0xFFFFFFFF, 0, false, false, false, false},
+	} {
+		set(tc.short, tc.depth, tc.wide, tc.ingress)
+		var st telemetry.Stack
+		if _, err := c.Decode(f, &st); err != nil || st.N != 1 {
+			t.Fatalf("%s: %d hops, %v", tc.name, st.N, err)
+		}
+		got := &st.Hops[0]
+		id := uint64(got.SwitchID)
+		if got.Has&telemetry.FieldWideSwitchID != 0 {
+			id = got.WideSwitchID
+		}
+		if got.Has&telemetry.FieldSwitchID != 0 != tc.wantIDField || tc.wantIDField && id != tc.wantID ||
+			got.Has&telemetry.FieldWideSwitchID != 0 != tc.wantWide {
+			t.Errorf("%s: switch ID %#x (has %v, wide %v), want %#x", tc.name, id,
+				got.Has&telemetry.FieldSwitchID != 0, got.Has&telemetry.FieldWideSwitchID != 0, tc.wantID)
+		}
+		if got.Has&telemetry.FieldQLen != 0 != tc.wantQL || got.Has&telemetry.FieldIngressPort != 0 != tc.wantIngress {
+			t.Errorf("%s: has %#x", tc.name, got.Has)
+		}
+		if got.Has&telemetry.FieldTTL == 0 || got.TTL != 63 {
+			t.Errorf("%s: hop limit %d", tc.name, got.TTL)
 		}
 	}
 }

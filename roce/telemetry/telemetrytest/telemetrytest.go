@@ -4,6 +4,8 @@ package telemetrytest
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -44,6 +46,26 @@ func Frame(b *roce.Builder) []byte {
 		panic(err)
 	}
 	return buf[:n]
+}
+
+// Tagged inserts VLAN tags with the control information tcis, outermost first, after
+// frame's MAC addresses, in place (frame's capacity must allow): the innermost is an
+// 802.1Q customer tag (0x8100), the ones outside it 802.1ad service tags (0x88A8), as
+// a QinQ provider network stacks them.
+func Tagged(frame []byte, tcis ...uint16) []byte {
+	for i := len(tcis) - 1; i >= 0; i-- {
+		tpid := uint16(roce.EtherTypeVLAN)
+		if i < len(tcis)-1 {
+			tpid = roce.EtherTypeQinQ
+		}
+		var err error
+		if frame, err = telemetry.Open(frame, 12, roce.VLANTagSize); err != nil {
+			panic(err)
+		}
+		binary.BigEndian.PutUint16(frame[12:], tpid)
+		binary.BigEndian.PutUint16(frame[14:], tcis[i])
+	}
+	return frame
 }
 
 // RoCEFrame is Frame(Builder(ipv6)).
@@ -143,6 +165,43 @@ func CheckFields(got, want *telemetry.Hop) error {
 		if got.Has&x.f != 0 && x.got != x.want {
 			return fmt.Errorf("%s = %d, want %d", x.name, x.got, x.want)
 		}
+	}
+	return nil
+}
+
+// Tailroom is the spare capacity CheckPush gives a frame: a switch's frames have
+// fabric/link.Tailroom bytes after them (fabric/stamp's tests check the two agree).
+const Tailroom = 256
+
+// CheckPush stamps Hop(1) into a copy of frame with Tailroom bytes of spare capacity,
+// as a switch port does with whatever frame a host sent, and returns how the push
+// broke the Codec contract, if it did: an error other than ErrNoTelemetry,
+// ErrUnsupported or ErrMalformed, a failed push that changed the frame, or a pushed
+// hop that decode and Strip then refuse. (A panic fails the caller by itself.) The
+// codecs' FuzzPush targets run it on arbitrary input.
+func CheckPush(c telemetry.Codec, decode DecodeFunc, frame []byte) error {
+	buf := make([]byte, len(frame), len(frame)+Tailroom)
+	copy(buf, frame)
+	h := Hop(1)
+	out, st, err := c.Push(buf, &h)
+	if err != nil {
+		if !errors.Is(err, telemetry.ErrNoTelemetry) && !errors.Is(err, telemetry.ErrUnsupported) && !errors.Is(err, telemetry.ErrMalformed) {
+			return fmt.Errorf("push: unexpected error %w", err)
+		}
+		if !bytes.Equal(out, frame) {
+			return fmt.Errorf("push failed (%v) but changed the frame", err)
+		}
+		return nil
+	}
+	if st != telemetry.Pushed && st != telemetry.Wrapped {
+		return nil
+	}
+	var s telemetry.Stack
+	if err := decode(out, &s); err != nil || s.N == 0 {
+		return fmt.Errorf("pushed (%v), then decode found %d hops: %v", st, s.N, err)
+	}
+	if _, err := c.Strip(out); err != nil && !errors.Is(err, telemetry.ErrUnsupported) {
+		return fmt.Errorf("pushed (%v), then strip: %w", st, err)
 	}
 	return nil
 }

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/rocelab/rocelab/roce"
+	"github.com/rocelab/rocelab/roce/decode"
+	"github.com/rocelab/rocelab/roce/telemetry/hpcchop"
+	"github.com/rocelab/rocelab/roce/telemetry/telemetrytest"
+)
+
+// runDecode executes a fresh `decode` command in-process.
+func runDecode(t *testing.T, args ...string) (stdout string, err error) {
+	t.Helper()
+	cmd := newDecodeCmd()
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true // as under rootCmd
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs(args)
+	err = cmd.Execute()
+	return out.String(), err
+}
+
+func pcapOf(t *testing.T, frames ...[]byte) string {
+	t.Helper()
+	var buf bytes.Buffer
+	w := pcapgo.NewWriter(&buf)
+	if err := w.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range frames {
+		if err := w.WritePacket(gopacket.CaptureInfo{CaptureLength: len(f), Length: len(f)}, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "c.pcap")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// `rocelab decode` of a plain RoCEv2 frame whose DSCP is the HPCC block's decodes it
+// with a note; --hpcc-dscp moves the signal; out-of-range values are refused; a
+// capture cut short fails after printing what it read.
+func TestDecodeSignalsAndCutShort(t *testing.T) {
+	b := telemetrytest.Builder(false)
+	b.DSCP, b.BTH.Opcode, b.RETH, b.AETH = hpcchop.DefaultDSCP, roce.OpRCReadResponseOnly, roce.RETHFields{}, roce.AETHFields{MSN: 1}
+	plain := telemetrytest.Frame(b)
+	c := hpcchop.New()
+	c.DSCP = 40
+	stamped, err := c.Request(telemetrytest.RoCEFrame(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := pcapOf(t, plain, stamped)
+
+	records := func(out string) []decode.Record {
+		var rs []decode.Record
+		dec := json.NewDecoder(strings.NewReader(out))
+		for dec.More() {
+			var r decode.Record
+			if err := dec.Decode(&r); err != nil {
+				t.Fatalf("%v in %s", err, out)
+			}
+			rs = append(rs, r)
+		}
+		return rs
+	}
+	out, err := runDecode(t, path)
+	rs := records(out)
+	if err != nil || len(rs) != 2 || rs[0].BTH == nil || rs[0].Note == "" || rs[0].Error != "" || rs[1].Telemetry != nil {
+		t.Fatalf("default signals: %v\n%s", err, out)
+	}
+	out, err = runDecode(t, "--hpcc-dscp", "40", path)
+	rs = records(out)
+	if err != nil || len(rs) != 2 || rs[0].Note != "" || rs[1].Telemetry == nil || rs[1].ICRCOK == nil || !*rs[1].ICRCOK {
+		t.Fatalf("--hpcc-dscp 40: %v\n%s", err, out)
+	}
+	for _, bad := range [][]string{{"--int-dscp", "64"}, {"--hpcc-dscp", "300"}} {
+		if _, err := runDecode(t, append(bad, path)...); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+
+	whole, _ := os.ReadFile(path)
+	if err := os.WriteFile(path, whole[:len(whole)-len(stamped)], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runDecode(t, path)
+	if rs := records(out); len(rs) != 1 || err == nil || !strings.Contains(err.Error(), "cut short") {
+		t.Fatalf("cut short: %d records, %v", len(rs), err)
+	}
+}

@@ -1,0 +1,98 @@
+package stamp
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rocelab/rocelab/fabric"
+	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/roce/telemetry"
+	"github.com/rocelab/rocelab/roce/telemetry/hpcchop"
+	"github.com/rocelab/rocelab/roce/telemetry/ifa"
+	"github.com/rocelab/rocelab/roce/telemetry/intmd"
+	"github.com/rocelab/rocelab/roce/telemetry/ioam"
+	"github.com/rocelab/rocelab/roce/telemetry/telemetrytest"
+)
+
+// fuzzCodecs are the stampers a switch can run, one per telemetry format, plus none.
+var fuzzCodecs = []func() telemetry.Codec{
+	func() telemetry.Codec { return intmd.New() },
+	func() telemetry.Codec { return ioam.New() },
+	func() telemetry.Codec { return ifa.New() },
+	func() telemetry.Codec { return hpcchop.New() },
+	nil,
+}
+
+// sink counts what reaches a host.
+type sink struct{ n int }
+
+func (s *sink) Receive(frames []*link.Frame) {
+	for _, f := range frames {
+		s.n++
+		f.Release()
+	}
+}
+
+// FuzzSwitchPort sends an arbitrary frame from a host into a switch port, through the
+// link as in a lab, with each telemetry format's stamper on (the frame is flooded or
+// forwarded to the other port, where it is stamped at dequeue), and runs the switch
+// until it is done. No handler or stamper may panic (a contained panic counts as a
+// failure here), and the frame is accounted for: received or rejected, then forwarded,
+// dropped or its stamping refused.
+func FuzzSwitchPort(f *testing.F) {
+	for _, ipv6 := range []bool{false, true} {
+		plain := telemetrytest.RoCEFrame(ipv6)
+		f.Add(plain)
+		for _, mk := range fuzzCodecs[:len(fuzzCodecs)-1] {
+			if req, err := mk().Request(plain); err == nil {
+				f.Add(req)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, mk := range fuzzCodecs {
+			v := clock.NewVirtual(1)
+			pool := link.NewPool(9000 + 18)
+			var panicked string
+			cfg := fabric.Config{ID: 1, Buffer: 1 << 20, Pool: pool,
+				OnPanic: func(v any, stack []byte) { panicked = fmt.Sprintf("%v\n%s", v, stack) }}
+			if mk != nil {
+				cfg.Stamper = New(mk())
+			}
+			sw, err := fabric.New(v.NewLoop("s1"), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ends [2]link.Endpoint
+			var sinks [2]sink
+			for i := range ends {
+				a, b, err := link.New(link.Config{Rate: 100e9, Delay: time.Microsecond, MTU: 9000})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sw.AddPort(b, fabric.MAC{2, 0xff, 0, 0, 0, byte(i)})
+				a.Attach(v.NewLoop("h"), &sinks[i])
+				ends[i] = a
+			}
+			fr := pool.Get()
+			if fr.SetBytes(b) != nil {
+				fr.Release()
+				return
+			}
+			ends[0].Send([]*link.Frame{fr})
+			v.Run()
+			in, out := sw.Ports()[0].Stats(), sw.Ports()[1].Stats()
+			if in.Panics+out.Panics != 0 {
+				t.Fatalf("stamper %T: the switch contained %d panics, the first: %s", cfg.Stamper, in.Panics+out.Panics, panicked)
+			}
+			if in.RxFrames == 0 && in.RxErrors == 0 { // a control frame counts in both
+				t.Fatalf("frame neither received nor rejected: %+v", in)
+			}
+			if in.RxFrames == 1 && uint64(sinks[1].n)+uint64(sinks[0].n)+out.Drops+out.StampErrors+in.Filtered+in.PauseRcvd == 0 && out.QLen == 0 {
+				t.Fatalf("frame lost without a count: in %+v, out %+v", in, out)
+			}
+		}
+	})
+}

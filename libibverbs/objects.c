@@ -1,0 +1,834 @@
+/*
+ * The control verbs: PDs, MRs, completion channels, CQs, SRQs, AHs, QPs. Each is one
+ * request/response with the verbs service; the queues come back as rings in shared
+ * memory that the fast path (fastpath.c) reads and writes without calls.
+ */
+#define _GNU_SOURCE
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "rocelab.h"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+#define PAGE 4096ul
+
+static struct rl_context *ctx_of(struct ibv_context *c)
+{
+	return rl_ctx(c);
+}
+
+static int fail(int err)
+{
+	errno = err;
+	return err;
+}
+
+static void *fail_null(int err)
+{
+	errno = err;
+	return NULL;
+}
+
+/* ---- PD ---- */
+
+struct ibv_pd *ibv_alloc_pd(struct ibv_context *c)
+{
+	struct rl_pd *pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return fail_null(ENOMEM);
+	struct rl_handle r;
+	int err = rl_call(ctx_of(c), RL_OP_ALLOC_PD, NULL, 0, &r, sizeof(r), -1, NULL, 0);
+	if (err) {
+		free(pd);
+		return fail_null(err);
+	}
+	pd->pd.context = c;
+	pd->pd.handle = r.handle;
+	pd->h = r.handle;
+	return &pd->pd;
+}
+
+int ibv_dealloc_pd(struct ibv_pd *p)
+{
+	struct rl_pd *pd = (struct rl_pd *)p;
+	struct rl_handle h = {pd->h};
+	int err = rl_call(ctx_of(p->context), RL_OP_DEALLOC_PD, &h, sizeof(h), NULL, 0, -1, NULL, 0);
+	if (!err)
+		free(pd);
+	return err;
+}
+
+/* ---- MR ---- */
+
+static const int known_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+				IBV_ACCESS_REMOTE_ATOMIC;
+
+struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *p, void *addr, size_t length, uint64_t iova, unsigned int access)
+{
+	struct rl_pd *pd = (struct rl_pd *)p;
+	/* rdma-core drops the optional flags a device does not know (relaxed ordering) */
+	access &= ~IBV_ACCESS_OPTIONAL_RANGE;
+	if (access & ~known_access) {
+		rl_unsupported("ibv_reg_mr with access flags beyond local write, remote read/write/atomic");
+		return NULL;
+	}
+	if (length == 0 || !addr)
+		return fail_null(EINVAL);
+	uintptr_t a = (uintptr_t)addr, start = a & ~(PAGE - 1), end = (a + length + PAGE - 1) & ~(PAGE - 1);
+	if (a + length < a || iova < a - start)
+		return fail_null(EINVAL);
+	int fd, err = rl_share_range(start, end, &fd);
+	if (err)
+		return fail_null(err);
+	/* The service maps whole pages from the arena's page-aligned offset; the region it
+	 * registers starts at the page, named so that iova names addr. */
+	struct rl_reg_mr req = {.pd = pd->h, .access = access, .length = end - start, .offset = start,
+				.addr = iova - (a - start)};
+	struct rl_mr_resp r;
+	struct rl_mr *mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return fail_null(ENOMEM);
+	if ((err = rl_call(ctx_of(p->context), RL_OP_REG_MR, &req, sizeof(req), &r, sizeof(r), fd, NULL, 0))) {
+		free(mr);
+		return fail_null(err);
+	}
+	mr->h = r.handle;
+	mr->mr.context = p->context;
+	mr->mr.pd = p;
+	mr->mr.addr = addr;
+	mr->mr.length = length;
+	mr->mr.handle = r.handle;
+	mr->mr.lkey = r.lkey;
+	mr->mr.rkey = r.rkey;
+	return &mr->mr;
+}
+
+struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr, access);
+}
+
+struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, int access)
+{
+	return ibv_reg_mr_iova2(pd, addr, length, iova, access);
+}
+
+int ibv_dereg_mr(struct ibv_mr *m)
+{
+	struct rl_mr *mr = (struct rl_mr *)m;
+	struct rl_handle h = {mr->h};
+	int err = rl_call(ctx_of(m->context), RL_OP_DEREG_MR, &h, sizeof(h), NULL, 0, -1, NULL, 0);
+	if (!err)
+		free(mr);
+	return err;
+}
+
+/* ---- completion channels ---- */
+
+struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *c)
+{
+	struct rl_channel *ch = calloc(1, sizeof(*ch));
+	if (!ch)
+		return fail_null(ENOMEM);
+	int fd = eventfd(0, EFD_CLOEXEC);
+	if (fd < 0) {
+		free(ch);
+		return NULL;
+	}
+	struct rl_handle r;
+	int err = rl_call(ctx_of(c), RL_OP_CREATE_COMP_CHANNEL, NULL, 0, &r, sizeof(r), fd, NULL, 0);
+	if (err) {
+		close(fd);
+		free(ch);
+		return fail_null(err);
+	}
+	pthread_mutex_init(&ch->mu, NULL);
+	ch->h = r.handle;
+	ch->ch.context = c;
+	ch->ch.fd = fd;
+	return &ch->ch;
+}
+
+int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
+{
+	struct rl_channel *ch = (struct rl_channel *)channel;
+	if (ch->cqs)
+		return fail(EBUSY);
+	struct rl_handle h = {ch->h};
+	int err = rl_call(ctx_of(channel->context), RL_OP_DESTROY_COMP_CHANNEL, &h, sizeof(h), NULL, 0, -1, NULL, 0);
+	if (err)
+		return err;
+	close(channel->fd);
+	free(ch);
+	return 0;
+}
+
+static uint32_t *word(struct rl_ring *r, int off)
+{
+	return (uint32_t *)(r->mem + off);
+}
+
+/* take finds a CQ of the channel with an event not yet returned. */
+static struct rl_cq *take(struct rl_channel *ch, int *more)
+{
+	struct rl_cq *got = NULL;
+	*more = 0;
+	pthread_mutex_lock(&ch->mu);
+	for (struct rl_cq *cq = ch->cqs; cq; cq = cq->next) {
+		if (__atomic_load_n(word(&cq->ring, RL_RING_EVENTS), __ATOMIC_ACQUIRE) == cq->seen)
+			continue;
+		if (got) {
+			*more = 1;
+			break;
+		}
+		cq->seen++;
+		got = cq;
+		if (__atomic_load_n(word(&cq->ring, RL_RING_EVENTS), __ATOMIC_ACQUIRE) != cq->seen) {
+			*more = 1;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ch->mu);
+	return got;
+}
+
+int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context)
+{
+	struct rl_channel *ch = (struct rl_channel *)channel;
+	for (;;) {
+		int more;
+		struct rl_cq *got = take(ch, &more);
+		if (got) {
+			static const uint64_t one = 1;
+			if (more) /* keep the fd readable for the events still queued */
+				(void)!write(channel->fd, &one, sizeof(one));
+			*cq = (struct ibv_cq *)&got->cq;
+			*cq_context = got->cq.cq_context;
+			return 0;
+		}
+		uint64_t v;
+		ssize_t n = read(channel->fd, &v, sizeof(v)); /* blocks unless the app set O_NONBLOCK */
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents)
+{
+	pthread_mutex_lock(&cq->mutex);
+	cq->comp_events_completed += nevents;
+	pthread_cond_signal(&cq->cond);
+	pthread_mutex_unlock(&cq->mutex);
+}
+
+/* ---- CQ ---- */
+
+static int map_ring(struct rl_ring *ring, int fd, const struct rl_ring_resp *r, uint32_t min_entry)
+{
+	if (r->cap == 0 || (r->cap & (r->cap - 1)) || r->entry_size < min_entry ||
+	    r->size < RL_RING_HEADER + (uint64_t)r->cap * r->entry_size) {
+		close(fd);
+		return EPROTO;
+	}
+	ring->mem = rl_map(fd, r->size);
+	close(fd);
+	if (!ring->mem)
+		return ENOMEM;
+	ring->cap = r->cap;
+	ring->entry = r->entry_size;
+	return 0;
+}
+
+static void destroy_handle(struct rl_context *ctx, uint16_t op, uint32_t h)
+{
+	struct rl_handle req = {h};
+	rl_call(ctx, op, &req, sizeof(req), NULL, 0, -1, NULL, 0);
+}
+
+struct ibv_cq *ibv_create_cq(struct ibv_context *c, int cqe, void *cq_context, struct ibv_comp_channel *channel,
+			     int comp_vector)
+{
+	struct rl_context *ctx = ctx_of(c);
+	if (cqe < 1 || (uint32_t)cqe > ctx->dattr.max_cqe || comp_vector < 0 || comp_vector >= c->num_comp_vectors)
+		return fail_null(EINVAL);
+	struct rl_channel *ch = (struct rl_channel *)channel;
+	struct rl_create_cq req = {.cqe = cqe, .channel = ch ? ch->h : 0};
+	struct rl_ring_resp r;
+	int fd, err;
+	struct rl_cq *cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return fail_null(ENOMEM);
+	if ((err = rl_call(ctx, RL_OP_CREATE_CQ, &req, sizeof(req), &r, sizeof(r), -1, &fd, 1))) {
+		free(cq);
+		return fail_null(err);
+	}
+	if ((err = map_ring(&cq->ring, fd, &r, sizeof(struct rl_cqe)))) {
+		destroy_handle(ctx, RL_OP_DESTROY_CQ, r.handle);
+		free(cq);
+		return fail_null(err);
+	}
+	cq->h = r.handle;
+	cq->size = r.size;
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	cq->cq.context = c;
+	cq->cq.channel = channel;
+	cq->cq.cq_context = cq_context;
+	cq->cq.handle = r.handle;
+	cq->cq.cqe = r.cap;
+	pthread_mutex_init(&cq->cq.mutex, NULL);
+	pthread_cond_init(&cq->cq.cond, NULL);
+	rl_cq_ex_init(cq);
+	if (ch) {
+		pthread_mutex_lock(&ch->mu);
+		cq->chan = ch;
+		cq->seen = __atomic_load_n(word(&cq->ring, RL_RING_EVENTS), __ATOMIC_ACQUIRE);
+		cq->next = ch->cqs;
+		ch->cqs = cq;
+		pthread_mutex_unlock(&ch->mu);
+	}
+	return (struct ibv_cq *)&cq->cq;
+}
+
+static struct ibv_cq_ex *create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *attr)
+{
+	const uint64_t known = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+			       IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+			       IBV_WC_EX_WITH_DLID_PATH_BITS;
+	if (attr->wc_flags & ~known) {
+		rl_unsupported("ibv_create_cq_ex with completion timestamps or flow tags");
+		return NULL;
+	}
+	if (attr->comp_mask & ~IBV_CQ_INIT_ATTR_MASK_FLAGS || attr->flags) {
+		rl_unsupported("ibv_create_cq_ex with a parent domain or CQ flags");
+		return NULL;
+	}
+	return (struct ibv_cq_ex *)ibv_create_cq(c, attr->cqe, attr->cq_context, attr->channel, attr->comp_vector);
+}
+
+int ibv_destroy_cq(struct ibv_cq *c)
+{
+	struct rl_cq *cq = (struct rl_cq *)c;
+	struct rl_handle h = {cq->h};
+	int err = rl_call(ctx_of(c->context), RL_OP_DESTROY_CQ, &h, sizeof(h), NULL, 0, -1, NULL, 0);
+	if (err)
+		return err;
+	if (cq->chan) {
+		pthread_mutex_lock(&cq->chan->mu);
+		for (struct rl_cq **p = &cq->chan->cqs; *p; p = &(*p)->next)
+			if (*p == cq) {
+				*p = cq->next;
+				break;
+			}
+		pthread_mutex_unlock(&cq->chan->mu);
+	}
+	munmap(cq->ring.mem, cq->size);
+	free(cq);
+	return 0;
+}
+
+int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	(void)cq;
+	(void)cqe;
+	rl_unsupported("ibv_resize_cq");
+	return EOPNOTSUPP;
+}
+
+/* ---- SRQ ---- */
+
+struct ibv_srq *ibv_create_srq(struct ibv_pd *p, struct ibv_srq_init_attr *attr)
+{
+	struct rl_context *ctx = ctx_of(p->context);
+	struct rl_pd *pd = (struct rl_pd *)p;
+	if (attr->attr.max_wr < 1 || attr->attr.max_wr > ctx->dattr.max_qp_wr || attr->attr.max_sge > ctx->dattr.max_sge)
+		return fail_null(EINVAL);
+	struct rl_create_srq req = {.pd = pd->h, .max_wr = attr->attr.max_wr, .max_sge = attr->attr.max_sge};
+	struct rl_ring_resp r;
+	int fd, err;
+	struct rl_srq *srq = calloc(1, sizeof(*srq));
+	if (!srq)
+		return fail_null(ENOMEM);
+	if ((err = rl_call(ctx, RL_OP_CREATE_SRQ, &req, sizeof(req), &r, sizeof(r), -1, &fd, 1))) {
+		free(srq);
+		return fail_null(err);
+	}
+	if ((err = map_ring(&srq->rq.ring, fd, &r, sizeof(struct rl_recv_wqe) + sizeof(struct rl_sge)))) {
+		destroy_handle(ctx, RL_OP_DESTROY_SRQ, r.handle);
+		free(srq);
+		return fail_null(err);
+	}
+	srq->h = r.handle;
+	srq->size = r.size;
+	srq->rq.max_sge = (r.entry_size - sizeof(struct rl_recv_wqe)) / sizeof(struct rl_sge);
+	srq->max_wr = r.cap;
+	pthread_spin_init(&srq->rq.lock, PTHREAD_PROCESS_PRIVATE);
+	srq->srq.context = p->context;
+	srq->srq.srq_context = attr->srq_context;
+	srq->srq.pd = p;
+	srq->srq.handle = r.handle;
+	pthread_mutex_init(&srq->srq.mutex, NULL);
+	pthread_cond_init(&srq->srq.cond, NULL);
+	attr->attr.max_wr = r.cap;
+	attr->attr.max_sge = srq->rq.max_sge;
+	if (attr->attr.srq_limit) {
+		struct rl_modify_srq m = {.handle = r.handle, .limit = attr->attr.srq_limit};
+		if ((err = rl_call(ctx, RL_OP_MODIFY_SRQ, &m, sizeof(m), NULL, 0, -1, NULL, 0))) {
+			ibv_destroy_srq(&srq->srq);
+			return fail_null(err);
+		}
+	}
+	return &srq->srq;
+}
+
+int ibv_modify_srq(struct ibv_srq *s, struct ibv_srq_attr *attr, int mask)
+{
+	struct rl_srq *srq = (struct rl_srq *)s;
+	if (mask & ~(IBV_SRQ_LIMIT | IBV_SRQ_MAX_WR))
+		return fail(EINVAL);
+	if (mask & IBV_SRQ_MAX_WR) {
+		rl_unsupported("ibv_modify_srq(IBV_SRQ_MAX_WR) (resizing an SRQ)");
+		return EOPNOTSUPP;
+	}
+	if (!(mask & IBV_SRQ_LIMIT))
+		return 0;
+	if (attr->srq_limit > srq->max_wr)
+		return fail(EINVAL);
+	struct rl_modify_srq m = {.handle = srq->h, .limit = attr->srq_limit};
+	return rl_call(ctx_of(s->context), RL_OP_MODIFY_SRQ, &m, sizeof(m), NULL, 0, -1, NULL, 0);
+}
+
+int ibv_query_srq(struct ibv_srq *s, struct ibv_srq_attr *attr)
+{
+	struct rl_srq *srq = (struct rl_srq *)s;
+	memset(attr, 0, sizeof(*attr));
+	attr->max_wr = srq->max_wr;
+	attr->max_sge = srq->rq.max_sge;
+	return 0;
+}
+
+int ibv_destroy_srq(struct ibv_srq *s)
+{
+	struct rl_srq *srq = (struct rl_srq *)s;
+	struct rl_handle h = {srq->h};
+	int err = rl_call(ctx_of(s->context), RL_OP_DESTROY_SRQ, &h, sizeof(h), NULL, 0, -1, NULL, 0);
+	if (err)
+		return err;
+	munmap(srq->rq.ring.mem, srq->size);
+	free(srq);
+	return 0;
+}
+
+/* ---- AH ---- */
+
+struct ibv_ah *ibv_create_ah(struct ibv_pd *p, struct ibv_ah_attr *attr)
+{
+	struct rl_pd *pd = (struct rl_pd *)p;
+	if (!attr->is_global || attr->port_num != 1)
+		return fail_null(EINVAL); /* RoCE needs the GRH: as the kernel's rxe */
+	struct rl_create_ah req = {.pd = pd->h, .sgid_index = attr->grh.sgid_index,
+				   .traffic_class = attr->grh.traffic_class, .hop_limit = attr->grh.hop_limit,
+				   .flow_label = attr->grh.flow_label};
+	memcpy(req.dgid, attr->grh.dgid.raw, 16);
+	struct rl_handle r;
+	struct rl_ah *ah = calloc(1, sizeof(*ah));
+	if (!ah)
+		return fail_null(ENOMEM);
+	int err = rl_call(ctx_of(p->context), RL_OP_CREATE_AH, &req, sizeof(req), &r, sizeof(r), -1, NULL, 0);
+	if (err) {
+		free(ah);
+		return fail_null(err);
+	}
+	ah->h = r.handle;
+	ah->ah.context = p->context;
+	ah->ah.pd = p;
+	ah->ah.handle = r.handle;
+	return &ah->ah;
+}
+
+int ibv_destroy_ah(struct ibv_ah *a)
+{
+	struct rl_ah *ah = (struct rl_ah *)a;
+	struct rl_handle h = {ah->h};
+	int err = rl_call(ctx_of(a->context), RL_OP_DESTROY_AH, &h, sizeof(h), NULL, 0, -1, NULL, 0);
+	if (!err)
+		free(ah);
+	return err;
+}
+
+/* ibv_init_ah_from_wc: the reply path of a UD receive, from its GRH (RoCEv2: the GRH
+ * slot holds the IPv4 header for IPv4 traffic, as rxe lays it out). */
+int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port, struct ibv_wc *wc, struct ibv_grh *grh,
+			struct ibv_ah_attr *ah)
+{
+	struct rl_context *ctx = ctx_of(c);
+	if (!(wc->wc_flags & IBV_WC_GRH))
+		return fail(EINVAL);
+	memset(ah, 0, sizeof(*ah));
+	ah->is_global = 1;
+	ah->port_num = port;
+	const uint8_t *b = (const uint8_t *)grh;
+	union ibv_gid dst, src;
+	if ((b[20] >> 4) == 4) { /* IPv4 header in the last 20 bytes */
+		memset(src.raw, 0, 16);
+		src.raw[10] = src.raw[11] = 0xff;
+		dst = src;
+		memcpy(src.raw + 12, b + 20 + 12, 4);
+		memcpy(dst.raw + 12, b + 20 + 16, 4);
+		ah->grh.hop_limit = b[20 + 8];
+		ah->grh.traffic_class = b[20 + 1];
+	} else {
+		memcpy(src.raw, grh->sgid.raw, 16);
+		memcpy(dst.raw, grh->dgid.raw, 16);
+		ah->grh.hop_limit = grh->hop_limit;
+		uint32_t vtf = be32toh(grh->version_tclass_flow);
+		ah->grh.traffic_class = (vtf >> 20) & 0xff;
+		ah->grh.flow_label = vtf & 0xfffff;
+	}
+	ah->grh.dgid = src;
+	for (uint32_t i = 0; i < ctx->ngids; i++)
+		if (memcmp(ctx->gids[i].raw, dst.raw, 16) == 0) {
+			ah->grh.sgid_index = i;
+			return 0;
+		}
+	return fail(ENOENT);
+}
+
+struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh, uint8_t port)
+{
+	struct ibv_ah_attr a;
+	if (ibv_init_ah_from_wc(pd->context, port, wc, grh, &a))
+		return NULL;
+	return ibv_create_ah(pd, &a);
+}
+
+/* ---- QP ---- */
+
+static int setup_inline(struct rl_qp *qp, struct ibv_pd *pd, uint32_t want)
+{
+	if (want == 0)
+		return 0;
+	if (want > RL_MAX_INLINE)
+		return EINVAL;
+	qp->max_inline = (want + 63) & ~63u;
+	size_t size = ((size_t)qp->sq.ring.cap * qp->max_inline + PAGE - 1) & ~(PAGE - 1);
+	qp->inline_buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (qp->inline_buf == MAP_FAILED) {
+		qp->inline_buf = NULL;
+		return ENOMEM;
+	}
+	qp->inline_mr = ibv_reg_mr(pd, qp->inline_buf, size, IBV_ACCESS_LOCAL_WRITE);
+	return qp->inline_mr ? 0 : errno;
+}
+
+static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr, uint64_t send_ops)
+{
+	struct rl_context *ctx = ctx_of(p->context);
+	struct rl_pd *pd = (struct rl_pd *)p;
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
+		rl_unsupported("ibv_create_qp of a type other than RC, UC and UD");
+		return NULL;
+	}
+	struct ibv_qp_cap *k = &attr->cap;
+	if (!attr->send_cq || !attr->recv_cq || k->max_send_wr > ctx->dattr.max_qp_wr ||
+	    k->max_recv_wr > ctx->dattr.max_qp_wr || k->max_send_sge > ctx->dattr.max_sge ||
+	    k->max_recv_sge > ctx->dattr.max_sge || k->max_inline_data > RL_MAX_INLINE)
+		return fail_null(EINVAL);
+	struct rl_srq *srq = (struct rl_srq *)attr->srq;
+	struct rl_create_qp req = {.pd = pd->h, .send_cq = ((struct rl_cq *)attr->send_cq)->h,
+				   .recv_cq = ((struct rl_cq *)attr->recv_cq)->h, .srq = srq ? srq->h : 0,
+				   .type = attr->qp_type, .sig_all = attr->sq_sig_all ? 1 : 0,
+				   .max_send_wr = k->max_send_wr ? k->max_send_wr : 1, .max_recv_wr = k->max_recv_wr,
+				   .max_send_sge = k->max_send_sge, .max_recv_sge = k->max_recv_sge};
+	if (srq)
+		req.max_recv_wr = req.max_recv_sge = 0;
+	struct rl_qp_resp r;
+	int fd, err;
+	struct rl_qp *qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return fail_null(ENOMEM);
+	if ((err = rl_call(ctx, RL_OP_CREATE_QP, &req, sizeof(req), &r, sizeof(r), -1, &fd, 1))) {
+		free(qp);
+		return fail_null(err);
+	}
+	qp->mem = rl_map(fd, r.size);
+	close(fd);
+	int bad = !qp->mem || r.sq_offset + RL_RING_HEADER > r.size ||
+		  r.send_entry < sizeof(struct rl_send_wqe) + sizeof(struct rl_sge) * (r.max_send_sge ? r.max_send_sge : 1) ||
+		  r.sq_offset + RL_RING_HEADER + (uint64_t)r.max_send_wr * r.send_entry > r.size;
+	if (!bad && !srq)
+		bad = r.rq_offset + RL_RING_HEADER > r.size ||
+		      r.recv_entry < sizeof(struct rl_recv_wqe) + sizeof(struct rl_sge) * (r.max_recv_sge ? r.max_recv_sge : 1) ||
+		      r.rq_offset + RL_RING_HEADER + (uint64_t)r.max_recv_wr * r.recv_entry > r.size;
+	if (bad) {
+		if (qp->mem)
+			munmap(qp->mem, r.size);
+		destroy_handle(ctx, RL_OP_DESTROY_QP, r.handle);
+		free(qp);
+		return fail_null(EPROTO);
+	}
+	qp->h = r.handle;
+	qp->size = r.size;
+	qp->sq.ring = (struct rl_ring){qp->mem + r.sq_offset, r.max_send_wr, r.send_entry};
+	qp->sq.max_sge = r.max_send_sge;
+	if (!srq) {
+		qp->rq.ring = (struct rl_ring){qp->mem + r.rq_offset, r.max_recv_wr, r.recv_entry};
+		qp->rq.max_sge = r.max_recv_sge;
+	}
+	pthread_spin_init(&qp->sq.lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&qp->rq.lock, PTHREAD_PROCESS_PRIVATE);
+	if ((err = setup_inline(qp, p, k->max_inline_data))) {
+		ibv_destroy_qp(&qp->qpx.qp_base);
+		return fail_null(err);
+	}
+	struct ibv_qp *q = &qp->qpx.qp_base;
+	q->context = p->context;
+	q->qp_context = attr->qp_context;
+	q->pd = p;
+	q->send_cq = attr->send_cq;
+	q->recv_cq = attr->recv_cq;
+	q->srq = attr->srq;
+	q->handle = r.handle;
+	q->qp_num = r.qpn;
+	q->state = IBV_QPS_RESET;
+	q->qp_type = attr->qp_type;
+	pthread_mutex_init(&q->mutex, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	qp->cap = (struct ibv_qp_cap){.max_send_wr = r.max_send_wr, .max_recv_wr = srq ? 0 : r.max_recv_wr,
+				      .max_send_sge = r.max_send_sge, .max_recv_sge = srq ? 0 : r.max_recv_sge,
+				      .max_inline_data = qp->max_inline};
+	qp->sig_all = attr->sq_sig_all;
+	*k = qp->cap;
+	qp->qpx.comp_mask = send_ops ? IBV_QP_INIT_ATTR_SEND_OPS_FLAGS : 0;
+	rl_qp_ex_init(qp);
+	return q;
+}
+
+struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	return create_qp(pd, attr, 0);
+}
+
+static struct ibv_qp *create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *ex)
+{
+	(void)c;
+	const uint64_t ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+			     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+			     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+			     IBV_QP_EX_WITH_SEND_WITH_INV;
+	if (ex->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+		rl_unsupported("ibv_create_qp_ex with attributes beyond a PD and send ops flags");
+		return NULL;
+	}
+	if (!(ex->comp_mask & IBV_QP_INIT_ATTR_PD) || !ex->pd)
+		return fail_null(EINVAL);
+	uint64_t send_ops = ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS ? ex->send_ops_flags : 0;
+	if (send_ops & ~ops) {
+		rl_unsupported("ibv_create_qp_ex with send ops beyond RDMA, SEND and atomics (bind MW, local invalidate, TSO)");
+		return NULL;
+	}
+	struct ibv_qp_init_attr a = {.qp_context = ex->qp_context, .send_cq = ex->send_cq, .recv_cq = ex->recv_cq,
+				     .srq = ex->srq, .cap = ex->cap, .qp_type = ex->qp_type, .sq_sig_all = ex->sq_sig_all};
+	struct ibv_qp *qp = create_qp(ex->pd, &a, send_ops ? send_ops : 1);
+	if (qp)
+		ex->cap = a.cap;
+	return qp;
+}
+
+struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *q)
+{
+	struct rl_qp *qp = (struct rl_qp *)q;
+	return qp->qpx.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS ? &qp->qpx : NULL;
+}
+
+int ibv_destroy_qp(struct ibv_qp *q)
+{
+	struct rl_qp *qp = (struct rl_qp *)q;
+	struct rl_handle h = {qp->h};
+	int err = rl_call(ctx_of(q->context), RL_OP_DESTROY_QP, &h, sizeof(h), NULL, 0, -1, NULL, 0);
+	if (err)
+		return err;
+	if (qp->inline_mr)
+		ibv_dereg_mr(qp->inline_mr);
+	munmap(qp->mem, qp->size);
+	free(qp);
+	return 0;
+}
+
+/* Attribute mask bits the service takes (qp.AttrMask): ibverbs' own up to DEST_QPN. */
+#define RL_QP_KNOWN_MASK ((1u << 21) - 1)
+
+int ibv_modify_qp(struct ibv_qp *q, struct ibv_qp_attr *attr, int mask)
+{
+	struct rl_qp *qp = (struct rl_qp *)q;
+	struct rl_context *ctx = ctx_of(q->context);
+	if ((unsigned)mask & ~RL_QP_KNOWN_MASK) {
+		rl_unsupported("ibv_modify_qp with attributes beyond IBV_QP_DEST_QPN (rate limit)");
+		return EOPNOTSUPP;
+	}
+	if (mask & IBV_QP_ALT_PATH) {
+		rl_unsupported("ibv_modify_qp(IBV_QP_ALT_PATH) (automatic path migration)");
+		return EOPNOTSUPP;
+	}
+	struct rl_modify_qp m = {.handle = qp->h, .mask = mask & ~IBV_QP_CAP};
+	struct rl_qp_attr *w = &m.attr;
+	w->state = attr->qp_state;
+	w->cur_state = attr->cur_qp_state;
+	w->en_sqd_async_notify = attr->en_sqd_async_notify;
+	w->port = attr->port_num;
+	w->access_flags = attr->qp_access_flags;
+	w->pkey_index = attr->pkey_index;
+	w->qkey = attr->qkey;
+	w->timeout = attr->timeout;
+	w->retry_cnt = attr->retry_cnt;
+	w->rnr_retry = attr->rnr_retry;
+	w->max_rd_atomic = attr->max_rd_atomic;
+	w->min_rnr_timer = attr->min_rnr_timer;
+	w->max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	w->path_mig_state = attr->path_mig_state;
+	w->rq_psn = attr->rq_psn;
+	w->sq_psn = attr->sq_psn;
+	w->dest_qpn = attr->dest_qp_num;
+	if (mask & IBV_QP_PATH_MTU) {
+		w->path_mtu = rl_mtu_bytes(attr->path_mtu);
+		if (!w->path_mtu)
+			return fail(EINVAL);
+	}
+	if (mask & IBV_QP_AV) {
+		struct ibv_ah_attr *ah = &attr->ah_attr;
+		if (!ah->is_global || ah->grh.sgid_index >= ctx->ngids)
+			return fail(EINVAL); /* RoCE addresses by GID: rxe refuses an AV without GRH */
+		memcpy(w->dgid, ah->grh.dgid.raw, 16);
+		memcpy(w->sgid, ctx->gids[ah->grh.sgid_index].raw, 16);
+		w->traffic_class = ah->grh.traffic_class;
+		w->hop_limit = ah->grh.hop_limit;
+		w->flow_label = ah->grh.flow_label;
+	}
+	int err = rl_call(ctx, RL_OP_MODIFY_QP, &m, sizeof(m), NULL, 0, -1, NULL, 0);
+	if (!err && (mask & IBV_QP_STATE)) {
+		q->state = attr->qp_state;
+		if (attr->qp_state == IBV_QPS_RESET) { /* the service emptied the rings */
+			qp->sq.prod = __atomic_load_n((uint32_t *)(qp->sq.ring.mem + RL_RING_PROD), __ATOMIC_ACQUIRE);
+			if (qp->rq.ring.mem)
+				qp->rq.prod = __atomic_load_n((uint32_t *)(qp->rq.ring.mem + RL_RING_PROD), __ATOMIC_ACQUIRE);
+		}
+	}
+	return err;
+}
+
+int ibv_query_qp(struct ibv_qp *q, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
+{
+	struct rl_qp *qp = (struct rl_qp *)q;
+	struct rl_context *ctx = ctx_of(q->context);
+	(void)mask; /* everything is reported, as providers do */
+	struct rl_handle h = {qp->h};
+	struct rl_qp_attr w;
+	int err = rl_call(ctx, RL_OP_QUERY_QP, &h, sizeof(h), &w, sizeof(w), -1, NULL, 0);
+	if (err)
+		return err;
+	memset(attr, 0, sizeof(*attr));
+	attr->qp_state = w.state;
+	attr->cur_qp_state = w.state;
+	attr->path_mtu = rl_mtu_enum(w.path_mtu);
+	attr->path_mig_state = w.path_mig_state;
+	attr->qkey = w.qkey;
+	attr->rq_psn = w.rq_psn;
+	attr->sq_psn = w.sq_psn;
+	attr->dest_qp_num = w.dest_qpn;
+	attr->qp_access_flags = w.access_flags;
+	attr->cap = qp->cap;
+	attr->ah_attr.is_global = 1;
+	attr->ah_attr.port_num = w.port;
+	memcpy(attr->ah_attr.grh.dgid.raw, w.dgid, 16);
+	for (uint32_t i = 0; i < ctx->ngids; i++)
+		if (memcmp(ctx->gids[i].raw, w.sgid, 16) == 0)
+			attr->ah_attr.grh.sgid_index = i;
+	attr->ah_attr.grh.traffic_class = w.traffic_class;
+	attr->ah_attr.grh.hop_limit = w.hop_limit;
+	attr->ah_attr.grh.flow_label = w.flow_label;
+	attr->pkey_index = w.pkey_index;
+	attr->en_sqd_async_notify = w.en_sqd_async_notify;
+	attr->max_rd_atomic = w.max_rd_atomic;
+	attr->max_dest_rd_atomic = w.max_dest_rd_atomic;
+	attr->min_rnr_timer = w.min_rnr_timer;
+	attr->port_num = w.port;
+	attr->timeout = w.timeout;
+	attr->retry_cnt = w.retry_cnt;
+	attr->rnr_retry = w.rnr_retry;
+	if (init) {
+		memset(init, 0, sizeof(*init));
+		init->qp_context = q->qp_context;
+		init->send_cq = q->send_cq;
+		init->recv_cq = q->recv_cq;
+		init->srq = q->srq;
+		init->cap = qp->cap;
+		init->qp_type = q->qp_type;
+		init->sq_sig_all = qp->sig_all;
+	}
+	q->state = w.state;
+	return 0;
+}
+
+/* ---- asynchronous events ---- */
+
+int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *event)
+{
+	(void)event;
+	/* The service forwards no asynchronous events yet: wait on an fd that never fires
+	 * (EAGAIN at once if the application made it non-blocking). */
+	uint64_t v;
+	for (;;) {
+		ssize_t n = read(c->async_fd, &v, sizeof(v));
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+void ibv_ack_async_event(struct ibv_async_event *event)
+{
+	(void)event;
+}
+
+/* ---- fork ---- */
+
+int ibv_fork_init(void)
+{
+	return 0; /* registered pages are MADV_DONTFORK always (memory.c) */
+}
+
+enum ibv_fork_status ibv_is_fork_initialized(void)
+{
+	return IBV_FORK_ENABLED;
+}
+
+int ibv_dontfork_range(void *base, size_t size)
+{
+	return madvise(base, size, MADV_DONTFORK) ? errno : 0;
+}
+
+int ibv_dofork_range(void *base, size_t size)
+{
+	return madvise(base, size, MADV_DOFORK) ? errno : 0;
+}
+
+/* ---- ops ---- */
+
+void rl_set_object_ops(struct rl_context *ctx)
+{
+	struct ibv_context_ops *ops = &ctx->vctx.context.ops;
+	ops->poll_cq = rl_poll_cq;
+	ops->req_notify_cq = rl_req_notify_cq;
+	ops->post_send = rl_post_send;
+	ops->post_recv = rl_post_recv;
+	ops->post_srq_recv = rl_post_srq_recv;
+	ctx->vctx.create_cq_ex = create_cq_ex;
+	ctx->vctx.create_qp_ex = create_qp_ex;
+}

@@ -1,0 +1,556 @@
+/*
+ * verbs_check: calls the verbs of issue 14's item 3 through <infiniband/verbs.h>, with
+ * their error paths, against the one device of a lab host, and checks every result.
+ * Built against libibverbs-dev and run with rocelab's libibverbs.so.1 by
+ * TestLibibverbs (cmd/rocelab/ibverbs_lab_test.go) in two lab hosts:
+ *
+ *	verbs_check server            (in one host; listens on TCP port 18777)
+ *	verbs_check client SERVER_IP  (in another)
+ *
+ * The two exchange QP numbers, GIDs and keys over TCP, and meet at barriers; the client
+ * drives the operations, each side checks what it can see (the server: what landed in
+ * its memory). Exit status 0 = every check of that side held; each failed check prints
+ * one line.
+ */
+#define _GNU_SOURCE
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static int failures, checks;
+
+#define CHECK(cond, ...)                                                                                               \
+	do {                                                                                                           \
+		checks++;                                                                                              \
+		if (!(cond)) {                                                                                         \
+			failures++;                                                                                    \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                \
+			fprintf(stderr, __VA_ARGS__);                                                                  \
+			fprintf(stderr, " (errno %d %s)\n", errno, strerror(errno));                                   \
+		}                                                                                                      \
+	} while (0)
+
+/* MUST: a check whose failure ends the run (cond is evaluated once) */
+#define MUST(cond, ...)                                                                                                \
+	do {                                                                                                           \
+		checks++;                                                                                              \
+		if (!(cond)) {                                                                                         \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                \
+			fprintf(stderr, __VA_ARGS__);                                                                  \
+			fprintf(stderr, " (errno %d %s)\n", errno, strerror(errno));                                   \
+			exit(1);                                                                                       \
+		}                                                                                                      \
+	} while (0)
+
+static struct ibv_context *ctx;
+static int is_client, sock = -1;
+static struct ibv_pd *pd;
+static union ibv_gid gid;
+static const int gid_index = 1; /* ::ffff:IPv4, rxe's numbering */
+
+/* what the two sides tell each other */
+struct peer {
+	uint32_t qpn, rkey, rkey_iova, pad;
+	uint64_t addr;
+	union ibv_gid gid;
+};
+
+static void xfer(void *out, void *in, size_t n)
+{
+	MUST(write(sock, out, n) == (ssize_t)n, "send to the peer");
+	for (size_t got = 0; got < n;) {
+		ssize_t k = read(sock, (char *)in + got, n - got);
+		MUST(k > 0, "receive from the peer");
+		got += k;
+	}
+}
+
+static struct peer exchange(uint32_t qpn, struct ibv_mr *mr, void *addr, struct ibv_mr *iova)
+{
+	struct peer me = {.qpn = qpn, .rkey = mr ? mr->rkey : 0, .rkey_iova = iova ? iova->rkey : 0,
+			  .addr = (uintptr_t)addr, .gid = gid},
+		    them;
+	xfer(&me, &them, sizeof(me));
+	return them;
+}
+
+static void barrier(void)
+{
+	char c = 'b', d;
+	xfer(&c, &d, 1);
+}
+
+static void meet(const char *server)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(18777)};
+	MUST(fd >= 0, "socket");
+	if (server) {
+		MUST(inet_pton(AF_INET, server, &a.sin_addr) == 1, "server address %s", server);
+		MUST(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "connect to %s", server);
+		sock = fd;
+		return;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	MUST(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(fd, 1) == 0, "listen");
+	sock = accept(fd, NULL, NULL);
+	MUST(sock >= 0, "accept");
+	close(fd);
+}
+
+/* poll_one waits (bounded) for one completion of cq. */
+static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int n = ibv_poll_cq(cq, 1, wc);
+		if (n != 0)
+			return n;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 10)
+			return 0;
+	}
+}
+
+static struct ibv_qp *make_qp(enum ibv_qp_type type, struct ibv_cq *cq, struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr a = {.send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = type,
+				     .cap = {.max_send_wr = 16, .max_recv_wr = srq ? 0 : 16, .max_send_sge = 2,
+					     .max_recv_sge = 2}};
+	struct ibv_qp *qp = ibv_create_qp(pd, &a);
+	MUST(qp, "create %d QP", type);
+	CHECK(a.cap.max_send_wr >= 16 && a.cap.max_send_sge >= 2, "caps written back: %u %u", a.cap.max_send_wr,
+	      a.cap.max_send_sge);
+	return qp;
+}
+
+static void to_init(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .pkey_index = 0,
+				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC,
+				.qkey = 0x11111111};
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+	mask |= qp->qp_type == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS;
+	MUST(ibv_modify_qp(qp, &a, mask) == 0, "INIT");
+}
+
+/* connect moves qp to RTS towards remote (RC/UC) or to RTS (UD). */
+static void connect_qp(struct ibv_qp *qp, uint32_t remote, const union ibv_gid *dgid)
+{
+	to_init(qp);
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = remote, .rq_psn = 7,
+				.max_dest_rd_atomic = 4, .min_rnr_timer = 1,
+				.ah_attr = {.is_global = 1, .port_num = 1,
+					    .grh = {.dgid = *dgid, .sgid_index = gid_index, .hop_limit = 64}}};
+	int mask = IBV_QP_STATE;
+	if (qp->qp_type != IBV_QPT_UD)
+		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+	if (qp->qp_type == IBV_QPT_RC)
+		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	MUST(ibv_modify_qp(qp, &a, mask) == 0, "RTR");
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 7;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 4;
+	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (qp->qp_type == IBV_QPT_RC)
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+	MUST(ibv_modify_qp(qp, &a, mask) == 0, "RTS");
+}
+
+static int post(struct ibv_qp *qp, enum ibv_wr_opcode op, struct ibv_mr *mr, void *buf, uint32_t len, uint64_t raddr,
+		uint32_t rkey, int flags)
+{
+	struct ibv_sge s = {.addr = (uintptr_t)buf, .length = len, .lkey = mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = op + 100, .sg_list = &s, .num_sge = 1, .opcode = op,
+				 .send_flags = flags, .imm_data = htobe32(0xC0FFEE)},
+			   *bad;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+static int post_recv(struct ibv_qp *qp, struct ibv_mr *mr, void *buf, uint32_t len, uint64_t id)
+{
+	struct ibv_sge s = {.addr = (uintptr_t)buf, .length = len, .lkey = mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &s, .num_sge = 1}, *bad;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+static void device_and_queries(void)
+{
+	int n = -1;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	MUST(list && n == 1, "one device, got %d", n);
+	CHECK(strcmp(ibv_get_device_name(list[0]), "rocelab0") == 0, "name %s", ibv_get_device_name(list[0]));
+	CHECK(ibv_get_device_guid(list[0]) != 0, "node GUID");
+	ctx = ibv_open_device(list[0]);
+	MUST(ctx, "open");
+	ibv_free_device_list(list);
+
+	struct ibv_device_attr da;
+	CHECK(ibv_query_device(ctx, &da) == 0 && da.phys_port_cnt == 1 && da.max_qp_wr > 0, "query_device");
+	struct ibv_device_attr_ex dx;
+	CHECK(ibv_query_device_ex(ctx, NULL, &dx) == 0 && dx.orig_attr.max_qp == da.max_qp, "query_device_ex");
+	struct ibv_port_attr pa;
+	CHECK(ibv_query_port(ctx, 1, &pa) == 0 && pa.state == IBV_PORT_ACTIVE && pa.link_layer == IBV_LINK_LAYER_ETHERNET &&
+		      pa.gid_tbl_len >= 2,
+	      "query_port state %d link %d gids %d", pa.state, pa.link_layer, pa.gid_tbl_len);
+	errno = 0;
+	CHECK(ibv_query_port(ctx, 2, &pa) == EINVAL, "port 2 does not exist");
+	CHECK(ibv_query_gid(ctx, 1, gid_index, &gid) == 0 && gid.raw[10] == 0xff && gid.raw[11] == 0xff,
+	      "GID 1 is IPv4-mapped");
+	union ibv_gid g;
+	CHECK(ibv_query_gid(ctx, 1, pa.gid_tbl_len, &g) == -1 && errno == EINVAL, "GID past the table");
+	struct ibv_gid_entry e;
+	CHECK(ibv_query_gid_ex(ctx, 1, gid_index, &e, 0) == 0 && e.gid_type == IBV_GID_TYPE_ROCE_V2 &&
+		      memcmp(e.gid.raw, gid.raw, 16) == 0 && e.ndev_ifindex > 0,
+	      "query_gid_ex type %u ifindex %u", e.gid_type, e.ndev_ifindex);
+	struct ibv_gid_entry tab[16];
+	ssize_t k = ibv_query_gid_table(ctx, tab, 16, 0);
+	CHECK(k == pa.gid_tbl_len && tab[gid_index].gid_index == (uint32_t)gid_index, "query_gid_table %zd", k);
+	__be16 pkey;
+	CHECK(ibv_query_pkey(ctx, 1, 0, &pkey) == 0 && be16toh(pkey) == 0xffff, "pkey 0");
+	CHECK(ibv_query_pkey(ctx, 1, 1, &pkey) == -1, "pkey 1 does not exist");
+	CHECK(ibv_get_pkey_index(ctx, 1, htobe16(0xffff)) == 0, "pkey index");
+	CHECK(ibv_fork_init() == 0, "fork_init");
+}
+
+static void rc_tests(void)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	MUST(ch, "comp channel");
+	errno = 0;
+	CHECK(!ibv_create_cq(ctx, 0, NULL, NULL, 0) && errno == EINVAL, "CQ of 0 entries");
+	struct ibv_cq *cq = ibv_create_cq(ctx, 64, (void *)0x1234, ch, 0);
+	MUST(cq, "CQ");
+	CHECK(cq->cqe >= 64, "cqe %d", cq->cqe);
+
+	/* the app's own memory: malloc'd, deliberately not page-aligned */
+	char *a = malloc(10000), *b = malloc(10000);
+	char *abuf = a + 100, *bbuf = b + 200;
+	memset(abuf, 'a', 4096);
+	memset(bbuf, 'b', 4096);
+	errno = 0;
+	CHECK(!ibv_reg_mr(pd, abuf, 0, IBV_ACCESS_LOCAL_WRITE) && errno == EINVAL, "MR of 0 bytes");
+	CHECK(!ibv_reg_mr(pd, abuf, 4096, IBV_ACCESS_REMOTE_WRITE) && errno == EINVAL,
+	      "remote write without local write");
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+	struct ibv_mr *ma = ibv_reg_mr(pd, abuf, 4096, acc), *mb = ibv_reg_mr(pd, bbuf, 4096, acc);
+	MUST(ma && mb, "MRs");
+	CHECK(ma->addr == abuf && ma->length == 4096 && ma->lkey && ma->rkey, "MR fields");
+	CHECK(abuf[0] == 'a' && abuf[4095] == 'a' && bbuf[0] == 'b', "contents survive registration");
+	struct ibv_mr *mi = ibv_reg_mr_iova2(pd, bbuf, 4096, 0x10000, acc);
+	CHECK(mi != NULL, "reg_mr_iova2");
+
+	struct ibv_qp *qp = make_qp(IBV_QPT_RC, cq, NULL);
+	struct ibv_qp_attr bad = {.qp_state = IBV_QPS_RTS};
+	CHECK(ibv_modify_qp(qp, &bad, IBV_QP_STATE) == EINVAL, "RESET -> RTS is not a transition");
+	struct peer p = exchange(qp->qp_num, mb, bbuf, mi);
+	connect_qp(qp, p.qpn, &p.gid);
+	struct ibv_qp_attr qattr;
+	struct ibv_qp_init_attr qinit;
+	CHECK(ibv_query_qp(qp, &qattr, IBV_QP_STATE | IBV_QP_DEST_QPN, &qinit) == 0 && qattr.qp_state == IBV_QPS_RTS &&
+		      qattr.dest_qp_num == p.qpn && qattr.path_mtu == IBV_MTU_1024 && qinit.qp_type == IBV_QPT_RC,
+	      "query_qp state %d dest %u", qattr.qp_state, qattr.dest_qp_num);
+	barrier();
+	struct ibv_wc wc;
+	if (is_client) {
+		/* RDMA WRITE into the server's malloc'd buffer, directly and through the iova MR */
+		CHECK(post(qp, IBV_WR_RDMA_WRITE, ma, abuf, 4096, p.addr, p.rkey, IBV_SEND_SIGNALED) == 0, "post WRITE");
+		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_WRITE &&
+			      wc.wr_id == IBV_WR_RDMA_WRITE + 100,
+		      "WRITE completion status %d", wc.status);
+		memset(abuf, 'i', 16);
+		CHECK(post(qp, IBV_WR_RDMA_WRITE, ma, abuf, 16, 0x10000 + 8, p.rkey_iova, IBV_SEND_SIGNALED) == 0, "post WRITE via iova");
+		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "WRITE via iova: status %d", wc.status);
+		/* out of bounds: a remote access error (and both QPs go to the error state) */
+		CHECK(post(qp, IBV_WR_RDMA_WRITE, ma, abuf, 64, p.addr + 8192, p.rkey, IBV_SEND_SIGNALED) == 0, "post bad WRITE");
+		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_REM_ACCESS_ERR,
+		      "out-of-bounds WRITE: status %d (%s)", wc.status, ibv_wc_status_str(wc.status));
+	}
+	barrier();
+	if (!is_client)
+		CHECK(bbuf[0] == 'a' && bbuf[4095] == 'a' && bbuf[8] == 'i' && bbuf[23] == 'i' && bbuf[7] == 'a' &&
+			      bbuf[24] == 'a',
+		      "the WRITEs landed in the app's buffer");
+	CHECK(ibv_destroy_qp(qp) == 0, "destroy QP");
+
+	qp = make_qp(IBV_QPT_RC, cq, NULL);
+	p = exchange(qp->qp_num, mb, bbuf, NULL);
+	connect_qp(qp, p.qpn, &p.gid);
+	uint64_t *counter = (uint64_t *)(bbuf + 1024), *old = (uint64_t *)(abuf + 1024);
+	if (!is_client) {
+		/* SEND with immediate, event-driven */
+		CHECK(post_recv(qp, mb, bbuf, 4096, 77) == 0, "post_recv");
+		CHECK(ibv_req_notify_cq(cq, 0) == 0, "req_notify");
+		memset(bbuf + 2048, 'r', 64);
+		*counter = 40;
+		barrier();
+		struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
+		CHECK(poll(&pfd, 1, 10000) == 1, "the channel fd becomes readable");
+		struct ibv_cq *ecq;
+		void *ectx;
+		CHECK(ibv_get_cq_event(ch, &ecq, &ectx) == 0 && ecq == cq && ectx == (void *)0x1234, "get_cq_event");
+		ibv_ack_cq_events(cq, 1);
+		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.wr_id == 77 &&
+			      wc.byte_len == 100 && (wc.wc_flags & IBV_WC_WITH_IMM) && be32toh(wc.imm_data) == 0xC0FFEE &&
+			      wc.qp_num == qp->qp_num && bbuf[99] == 's',
+		      "SEND with immediate received: status %d opcode %d len %u flags %#x imm %#x qp %u/%u src %u/%u",
+		      wc.status, wc.opcode, wc.byte_len, wc.wc_flags, be32toh(wc.imm_data), wc.qp_num, qp->qp_num, wc.src_qp,
+		      p.qpn);
+		barrier();
+		CHECK(*counter == 7, "the atomics changed the app's memory: %llu", (unsigned long long)*counter);
+	} else {
+		memset(abuf, 's', 100);
+		barrier();
+		CHECK(post(qp, IBV_WR_SEND_WITH_IMM, ma, abuf, 100, 0, 0, IBV_SEND_SIGNALED) == 0, "post SEND");
+		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND, "SEND completes");
+		CHECK(post(qp, IBV_WR_RDMA_READ, ma, abuf, 64, p.addr + 2048, p.rkey, IBV_SEND_SIGNALED) == 0, "post READ");
+		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_READ &&
+			      abuf[0] == 'r' && abuf[63] == 'r',
+		      "READ");
+		struct ibv_sge s = {.addr = (uintptr_t)old, .length = 8, .lkey = ma->lkey};
+		struct ibv_send_wr wr = {.wr_id = 9, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+					 .send_flags = IBV_SEND_SIGNALED},
+				   *badwr;
+		wr.wr.atomic.remote_addr = p.addr + 1024;
+		wr.wr.atomic.rkey = p.rkey;
+		wr.wr.atomic.compare_add = 2;
+		CHECK(ibv_post_send(qp, &wr, &badwr) == 0, "post FETCH_ADD");
+		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_FETCH_ADD && *old == 40,
+		      "FETCH_ADD");
+		wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+		wr.wr.atomic.compare_add = 42;
+		wr.wr.atomic.swap = 7;
+		CHECK(ibv_post_send(qp, &wr, &badwr) == 0, "post CMP_SWP");
+		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_COMP_SWAP && *old == 42,
+		      "CMP_SWP");
+		barrier();
+		CHECK(post(qp, IBV_WR_LOCAL_INV, ma, abuf, 8, 0, 0, IBV_SEND_SIGNALED) == EOPNOTSUPP, "LOCAL_INV is not supported");
+		/* a send queue of 16: an unsignaled post soon finds it full */
+		int rc = 0, posted = 0;
+		for (; posted < 256 && rc == 0; posted++)
+			rc = post(qp, IBV_WR_RDMA_WRITE, ma, abuf, 8, p.addr, p.rkey, 0);
+		CHECK(rc == ENOMEM && posted > 16, "a full send queue: %d after %d posts", rc, posted);
+	}
+	barrier();
+	/* objects in use */
+	CHECK(ibv_destroy_cq(cq) == EBUSY, "a CQ with QPs is busy");
+	CHECK(ibv_dealloc_pd(pd) == EBUSY, "a PD with objects is busy");
+	CHECK(ibv_destroy_qp(qp) == 0, "destroy QP");
+	CHECK(ibv_dereg_mr(mi) == 0 && ibv_dereg_mr(ma) == 0 && ibv_dereg_mr(mb) == 0, "dereg");
+	CHECK(ibv_destroy_comp_channel(ch) == EBUSY, "a channel with CQs is busy");
+	CHECK(ibv_destroy_cq(cq) == 0, "destroy CQ");
+	CHECK(ibv_destroy_comp_channel(ch) == 0, "destroy channel");
+	free(a);
+	free(b);
+}
+
+static void wr_api_and_inline(void)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	char *buf = aligned_alloc(4096, 8192);
+	memset(buf, 0, 8192);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	MUST(cq && mr, "CQ and MR");
+	struct ibv_qp_init_attr_ex x = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .pd = pd,
+					.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+					.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND,
+					.cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1,
+						.max_inline_data = 64}};
+	struct ibv_qp *qp = ibv_create_qp_ex(ctx, &x);
+	MUST(qp, "create_qp_ex");
+	CHECK(x.cap.max_inline_data >= 64, "inline %u", x.cap.max_inline_data);
+	struct peer p = exchange(qp->qp_num, mr, buf, NULL);
+	connect_qp(qp, p.qpn, &p.gid);
+	barrier();
+	if (is_client) {
+		struct ibv_qp_ex *qx = ibv_qp_to_qp_ex(qp);
+		MUST(qx, "qp_to_qp_ex");
+		memset(buf, 'w', 32);
+		ibv_wr_start(qx);
+		qx->wr_id = 5;
+		qx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_rdma_write(qx, p.rkey, p.addr + 4096);
+		ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf, 32);
+		CHECK(ibv_wr_complete(qx) == 0, "wr_complete");
+		struct ibv_wc wc;
+		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 5, "ibv_wr_rdma_write");
+		/* inline: the source is reused at once */
+		char src[40];
+		memset(src, 'n', sizeof(src));
+		struct ibv_sge s = {.addr = (uintptr_t)src, .length = sizeof(src)};
+		struct ibv_send_wr wr = {.wr_id = 6, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+					 .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE},
+				   *bad;
+		wr.wr.rdma.remote_addr = p.addr + 6000;
+		wr.wr.rdma.rkey = p.rkey;
+		CHECK(ibv_post_send(qp, &wr, &bad) == 0, "inline post");
+		memset(src, 'X', sizeof(src));
+		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "inline WRITE");
+		struct ibv_qp_init_attr plain = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+						 .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1}};
+		struct ibv_qp *noinline = ibv_create_qp(pd, &plain);
+		CHECK(noinline && ibv_post_send(noinline, &wr, &bad) == EINVAL && bad == &wr,
+		      "inline on a QP without inline room");
+		CHECK(ibv_qp_to_qp_ex(noinline) == NULL, "a QP created without send ops has no ibv_qp_ex");
+		ibv_destroy_qp(noinline);
+		/* builders the device lacks fail the batch */
+		ibv_wr_start(qx);
+		ibv_wr_local_inv(qx, 1);
+		CHECK(ibv_wr_complete(qx) == EOPNOTSUPP, "ibv_wr_local_inv is not supported");
+	}
+	barrier();
+	if (!is_client)
+		CHECK(buf[4096] == 'w' && buf[4096 + 31] == 'w' && buf[4096 + 32] == 0 && buf[6000] == 'n' &&
+			      buf[6039] == 'n' && buf[6040] == 0,
+		      "ibv_wr_rdma_write and the inline WRITE landed");
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	free(buf);
+}
+
+static void ud_and_srq(void)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	char *buf = malloc(16384);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 16384, IBV_ACCESS_LOCAL_WRITE);
+	MUST(cq && mr, "CQ and MR");
+	struct ibv_qp *ud = make_qp(IBV_QPT_UD, cq, NULL);
+	connect_qp(ud, 0, &gid);
+	struct peer p = exchange(ud->qp_num, NULL, NULL, NULL);
+	struct ibv_wc wc;
+	if (!is_client) {
+		CHECK(post_recv(ud, mr, buf + 8192, 40 + 512, 1) == 0, "UD recv");
+		barrier();
+		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
+			      wc.byte_len == 40 + 512 && (wc.wc_flags & IBV_WC_GRH) && wc.src_qp == p.qpn &&
+			      buf[8192 + 40] == 'u' && buf[8192 + 40 + 511] == 'u',
+		      "UD SEND received with its GRH: status %d len %u src %u", wc.status, wc.byte_len, wc.src_qp);
+		struct ibv_ah_attr back;
+		CHECK(ibv_init_ah_from_wc(ctx, 1, &wc, (struct ibv_grh *)(buf + 8192), &back) == 0 &&
+			      memcmp(back.grh.dgid.raw, p.gid.raw, 16) == 0 && back.grh.sgid_index == gid_index,
+		      "init_ah_from_wc");
+		struct ibv_ah *reply = ibv_create_ah_from_wc(pd, &wc, (struct ibv_grh *)(buf + 8192), 1);
+		CHECK(reply && ibv_destroy_ah(reply) == 0, "create_ah_from_wc");
+	} else {
+		struct ibv_ah_attr aa = {.is_global = 0, .port_num = 1};
+		errno = 0;
+		CHECK(!ibv_create_ah(pd, &aa) && errno == EINVAL, "an AH without GRH on RoCE");
+		aa.is_global = 1;
+		aa.grh.dgid = p.gid;
+		aa.grh.sgid_index = gid_index;
+		aa.grh.hop_limit = 64;
+		struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+		MUST(ah, "AH");
+		barrier();
+		memset(buf, 'u', 512);
+		struct ibv_sge s = {.addr = (uintptr_t)buf, .length = 512, .lkey = mr->lkey};
+		struct ibv_send_wr wr = {.wr_id = 2, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND,
+					 .send_flags = IBV_SEND_SIGNALED},
+				   *bad;
+		wr.wr.ud.ah = ah;
+		wr.wr.ud.remote_qpn = p.qpn;
+		wr.wr.ud.remote_qkey = 0x11111111;
+		CHECK(ibv_post_send(ud, &wr, &bad) == 0, "UD send");
+		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND, "UD send completes");
+		wr.wr.ud.ah = NULL;
+		CHECK(ibv_post_send(ud, &wr, &bad) == EINVAL, "a UD send without an AH");
+		CHECK(ibv_destroy_ah(ah) == 0, "destroy AH");
+	}
+	barrier();
+	ibv_destroy_qp(ud);
+
+	struct ibv_srq *srq = NULL;
+	struct ibv_qp *qp;
+	if (!is_client) {
+		struct ibv_srq_init_attr si = {.attr = {.max_wr = 32, .max_sge = 1}};
+		srq = ibv_create_srq(pd, &si);
+		MUST(srq, "SRQ");
+		struct ibv_srq_attr sa;
+		CHECK(ibv_query_srq(srq, &sa) == 0 && sa.max_wr >= 32, "query_srq");
+		sa.srq_limit = 4;
+		CHECK(ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT) == 0, "modify_srq limit");
+	}
+	qp = make_qp(IBV_QPT_RC, cq, srq);
+	p = exchange(qp->qp_num, NULL, NULL, NULL);
+	connect_qp(qp, p.qpn, &p.gid);
+	if (!is_client) {
+		struct ibv_sge rs = {.addr = (uintptr_t)buf + 4096, .length = 4096, .lkey = mr->lkey};
+		struct ibv_recv_wr rwr = {.wr_id = 3, .sg_list = &rs, .num_sge = 1}, *rbad;
+		CHECK(ibv_post_srq_recv(srq, &rwr, &rbad) == 0, "post_srq_recv");
+		CHECK(ibv_post_recv(qp, &rwr, &rbad) != 0, "post_recv on a QP with an SRQ");
+		barrier();
+		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 3 && wc.byte_len == 100,
+		      "SEND received through the SRQ");
+		CHECK(ibv_destroy_srq(srq) == EBUSY, "an SRQ with QPs is busy");
+	} else {
+		barrier();
+		CHECK(post(qp, IBV_WR_SEND, mr, buf, 100, 0, 0, IBV_SEND_SIGNALED) == 0, "SEND to the SRQ");
+		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS, "SEND to the SRQ completes");
+	}
+	barrier();
+	ibv_destroy_qp(qp);
+	if (srq)
+		CHECK(ibv_destroy_srq(srq) == 0, "destroy SRQ");
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	free(buf);
+}
+
+static void unsupported(void)
+{
+	struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	errno = 0;
+	CHECK(ibv_resize_cq(cq, 16) == EOPNOTSUPP, "resize_cq is not supported");
+	struct ibv_qp_init_attr a = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_XRC_SEND};
+	errno = 0;
+	CHECK(!ibv_create_qp(pd, &a) && errno == EOPNOTSUPP, "XRC is not supported");
+	struct ibv_qp *qp = make_qp(IBV_QPT_UD, cq, NULL);
+	CHECK(ibv_attach_mcast(qp, &gid, 0) == EOPNOTSUPP, "multicast is not supported");
+	ibv_destroy_qp(qp);
+	ibv_destroy_cq(cq);
+	/* no asynchronous event is pending: a non-blocking fd says so */
+	int fl = fcntl(ctx->async_fd, F_GETFL);
+	fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+	struct ibv_async_event ev;
+	errno = 0;
+	CHECK(ibv_get_async_event(ctx, &ev) == -1 && errno == EAGAIN, "no async event");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || (strcmp(argv[1], "server") && (strcmp(argv[1], "client") || argc < 3))) {
+		fprintf(stderr, "usage: verbs_check server | verbs_check client SERVER_IP\n");
+		return 2;
+	}
+	is_client = strcmp(argv[1], "client") == 0;
+	device_and_queries();
+	meet(is_client ? argv[2] : NULL);
+	pd = ibv_alloc_pd(ctx);
+	MUST(pd, "PD");
+	rc_tests();
+	wr_api_and_inline();
+	ud_and_srq();
+	unsupported();
+	CHECK(ibv_dealloc_pd(pd) == 0, "dealloc PD");
+	CHECK(ibv_close_device(ctx) == 0, "close");
+	printf("verbs_check %s: %d checks, %d failed\n", argv[1], checks, failures);
+	return failures != 0;
+}

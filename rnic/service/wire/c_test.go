@@ -1,0 +1,98 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rocelab/rocelab/qp"
+)
+
+// TestCEncodings: rocelab's libibverbs.so.1 speaks this protocol from C
+// (libibverbs/wire.h, packed structs). Its encodings of sample messages and ring
+// entries, printed by libibverbs/test/wire_dump.c, must equal this package's.
+func TestCEncodings(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc is not installed: the C side of the protocol cannot be built")
+	}
+	bin := filepath.Join(t.TempDir(), "wire_dump")
+	if out, err := exec.Command(gcc, "-Wall", "-Werror", "-o", bin, "../../../libibverbs/test/wire_dump.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		name, h, _ := strings.Cut(sc.Text(), " ")
+		c[name] = h
+	}
+
+	var dgid, sgid, ahGID [16]byte
+	for i := range dgid {
+		dgid[i], sgid[i], ahGID[i] = byte(i), byte(0x80+i), byte(0xf0+i)
+	}
+	attr := QPAttr{State: 3, CurState: 2, EnSQDAsyncNotify: 1, Port: 1, AccessFlags: 7, PKeyIndex: 2, PathMTU: 1024,
+		QKey: 0x11111111, DGID: dgid, SGID: sgid, DstMAC: [6]byte{0x10, 0x11, 0x12, 0x13, 0x14, 0x15},
+		SrcMAC: [6]byte{0x20, 0x21, 0x22, 0x23, 0x24, 0x25}, TrafficClass: 0x28, HopLimit: 64, Timeout: 14,
+		RetryCnt: 7, RNRRetry: 6, MaxRdAtomic: 4, MinRNRTimer: 12, MaxDestRdAtomic: 5, FlowLabel: 0x12345,
+		RQPSN: 0x654321, SQPSN: 0x123456, DestQPN: 0x11}
+	port := PortAttr{MaxMTU: 4096, ActiveMTU: 1024, GIDTableLen: 3, Rate: 100e9}
+	PutString(port.State[:], "ACTIVE")
+	PutString(port.LinkLayer[:], "Ethernet")
+	dev := DeviceAttr{NodeGUID: 0x0200fffe000001, MaxQP: 1, MaxQPWR: 2, MaxSGE: 3, MaxCQE: 4, MaxQPRdAtom: 5,
+		MaxQPInitRdAtom: 6, PhysPortCnt: 7, MaxSRQ: 8}
+	PutString(dev.FWVer[:], "rocelab")
+	body := func(v any) []byte { return AppendRequest(nil, 0, 0, v)[HeaderSize:] }
+
+	send := make([]byte, SendEntrySize(2))
+	PutSendWQE(send, &qp.SendWR{WRID: 0x1122334455667788, Opcode: 5, Flags: 6, Imm: 0xC0FFEE, RKey: 0x1234,
+		RemoteAddr: 0x7f00deadbeef, CompareAdd: 42, Swap: 7, RemoteQPN: 0x11, RemoteQKey: 0x11111111, InvalidateRKey: 0x99,
+		SGL: []qp.SGE{{Addr: 0x1000, Length: 4096, LKey: 0x55}, {Addr: 0x3000, Length: 100, LKey: 0x66}}}, 3)
+	recv := make([]byte, RecvEntrySize(1))
+	PutRecvWQE(recv, &qp.RecvWR{WRID: 77, SGL: []qp.SGE{{Addr: 0x1000, Length: 4096, LKey: 0x55}}})
+	cqe := make([]byte, CQESize)
+	PutCQE(cqe, &qp.WC{WRID: 99, Status: 10, Opcode: 129, PKeyIndex: 1, VendorErr: 0x5e0001, ByteLen: 100, Imm: 0xC0FFEE,
+		QPNum: 0x11, SrcQP: 0x12, Flags: 3})
+
+	want := map[string][]byte{
+		"hello":      AppendRequest(nil, OpHello, 1, &Hello{1, 1}),
+		"reg_mr":     AppendRequest(nil, OpRegMR, 2, &RegMR{PD: 3, Access: 15, Length: 0x12345, Offset: 0x7f0000001000, Addr: 0x7f0000001234}),
+		"create_cq":  AppendRequest(nil, OpCreateCQ, 3, &CreateCQ{CQE: 256, Channel: 4}),
+		"create_srq": AppendRequest(nil, OpCreateSRQ, 4, &CreateSRQ{PD: 3, MaxWR: 64, MaxSGE: 2}),
+		"create_ah": AppendRequest(nil, OpCreateAH, 5, &CreateAH{PD: 3, SGIDIndex: 1, DGID: ahGID, TrafficClass: 0x28,
+			HopLimit: 64, FlowLabel: 0xabcde}),
+		"create_qp": AppendRequest(nil, OpCreateQP, 6, &CreateQP{PD: 3, SendCQ: 5, RecvCQ: 6, SRQ: 7, Type: 4, SigAll: 1,
+			MaxSendWR: 128, MaxRecvWR: 256, MaxSendSGE: 2, MaxRecvSGE: 3}),
+		"modify_qp": AppendRequest(nil, OpModifyQP, 7, &ModifyQP{Handle: 9, Mask: 0x1fffff, Attr: attr}),
+		"qp_resp": body(&QPResp{Handle: 9, QPN: 0x11, MaxSendWR: 128, MaxRecvWR: 256, MaxSendSGE: 2, MaxRecvSGE: 3,
+			SendEntry: 96, RecvEntry: 64, RQOffset: 12480, Size: 28672}),
+		"ring_resp":   body(&RingResp{Handle: 5, Cap: 256, EntrySize: 64, Size: 16576}),
+		"port_attr":   body(&port),
+		"device_attr": body(&dev),
+		"hello_resp":  body(&HelloResp{Version: 1, PageSize: 4096, PID: 1234}),
+		"send_wqe":    send,
+		"recv_wqe":    recv,
+		"cqe":         cqe,
+	}
+	for name, w := range want {
+		got, ok := c[name]
+		if !ok {
+			t.Errorf("%s: wire_dump printed nothing", name)
+			continue
+		}
+		if got != hex.EncodeToString(w) {
+			t.Errorf("%s:\n C  %s\n Go %s", name, got, hex.EncodeToString(w))
+		}
+	}
+	if len(c) != len(want) {
+		t.Errorf("wire_dump printed %d encodings, the test compares %d", len(c), len(want))
+	}
+}
