@@ -79,7 +79,9 @@ tidy-check:
 ## allocates)
 unit:
 	$(GO) test -race -count=1 $(PKGS)
-	$(GO) test -count=1 -timeout 30m -run 'RealTime|TestInteropRXE' ./experiment/ ./conformance/interop/
+	$(GO) test -count=1 -run 'RealTime' ./experiment/ ./cmd/rocelab/
+	@# -v streams each interop case as it passes or fails (~7.5 min in all)
+	$(GO) test -count=1 -timeout 30m -v -run 'TestInteropRXE' ./conformance/interop/
 	$(GO) test -count=1 -run '^(TestDataPathAllocs|TestDataPathAllocatesNothing)$$' ./rnic/ ./rnic/verbs/
 	$(GO) test -count=1 -run 'All$$' ./apps/perftest/
 
@@ -116,8 +118,9 @@ clean:
 	rm -rf $(BIN) $(OUT)
 
 ## deps-system: what the independent checks use — tshark (decodes rocelab's output), the
-## real RDMA stack (rdma-core's libibverbs headers and tools, perftest) and, as root, the
-## kernel rxe VM of the interop suite (QEMU + Debian packages, ~30 s once)
+## real RDMA stack (rdma-core's libibverbs headers and tools, perftest), promtool (Debian's
+## prometheus package: checks the metrics exposition), headless chromium (loads the live web
+## view) and, as root, the kernel rxe VM of the interop suite (QEMU + Debian packages, ~30 s once)
 .PHONY: deps-system wireshark
 deps-system:
 	@if [ -f /usr/include/infiniband/verbs.h ] && command -v ib_write_bw >/dev/null && command -v ibv_devinfo >/dev/null && command -v rping >/dev/null; then :; \
@@ -126,6 +129,12 @@ deps-system:
 	@if command -v tshark >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y tshark; \
 	else echo "deps-system: tshark is missing and installing it needs root; the tshark checks will skip"; fi
+	@if command -v promtool >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; \
+	else echo "deps-system: promtool is missing and installing it needs root; the metrics test skips its promtool check"; fi
+	@if command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
+	else echo "deps-system: chromium is missing and installing it needs root; the web view test will skip"; fi
 	@if [ "$$(id -u)" = 0 ]; then RXE_CACHE=$(RXE_CACHE) ./tools/rxe-peer/build.sh; \
 	else echo "deps-system: the rxe interop VM needs root to build and run; the interop suite will skip"; fi
 

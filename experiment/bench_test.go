@@ -35,7 +35,7 @@ func benchWrite(b *testing.B, size int, mtu roce.MTU) {
 	}
 	const depth = 32
 	f := &flow{ID: 0, Src: 0, Dst: 1, Size: size}
-	if err := f.connect(st.hosts[0], st.hosts[1], mtu, func(*flow) {}); err != nil {
+	if err := f.connect(st.hosts[0], st.hosts[1], &cfg, func(*flow) {}); err != nil {
 		b.Fatal(err)
 	}
 	src := st.hosts[0]
@@ -357,7 +357,7 @@ func BenchmarkState(b *testing.B) {
 	before := heapInUse()
 	for i := range flows {
 		flows[i] = &flow{ID: i, Src: 0, Dst: 1, Size: 1 << 20}
-		if err := flows[i].connect(st.hosts[0], st.hosts[1], cfg.MTU, func(*flow) {}); err != nil {
+		if err := flows[i].connect(st.hosts[0], st.hosts[1], &cfg, func(*flow) {}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -366,7 +366,7 @@ func BenchmarkState(b *testing.B) {
 
 	mix := benchScenarios()["fat3-hpcc"]
 	mix.FabricRate = mix.threeTierFabricRate()
-	t, _, err := mix.mixTopology()
+	t, _, _, err := mix.mixTopology()
 	if err != nil {
 		b.Fatal(err)
 	}

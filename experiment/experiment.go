@@ -10,7 +10,6 @@ package experiment
 import (
 	"fmt"
 	"math"
-	"sort"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric"
@@ -44,8 +43,21 @@ type Config struct {
 	MaxStage int
 	WAI      float64
 	BaseRTT  time.Duration
-	// ECN is the switch's RED marking for DCQCN.
+	// ECN is the switches' RED marking for DCQCN (SimECN scales the simulator's with
+	// the link rate).
 	ECN fabric.ECN
+	// Preset "ns3" (PresetNS3) parameterizes HPCC as the HPCC authors' ns-3 simulator
+	// does (hpcc.SimParams, with T the longest path's base RTT as its third.cc derives
+	// it) and computes the ideal FCT as its standalone_fct; "" is rocelab's own (the
+	// draft's parameters, T and ideal FCT from the frames' real sizes).
+	Preset string
+	// Payload, if positive, is the payload of every data packet but a message's last,
+	// below the path MTU (the simulator's PACKET_PAYLOAD_SIZE 1000); 0 means the MTU.
+	Payload int
+	// HeaderOverhead, if positive, is the header bytes per packet the ideal FCT counts
+	// (the simulator's 48: Ethernet 14, IPv4 20, UDP 8, its 6-byte sequence header);
+	// 0 counts the frames' own headers.
+	HeaderOverhead int
 	// Buffer is the switch's shared buffer in bytes.
 	Buffer int
 	Seed   uint64
@@ -73,11 +85,69 @@ func Defaults() Config {
 	return Config{Scenario: "incast", Senders: 16, FlowSize: 500_000, Stagger: 100 * time.Microsecond,
 		LinkRate: 100e9, LinkDelay: time.Microsecond, MTU: roce.MTU1024,
 		CC: rnic.ModeHPCC, Telemetry: telemetry.FormatINTMD, MaxStage: hpcc.DefaultMaxStage,
-		ECN:    fabric.ECN{Enabled: true, KMin: 100_000, KMax: 400_000, PMax: 0.2},
+		ECN:    SimECN(100e9),
 		Buffer: 32 << 20, Seed: 1, Sample: 100 * time.Nanosecond, Limit: 100 * time.Millisecond}
 }
 
+// PresetNS3 is the Preset of the HPCC simulator's settings.
+const PresetNS3 = "ns3"
+
+// Presets are the values of Config.Preset besides "".
+var Presets = []string{PresetNS3}
+
+// The HPCC simulator's PACKET_PAYLOAD_SIZE and the header bytes its standalone_fct
+// counts per packet (Ethernet 14, IPv4 20, UDP 8 and its 6-byte sequence header:
+// CustomHeader::GetStaticWholeHeaderSize without the INT header).
+const (
+	NS3Payload = 1000
+	NS3Headers = 48
+)
+
+// NS3 returns c under the HPCC simulator's settings (Preset PresetNS3): HPCC over 8-byte
+// hops (telemetry hpcc, the simulator's IntHop) with max stage 0 (MI_THRESH 0), its
+// payload and header sizes, and its RED marking at c's link rate.
+func NS3(c Config) Config {
+	c.Preset = PresetNS3
+	c.Telemetry = telemetry.FormatHPCC
+	c.MaxStage = 0
+	c.Payload, c.HeaderOverhead = NS3Payload, NS3Headers
+	c.ECN = SimECN(c.LinkRate)
+	return c
+}
+
+// SimECN is the HPCC simulator's RED marking for a link of rate bit/s (its run.py's
+// KMIN_MAP, KMAX_MAP and PMAX_MAP): K_min 100 KB and K_max 400 KB per 25 Gb/s,
+// P_max 0.2; at 100 Gb/s 400 KB and 1600 KB.
+func SimECN(rate uint64) fabric.ECN {
+	scale := float64(rate) / 25e9
+	return fabric.ECN{Enabled: true, KMin: int(100_000 * scale), KMax: int(400_000 * scale), PMax: 0.2}
+}
+
 func (c *Config) linkMTU() int { return int(c.MTU) + 400 } // room for headers and telemetry
+
+// segment is the payload of a full data packet.
+func (c *Config) segment() int {
+	if c.Payload > 0 {
+		return min(c.Payload, int(c.MTU))
+	}
+	return int(c.MTU)
+}
+
+// simRTT is the HPCC simulator's base RTT of a path (third.cc, CalculateRoute): twice
+// the links' propagation delays plus one payload's serialization on each link.
+func simRTT(payload int, links []pathLink) time.Duration {
+	var rtt time.Duration
+	for _, l := range links {
+		rtt += 2*l.delay + time.Duration(uint64(payload)*8e9/l.rate)
+	}
+	return rtt
+}
+
+// pathLink is what a base RTT needs of one link of a path.
+type pathLink struct {
+	delay time.Duration
+	rate  uint64
+}
 
 func (c *Config) baseRTT() time.Duration {
 	if c.BaseRTT > 0 {
@@ -98,11 +168,16 @@ func (c *Config) ccConfigFor(t time.Duration, flows int) rnic.CC {
 	}
 	cc.Telemetry = c.Telemetry
 	p := hpcc.DraftParams(float64(c.LinkRate), t, flows)
+	if c.Preset == PresetNS3 {
+		p = hpcc.SimParams(float64(c.LinkRate), t)
+	}
 	if c.Eta > 0 {
 		p.Eta = c.Eta
 	}
 	p.MaxStage = c.MaxStage
-	p.WAI = c.WAI
+	if c.WAI > 0 || c.Preset != PresetNS3 {
+		p.WAI = c.WAI
+	}
 	if c.Telemetry == telemetry.FormatHPCC {
 		p.Wrap = hpcc.CompactWrap(1)
 	}
@@ -163,8 +238,9 @@ func (c *Config) simulate(v *clock.Virtual, left *int, flows int) {
 // when payloads are verified.)
 const MaxSenders = 1024
 
-// validateCC checks the congestion-control parameters every scenario shares: numbers
-// that are not numbers (NaN, ±Inf) or out of range are refused, never taken as "unset".
+// validateCC checks the congestion-control, preset and packet parameters every
+// scenario shares: numbers that are not numbers (NaN, ±Inf) or out of range are
+// refused, never taken as "unset".
 func (c *Config) validateCC() error {
 	switch {
 	case c.Eta != 0 && !(c.Eta > 0 && c.Eta <= 1):
@@ -179,33 +255,44 @@ func (c *Config) validateCC() error {
 		return fmt.Errorf("experiment: ECN marking probability %v: want [0, 1]", c.ECN.PMax)
 	case c.ECN.Enabled && (c.ECN.KMin < 0 || c.ECN.KMin > c.ECN.KMax):
 		return fmt.Errorf("experiment: ECN thresholds %d..%d bytes: want 0 ≤ Kmin ≤ Kmax", c.ECN.KMin, c.ECN.KMax)
+	case c.Preset != "" && c.Preset != PresetNS3:
+		return fmt.Errorf("experiment: --preset %q: want %s", c.Preset, PresetNS3)
+	case c.Payload < 0 || c.Payload > int(c.MTU):
+		return fmt.Errorf("experiment: --payload %d: want 0 (the MTU) up to the MTU %d", c.Payload, c.MTU)
+	case c.HeaderOverhead < 0:
+		return fmt.Errorf("experiment: --header-overhead %d: must not be negative", c.HeaderOverhead)
 	}
 	return nil
 }
 
-// FlowRecord is one flow's outcome.
+// FlowRecord is one flow's outcome. FCTNs and Slowdown are those of a finished flow;
+// an unfinished or failed one has Finished false and both 0.
 type FlowRecord struct {
 	ID       int     `json:"id"`
 	Src      int     `json:"src"`
 	Dst      int     `json:"dst"`
 	Size     int     `json:"size_bytes"`
 	StartNs  int64   `json:"start_ns"`
+	Finished bool    `json:"finished"`
 	FCTNs    int64   `json:"fct_ns"`
 	IdealNs  int64   `json:"ideal_fct_ns"`
 	Slowdown float64 `json:"slowdown"`
 }
 
-// QueueSample is the bottleneck port's queue at one instant.
+// QueueSample is the bottleneck port's queue and the bytes it has sent at one instant.
 type QueueSample struct {
-	T     clock.Time
-	Bytes int
+	T       clock.Time
+	Bytes   int
+	TxBytes uint64
 }
 
-// RateSample is one flow's pacing rate and window at one instant.
+// RateSample is one flow's pacing rate and window at one instant, and the rate its
+// payload delivered to its receiver grew at since the flow's previous sample.
 type RateSample struct {
 	T            clock.Time
 	Flow         int
-	Rate, Window float64 // bit/s and bytes; 0 for a finished flow
+	Rate, Window float64 // paced bit/s and bytes; 0 for a finished flow
+	Measured     float64 // bit/s of payload delivered since the previous sample
 }
 
 // Result is what an experiment measured.
@@ -215,7 +302,10 @@ type Result struct {
 	Flows   []FlowRecord
 	Queue   []QueueSample
 	Rates   []RateSample
-	Metrics Metrics
+	// Delivered is every flow's payload delivered to its receiver, at each rate
+	// sample.
+	Delivered []DeliveredSample
+	Metrics   Metrics
 	// Errors lists data verification failures and unfinished flows; empty on success.
 	Errors []string
 	Events uint64
@@ -223,15 +313,6 @@ type Result struct {
 	Packets uint64
 	// MixInfo describes the mix scenario's network and arrivals; nil for the others.
 	MixInfo *MixInfo
-}
-
-// Metrics are the summary figures (the --json keys).
-type Metrics struct {
-	PeakQueue     int     `json:"bottleneck_peak_queue_bytes"`
-	QueueP99      int     `json:"bottleneck_queue_p99_bytes"`
-	MeanQueueLast float64 `json:"bottleneck_mean_queue_bytes_last_half"`
-	Utilization   float64 `json:"bottleneck_utilization"`
-	Jain          float64 `json:"jain_fairness"`
 }
 
 // Run runs the experiment in virtual time.
@@ -249,14 +330,11 @@ func Run(cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Config: cfg, BaseRTT: cfg.baseRTT()}
-	flows, err := makeFlows(&cfg, st)
-	if err != nil {
-		return nil, err
-	}
+	flows := makeFlows(&cfg)
 	left := len(flows)
 	var last clock.Time
 	for _, f := range flows {
-		err := f.connect(st.hosts[f.Src], st.hosts[f.Dst], cfg.MTU, func(f *flow) {
+		err := f.connect(st.hosts[f.Src], st.hosts[f.Dst], &cfg, func(f *flow) {
 			left--
 			last = max(last, f.Done)
 		})
@@ -265,7 +343,6 @@ func Run(cfg Config) (*Result, error) {
 		}
 	}
 	for _, f := range flows {
-		f := f
 		t := v.NewLoop("start").NewTimer(func() {
 			st.hosts[f.Src].Do(func() {
 				if err := f.post(); err != nil {
@@ -276,35 +353,25 @@ func Run(cfg Config) (*Result, error) {
 		t.Reset(f.Start)
 	}
 	bottleneck := st.sw.Ports()[cfg.Senders]
-	var txStart, txEnd uint64
-	var first clock.Time = -1
 	stopQ := st.sw.Sample(cfg.Sample, func(s fabric.Sample) {
-		res.Queue = append(res.Queue, QueueSample{T: s.Time, Bytes: s.QLen})
-		if first < 0 && s.TxBytes > 0 {
-			first, txStart = s.Time, s.TxBytes
-		}
-		if left > 0 {
-			txEnd = s.TxBytes
-		}
+		res.Queue = append(res.Queue, QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
 	}, bottleneck.Index())
 	mon := v.NewLoop("monitor")
 	rateEvery := max(cfg.Sample, res.BaseRTT/4)
 	var rt *clock.Timer
 	rt = mon.NewTimer(func() {
+		now := mon.Now()
+		var delivered uint64
 		for _, f := range flows {
-			r := RateSample{T: mon.Now(), Flow: f.ID}
-			if f.Done == 0 && mon.Now() >= f.Start {
-				r.Rate, r.Window = f.sq.Rate()
-				if math.IsInf(r.Rate, 1) {
-					r.Rate = float64(cfg.LinkRate)
-				}
-				if math.IsInf(r.Window, 1) {
-					r.Window = 0
-				}
+			r := RateSample{T: now, Flow: f.ID}
+			if f.Done == 0 && now >= f.Start {
+				r = f.rateSample(now, cfg.LinkRate)
 			}
 			res.Rates = append(res.Rates, r)
+			delivered += f.deliveredBytes()
 		}
-		rt.Reset(mon.Now().Add(rateEvery))
+		res.Delivered = append(res.Delivered, DeliveredSample{T: now, Bytes: delivered})
+		rt.Reset(now.Add(rateEvery))
 	})
 	rt.Reset(0)
 	cfg.simulate(v, &left, len(flows))
@@ -316,6 +383,8 @@ func Run(cfg Config) (*Result, error) {
 		res.Packets += h.Stats().TxFrames
 	}
 	for _, f := range flows {
+		rec := FlowRecord{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: f.Size, StartNs: int64(f.Start),
+			IdealNs: idealFCT(&cfg, f.Size).Nanoseconds()}
 		switch {
 		case f.Failed != "":
 			res.Errors = append(res.Errors, fmt.Sprintf("flow %d: %s", f.ID, f.Failed))
@@ -325,21 +394,36 @@ func Run(cfg Config) (*Result, error) {
 			if err := f.verify(); err != nil {
 				res.Errors = append(res.Errors, err.Error())
 			}
+			rec.Finished = true
+			rec.FCTNs = f.Done.Sub(f.Start).Nanoseconds()
+			rec.Slowdown = float64(rec.FCTNs) / float64(rec.IdealNs)
 		}
-		fct := f.Done.Sub(f.Start)
-		ideal := idealFCT(&cfg, f.Size)
-		res.Flows = append(res.Flows, FlowRecord{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: f.Size, StartNs: int64(f.Start),
-			FCTNs: fct.Nanoseconds(), IdealNs: ideal.Nanoseconds(), Slowdown: float64(fct) / float64(ideal)})
+		res.Flows = append(res.Flows, rec)
 	}
-	res.Metrics = measure(res, last)
-	if first >= 0 && last > first {
-		res.Metrics.Utilization = float64(txEnd-txStart) * 8e9 / float64(cfg.LinkRate) / float64(last-first)
-	}
+	res.Metrics = measure(res, starWindows(res, &cfg, last, left), cfg.LinkRate)
 	return res, nil
 }
 
+// starWindows are the incast and fairness scenarios' candidate windows: after the
+// first drain of the bottleneck queue to a level of one full frame, else from the
+// first byte it sent, to the end (runEnd).
+func starWindows(res *Result, cfg *Config, last clock.Time, unfinished int) []span {
+	end, until := runEnd(res, last, unfinished)
+	var spans []span
+	if t := firstDrain(res.Queue, cfg.segment()+100); t >= 0 {
+		spans = append(spans, span{t, end, "after the first drain of the bottleneck queue to " + until})
+	}
+	for _, s := range res.Queue {
+		if s.TxBytes > 0 {
+			spans = append(spans, span{s.T, end, "from the bottleneck's first byte to " + until})
+			break
+		}
+	}
+	return spans
+}
+
 // makeFlows lays out the scenario's flows.
-func makeFlows(cfg *Config, st *star) ([]*flow, error) {
+func makeFlows(cfg *Config) []*flow {
 	var flows []*flow
 	for i := range cfg.Senders {
 		f := &flow{ID: i, Src: i, Dst: cfg.Senders, Size: cfg.FlowSize}
@@ -348,54 +432,18 @@ func makeFlows(cfg *Config, st *star) ([]*flow, error) {
 		}
 		flows = append(flows, f)
 	}
-	return flows, nil
+	return flows
 }
 
 // idealFCT is a flow's completion time alone on an idle network: one base RTT plus its
 // bytes (with per-packet headers) at line rate.
 func idealFCT(cfg *Config, size int) time.Duration {
-	pkts := (size + int(cfg.MTU) - 1) / int(cfg.MTU)
-	wire := size + pkts*(14+20+8+12+16+4)
+	seg := cfg.segment()
+	pkts := (size + seg - 1) / seg
+	hdr := 14 + 20 + 8 + 12 + 16 + 4
+	if cfg.HeaderOverhead > 0 {
+		hdr = cfg.HeaderOverhead
+	}
+	wire := size + pkts*hdr
 	return baseRTT(cfg) + time.Duration(float64(wire)*8e9/float64(cfg.LinkRate))
-}
-
-// measure computes the queue metrics from res.Queue up to the last completion at
-// last, and Jain's index over the flows; the caller computes the utilization.
-func measure(res *Result, last clock.Time) Metrics {
-	var m Metrics
-	var after []int
-	var sumLast float64
-	var nLast int
-	half := last / 2
-	for _, s := range res.Queue {
-		m.PeakQueue = max(m.PeakQueue, s.Bytes)
-		if s.T <= last && s.T >= clock.Time(res.BaseRTT) {
-			after = append(after, s.Bytes)
-		}
-		if s.T >= half && s.T <= last {
-			sumLast += float64(s.Bytes)
-			nLast++
-		}
-	}
-	if len(after) > 0 {
-		sort.Ints(after)
-		m.QueueP99 = after[(len(after)*99)/100]
-	}
-	if nLast > 0 {
-		m.MeanQueueLast = sumLast / float64(nLast)
-	}
-	// Jain's index over the flows' mean throughputs.
-	var s, s2 float64
-	for _, f := range res.Flows {
-		if f.FCTNs <= 0 {
-			continue
-		}
-		x := float64(f.Size) / float64(f.FCTNs)
-		s += x
-		s2 += x * x
-	}
-	if s2 > 0 {
-		m.Jain = s * s / (float64(len(res.Flows)) * s2)
-	}
-	return m
 }

@@ -3,6 +3,7 @@ package experiment
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/qp"
@@ -29,14 +30,23 @@ type flow struct {
 	scq, dcq       *rnic.CQ
 	sgl            [1]qp.SGE
 	wcs            [4]qp.WC
+	// seg is the payload of a full packet; lastT and lastDelivered are the previous
+	// rate sample's time and delivered bytes, if sampled.
+	seg           int
+	sampled       bool
+	lastT         clock.Time
+	lastDelivered uint64
 }
 
 // pattern is the byte a flow writes at offset i: distinct per flow, so misplaced data
 // is caught as surely as missing data.
 func pattern(id, i int) byte { return byte(i*7 + id*13 + i>>10) }
 
-// connect creates the flow's QPs, MRs and CQs and brings both QPs to RTS.
-func (f *flow) connect(src, dst *rnic.Device, mtu roce.MTU, onDone func(*flow)) error {
+// connect creates the flow's QPs, MRs and CQs and brings both QPs to RTS at cfg's MTU
+// and payload.
+func (f *flow) connect(src, dst *rnic.Device, cfg *Config, onDone func(*flow)) error {
+	mtu := cfg.MTU
+	f.seg = cfg.segment()
 	f.src, f.dst = src, dst
 	spd, err := src.AllocPD()
 	if err != nil {
@@ -83,7 +93,7 @@ func (f *flow) connect(src, dst *rnic.Device, mtu roce.MTU, onDone func(*flow)) 
 		return err
 	}
 	f.dcq = dcq
-	init := rnic.QPInitAttr{Type: qp.RC, Cap: rnic.QPCap{MaxSendWR: 4, MaxRecvWR: 4}}
+	init := rnic.QPInitAttr{Type: qp.RC, Cap: rnic.QPCap{MaxSendWR: 4, MaxRecvWR: 4}, Segment: cfg.Payload}
 	init.SendCQ, init.RecvCQ = scq, scq
 	if f.sq, err = src.CreateQP(spd, init); err != nil {
 		return err
@@ -130,6 +140,40 @@ func (f *flow) post() error {
 	f.sgl[0] = qp.SGE{Addr: f.smr.Addr(), Length: uint32(f.Size), LKey: f.smr.LKey()}
 	return f.sq.PostSend(&qp.SendWR{WRID: uint64(f.ID), Opcode: qp.WRWrite, Flags: qp.SendSignaled,
 		SGL: f.sgl[:], RemoteAddr: f.rmr.Addr(), RKey: f.rmr.RKey()})
+}
+
+// rateSample is the flow's pacing rate and window at t, and the rate of its payload
+// delivered since its previous sample; an unpaced flow's rate is the line rate and a
+// flow without a window has window 0.
+func (f *flow) rateSample(t clock.Time, lineRate uint64) RateSample {
+	r := RateSample{T: t, Flow: f.ID}
+	r.Rate, r.Window = f.sq.Rate()
+	if math.IsInf(r.Rate, 1) {
+		r.Rate = float64(lineRate)
+	}
+	if math.IsInf(r.Window, 1) {
+		r.Window = 0
+	}
+	d := f.deliveredBytes()
+	if f.sampled && t > f.lastT {
+		r.Measured = float64(d-f.lastDelivered) * 8e9 / float64(t-f.lastT)
+	}
+	f.sampled, f.lastT, f.lastDelivered = true, t, d
+	return r
+}
+
+// deliveredBytes is the flow's payload the receiver has accepted in sequence: every
+// packet but a message's last is full, so it is the packets accepted times the
+// payload of one, up to the size; all of it once finished. Counted at the receiver,
+// it does not lag by an ACK interval (64 packets under DCQCN).
+func (f *flow) deliveredBytes() uint64 {
+	switch {
+	case f.Done > 0 && f.Failed == "":
+		return uint64(f.Size)
+	case f.rq != nil:
+		return min(f.rq.Counters().RxRequests*uint64(f.seg), uint64(f.Size))
+	}
+	return 0
 }
 
 // verify checks every byte the flow wrote at its receiver; a payload-free run has none

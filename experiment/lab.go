@@ -83,8 +83,13 @@ func buildStar(clk clock.Clock, n int, cfg *Config) (*star, error) {
 
 // baseRTT is the round trip of an MTU-sized packet and its ACK through one switch
 // without queueing: four propagation delays, and each of the two packets serialized
-// twice (by its sender and by the switch).
+// twice (by its sender and by the switch). Under the ns3 preset it is the simulator's
+// (simRTT over the two links).
 func baseRTT(cfg *Config) time.Duration {
+	if cfg.Preset == PresetNS3 {
+		l := pathLink{cfg.LinkDelay, cfg.LinkRate}
+		return simRTT(cfg.segment(), []pathLink{l, l})
+	}
 	ser := func(n int) time.Duration { return time.Duration(uint64(n) * 8e9 / cfg.LinkRate) }
 	return 4*cfg.LinkDelay + 2*ser(int(cfg.MTU)+100) + 2*ser(100)
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/netip"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -58,6 +59,14 @@ type Mix struct {
 	Duration time.Duration
 	// Flows, if positive, ends the arrivals after that many flows.
 	Flows int
+	// FlowFile, if set, replays the flows of a flow file in the HPCC simulator's
+	// format (ParseSimFlows) instead of drawing arrivals; CDF, Load, Duration and
+	// Flows are then unused.
+	FlowFile string
+	// TopologyFile, if set, is the network instead of Topology's generator: rocelab's
+	// YAML or the simulator's format (topo.ParseNS3). Its links' rates and delays
+	// apply; the experiment sets the MTU, telemetry, congestion control and marking.
+	TopologyFile string
 }
 
 // MixDefaults returns the mix scenario at 30% load of WebSearch flows on a leaf-spine
@@ -77,8 +86,9 @@ func MixDefaults() Config {
 type MixInfo struct {
 	Topology string // "leaf-spine 4×2×4"
 	Hosts    int
-	CDF      string
-	CDFMean  float64 // bytes
+	// Workload says where the flows come from: "websearch flow sizes (mean 1.71 MB)
+	// at load 0.30" or "the flows of flows.txt (mean 1.71 MB)".
+	Workload string
 	// Offered is the bytes of all flows; Window the time of the last arrival.
 	Offered int64
 	Window  time.Duration
@@ -95,14 +105,15 @@ type MixInfo struct {
 	PortQueues []PortQueueSample
 }
 
-// PortRecord is one switch egress port's figures over a mix run.
+// PortRecord is one switch egress port's figures over a mix run: the peak over the
+// whole run, the others over the run's window (Metrics.Window).
 type PortRecord struct {
 	Name        string // "leaf1:p4 (to h1)"
 	Rate        uint64
 	PeakQueue   int
-	MeanQueue   float64 // over the samples until the last completion
-	TxBytes     uint64  // sent from the start until the last completion
-	Utilization float64 // TxBytes over the capacity from the first arrival to the last completion
+	MeanQueue   float64
+	TxBytes     uint64  // sent in the window, headers and telemetry included
+	Utilization float64 // TxBytes over the port's capacity in the window
 }
 
 // PortQueueSample is a switch egress port's queue at a sample where it changed.
@@ -120,12 +131,16 @@ func (c *Config) validateMix() error {
 		return fmt.Errorf("experiment: --mtu %d: want 256, 512, 1024, 2048 or 4096", c.MTU)
 	case c.Sample <= 0:
 		return fmt.Errorf("experiment: sample interval must be positive")
+	case c.FlowFile != "":
 	case !(c.Load > 0 && c.Load <= 1):
 		return fmt.Errorf("experiment: --load %v: want a fraction of the host link rate in (0, 1]", c.Load)
 	case c.Duration < 0 || c.Flows < 0:
 		return fmt.Errorf("experiment: --duration %v and --flows %d must not be negative", c.Duration, c.Flows)
 	case c.Duration == 0 && c.Flows == 0:
 		return fmt.Errorf("experiment: mix needs an arrival window (--duration) or a number of flows (--flows)")
+	}
+	if c.TopologyFile != "" {
+		return nil
 	}
 	switch c.Topology {
 	case "leaf-spine":
@@ -147,8 +162,18 @@ func (c *Config) validateMix() error {
 	default:
 		return fmt.Errorf("experiment: --topology %q: want leaf-spine, fat-tree or fat-tree-3tier", c.Topology)
 	}
+	if c.FlowFile != "" {
+		return nil
+	}
 	_, err := LoadCDF(c.CDF)
 	return err
+}
+
+// threeTierFabricRate is the fabric links' rate that gives the three-tier fat tree's
+// ToRs the configured oversubscription.
+func (c *Config) threeTierFabricRate() uint64 {
+	tt := c.ThreeTier
+	return uint64(math.Round(float64(uint64(tt.HostsPerToR)*c.LinkRate) / (float64(tt.Aggs/tt.Pods) * c.Oversubscription)))
 }
 
 // topologyTelemetry is the topology file's name of a telemetry format.
@@ -166,10 +191,12 @@ func topologyTelemetry(f telemetry.Format) (string, error) {
 	return "", fmt.Errorf("experiment: --telemetry %q: want int, ioam, ifa or hpcc", f)
 }
 
-// mixTopology generates the scenario's topology: links at LinkRate (hosts) and
-// FabricRate (switches), LinkDelay each, room for the path MTU plus headers and
-// telemetry; RED marking on every switch under DCQCN.
-func (c *Config) mixTopology() (*topo.Topology, string, error) {
+// mixTopology is the scenario's network: generated (links at LinkRate for hosts and
+// FabricRate between switches, LinkDelay each) or read from TopologyFile; room on
+// every link for the path MTU plus headers and telemetry; RED marking on every switch
+// under DCQCN. It returns a description and the map from a flow file's node IDs to
+// host indexes (for a generated topology the host's position, from 0).
+func (c *Config) mixTopology() (*topo.Topology, string, func(int) (int, bool), error) {
 	p := topo.Params{Rate: c.LinkRate, FabricRate: c.FabricRate, Delay: c.LinkDelay, MTU: c.linkMTU(),
 		Buffer: c.Buffer, Telemetry: "none", CongestionControl: "none"}
 	switch c.CC {
@@ -179,20 +206,35 @@ func (c *Config) mixTopology() (*topo.Topology, string, error) {
 	default:
 		name, err := topologyTelemetry(c.Telemetry)
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
 		p.Telemetry, p.CongestionControl = name, "hpcc"
 	}
 	var (
-		t    *topo.Topology
-		err  error
-		desc string
+		t      *topo.Topology
+		err    error
+		desc   string
+		hostOf func(int) (int, bool)
 	)
-	switch c.Topology {
-	case "fat-tree":
+	switch {
+	case c.TopologyFile != "":
+		if t, hostOf, err = loadTopologyFile(c.TopologyFile, p); err != nil {
+			return nil, "", nil, err
+		}
+		desc = filepath.Base(c.TopologyFile)
+		t.Telemetry, t.CongestionControl = p.Telemetry, p.CongestionControl
+		for i := range t.Links {
+			t.Links[i].MTU = p.MTU
+		}
+		for i := range t.Switches {
+			t.Switches[i].Buffer = p.Buffer
+		}
+		// The hosts' line rate (HPCC's, the load's) is the file's fastest host link.
+		c.LinkRate = hostLinkRate(t)
+	case c.Topology == "fat-tree":
 		t, err = topo.FatTree(c.K, p)
 		desc = fmt.Sprintf("fat-tree k=%d", c.K)
-	case "fat-tree-3tier":
+	case c.Topology == "fat-tree-3tier":
 		tt := c.ThreeTier
 		t, err = topo.FatTree3(tt, p)
 		desc = fmt.Sprintf("fat-tree-3tier %d pods, %d ToRs × %d hosts, %d aggregation, %d core, %s/%s links (oversubscription %.3g)",
@@ -203,21 +245,32 @@ func (c *Config) mixTopology() (*topo.Topology, string, error) {
 		desc = fmt.Sprintf("leaf-spine %d×%d×%d", c.Leaves, c.Spines, c.HostsPerLeaf)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("experiment: %w", err)
+		return nil, "", nil, fmt.Errorf("experiment: %w", err)
+	}
+	if hostOf == nil {
+		hostOf = func(n int) (int, bool) { return n, n >= 0 && n < len(t.Hosts) }
 	}
 	if c.CC == rnic.ModeDCQCN && c.ECN.Enabled {
 		for i := range t.Switches {
 			t.Switches[i].ECN = &topo.ECN{KMin: c.ECN.KMin, KMax: c.ECN.KMax, PMax: c.ECN.PMax}
 		}
 	}
-	return t, desc, nil
+	return t, desc, hostOf, nil
 }
 
-// threeTierFabricRate is the fabric links' rate that gives the three-tier fat tree's
-// ToRs the configured oversubscription.
-func (c *Config) threeTierFabricRate() uint64 {
-	tt := c.ThreeTier
-	return uint64(math.Round(float64(uint64(tt.HostsPerToR)*c.LinkRate) / (float64(tt.Aggs/tt.Pods) * c.Oversubscription)))
+// hostLinkRate is the fastest rate of a link with a host at one end.
+func hostLinkRate(t *topo.Topology) uint64 {
+	hosts := map[string]bool{}
+	for _, h := range t.Hosts {
+		hosts[h.Name] = true
+	}
+	var r uint64
+	for _, l := range t.Links {
+		if hosts[l.Endpoints[0]] || hosts[l.Endpoints[1]] {
+			r = max(r, l.Rate)
+		}
+	}
+	return r
 }
 
 // Per-packet header bytes of a WRITE's packets (Ethernet, IP, UDP, BTH, ICRC), its
@@ -233,14 +286,23 @@ func packetHeaders(v6 bool) (data, reth, ack int) {
 
 // pathInfo is what the ideal FCT needs of the path between two hosts.
 type pathInfo struct {
-	rtt  time.Duration // base RTT: 2·delay + one data frame + one ACK, per link
-	rate uint64        // the slowest link's rate
+	rtt    time.Duration // base RTT: 2·delay + one data frame + one ACK, per link
+	simRTT time.Duration // the HPCC simulator's base RTT (simRTT)
+	rate   uint64        // the slowest link's rate
+}
+
+// baseRTT is the path's base RTT under cfg's preset.
+func (p pathInfo) baseRTT(cfg *Config) time.Duration {
+	if cfg.Preset == PresetNS3 {
+		return p.simRTT
+	}
+	return p.rtt
 }
 
 // hostPaths computes pathInfo for every ordered pair of hosts over a shortest path
 // (hosts are never transit; every shortest path of a leaf-spine or fat-tree has the
-// same links' rates and delays).
-func hostPaths(t *topo.Topology, mtu int, v6 bool) [][]pathInfo {
+// same links' rates and delays) for full packets of seg payload bytes.
+func hostPaths(t *topo.Topology, seg int, v6 bool) [][]pathInfo {
 	index := map[string]int{}
 	for i, h := range t.Hosts {
 		index[h.Name] = i
@@ -285,13 +347,16 @@ func hostPaths(t *topo.Topology, mtu int, v6 bool) [][]pathInfo {
 				continue
 			}
 			var p pathInfo
+			var links []pathLink
 			for n := dst; n != src; n = prev[n] {
 				l := t.Links[via[n]]
-				p.rtt += 2*l.Delay + ser(mtu+hdr, l.Rate) + ser(ackLen, l.Rate)
+				p.rtt += 2*l.Delay + ser(seg+hdr, l.Rate) + ser(ackLen, l.Rate)
+				links = append(links, pathLink{l.Delay, l.Rate})
 				if p.rate == 0 || l.Rate < p.rate {
 					p.rate = l.Rate
 				}
 			}
+			p.simRTT = simRTT(seg, links)
 			out[src][dst] = p
 		}
 	}
@@ -299,12 +364,17 @@ func hostPaths(t *topo.Topology, mtu int, v6 bool) [][]pathInfo {
 }
 
 // idealMixFCT is a flow's completion time alone on its path (see the scenario's
-// comment).
-func idealMixFCT(size, mtu int, v6 bool, p pathInfo) time.Duration {
+// comment); with a HeaderOverhead, the bytes at line rate count that per packet and
+// no RETH, as the simulator's standalone_fct counts its 48-byte headers.
+func (c *Config) idealMixFCT(size int, v6 bool, p pathInfo) time.Duration {
 	hdr, reth, _ := packetHeaders(v6)
-	pkts := max(1, (size+mtu-1)/mtu)
+	seg := c.segment()
+	pkts := max(1, (size+seg-1)/seg)
 	wire := uint64(size + pkts*hdr + reth)
-	return p.rtt + time.Duration(wire*8e9/p.rate)
+	if c.HeaderOverhead > 0 {
+		wire = uint64(size + pkts*c.HeaderOverhead)
+	}
+	return p.baseRTT(c) + time.Duration(wire*8e9/p.rate)
 }
 
 // mixArrivals draws the flows: per host a Poisson process of rate load × host link
@@ -365,39 +435,20 @@ func gidIndex(d *rnic.Device, addr netip.Addr) (int, error) {
 	}
 }
 
-// mixPort is one switch egress port the mix watches. It keeps its queue series as the
-// samples where the queue changed: samples fall every interval from the first, so the
-// series is those changes held until the last sample, in a fraction of the memory
-// (a 1,024-host fat tree has 5,120 ports).
+// mixPort is one switch egress port the mix watches.
 type mixPort struct {
-	name    string
-	rate    uint64
-	changes []QueueSample // the first sample and every one that differs from its previous
-	last    clock.Time    // the last sample's time
-	peak    int
-	txBytes uint64 // at the last sample while flows were unfinished
+	name  string
+	rate  uint64
+	queue []QueueSample
+	peak  int
 }
 
-// record takes the sample of the queue at t.
-func (p *mixPort) record(t clock.Time, qlen int) {
-	if n := len(p.changes); n == 0 || p.changes[n-1].Bytes != qlen {
-		p.changes = append(p.changes, QueueSample{T: t, Bytes: qlen})
+// sent is the bytes the port sent during the run.
+func (p *mixPort) sent() uint64 {
+	if len(p.queue) == 0 {
+		return 0
 	}
-	p.last = t
-	p.peak = max(p.peak, qlen)
-}
-
-// each calls fn with every sample, in time order, for samples every interval.
-func (p *mixPort) each(interval time.Duration, fn func(QueueSample)) {
-	for i, c := range p.changes {
-		until := p.last
-		if i+1 < len(p.changes) {
-			until = p.changes[i+1].T - 1
-		}
-		for t := c.T; t <= until; t = t.Add(interval) {
-			fn(QueueSample{T: t, Bytes: c.Bytes})
-		}
-	}
+	return p.queue[len(p.queue)-1].TxBytes
 }
 
 // mixPorts names every switch port as lab.Build numbers them: in link order,
@@ -419,227 +470,339 @@ func mixPorts(t *topo.Topology) [][]*mixPort {
 	return ports
 }
 
+// mixRun is one run of the mix scenario: its network, its flows and what it watches.
+type mixRun struct {
+	cfg   *Config
+	topo  *topo.Topology
+	v6    bool // flows run over IPv6 (where the telemetry needs it: IOAM)
+	paths [][]pathInfo
+	info  *MixInfo
+	res   *Result
+	flows []*flow
+
+	v  *clock.Virtual
+	nw *lab.Network
+
+	left     int        // flows not finished
+	last     clock.Time // the last completion
+	active   []*flow    // started and unfinished, in arrival order
+	finished uint64     // the payload of the flows finished
+	ports    [][]*mixPort
+}
+
 // runMix runs the mix scenario.
 func runMix(cfg Config) (*Result, error) {
-	cdf, err := LoadCDF(cfg.CDF)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.Topology == "fat-tree-3tier" && cfg.FabricRate == 0 {
+	if cfg.Topology == "fat-tree-3tier" && cfg.FabricRate == 0 && cfg.TopologyFile == "" {
 		cfg.FabricRate = cfg.threeTierFabricRate()
 	}
-	t, desc, err := cfg.mixTopology()
+	t, desc, hostOf, err := cfg.mixTopology()
 	if err != nil {
 		return nil, err
 	}
-	// Flows run over IPv4, or over IPv6 where the telemetry needs it (IOAM).
-	v6 := cfg.CC != rnic.ModeDCQCN && cfg.CC != rnic.ModeNone && cfg.Telemetry == telemetry.FormatIOAM
-	mtu := int(cfg.MTU)
-	paths := hostPaths(t, mtu, v6)
-	info := &MixInfo{Topology: desc, Hosts: len(t.Hosts), CDF: cdf.Name, CDFMean: cdf.Mean()}
-	for s := range paths {
-		for d, p := range paths[s] {
+	m := newMixRun(&cfg, t, &MixInfo{Topology: desc, Hosts: len(t.Hosts)})
+	if err := m.arrivals(hostOf); err != nil {
+		return nil, err
+	}
+	if err := m.build(); err != nil {
+		return nil, err
+	}
+	arrivals := m.scheduleArrivals()
+	stops, err := m.watchPorts()
+	if err != nil {
+		return nil, err
+	}
+	rates := m.sampleRates()
+
+	cfg.simulate(m.v, &m.left, len(m.flows))
+	for _, stop := range stops {
+		stop()
+	}
+	rates.Stop()
+	arrivals.Stop()
+	m.res.Events = m.v.Events()
+	for _, h := range m.nw.Hosts {
+		m.res.Packets += h.Device.Stats().TxFrames
+	}
+	return m.results(), nil
+}
+
+// newMixRun computes every host pair's path and the range of base RTTs. HPCC's T is
+// the longest path's base RTT, as the simulator sets it (maxRtt), unless --base-rtt
+// gives it.
+func newMixRun(cfg *Config, t *topo.Topology, info *MixInfo) *mixRun {
+	m := &mixRun{cfg: cfg, topo: t, info: info,
+		v6: cfg.CC != rnic.ModeDCQCN && cfg.CC != rnic.ModeNone && cfg.Telemetry == telemetry.FormatIOAM}
+	m.paths = hostPaths(t, cfg.segment(), m.v6)
+	for s := range m.paths {
+		for d, p := range m.paths[s] {
 			if s == d {
 				continue
 			}
-			if info.RTTMin == 0 || p.rtt < info.RTTMin {
-				info.RTTMin = p.rtt
+			rtt := p.baseRTT(cfg)
+			if info.RTTMin == 0 || rtt < info.RTTMin {
+				info.RTTMin = rtt
 			}
-			info.RTTMax = max(info.RTTMax, p.rtt)
+			info.RTTMax = max(info.RTTMax, rtt)
 		}
 	}
-	// HPCC's T is the longest path's base RTT, as the simulator sets it (maxRtt), and
-	// W_ai is sized for every other host sending to one receiver.
 	T := info.RTTMax
 	if cfg.BaseRTT > 0 {
 		T = cfg.BaseRTT
 	}
-	res := &Result{Config: cfg, BaseRTT: T, MixInfo: info}
-	flows := mixArrivals(&cfg, cdf, len(t.Hosts))
-	if len(flows) == 0 {
-		return nil, fmt.Errorf("experiment: no flow arrives within --duration %v at --load %v (mean gap per host %.1f µs): lengthen the window or set --flows",
+	m.res = &Result{Config: *cfg, BaseRTT: T, MixInfo: info}
+	return m
+}
+
+// arrivals draws the flows, or reads them from the flow file.
+func (m *mixRun) arrivals(hostOf func(int) (int, bool)) error {
+	cfg := m.cfg
+	if cfg.FlowFile != "" {
+		flows, err := loadSimFlows(cfg.FlowFile, hostOf)
+		if err != nil {
+			return err
+		}
+		var sum float64
+		for _, f := range flows {
+			sum += float64(f.Size)
+		}
+		m.flows = flows
+		m.info.Workload = fmt.Sprintf("the flows of %s (mean %s)", filepath.Base(cfg.FlowFile), bytesString(sum/float64(len(flows))))
+		return nil
+	}
+	cdf, err := LoadCDF(cfg.CDF)
+	if err != nil {
+		return err
+	}
+	m.info.Workload = fmt.Sprintf("%s flow sizes (mean %s) at load %.2f", cdf.Name, bytesString(cdf.Mean()), cfg.Load)
+	m.flows = mixArrivals(cfg, cdf, len(m.topo.Hosts))
+	if len(m.flows) == 0 {
+		return fmt.Errorf("experiment: no flow arrives within --duration %v at --load %v (mean gap per host %.1f µs): lengthen the window or set --flows",
 			cfg.Duration, cfg.Load, cdf.Mean()*8/(cfg.Load*float64(cfg.LinkRate))*1e6)
 	}
-	v := clock.NewVirtual(cfg.Seed)
-	nw, err := lab.Build(t, v, lab.Options{CC: cfg.ccConfigFor(T, max(1, len(t.Hosts)-1)), StaticNeighbours: true,
-		PayloadFree: !cfg.Verify})
+	return nil
+}
+
+// build builds the network in virtual time, with HPCC's W_ai sized for every other
+// host sending to one receiver, and gives each flow the GIDs of its ends.
+func (m *mixRun) build() error {
+	m.v = clock.NewVirtual(m.cfg.Seed)
+	nw, err := lab.Build(m.topo, m.v, lab.Options{CC: m.cfg.ccConfigFor(m.res.BaseRTT, max(1, len(m.topo.Hosts)-1)), StaticNeighbours: true,
+		PayloadFree: !m.cfg.Verify})
 	if err != nil {
-		return nil, fmt.Errorf("experiment: %w", err)
+		return fmt.Errorf("experiment: %w", err)
 	}
+	m.nw = nw
 	gids := make([]int, len(nw.Hosts))
 	for i, h := range nw.Hosts {
 		want := h.Config.IPv4
-		if v6 {
+		if m.v6 {
 			want = h.Config.IPv6
 		}
 		if gids[i], err = gidIndex(h.Device, want); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	for _, f := range flows {
+	for _, f := range m.flows {
 		f.SrcGID, f.DstGID = gids[f.Src], gids[f.Dst]
-		info.Offered += int64(f.Size)
-		info.Window = f.Start.Duration()
+		m.info.Offered += int64(f.Size)
+		m.info.Window = f.Start.Duration()
 	}
+	m.left = len(m.flows)
+	return nil
+}
 
-	left := len(flows)
-	var last clock.Time
-	var active []*flow // started and unfinished, in arrival order
-	finish := func(f *flow) {
-		left--
-		last = max(last, f.Done)
-		for i, a := range active {
-			if a == f {
-				active = append(active[:i], active[i+1:]...)
-				break
-			}
+// finish accounts for a flow that completed or failed.
+func (m *mixRun) finish(f *flow) {
+	m.left--
+	m.last = max(m.last, f.Done)
+	for i, a := range m.active {
+		if a == f {
+			m.active = append(m.active[:i], m.active[i+1:]...)
+			break
 		}
 	}
-	onDone := func(f *flow) {
-		finish(f)
-		if f.Failed == "" {
-			if err := f.verify(); err != nil {
-				f.Failed = err.Error()
-			}
-		}
-		f.release()
-	}
-	// start runs on the sender's loop and sets up the receiver's side too: Run drives
-	// the virtual clock, whose loops all run on one goroutine.
-	start := func(f *flow) {
-		src, dst := nw.Hosts[f.Src].Device, nw.Hosts[f.Dst].Device
-		if err := f.connect(src, dst, cfg.MTU, onDone); err != nil {
+}
+
+// done is a flow's completion: its data is checked and its resources released.
+func (m *mixRun) done(f *flow) {
+	m.finish(f)
+	if f.Failed == "" {
+		if err := f.verify(); err != nil {
 			f.Failed = err.Error()
-			finish(f)
-			return
-		}
-		active = append(active, f)
-		if err := f.post(); err != nil {
-			f.Failed = err.Error()
-			finish(f)
 		}
 	}
-	arrivals := v.NewLoop("arrivals")
+	if f.Failed == "" {
+		m.finished += uint64(f.Size)
+	}
+	f.release()
+}
+
+// start runs on the sender's loop and sets up the receiver's side too: Run drives the
+// virtual clock, whose loops all run on one goroutine.
+func (m *mixRun) start(f *flow) {
+	src, dst := m.nw.Hosts[f.Src].Device, m.nw.Hosts[f.Dst].Device
+	if err := f.connect(src, dst, m.cfg, m.done); err != nil {
+		f.Failed = err.Error()
+		m.finish(f)
+		return
+	}
+	m.active = append(m.active, f)
+	if err := f.post(); err != nil {
+		f.Failed = err.Error()
+		m.finish(f)
+	}
+}
+
+// scheduleArrivals starts each flow at its arrival time on its sender's loop.
+func (m *mixRun) scheduleArrivals() *clock.Timer {
+	arrivals := m.v.NewLoop("arrivals")
 	next := 0
 	var at *clock.Timer
 	at = arrivals.NewTimer(func() {
-		for next < len(flows) && flows[next].Start <= arrivals.Now() {
-			f := flows[next]
+		for next < len(m.flows) && m.flows[next].Start <= arrivals.Now() {
+			f := m.flows[next]
 			next++
-			nw.Hosts[f.Src].Device.Do(func() { start(f) })
+			m.nw.Hosts[f.Src].Device.Do(func() { m.start(f) })
 		}
-		if next < len(flows) {
-			at.Reset(flows[next].Start)
+		if next < len(m.flows) {
+			at.Reset(m.flows[next].Start)
 		}
 	})
-	at.Reset(flows[0].Start)
+	at.Reset(m.flows[0].Start)
+	return at
+}
 
-	ports := mixPorts(t)
+// watchPorts samples every switch egress port's queue and bytes sent; it returns the
+// functions that stop the sampling.
+func (m *mixRun) watchPorts() ([]func(), error) {
+	m.ports = mixPorts(m.topo)
 	var stops []func()
-	var tEnd clock.Time
-	for i, s := range nw.Switches {
-		ps := ports[i]
+	for i, s := range m.nw.Switches {
+		ps := m.ports[i]
 		if len(ps) != len(s.Switch.Ports()) {
 			return nil, fmt.Errorf("experiment: switch %s has %d ports, the topology %d", s.Name, len(s.Switch.Ports()), len(ps))
 		}
-		stops = append(stops, s.Switch.Sample(cfg.Sample, func(smp fabric.Sample) {
+		stops = append(stops, s.Switch.Sample(m.cfg.Sample, func(smp fabric.Sample) {
 			p := ps[smp.Port]
-			p.record(smp.Time, smp.QLen)
-			if left > 0 {
-				p.txBytes, tEnd = smp.TxBytes, smp.Time
-			}
+			p.queue = append(p.queue, QueueSample{T: smp.Time, Bytes: smp.QLen, TxBytes: smp.TxBytes})
+			p.peak = max(p.peak, smp.QLen)
 		}))
 	}
-	mon := v.NewLoop("monitor")
-	rateEvery := max(cfg.Sample, T/4)
+	return stops, nil
+}
+
+// sampleRates records the active flows' rates and windows, and every flow's
+// payload delivered, every quarter of T.
+func (m *mixRun) sampleRates() *clock.Timer {
+	mon := m.v.NewLoop("monitor")
+	every := max(m.cfg.Sample, m.res.BaseRTT/4)
 	var rt *clock.Timer
 	rt = mon.NewTimer(func() {
-		for _, f := range active {
-			r := RateSample{T: mon.Now(), Flow: f.ID}
-			r.Rate, r.Window = f.sq.Rate()
-			if math.IsInf(r.Rate, 1) {
-				r.Rate = float64(cfg.LinkRate)
-			}
-			if math.IsInf(r.Window, 1) {
-				r.Window = 0
-			}
-			res.Rates = append(res.Rates, r)
+		now := mon.Now()
+		delivered := m.finished
+		for _, f := range m.active {
+			m.res.Rates = append(m.res.Rates, f.rateSample(now, m.cfg.LinkRate))
+			delivered += f.deliveredBytes()
 		}
-		rt.Reset(mon.Now().Add(rateEvery))
+		m.res.Delivered = append(m.res.Delivered, DeliveredSample{T: now, Bytes: delivered})
+		rt.Reset(now.Add(every))
 	})
-	rt.Reset(flows[0].Start)
+	rt.Reset(m.flows[0].Start)
+	return rt
+}
 
-	cfg.simulate(v, &left, len(flows))
-	for _, stop := range stops {
-		stop()
+// results assembles the Result once the run is over.
+func (m *mixRun) results() *Result {
+	res := m.res
+	b := m.bottleneck()
+	res.Queue = b.queue
+	m.flowRecords()
+	for _, h := range m.nw.Hosts {
+		if s := h.Device.Stats(); s.RxMalformed+s.RxBadICRC > 0 {
+			res.Errors = append(res.Errors, fmt.Sprintf("%s: %d malformed frames, %d with a bad ICRC", h.Name, s.RxMalformed, s.RxBadICRC))
+		}
 	}
-	rt.Stop()
-	at.Stop()
-	res.Events = v.Events()
-	for _, h := range nw.Hosts {
-		res.Packets += h.Device.Stats().TxFrames
-	}
+	res.Metrics = measure(res, m.windows(), b.rate)
+	m.summarizePorts()
+	return res
+}
 
-	// The bottleneck: the largest peak queue; among equals, the busiest port.
+// windows are the mix's candidate windows: while flows arrive (the first to the last
+// arrival), else from the first arrival, to the end (runEnd).
+func (m *mixRun) windows() []span {
+	end, until := runEnd(m.res, m.last, m.left)
+	first, last := m.flows[0].Start, m.flows[len(m.flows)-1].Start
+	return []span{
+		{first, min(last, end), "while flows arrive, from the first to the last arrival"},
+		{first, end, "from the first arrival to " + until},
+	}
+}
+
+// bottleneck names the port with the largest peak queue (among equals, the one that
+// sent the most) in MixInfo and returns it.
+func (m *mixRun) bottleneck() *mixPort {
 	var b *mixPort
-	first := flows[0].Start
-	for _, ps := range ports {
+	for _, ps := range m.ports {
 		for _, p := range ps {
-			if b == nil || p.peak > b.peak || p.peak == b.peak && p.txBytes > b.txBytes {
+			if b == nil || p.peak > b.peak || p.peak == b.peak && p.sent() > b.sent() {
 				b = p
 			}
-			rec := PortRecord{Name: p.name, Rate: p.rate, PeakQueue: p.peak, TxBytes: p.txBytes}
-			if tEnd > first {
-				rec.Utilization = float64(p.txBytes) * 8e9 / float64(p.rate) / float64(tEnd-first)
+		}
+	}
+	m.info.Bottleneck, m.info.BottleneckRate = b.name, b.rate
+	return b
+}
+
+// summarizePorts fills MixInfo's port records over the metrics' window, and every
+// port's queue changes.
+func (m *mixRun) summarizePorts() {
+	info := m.info
+	mw := m.res.Metrics.Window
+	w := span{clock.Time(mw.StartNs), clock.Time(mw.EndNs), mw.What}
+	for _, ps := range m.ports {
+		for _, p := range ps {
+			rec := PortRecord{Name: p.name, Rate: p.rate, PeakQueue: p.peak}
+			if in := queueOver(p.queue, w); len(in) >= 2 {
+				rec.MeanQueue = meanQueue(in)
+				rec.TxBytes = in[len(in)-1].TxBytes - in[0].TxBytes
+				rec.Utilization = wireRate(in) / float64(p.rate)
 			}
-			for _, q := range p.changes {
-				info.PortQueues = append(info.PortQueues, PortQueueSample{T: q.T, Port: info.Ports, Bytes: q.Bytes})
-			}
-			var n, sum int64
-			p.each(cfg.Sample, func(q QueueSample) {
-				if q.T <= tEnd {
-					sum += int64(q.Bytes)
-					n++
+			prev := -1
+			for _, q := range p.queue {
+				if q.Bytes != prev {
+					info.PortQueues = append(info.PortQueues, PortQueueSample{T: q.T, Port: info.Ports, Bytes: q.Bytes})
+					prev = q.Bytes
 				}
-			})
-			if n > 0 {
-				rec.MeanQueue = float64(sum) / float64(n)
 			}
 			info.PortStats = append(info.PortStats, rec)
 			info.Ports++
 		}
 	}
 	sort.SliceStable(info.PortQueues, func(i, j int) bool { return info.PortQueues[i].T < info.PortQueues[j].T })
-	info.Bottleneck, info.BottleneckRate = b.name, b.rate
-	b.each(cfg.Sample, func(q QueueSample) { res.Queue = append(res.Queue, q) })
+}
 
-	for _, f := range flows {
+// flowRecords records every flow's outcome and the errors of those that failed or
+// did not finish.
+func (m *mixRun) flowRecords() {
+	res := m.res
+	for _, f := range m.flows {
 		rec := FlowRecord{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: f.Size, StartNs: int64(f.Start)}
-		ideal := idealMixFCT(f.Size, mtu, v6, paths[f.Src][f.Dst])
+		ideal := m.cfg.idealMixFCT(f.Size, m.v6, m.paths[f.Src][f.Dst])
 		rec.IdealNs = ideal.Nanoseconds()
 		switch {
 		case f.Failed != "":
 			res.Errors = append(res.Errors, fmt.Sprintf("flow %d: %s", f.ID, f.Failed))
 		case f.Done == 0:
 			res.Errors = append(res.Errors, fmt.Sprintf("flow %d (%d bytes, h%d→h%d, arrived at %v): not finished after %v",
-				f.ID, f.Size, f.Src+1, f.Dst+1, f.Start, cfg.Limit))
+				f.ID, f.Size, f.Src+1, f.Dst+1, f.Start, m.cfg.Limit))
 		}
 		if f.Done > 0 && f.Failed == "" {
+			rec.Finished = true
 			rec.FCTNs = f.Done.Sub(f.Start).Nanoseconds()
 			rec.Slowdown = max(1, float64(rec.FCTNs)/float64(ideal))
 		}
 		res.Flows = append(res.Flows, rec)
 	}
-	for _, h := range nw.Hosts {
-		if s := h.Device.Stats(); s.RxMalformed+s.RxBadICRC > 0 {
-			res.Errors = append(res.Errors, fmt.Sprintf("%s: %d malformed frames, %d with a bad ICRC", h.Name, s.RxMalformed, s.RxBadICRC))
-		}
-	}
-	res.Metrics = measure(res, last)
-	if tEnd > first {
-		res.Metrics.Utilization = float64(b.txBytes) * 8e9 / float64(b.rate) / float64(tEnd-first)
-	}
-	return res, nil
 }
 
 // sizeBucket is one group of flows of similar size: the HPCC paper's Figure 11 sorts
@@ -658,7 +821,7 @@ type sizeBucket struct {
 func sizeBuckets(flows []FlowRecord, edges []float64) []sizeBucket {
 	var done []FlowRecord
 	for _, f := range flows {
-		if f.FCTNs > 0 {
+		if f.Finished {
 			done = append(done, f)
 		}
 	}

@@ -195,7 +195,7 @@ func TestMixDeterministic(t *testing.T) {
 	}
 	names, _ := os.ReadDir(dirs[0])
 	want := []string{"fct.png", "fct.svg", "fct_buckets.csv", "flows.csv", "port_queues.csv", "ports.csv", "queue.csv",
-		"queue.png", "queue.svg", "rates.csv", "rates.png", "rates.svg"}
+		"queue.png", "queue.svg", "rates.csv", "rates.png", "rates.svg", "summary.json"}
 	if len(names) != len(want) {
 		t.Errorf("files %v, want %v", names, want)
 	}
@@ -220,9 +220,11 @@ func smallP99(res *Result) float64 { return sizeBuckets(res.Flows, []float64{0, 
 // TestMixHPCCvsDCQCN runs the same arrivals (mixConfig, seed 1: 246 flows, 35 MB) under
 // HPCC++ per-ACK and under DCQCN: HPCC keeps the queues shorter, so the small flows,
 // whose FCT is mostly queueing, finish closer to their ideal. Measured: HPCC peak queue
-// 140 KB, small-flow (smaller half) p99 slowdown 2.19; DCQCN 672 KB and 5.19. Over
-// seeds 1–10 HPCC was lower on both counts every time (peaks 97–228 KB against
-// 191–672 KB, at most 0.59 of DCQCN's; small-flow p99 1.74–3.77 against 2.55–8.11).
+// 136 KB, small-flow (smaller half) p99 slowdown 2.10; DCQCN (marking at 400 KB/1600 KB)
+// 830 KB and 4.75. With the earlier 100 KB/400 KB marking and before the pacer's
+// re-timing, over seeds 1–10 HPCC was lower on both counts every time (peaks
+// 97–228 KB against 191–672 KB, at most 0.59 of DCQCN's; small-flow p99 1.74–3.77
+// against 2.55–8.11); that sweep was not repeated.
 // In 1 KB packets the order held for seeds 1–14 too, but with a 200 µs window one
 // seed in eight reversed it: the window is not shorter.
 func TestMixHPCCvsDCQCN(t *testing.T) {

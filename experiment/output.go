@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -13,15 +14,19 @@ import (
 // WriteFiles writes the time series and completion records as CSV and the plots as PNG
 // and SVG into dir:
 //
-//	queue.csv        t_ns, bottleneck queue bytes
-//	rates.csv        t_ns, flow, rate_bps, window_bytes
-//	flows.csv        id, src, dst, size_bytes, start_ns, fct_ns, ideal_fct_ns, slowdown
+//	queue.csv        t_ns, bottleneck queue bytes, bytes it has sent (tx_bytes)
+//	rates.csv        t_ns, flow, paced_rate_bps, window_bytes, measured_rate_bps (the
+//	                 flow's payload delivered to its receiver since its previous sample)
+//	flows.csv        id, src, dst, size_bytes, start_ns, finished, fct_ns,
+//	                 ideal_fct_ns, slowdown (fct_ns and slowdown empty when unfinished)
 //	fct_buckets.csv  (mix) from_pct, to_pct, min_size_bytes, max_size_bytes, flows,
 //	                 slowdown p50, p95, p99 per 5% of the flows by size
-//	ports.csv        (mix) port, name, rate_bps, peak_queue_bytes, mean_queue_bytes,
-//	                 tx_bytes, utilization of every switch egress port
+//	ports.csv        (mix) port, name, rate_bps, peak_queue_bytes (whole run),
+//	                 mean_queue_bytes, tx_bytes, utilization (in the summary's window)
+//	                 of every switch egress port
 //	port_queues.csv  (mix) t_ns, port, queue_bytes: every port's queue at the samples
 //	                 where it changed
+//	summary.json     scenario, cc, setup and the metrics (`experiment compare` reads it)
 //	queue.png/svg    bottleneck queue vs time
 //	rates.png/svg    per-flow rate vs time
 //	fct.png/svg      FCT slowdown by flow size at p50, p95, p99
@@ -31,18 +36,22 @@ func (r *Result) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	q := [][]string{{"t_ns", "queue_bytes"}}
+	q := [][]string{{"t_ns", "queue_bytes", "tx_bytes"}}
 	for _, s := range r.Queue {
-		q = append(q, []string{itoa(int64(s.T)), itoa(int64(s.Bytes))})
+		q = append(q, []string{itoa(int64(s.T)), itoa(int64(s.Bytes)), strconv.FormatUint(s.TxBytes, 10)})
 	}
-	rt := [][]string{{"t_ns", "flow", "rate_bps", "window_bytes"}}
+	rt := [][]string{{"t_ns", "flow", "paced_rate_bps", "window_bytes", "measured_rate_bps"}}
 	for _, s := range r.Rates {
-		rt = append(rt, []string{itoa(int64(s.T)), itoa(int64(s.Flow)), ftoa(s.Rate), ftoa(s.Window)})
+		rt = append(rt, []string{itoa(int64(s.T)), itoa(int64(s.Flow)), ftoa(s.Rate), ftoa(s.Window), ftoa(s.Measured)})
 	}
-	fl := [][]string{{"id", "src", "dst", "size_bytes", "start_ns", "fct_ns", "ideal_fct_ns", "slowdown"}}
+	fl := [][]string{{"id", "src", "dst", "size_bytes", "start_ns", "finished", "fct_ns", "ideal_fct_ns", "slowdown"}}
 	for _, f := range r.Flows {
+		fct, sd := "", ""
+		if f.Finished {
+			fct, sd = itoa(f.FCTNs), ftoa(f.Slowdown)
+		}
 		fl = append(fl, []string{itoa(int64(f.ID)), itoa(int64(f.Src)), itoa(int64(f.Dst)), itoa(int64(f.Size)), itoa(f.StartNs),
-			itoa(f.FCTNs), itoa(f.IdealNs), ftoa(f.Slowdown)})
+			strconv.FormatBool(f.Finished), fct, itoa(f.IdealNs), sd})
 	}
 	files := map[string][][]string{"queue.csv": q, "rates.csv": rt, "flows.csv": fl}
 	if r.MixInfo != nil {
@@ -68,6 +77,13 @@ func (r *Result) WriteFiles(dir string) error {
 		if err := writeCSV(filepath.Join(dir, name), rows); err != nil {
 			return err
 		}
+	}
+	sum, err := json.MarshalIndent(r.summaryJSON(), "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "summary.json"), append(sum, '\n'), 0o644); err != nil {
+		return err
 	}
 	return r.plot(dir)
 }
@@ -95,32 +111,74 @@ func (r *Result) WriteSummary(w io.Writer) {
 		return
 	}
 	c := &r.Config
-	fmt.Fprintf(w, "%s: %d senders × %d bytes, %d Gb/s links, %v delay, MTU %d, cc %s", c.Scenario, c.Senders,
-		c.FlowSize, c.LinkRate/1e9, c.LinkDelay, c.MTU, c.CC)
-	if c.Telemetry != "" && c.CC != "dcqcn" && c.CC != "none" {
-		fmt.Fprintf(w, " (%s)", c.Telemetry)
+	fmt.Fprintf(w, "%s: %d senders × %d bytes, %d Gb/s links, %v delay, MTU %d", c.Scenario, c.Senders,
+		c.FlowSize, c.LinkRate/1e9, c.LinkDelay, c.MTU)
+	if c.Payload > 0 {
+		fmt.Fprintf(w, " (payload %d)", c.Payload)
 	}
-	fmt.Fprintf(w, ", base RTT %v, seed %d\n", r.BaseRTT, c.Seed)
-	m := &r.Metrics
-	fmt.Fprintf(w, "  bottleneck queue  peak %d B, p99 %d B (after one base RTT), mean over the second half %.0f B\n",
-		m.PeakQueue, m.QueueP99, m.MeanQueueLast)
-	fmt.Fprintf(w, "  utilization       %.1f%% while flows last\n", 100*m.Utilization)
-	fmt.Fprintf(w, "  fairness (Jain)   %.4f\n", m.Jain)
-	sd := make([]float64, 0, len(r.Flows))
-	var maxFCT int64
-	for _, f := range r.Flows {
-		sd = append(sd, f.Slowdown)
-		maxFCT = max(maxFCT, f.StartNs+f.FCTNs)
-	}
-	sort.Float64s(sd)
-	if len(sd) > 0 {
-		fmt.Fprintf(w, "  FCT slowdown      p50 %.2f, p95 %.2f, p99 %.2f; last flow done at %.1f µs\n",
-			quantile(sd, 0.5), quantile(sd, 0.95), quantile(sd, 0.99), float64(maxFCT)/1e3)
-	}
+	fmt.Fprintf(w, ", cc %s, base RTT %v, seed %d\n", c.ccName(), r.BaseRTT, c.Seed)
+	r.writeMetrics(w, topoRate(c.LinkRate))
+	r.writeSlowdown(w)
 	fmt.Fprintf(w, "  simulated events  %d\n", r.Events)
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "  ERROR %s\n", e)
 	}
+}
+
+// ccName names the congestion control as a reader knows it: "HPCC++ per-ack
+// (int-md)", "DCQCN", "none"; with the preset in brackets.
+func (c *Config) ccName() string {
+	var s string
+	switch c.CC {
+	case "dcqcn":
+		s = "DCQCN"
+	case "none":
+		s = "none"
+	default:
+		s = fmt.Sprintf("HPCC++ %s (%s telemetry)", c.CC, c.Telemetry)
+	}
+	if c.Preset != "" {
+		s += ", preset " + c.Preset
+	}
+	return s
+}
+
+// writeMetrics prints the flows finished and the windowed bottleneck figures.
+func (r *Result) writeMetrics(w io.Writer, rate string) {
+	m := &r.Metrics
+	fmt.Fprintf(w, "  flows             %d of %d finished\n", m.FlowsFinished, m.FlowsTotal)
+	fmt.Fprintf(w, "  window            %s\n", m.Window)
+	fmt.Fprintf(w, "  bottleneck queue  peak %d B over the whole run; in the window mean %.0f B, p99 %d B\n",
+		m.PeakQueue, m.MeanQueue, m.QueueP99)
+	fmt.Fprintf(w, "  bottleneck rate   wire %.1f Gb/s (%.1f%% of %s, headers and telemetry included) in the window\n",
+		m.WireRate/1e9, 100*m.Utilization, rate)
+	if r.MixInfo != nil {
+		fmt.Fprintf(w, "  goodput           %.1f Gb/s of payload delivered, all flows of the network, in the window\n", m.Goodput/1e9)
+	} else {
+		fmt.Fprintf(w, "  goodput           %.1f Gb/s of payload delivered, all flows (all cross the bottleneck), in the window\n", m.Goodput/1e9)
+	}
+	if m.FlowsFinished > 0 {
+		fmt.Fprintf(w, "  fairness (Jain)   %.4f over the finished flows' throughputs (size / FCT)\n", m.Jain)
+	}
+}
+
+// writeSlowdown prints the slowdown quantiles over the finished flows.
+func (r *Result) writeSlowdown(w io.Writer) {
+	var sd []float64
+	var end int64
+	for _, f := range r.Flows {
+		if f.Finished {
+			sd = append(sd, f.Slowdown)
+			end = max(end, f.StartNs+f.FCTNs)
+		}
+	}
+	if len(sd) == 0 {
+		fmt.Fprintf(w, "  FCT slowdown      none: no flow finished\n")
+		return
+	}
+	sort.Float64s(sd)
+	fmt.Fprintf(w, "  FCT slowdown      p50 %.2f, p95 %.2f, p99 %.2f over the %d finished flows; the last done at %.1f µs\n",
+		quantile(sd, 0.5), quantile(sd, 0.95), quantile(sd, 0.99), len(sd), float64(end)/1e3)
 }
 
 // JSON is the --json object.
@@ -139,38 +197,29 @@ func quantile(sorted []float64, q float64) float64 {
 // writeMixSummary prints the mix scenario's summary: the workload, the bottleneck and
 // its queue, and the FCT slowdown by flow size.
 func (r *Result) writeMixSummary(w io.Writer) {
-	c, x, m := &r.Config, r.MixInfo, &r.Metrics
-	fmt.Fprintf(w, "mix: %s (%d hosts), %s flow sizes (mean %s) at load %.2f: %d flows, %s in %v\n",
-		x.Topology, x.Hosts, x.CDF, bytesString(x.CDFMean), c.Load, len(r.Flows), bytesString(float64(x.Offered)), x.Window)
+	c, x := &r.Config, r.MixInfo
+	fmt.Fprintf(w, "mix: %s (%d hosts), %s: %d flows, %s in %v\n",
+		x.Topology, x.Hosts, x.Workload, len(r.Flows), bytesString(float64(x.Offered)), x.Window)
 	fabricRate := c.FabricRate
 	if fabricRate == 0 {
 		fabricRate = c.LinkRate
 	}
-	fmt.Fprintf(w, "  network           hosts %s, fabric %s, %v per link, MTU %d, cc %s", topoRate(c.LinkRate), topoRate(fabricRate),
-		c.LinkDelay, c.MTU, c.CC)
-	if c.CC != "dcqcn" && c.CC != "none" {
-		fmt.Fprintf(w, " (%s)", c.Telemetry)
+	if c.TopologyFile != "" {
+		fmt.Fprintf(w, "  network           rates and delays of %s (hosts up to %s), MTU %d", c.TopologyFile, topoRate(c.LinkRate), c.MTU)
+	} else {
+		fmt.Fprintf(w, "  network           hosts %s, fabric %s, %v per link, MTU %d", topoRate(c.LinkRate), topoRate(fabricRate),
+			c.LinkDelay, c.MTU)
 	}
-	fmt.Fprintf(w, ", seed %d\n", c.Seed)
+	if c.Payload > 0 {
+		fmt.Fprintf(w, " (payload %d)", c.Payload)
+	}
+	fmt.Fprintf(w, ", cc %s, seed %d\n", c.ccName(), c.Seed)
 	fmt.Fprintf(w, "  base RTT          %v to %v by path; HPCC T %v\n", x.RTTMin, x.RTTMax, r.BaseRTT)
 	fmt.Fprintf(w, "  bottleneck        %s at %s: of %d switch egress ports, the largest peak queue\n",
 		x.Bottleneck, topoRate(x.BottleneckRate), x.Ports)
-	fmt.Fprintf(w, "  bottleneck queue  peak %d B, p99 %d B (after one base RTT), mean over the second half %.0f B\n",
-		m.PeakQueue, m.QueueP99, m.MeanQueueLast)
-	fmt.Fprintf(w, "  utilization       %.1f%% of the bottleneck from the first arrival to the last completion\n", 100*m.Utilization)
-	fmt.Fprintf(w, "  fairness (Jain)   %.4f over the flows' throughputs (size / FCT)\n", m.Jain)
-	var sd []float64
-	var end int64
-	for _, f := range r.Flows {
-		if f.FCTNs > 0 {
-			sd = append(sd, f.Slowdown)
-			end = max(end, f.StartNs+f.FCTNs)
-		}
-	}
-	sort.Float64s(sd)
-	if len(sd) > 0 {
-		fmt.Fprintf(w, "  FCT slowdown      p50 %.2f, p95 %.2f, p99 %.2f over %d flows; last done at %.1f µs\n",
-			quantile(sd, 0.5), quantile(sd, 0.95), quantile(sd, 0.99), len(sd), float64(end)/1e3)
+	r.writeMetrics(w, topoRate(x.BottleneckRate))
+	r.writeSlowdown(w)
+	if r.Metrics.FlowsFinished > 0 {
 		fmt.Fprintf(w, "    %-14s  %-21s  %5s  %6s  %6s  %6s\n", "size class", "sizes", "flows", "p50", "p95", "p99")
 		for _, b := range mixClasses(r.Flows) {
 			fmt.Fprintf(w, "    %-14s  %-21s  %5d  %6.2f  %6.2f  %6.2f\n", fmt.Sprintf("%g–%g%%", b.From, b.To),

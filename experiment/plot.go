@@ -3,24 +3,30 @@ package experiment
 import (
 	"fmt"
 	"image/color"
+	"io"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/palette"
+	"gonum.org/v1/plot/palette/moreland"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // plot renders the three figures as PNG and SVG. gonum/plot draws deterministically,
 // so the same result gives the same files.
 func (r *Result) plot(dir string) error {
-	cc := string(r.Config.CC)
-	q := plot.New()
+	cc := r.Config.ccName()
+	q := newPlot()
 	q.Title.Text = fmt.Sprintf("%s, %d:1, %s: bottleneck queue", r.Config.Scenario, r.Config.Senders, cc)
 	if x := r.MixInfo; x != nil {
-		q.Title.Text = fmt.Sprintf("mix, %s, %s at load %.2f, %s: queue of %s (largest peak)", x.Topology, x.CDF, r.Config.Load, cc, x.Bottleneck)
+		q.Title.Text = fmt.Sprintf("mix, %s, %s, %s:\nqueue of %s (largest peak)", x.Topology, x.Workload, cc, x.Bottleneck)
 	}
 	q.X.Label.Text = "time (µs)"
 	q.Y.Label.Text = "queue (KB)"
@@ -34,14 +40,28 @@ func (r *Result) plot(dir string) error {
 	}
 	line.Color = color.RGBA{R: 200, A: 255}
 	q.Add(line)
-	if err := save(q, dir, "queue"); err != nil {
+	if err := save(q, nil, dir, "queue"); err != nil {
 		return err
 	}
+	if err := r.plotRates(dir, cc); err != nil {
+		return err
+	}
+	if r.MixInfo != nil {
+		return r.plotBuckets(dir)
+	}
+	return r.plotSlowdown(dir, cc)
+}
 
-	rp := plot.New()
-	rp.Title.Text = fmt.Sprintf("%s, %s: per-flow pacing rate", r.Config.Scenario, cc)
+// maxLegend is the most flows the rate plot names in a legend; beyond it a colour
+// scale above the plot maps colour to flow ID.
+const maxLegend = 8
+
+// plotRates draws every flow's paced rate.
+func (r *Result) plotRates(dir, cc string) error {
+	rp := newPlot()
+	rp.Title.Text = fmt.Sprintf("%s, %s: per-flow paced rate", r.Config.Scenario, cc)
 	rp.X.Label.Text = "time (µs)"
-	rp.Y.Label.Text = "rate (Gb/s)"
+	rp.Y.Label.Text = "paced rate (Gb/s)"
 	series := map[int]plotter.XYs{}
 	for _, s := range r.Rates {
 		series[s.Flow] = append(series[s.Flow], plotter.XY{X: float64(s.T) / 1e3, Y: s.Rate / 1e9})
@@ -51,28 +71,45 @@ func (r *Result) plot(dir string) error {
 		ids = append(ids, id)
 	}
 	sort.Ints(ids)
-	for _, id := range ids {
+	var scale palette.ColorMap
+	if len(ids) > maxLegend {
+		scale = moreland.SmoothBlueRed()
+		scale.SetMin(float64(ids[0]))
+		scale.SetMax(float64(max(ids[len(ids)-1], ids[0]+1)))
+	}
+	for i, id := range ids {
 		l, err := plotter.NewLine(series[id])
 		if err != nil {
 			return err
 		}
-		l.Color = palette(id)
+		if scale == nil {
+			l.Color = palette8(i)
+			rp.Legend.Add(fmt.Sprintf("flow %d", id), l)
+		} else if l.Color, err = scale.At(float64(id)); err != nil {
+			return err
+		}
 		rp.Add(l)
 	}
-	if err := save(rp, dir, "rates"); err != nil {
-		return err
+	if scale == nil {
+		rp.Y.Max *= 1.25 // room for the legend above the lines
 	}
+	rp.Legend.Top = true
+	return save(rp, scale, dir, "rates")
+}
 
-	if r.MixInfo != nil {
-		return r.plotBuckets(dir)
-	}
-	fp := plot.New()
-	fp.Title.Text = fmt.Sprintf("%s, %s: FCT slowdown by flow size", r.Config.Scenario, cc)
+// plotSlowdown draws the incast and fairness scenarios' FCT slowdown quantiles by flow
+// size, each quantile with its own colour, dashes and glyph and its value in the
+// legend, so that close quantiles stay apart.
+func (r *Result) plotSlowdown(dir, cc string) error {
+	fp := newPlot()
+	fp.Title.Text = fmt.Sprintf("%s, %s: FCT slowdown by flow size (finished flows)", r.Config.Scenario, cc)
 	fp.X.Label.Text = "flow size (KB)"
 	fp.Y.Label.Text = "slowdown"
 	bySize := map[int][]float64{}
 	for _, f := range r.Flows {
-		bySize[f.Size] = append(bySize[f.Size], f.Slowdown)
+		if f.Finished {
+			bySize[f.Size] = append(bySize[f.Size], f.Slowdown)
+		}
 	}
 	sizes := make([]int, 0, len(bySize))
 	for s := range bySize {
@@ -86,27 +123,110 @@ func (r *Result) plot(dir string) error {
 			sort.Float64s(v)
 			xy = append(xy, plotter.XY{X: float64(s) / 1e3, Y: quantile(v, q)})
 		}
-		sc, err := plotter.NewScatter(xy)
+		if len(xy) == 0 {
+			continue
+		}
+		l, pts, err := plotter.NewLinePoints(xy)
 		if err != nil {
 			return err
 		}
-		sc.Color = palette(k)
-		fp.Add(sc)
-		fp.Legend.Add(fmt.Sprintf("p%g", q*100), sc)
+		label := fmt.Sprintf("p%g", q*100)
+		if len(xy) == 1 {
+			// One size (incast): the quantile as a level across the axis, its value
+			// in the legend.
+			label += fmt.Sprintf(" = %.2f", xy[0].Y)
+			l.XYs = plotter.XYs{{X: 0, Y: xy[0].Y}, {X: 2 * xy[0].X, Y: xy[0].Y}}
+		}
+		styleQuantile(k, l, pts)
+		fp.Add(l, pts)
+		fp.Legend.Add(label, l, pts)
 	}
-	return save(fp, dir, "fct")
+	if len(sizes) == 1 {
+		// Room above the levels for the legend.
+		lo, hi := fp.Y.Min, fp.Y.Max
+		fp.Y.Max = hi + 0.6*(hi-lo) + 0.01
+	}
+	fp.Legend.Top, fp.Legend.Left = true, true
+	return save(fp, nil, dir, "fct")
 }
 
-func save(p *plot.Plot, dir, name string) error {
+// styleQuantile gives the k-th of p50, p95, p99 its colour, dashes and glyph.
+func styleQuantile(k int, l *plotter.Line, pts *plotter.Scatter) {
+	l.Color, pts.Color = palette8(k), palette8(k)
+	l.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}}[k]
+	pts.Shape = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.TriangleGlyph{}, draw.BoxGlyph{}}[k]
+	pts.Radius = vg.Points([]float64{3, 4.5, 3}[k])
+}
+
+// newPlot is a plot with clean tick labels on both axes.
+func newPlot() *plot.Plot {
+	p := plot.New()
+	p.X.Tick.Marker = cleanTicks{}
+	p.Y.Tick.Marker = cleanTicks{}
+	return p
+}
+
+// cleanTicks are gonum's default ticks labelled without trailing zeros: 250, not
+// 250.00; 0.5, not 0.50.
+type cleanTicks struct{}
+
+func (cleanTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'g', 10, 64)
+		}
+	}
+	return ticks
+}
+
+const plotW, plotH, scaleH = 8 * vg.Inch, 4 * vg.Inch, 0.7 * vg.Inch
+
+// save writes p as PNG and SVG; with a colour scale, the scale is drawn in a band
+// above the plot.
+func save(p *plot.Plot, scale palette.ColorMap, dir, name string) error {
+	h := plotH
+	if scale != nil {
+		h += scaleH
+	}
 	for _, ext := range []string{"png", "svg"} {
-		if err := p.Save(8*vg.Inch, 4*vg.Inch, filepath.Join(dir, name+"."+ext)); err != nil {
+		var c vg.CanvasWriterTo
+		if ext == "png" {
+			c = vgimg.PngCanvas{Canvas: vgimg.New(plotW, h)}
+		} else {
+			c = vgsvg.New(plotW, h)
+		}
+		dc := draw.New(c)
+		if scale != nil {
+			bar := plot.New()
+			bar.Add(&plotter.ColorBar{ColorMap: scale})
+			bar.HideY()
+			bar.X.Label.Text = "flow ID (line colour)"
+			bar.X.Tick.Marker = cleanTicks{}
+			bar.Draw(draw.Crop(dc, 0, 0, plotH, 0))
+			dc = draw.Crop(dc, 0, 0, 0, -scaleH)
+		}
+		p.Draw(dc)
+		if err := writeTo(c, filepath.Join(dir, name+"."+ext)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func palette(i int) color.Color {
+func writeTo(c io.WriterTo, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func palette8(i int) color.Color {
 	c := []color.RGBA{{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255},
 		{148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255}}
 	return c[i%len(c)]
@@ -118,8 +238,8 @@ func palette(i int) color.Color {
 // a log scale.
 func (r *Result) plotBuckets(dir string) error {
 	x := r.MixInfo
-	fp := plot.New()
-	fp.Title.Text = fmt.Sprintf("mix, %s, %s at load %.2f, %s: FCT slowdown by flow size", x.Topology, x.CDF, r.Config.Load, r.Config.CC)
+	fp := newPlot()
+	fp.Title.Text = fmt.Sprintf("mix, %s, %s, %s:\nFCT slowdown by flow size (finished flows)", x.Topology, x.Workload, r.Config.ccName())
 	fp.X.Label.Text = "flow size (largest of each 5% of the flows by size)"
 	fp.Y.Label.Text = "FCT slowdown"
 	fp.Y.Scale = plot.LogScale{}
@@ -150,15 +270,13 @@ func (r *Result) plotBuckets(dir string) error {
 		if err != nil {
 			return err
 		}
-		l.Color, pts.Color = palette(k), palette(k)
-		l.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}}[k]
-		pts.Shape = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.TriangleGlyph{}, draw.SquareGlyph{}}[k]
+		styleQuantile(k, l, pts)
 		fp.Add(l, pts)
 		fp.Legend.Add(fmt.Sprintf("p%g", q*100), l, pts)
 	}
 	fp.Y.Max = max(fp.Y.Max, 2)
 	fp.Legend.Top, fp.Legend.Left = true, true
-	return save(fp, dir, "fct")
+	return save(fp, nil, dir, "fct")
 }
 
 // sizeLabel is a short flow size for an axis: 700, 12K, 1.2M.

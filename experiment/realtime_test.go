@@ -39,12 +39,12 @@ func incastRealTime(t *testing.T, rate uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flows, _ := makeFlows(&cfg, st)
+	flows := makeFlows(&cfg)
 	var left atomic.Int32
 	left.Store(int32(len(flows)))
 	done := make(chan struct{})
 	for _, f := range flows {
-		if err := f.connect(st.hosts[f.Src], st.hosts[f.Dst], cfg.MTU, func(*flow) {
+		if err := f.connect(st.hosts[f.Src], st.hosts[f.Dst], &cfg, func(*flow) {
 			if left.Add(-1) == 0 {
 				close(done)
 			}

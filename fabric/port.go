@@ -55,7 +55,7 @@ type QueueStats struct {
 type PortStats struct {
 	RxFrames      uint64        `json:"rx_frames"`
 	RxBytes       uint64        `json:"rx_bytes"`
-	RxErrors      uint64        `json:"rx_errors"` // malformed frames dropped
+	RxErrors      uint64        `json:"rx_errors"` // malformed frames and MAC control other than PFC, dropped
 	Filtered      uint64        `json:"filtered"`  // frames whose destination is behind their ingress port
 	TxFrames      uint64        `json:"tx_frames"`
 	TxBytes       uint64        `json:"tx_bytes"`

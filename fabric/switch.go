@@ -191,7 +191,9 @@ func (s *Switch) SetFloodPorts(ports []uint16) {
 func (s *Switch) receive(in *Port, f *link.Frame) {
 	h := &s.hdr
 	b := f.Bytes()
-	if err := h.Parse(b); err != nil {
+	// MAC control other than PFC (802.3x PAUSE) is not modelled: dropped like a
+	// malformed frame, and counted once (it used to count as received and as an error).
+	if err := h.Parse(b); err != nil || h.EtherType == roce.EtherTypeMACControl && !h.PFC {
 		in.stats.RxErrors++
 		f.Release()
 		return
@@ -201,11 +203,6 @@ func (s *Switch) receive(in *Port, f *link.Frame) {
 	if h.PFC {
 		in.pause(f.Time, h.PFCEnable, &h.PFCQuanta)
 		in.stats.PauseRcvd++
-		f.Release()
-		return
-	}
-	if h.EtherType == roce.EtherTypeMACControl {
-		in.stats.RxErrors++
 		f.Release()
 		return
 	}

@@ -3,12 +3,15 @@ package lab
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -25,21 +28,49 @@ import (
 
 // The control protocol: a client connects to the lab's control socket and writes one
 // JSON request line; the lab answers with one JSON line (Reply). For "capture" a
-// successful reply is followed by the pcapng stream until either side closes.
+// successful reply is followed by the pcapng stream in chunks (a 4-byte big-endian
+// length, then that many bytes); the client ends the capture by shutting down its
+// writing side, the lab then sends the rest of the stream, the statistics block, a
+// zero-length chunk and a last Reply line with the capture's figures.
 //
-//	{"op":"status"}                      → Reply{Status}
-//	{"op":"capture","port":"s1:p3"}      → Reply{} then pcapng bytes
+// With "file", the lab writes the pcapng to that file itself (one copy of each frame
+// fewer, and no second process to keep up) and the stream carries no chunks.
+//
+//	{"op":"status"}                                 → Reply{Status}
+//	{"op":"capture","port":"s1:p3","snaplen":128}   → Reply{}, chunks, 0, Reply{Capture}
+//	{"op":"capture","port":"s1:p3","file":"/abs"}   → Reply{}, 0, Reply{Capture}
 
 // Request is a control request.
 type Request struct {
-	Op   string `json:"op"`
-	Port string `json:"port,omitempty"`
+	Op      string `json:"op"`
+	Port    string `json:"port,omitempty"`
+	Snaplen int    `json:"snaplen,omitempty"`
+	// File is an absolute path the lab writes a capture to.
+	File string `json:"file,omitempty"`
 }
 
 // Reply answers a Request.
 type Reply struct {
-	Error  string  `json:"error,omitempty"`
-	Status *Status `json:"status,omitempty"`
+	Error   string         `json:"error,omitempty"`
+	Status  *Status        `json:"status,omitempty"`
+	Capture *CaptureStatus `json:"capture,omitempty"`
+}
+
+// CaptureStatus is a capture's figures: every frame that crossed the port while it
+// ran is either written to the file or counted as dropped (the writer fell
+// capture.MonitorBacklog bytes behind: the reader, the disk or a core did not keep up).
+type CaptureStatus struct {
+	Running bool   `json:"running"`
+	Frames  uint64 `json:"frames"`
+	Dropped uint64 `json:"dropped"`
+	Snaplen int    `json:"snaplen,omitempty"`
+}
+
+func captureStatus(s *capture.Session) *CaptureStatus {
+	if s == nil {
+		return nil
+	}
+	return &CaptureStatus{Running: s.Running(), Frames: s.Frames(), Dropped: s.Dropped(), Snaplen: s.Snaplen()}
 }
 
 // Status is a running lab's description and live counters (`rocelab status --json`).
@@ -72,6 +103,43 @@ type HostStatus struct {
 	Verbs *service.Stats `json:"verbs,omitempty"`
 	// Link counts what the host sent into its link and the faults injected into it.
 	Link *link.Stats `json:"link,omitempty"`
+	// Capture is the port's running or last capture.
+	Capture *CaptureStatus `json:"capture,omitempty"`
+	// QPs are the soft-RNIC's queue pairs with their congestion control's state.
+	QPs []QPStatus `json:"qps,omitempty"`
+}
+
+// QPStatus is one queue pair: its paced rate and window as congestion control set
+// them (null when unpaced or unlimited), and HPCC++'s U (normalized inflight of the
+// most loaded hop) under the HPCC modes.
+type QPStatus struct {
+	QPN           uint32   `json:"qpn"`
+	State         string   `json:"state"`
+	RateBps       *float64 `json:"rate_bps"`
+	WindowBytes   *float64 `json:"window_bytes"`
+	InFlightBytes uint64   `json:"inflight_bytes"`
+	HPCCU         *float64 `json:"hpcc_u,omitempty"`
+}
+
+// qpStatuses reads d's queue pairs; it runs on the device's loop.
+func qpStatuses(d *rnic.Device) []QPStatus {
+	var out []QPStatus
+	finite := func(v float64) *float64 {
+		if math.IsInf(v, 0) {
+			return nil
+		}
+		return &v
+	}
+	for _, x := range d.QPs() {
+		rate, window := x.Rate()
+		q := QPStatus{QPN: uint32(x.QPN()), State: x.State().String(), RateBps: finite(rate), WindowBytes: finite(window),
+			InFlightBytes: x.InFlightBytes()}
+		if st, ok := x.HPCC(); ok {
+			q.HPCCU = &st.U
+		}
+		out = append(out, q)
+	}
+	return out
 }
 
 // countedService is a host service that counts its connections: the verbs service.
@@ -91,6 +159,8 @@ type PortStatus struct {
 	Stats fabric.PortStats `json:"stats"`
 	// Link counts what the port sent into its link and the faults injected into it.
 	Link link.Stats `json:"link"`
+	// Capture is the port's running or last capture.
+	Capture *CaptureStatus `json:"capture,omitempty"`
 }
 
 func (l *Lab) listenControl() error {
@@ -147,7 +217,7 @@ func (l *Lab) serve(c *net.UnixConn) {
 		st := l.Status()
 		writeReply(c, Reply{Status: &st})
 	case "capture":
-		l.serveCapture(c, req.Port)
+		l.serveCapture(c, req)
 	default:
 		writeReply(c, Reply{Error: fmt.Sprintf("unknown op %q: want status or capture", req.Op)})
 	}
@@ -180,27 +250,109 @@ func writeReply(w io.Writer, r Reply) error {
 	return err
 }
 
-func (l *Lab) serveCapture(c net.Conn, port string) {
-	m, err := l.monitor(port)
+func (l *Lab) serveCapture(c net.Conn, req Request) {
+	m, err := l.monitor(req.Port)
+	if err != nil {
+		writeReply(c, Reply{Error: err.Error()})
+		return
+	}
+	if req.Snaplen < 0 {
+		writeReply(c, Reply{Error: fmt.Sprintf("snaplen %d: want 0 (whole frames) or more", req.Snaplen)})
+		return
+	}
+	var out io.Writer = chunkWriter{c}
+	if req.File != "" {
+		if !filepath.IsAbs(req.File) {
+			writeReply(c, Reply{Error: fmt.Sprintf("capture file %q: want an absolute path", req.File)})
+			return
+		}
+		f, err := os.Create(req.File)
+		if err != nil {
+			writeReply(c, Reply{Error: err.Error()})
+			return
+		}
+		defer f.Close()
+		out = f
+	}
+	s, err := m.Start(out, l.epoch, req.Snaplen)
 	if err != nil {
 		writeReply(c, Reply{Error: err.Error()})
 		return
 	}
 	if err := writeReply(c, Reply{}); err != nil {
+		s.Stop()
 		return
 	}
-	s, err := m.Start(c, l.epoch)
-	if err != nil {
-		l.log.Warn("capture", zap.String("port", port), zap.Error(err))
-		return
-	}
-	// The client ends a capture by closing its end: a read then fails.
+	// The client ends a capture by shutting down its side: a read then ends.
 	go func() {
 		io.Copy(io.Discard, c)
 		s.Stop()
 	}()
 	<-s.Done()
-	l.log.Info("capture ended", zap.String("port", port), zap.Uint64("frames", s.Frames()), zap.Uint64("dropped", s.Dropped()))
+	err = s.Stop()
+	l.log.Info("capture ended", zap.String("port", req.Port), zap.Uint64("frames", s.Frames()),
+		zap.Uint64("dropped", s.Dropped()), zap.Error(err))
+	// The figures end the stream; after a failed write to the connection they reach
+	// nobody, but a failed file (disk full) is reported.
+	reply := Reply{Capture: captureStatus(s)}
+	if err != nil {
+		reply.Error = err.Error()
+	}
+	if _, err := c.Write(make([]byte, 4)); err == nil {
+		writeReply(c, reply)
+	}
+}
+
+// chunkWriter frames a capture's pcapng stream on the control connection: each write
+// is one chunk, its 4-byte big-endian length first (the writer batches, so chunks are
+// large); a zero length ends the stream.
+type chunkWriter struct{ w io.Writer }
+
+func (c chunkWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(p)))
+	if _, err := c.w.Write(n[:]); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}
+
+// ReadCapture copies the chunked pcapng stream of a capture connection (Query with
+// op "capture") to w, then returns the lab's closing figures. It returns early with
+// w's error, or with an error saying the stream ended without figures.
+func ReadCapture(c net.Conn, w io.Writer) (*CaptureStatus, int64, error) {
+	r := bufio.NewReaderSize(c, 1<<20)
+	var total int64
+	var n [4]byte
+	for {
+		if _, err := io.ReadFull(r, n[:]); err != nil {
+			return nil, total, fmt.Errorf("capture stream ended without the lab's figures: %w", err)
+		}
+		size := int64(binary.BigEndian.Uint32(n[:]))
+		if size == 0 {
+			break
+		}
+		copied, err := io.CopyN(w, r, size)
+		total += copied
+		if err != nil {
+			return nil, total, err
+		}
+	}
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		return nil, total, fmt.Errorf("capture: the lab's figures: %w", err)
+	}
+	var reply Reply
+	if err := json.Unmarshal(line, &reply); err != nil || reply.Capture == nil {
+		return nil, total, fmt.Errorf("capture: the lab's figures: %q", line)
+	}
+	if reply.Error != "" {
+		return reply.Capture, total, fmt.Errorf("capture: %s (%d frames written, %d dropped)", reply.Error, reply.Capture.Frames, reply.Capture.Dropped)
+	}
+	return reply.Capture, total, nil
 }
 
 // monitor finds the capture point named like "s1:p3" or "h1".
@@ -254,13 +406,17 @@ func (l *Lab) Status() Status {
 		type hostCounters struct {
 			rnic rnic.Stats
 			link link.Stats
+			qps  []QPStatus
 		}
 		ch := make(chan hostCounters, 1)
-		h.Device.Do(func() { ch <- hostCounters{h.Device.Stats(), *h.Link.Stats()} })
+		h.Device.Do(func() { ch <- hostCounters{h.Device.Stats(), *h.Link.Stats(), qpStatuses(h.Device)} })
 		select {
 		case c := <-ch:
-			st.Hosts[i].RNIC, st.Hosts[i].Link = &c.rnic, &c.link
+			st.Hosts[i].RNIC, st.Hosts[i].Link, st.Hosts[i].QPs = &c.rnic, &c.link, c.qps
 		case <-ctx.Done():
+		}
+		if h.Monitor != nil {
+			st.Hosts[i].Capture = captureStatus(h.Monitor.Last())
 		}
 	}
 	peers := peerNames(l.cfg.Topology)
@@ -279,6 +435,9 @@ func (l *Lab) Status() Status {
 			for i, p := range ps {
 				pe := peers[s.Name][i]
 				p.Port, p.Peer, p.Rate = fmt.Sprintf("%s:p%d", s.Name, i), pe.name, topo.FormatRate(pe.rate)
+				if i < len(s.Monitors) {
+					p.Capture = captureStatus(s.Monitors[i].Last())
+				}
 				ss.Ports = append(ss.Ports, p)
 			}
 		case <-ctx.Done():

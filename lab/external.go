@@ -30,7 +30,10 @@ type wire struct {
 }
 
 // maxWireBacklog bounds the frames read from the TAP but not yet sent, as a NIC ring.
-const maxWireBacklog = 1024
+// It holds a whole unacknowledged burst of the external host (rxe's ib_send_bw -c UC
+// sends 12,800 frames, and nothing resends what is lost) while the lab's loop is
+// descheduled on a loaded machine: at 1024, send_bw-uc-server-ipv6 lost 2,076 frames.
+const maxWireBacklog = 16384
 
 func newWire(x *External, dev Device, log *zap.Logger) *wire {
 	w := &wire{ext: x, dev: dev, log: log}

@@ -23,6 +23,8 @@ type Options struct {
 	CC rnic.CC
 	// TxLookahead is every device's rnic.Config.TxLookahead (real-time labs batch).
 	TxLookahead time.Duration
+	// MaxUnackedPSNs is every device's rnic.Config.MaxUnackedPSNs.
+	MaxUnackedPSNs int
 	// HostRelay, if set, gives each host's device the receiver of the frames it does
 	// not terminate: the lab's writer into the host's TAP. Without one the devices
 	// answer ARP and NDP themselves.
@@ -326,6 +328,7 @@ func (b *builder) addHosts() error {
 		}
 		cfg := rnic.Config{Name: th.Name, MAC: th.MAC6(), GIDs: gidTable(th), Loop: b.newLoop(th.Name), Link: ep,
 			Pool: b.n.Pool, CC: b.cc, TxLookahead: b.opts.TxLookahead, OnPanic: b.opts.onPanic(th.Name),
+			MaxUnackedPSNs: b.opts.MaxUnackedPSNs, RXERetryCnt: b.t.Retry == "rxe",
 			PayloadFree: b.opts.PayloadFree, Neighbours: neighbours}
 		if b.opts.HostRelay != nil {
 			cfg.Host = b.opts.HostRelay(th.Name)

@@ -134,7 +134,7 @@ func testBuildLeafSpine(t *testing.T, threads, wantLoops int) {
 	}
 	leaf := n.Switch(tp.Switches[0].Name)
 	var buf bytes.Buffer
-	session, err := leaf.Monitors[0].Start(&buf, time.Time{}) // the leaf's first link
+	session, err := leaf.Monitors[0].Start(&buf, time.Time{}, 0) // the leaf's first link
 	if err != nil {
 		t.Fatal(err)
 	}

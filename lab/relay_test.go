@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -161,8 +162,13 @@ func TestRelayTwoHosts(t *testing.T) {
 	defer conn.Close()
 	// The capture starts after the reply: h1 sends until a frame shows in it.
 	captured := make(chan []byte, 1)
+	stream, pw := io.Pipe() // the pcapng inside the capture's chunks
 	go func() {
-		r, err := pcapgo.NewNgReader(conn, pcapgo.DefaultNgReaderOptions)
+		_, _, err := ReadCapture(conn, pw)
+		pw.CloseWithError(err)
+	}()
+	go func() {
+		r, err := pcapgo.NewNgReader(stream, pcapgo.DefaultNgReaderOptions)
 		if err != nil {
 			captured <- nil
 			return

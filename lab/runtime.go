@@ -20,6 +20,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/netns"
+	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic/service"
 )
 
@@ -194,7 +195,11 @@ func (l *Lab) up() error {
 	if threads == 0 {
 		threads = DefaultThreads()
 	}
-	net, err := Build(t, l.clk, Options{TxLookahead: look, StaticNeighbours: staticNeighbours(t), OnPanic: l.nodePanicked, Monitors: true, Threads: threads,
+	// The lab's hosts reach kernels, VMs and TAP queues that drop bursts (rxe under
+	// QEMU drops them by the hundred): rxe's bound on unacknowledged PSNs keeps a
+	// go-back-N retry from resending a whole send queue per loss.
+	net, err := Build(t, l.clk, Options{TxLookahead: look, MaxUnackedPSNs: qp.RXEMaxUnackedPSNs,
+		StaticNeighbours: staticNeighbours(t), OnPanic: l.nodePanicked, Monitors: true, Threads: threads,
 		HostRelay: func(host string) link.Receiver {
 			return &hostWriter{dev: l.devices[host], log: l.log.With(zap.String("host", host))}
 		},

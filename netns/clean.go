@@ -11,7 +11,10 @@ import (
 // process is gone (dead, a zombie, or its pid reused) is removed as by [Cleaner.Down].
 // Labs whose process runs are listed in Report.Running and left alone. Namespaces that
 // carry rocelab's prefix but that no state file in the store records are listed in
-// Report.Foreign and left alone: without a record, nothing says they are rocelab's.
+// Report.Foreign and left alone: without a record, nothing says they are rocelab's;
+// those that live processes use (a lab of another state directory) are listed in
+// Report.InUse instead. A crashed lab one of whose namespaces a live process outside
+// it holds (a lab of the same name under another state directory) is left alone too.
 func (c *Cleaner) Clean() (Report, error) {
 	var rep Report
 	labs, unreadable, err := c.Store.List()
@@ -32,6 +35,7 @@ func (c *Cleaner) Clean() (Report, error) {
 		labRep, err := c.down(l.Name, true)
 		rep.Removed = append(rep.Removed, labRep.Removed...)
 		rep.Running = append(rep.Running, labRep.Running...)
+		rep.InUse = append(rep.InUse, labRep.InUse...)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -41,10 +45,21 @@ func (c *Cleaner) Clean() (Report, error) {
 		errs = append(errs, err)
 	}
 	for _, ns := range names {
-		if strings.HasPrefix(ns, Prefix) && !recorded[ns] {
-			c.log().Warn("namespace named like rocelab's but not recorded, left alone", zap.String("netns", ns))
-			rep.Foreign = append(rep.Foreign, ns)
+		if !strings.HasPrefix(ns, Prefix) || recorded[ns] {
+			continue
 		}
+		inside, outside, err := holders(ns)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if procs := append(inside, outside...); len(procs) > 0 {
+			c.log().Warn("namespace named like rocelab's, not recorded here and in use, left alone", zap.String("netns", ns))
+			rep.InUse = append(rep.InUse, InUse{Netns: ns, Procs: procs})
+			continue
+		}
+		c.log().Warn("namespace named like rocelab's but not recorded, left alone", zap.String("netns", ns))
+		rep.Foreign = append(rep.Foreign, ns)
 	}
 	return rep, errors.Join(errs...)
 }

@@ -2,6 +2,8 @@ package netns
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -39,8 +41,30 @@ type Report struct {
 	// Running lists the labs Clean left alone because their lab process is alive.
 	Running []string `json:"running,omitempty"`
 	// Foreign lists namespaces that carry rocelab's prefix but that no state file
-	// records: Clean reports them and never deletes them.
+	// records and that nothing uses: Clean reports them and never deletes them.
 	Foreign []string `json:"foreign,omitempty"`
+	// InUse lists namespaces Clean left alone because live processes use them: a
+	// namespace no state file here records, with processes in it or holding it (a lab
+	// of another state directory), or a crashed lab's namespace that a live process
+	// outside it holds (a lab of the same name in another state directory).
+	InUse []InUse `json:"in_use,omitempty"`
+}
+
+// InUse is a namespace in use by live processes.
+type InUse struct {
+	Netns string `json:"netns"`
+	// Lab is the crashed lab of this store that records the namespace, if any.
+	Lab   string    `json:"lab,omitempty"`
+	Procs []Process `json:"processes"`
+}
+
+// String reads "namespace X alone: in use by pid N, M" (clean's report says "left ...").
+func (u InUse) String() string {
+	pids := make([]string, len(u.Procs))
+	for i, p := range u.Procs {
+		pids[i] = strconv.Itoa(p.PID)
+	}
+	return fmt.Sprintf("namespace %s alone: in use by pid %s", u.Netns, strings.Join(pids, ", "))
 }
 
 func (c *Cleaner) log() *zap.Logger {

@@ -40,6 +40,25 @@ func (c *Cleaner) down(lab string, onlyCrashed bool) (Report, error) {
 		rep.Running = append(rep.Running, lab)
 		return rep, nil
 	}
+	if onlyCrashed {
+		// Processes inside a crashed lab's namespaces are its own (apps it ran);
+		// a live process outside that holds one is not: the name is another lab's.
+		held := false
+		for _, h := range l.Hosts {
+			_, outside, err := holders(h.Netns)
+			if err != nil {
+				return rep, err
+			}
+			if len(outside) > 0 {
+				rep.InUse = append(rep.InUse, InUse{Netns: h.Netns, Lab: lab, Procs: outside})
+				held = true
+			}
+		}
+		if held {
+			c.log().Warn("crashed lab's namespaces in use by live processes, left alone", zap.String("lab", lab))
+			return rep, nil
+		}
+	}
 	err = c.remove(l, &rep)
 	return rep, err
 }

@@ -163,3 +163,51 @@ func processesIn(ns string) ([]Process, error) {
 	}
 	return procs, nil
 }
+
+// ListensTCP reports whether process pid holds a listening TCP socket (IPv4 or IPv6):
+// a server started with `rocelab exec -d` is ready for its client once it does. The
+// sockets are looked up in the network namespace of each of its threads.
+func ListensTCP(pid int) (bool, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return false, fmt.Errorf("netns: sockets of pid %d: %w", pid, unwrapPathError(err))
+	}
+	listening := map[string]bool{}
+	namespaces := map[string]bool{}
+	for _, task := range tasks {
+		dir := fmt.Sprintf("/proc/%d/task/%s/", pid, task.Name())
+		ns, err := os.Readlink(dir + "ns/net")
+		if err != nil || namespaces[ns] {
+			continue // gone meanwhile, or a namespace already read
+		}
+		namespaces[ns] = true
+		for _, table := range []string{"net/tcp", "net/tcp6"} {
+			data, err := os.ReadFile(dir + table)
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(data), "\n")[1:] {
+				// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+				f := strings.Fields(line)
+				const tcpListen = "0A"
+				if len(f) > 9 && f[3] == tcpListen {
+					listening["socket:["+f[9]+"]"] = true
+				}
+			}
+		}
+	}
+	if len(listening) == 0 {
+		return false, nil
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false, fmt.Errorf("netns: sockets of pid %d: %w", pid, unwrapPathError(err))
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(dir + "/" + fd.Name()); err == nil && listening[target] {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -3,6 +3,8 @@ package netns
 import (
 	"bufio"
 	"errors"
+	"net"
+	"os"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -82,5 +84,22 @@ func TestTerminateLeavesReusedPidAlone(t *testing.T) {
 	}
 	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("the process behind a reused pid was stopped: %v", err)
+	}
+}
+
+// TestListensTCP: a process is found listening once it has a listening TCP socket,
+// and not before.
+func TestListensTCP(t *testing.T) {
+	pid := os.Getpid()
+	if ok, err := ListensTCP(pid); err != nil || ok {
+		t.Fatalf("before listening: %v %v", ok, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if ok, err := ListensTCP(pid); err != nil || !ok {
+		t.Fatalf("while listening: %v %v", ok, err)
 	}
 }

@@ -13,9 +13,12 @@ import (
 //  2. ACKs (coalesced: one acknowledges every PSN up to its own) retire SEND and WRITE
 //     WQEs; READ responses and atomic ACKs must arrive exactly at comp.psn.
 //  3. A PSN sequence error NAK, or an ACK past a READ or atomic whose response is
-//     missing, starts go-back-N from comp.psn; the transport timer does the same when
-//     nothing arrives (any response in the window re-arms it, as in rxe). retry_cnt
-//     bounds retries without progress.
+//     missing, starts go-back-N from comp.psn, once: until the retry makes progress,
+//     further NAKs and missing responses start nothing, and a NAK for a PSN already
+//     acknowledged (a duplicate of the one that started the retry) never does. The
+//     transport timer retries when nothing arrives (any response in the window
+//     re-arms it, as in rxe). retry_cnt bounds retries without progress: 7 means 7
+//     (IBTA), or forever with Config.RXERetryCnt (rxe).
 //  4. An RNR NAK pauses the requester for the timer the responder asked for, then
 //     retries from the NAKed PSN; rnr_retry bounds it (7 = forever).
 //  5. Error NAKs fail the WQE and take the QP to ERR.
@@ -104,6 +107,12 @@ func (q *QP) ack(now int64, psn roce.PSN, syn roce.Syndrome) {
 		switch syn.Value() {
 		case roce.NAKPSNSequenceError:
 			q.ctr.SeqNAKsRecv++
+			if psn.Before(q.comp.psn) {
+				// A NAK for a PSN acknowledged since (a duplicate of the NAK that
+				// started the retry under way): the pass already resends it.
+				q.ctr.DropOutOfWindow++
+				return
+			}
 			q.goBackN()
 		case roce.NAKInvalidRequest:
 			q.remoteError(psn, WCRemInvReqErr)
@@ -263,9 +272,9 @@ func (q *QP) goBackN() {
 	q.resumeFrom(q.comp.psn)
 }
 
-// infiniteRetry is the retry_cnt and rnr_retry value that never runs out. IBTA gives
-// that meaning to rnr_retry 7 only; rxe (rxe_comp.c) gives it to retry_cnt 7 as well,
-// and rocelab follows rxe, whose peers (rc_pingpong, perftest) ask for 7.
+// infiniteRetry is the rnr_retry value that never runs out (IBTA 9.7.5.2.8). IBTA
+// gives retry_cnt 7 no such meaning: it is 7 retries. rxe (rxe_comp.c) reads
+// retry_cnt 7 as infinite too; Config.RXERetryCnt does the same for interop studies.
 const infiniteRetry = 7
 
 // spendRetry takes one retry from the budget, or fails the oldest outstanding WQE with
@@ -279,7 +288,7 @@ func (q *QP) spendRetry() bool {
 		}
 		return false
 	}
-	if q.attr.RetryCnt != infiniteRetry {
+	if !q.cfg.RXERetryCnt || q.attr.RetryCnt != infiniteRetry {
 		q.comp.retryLeft--
 	}
 	return true

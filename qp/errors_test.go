@@ -231,3 +231,67 @@ func TestSQDDrains(t *testing.T) {
 	exchange(t, 0, a, b)
 	expectWC(t, a.scq.take(), WC{WRID: 2, Opcode: WCWrite})
 }
+
+// TestRetryCntCounts: retry_cnt N is N retries after the first transmission, then
+// RETRY_EXC_ERR and ERR, (N+1) transport timeouts after the send (IBTA 9.7.6.1.3),
+// for every N including 7. rxe reads 7 as "forever": so does Config.RXERetryCnt.
+func TestRetryCntCounts(t *testing.T) {
+	const timeout = 10
+	rto := int64(4096 << timeout)
+	for _, retry := range []uint8{0, 1, 7} {
+		o := defaultOpts()
+		o.retry, o.timeout = retry, timeout
+		a, b := newPair(t, o)
+		withRegions(a, b, AccessRemoteWrite)
+		post(t, a, SendWR{WRID: 1, Opcode: WRWrite, SGL: []SGE{{localBase, 100, localKey}}, RemoteAddr: remoteBase, RKey: remoteKey})
+		end := exchangeWith(t, 0, a, b, func(*node, []byte) bool { return true }) // the peer is gone
+		expectWC(t, a.scq.take(), WC{WRID: 1, Status: WCRetryExcErr, Opcode: WCWrite})
+		c := a.qp.Counters()
+		if c.TxRequests != uint64(retry)+1 || c.Timeouts != uint64(retry)+1 || a.qp.State() != StateErr {
+			t.Errorf("retry_cnt %d: %d transmissions, %d timeouts, %v; want %d, %d, ERR",
+				retry, c.TxRequests, c.Timeouts, a.qp.State(), retry+1, retry+1)
+		}
+		if want := int64(retry+1) * rto; end < want || end >= want+rto {
+			t.Errorf("retry_cnt %d: RETRY_EXC_ERR at %d ns, want (%d+1) × %d", retry, end, retry, rto)
+		}
+	}
+
+	o := defaultOpts()
+	o.timeout, o.rxeRetryCnt = timeout, true
+	a, b := newPair(t, o)
+	withRegions(a, b, AccessRemoteWrite)
+	post(t, a, SendWR{WRID: 1, Opcode: WRWrite, SGL: []SGE{{localBase, 100, localKey}}, RemoteAddr: remoteBase, RKey: remoteKey})
+	buf := make([]byte, MaxFrameSize)
+	for range 100 {
+		if _, ok := a.qp.NextRequest(0, buf); !ok {
+			t.Fatalf("RXERetryCnt: no retransmission after %d timeouts (%v)", a.qp.Counters().Timeouts, a.qp.State())
+		}
+		a.qp.OnTimer(a.qp.NextDeadline())
+	}
+	if wcs := a.scq.take(); len(wcs) != 0 || a.qp.State() != StateRTS {
+		t.Errorf("RXERetryCnt with retry_cnt 7: %v in %v after 100 timeouts, want retrying in RTS", wcs, a.qp.State())
+	}
+}
+
+// TestRNRRetry7IsInfinite: rnr_retry 7 never runs out (IBTA 9.7.5.2.8).
+func TestRNRRetry7IsInfinite(t *testing.T) {
+	a, b := newPair(t, defaultOpts()) // rnr_retry 7
+	withRegions(a, b, 0)
+	post(t, a, SendWR{WRID: 1, Opcode: WRSend, SGL: []SGE{{localBase, 100, localKey}}})
+	buf := make([]byte, MaxFrameSize)
+	now := int64(0)
+	for range 100 {
+		n, ok := a.qp.NextRequest(now, buf)
+		if !ok {
+			t.Fatalf("no retry after %d RNR NAKs (%v)", a.qp.Counters().RNRNAKsRecv, a.qp.State())
+		}
+		b.qp.ReceiveFrame(now, buf[:n])
+		n, _ = b.qp.NextResponse(buf)
+		a.qp.ReceiveFrame(now, buf[:n])
+		now = a.qp.NextDeadline()
+		a.qp.OnTimer(now)
+	}
+	postRecv(t, b, 9, localBase, 4000)
+	exchange(t, now, a, b)
+	expectWC(t, a.scq.take(), WC{WRID: 1, Opcode: WCSend})
+}

@@ -119,6 +119,8 @@ type pairOpts struct {
 	maxRd       uint8
 	sigAll      bool
 	ackReqEvery int
+	rxeRetryCnt bool // retry_cnt 7 retries forever
+	segment     int
 	mem         [2]*fakeMem // shared memories, nil = fresh
 	qpn         [2]roce.QPN
 }
@@ -138,7 +140,7 @@ func newNode(t testing.TB, o pairOpts, i int) *node {
 	}
 	q, err := New(Config{Type: o.typ, QPN: o.qpn[i], Memory: n.mem, SendCQ: n.scq, RecvCQ: n.rcq,
 		MaxSendWR: o.sqDepth, MaxRecvWR: o.rqDepth, MaxSGE: 4, SigAll: o.sigAll, PortMTU: o.mtu,
-		AckReqEvery: o.ackReqEvery})
+		AckReqEvery: o.ackReqEvery, RXERetryCnt: o.rxeRetryCnt, Segment: o.segment})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,9 +36,37 @@ type Config struct {
 	// a payload-free simulation whose receivers do not verify it.
 	SkipICRC bool
 
+	// MaxUnackedPSNs holds back an RC requester's next packet while this many PSNs are
+	// unacknowledged (a READ request counts the PSNs of its responses), a window on
+	// top of congestion control's. Go-back-N resends everything after a loss, so on a
+	// path that drops bursts behind a deep queue, an unlimited window resends the whole
+	// send queue's worth per loss; RXEMaxUnackedPSNs is rxe's bound. 0 means no bound
+	// but the PSN space's (2^22).
+	MaxUnackedPSNs int
+
+	// RecvRefill, if set, is called when a packet needs a receive WR and the receive
+	// queue (or SRQ) is empty, before the packet is refused (RNR NAK on RC, dropped on
+	// UC and UD); it may post receive WRs, which the packet then takes. The rnic's
+	// verbs service moves the WRs an application has put in its shared-memory ring but
+	// the service has not yet scanned, so a SEND racing the post is not refused.
+	RecvRefill func()
+
+	// RXERetryCnt reads retry_cnt 7 as "retry forever", as rxe does, instead of the
+	// IBTA's 7 retries followed by RETRY_EXC_ERR. rnr_retry 7 is infinite either way.
+	// For interop studies that need rxe's behaviour; a QP whose peer has died then
+	// resends forever.
+	RXERetryCnt bool
+
 	// PortMTU bounds UD messages, which have no path MTU attribute (rxe uses the port's
 	// active MTU); 0 means roce.MTU1024, the value for a 1500-byte netdev.
 	PortMTU roce.MTU
+
+	// Segment, if positive, is the payload of every RC/UC packet of a message but the
+	// last when it is smaller than the path MTU. It is not an IBTA attribute: it models
+	// simulators whose packets carry a payload that is no IBTA MTU (the HPCC
+	// simulator's PACKET_PAYLOAD_SIZE 1000). Both ends of a connection must use the
+	// same value, as they must the same path MTU.
+	Segment int
 }
 
 // QP is one queue pair. Its methods must be called from one goroutine at a time (the
@@ -83,6 +111,15 @@ func New(cfg Config) (*QP, error) {
 	if cfg.AckReqEvery == 0 {
 		cfg.AckReqEvery = defaultAckEvery
 	}
+	if cfg.MaxUnackedPSNs < 0 || cfg.MaxUnackedPSNs > maxOutstandingPSNs {
+		return nil, fmt.Errorf("qp: MaxUnackedPSNs %d is outside 0..%d", cfg.MaxUnackedPSNs, maxOutstandingPSNs)
+	}
+	if cfg.MaxUnackedPSNs == 0 {
+		cfg.MaxUnackedPSNs = maxOutstandingPSNs
+	}
+	if cfg.Segment < 0 || cfg.Segment > int(roce.MTU4096) {
+		return nil, fmt.Errorf("qp: segment %d bytes: want 0 (the path MTU) up to %d", cfg.Segment, roce.MTU4096)
+	}
 	if cfg.MaxSGE == 0 {
 		cfg.MaxSGE = 1
 	}
@@ -124,10 +161,14 @@ func (q *QP) Attr() Attr {
 // Counters returns the QP's counters.
 func (q *QP) Counters() Counters { return q.ctr }
 
-// pathMTU is the segment size of the QP's messages.
+// pathMTU is the segment size of the QP's messages: the path MTU or Config.Segment,
+// whichever is smaller.
 func (q *QP) pathMTU() int {
 	if q.cfg.Type == UD {
 		return int(q.cfg.PortMTU)
+	}
+	if q.cfg.Segment > 0 {
+		return min(q.cfg.Segment, int(q.attr.PathMTU))
 	}
 	return int(q.attr.PathMTU)
 }

@@ -219,3 +219,40 @@ func TestPSNWrapAndSegmentation(t *testing.T) {
 		t.Errorf("responder expects PSN %v after the wrap", got)
 	}
 }
+
+// TestSegmentBelowPathMTU: with Config.Segment 1000 on both ends (the HPCC simulator's
+// payload size), a 10000-byte WRITE at path MTU 1024 goes as ⌈10000/1000⌉ = 10
+// packets of 1000 payload bytes, arrives intact and advances the responder's PSN by 10.
+func TestSegmentBelowPathMTU(t *testing.T) {
+	o := defaultOpts()
+	o.segment = 1000
+	a, b := newPair(t, o)
+	la, _, _, rb := withRegions(a, b, AccessRemoteWrite)
+	fill(la[:10000], 5)
+	post(t, a, SendWR{WRID: 1, Opcode: WRWrite, SGL: []SGE{{localBase, 10000, localKey}}, RemoteAddr: remoteBase, RKey: remoteKey})
+	var frames, shortest, longest int
+	exchangeWith(t, 0, a, b, func(from *node, f []byte) bool {
+		if from == a {
+			frames++
+			if shortest == 0 || len(f) < shortest {
+				shortest = len(f)
+			}
+			longest = max(longest, len(f))
+		}
+		return false
+	})
+	expectWC(t, a.scq.take(), WC{WRID: 1, Opcode: WCWrite})
+	if frames != 10 || !bytes.Equal(rb[:10000], la[:10000]) {
+		t.Errorf("%d packets (want 10), data equal %v", frames, bytes.Equal(rb[:10000], la[:10000]))
+	}
+	// The first packet carries the RETH (16 bytes) on top of the others' headers.
+	if longest-shortest != 16 {
+		t.Errorf("packets from %d to %d bytes: want equal payloads, the first 16 bytes longer (RETH)", shortest, longest)
+	}
+	if got := b.qp.resp.psn; got != 0xFFFFF0+10 {
+		t.Errorf("responder expects PSN %v, want %v", got, 0xFFFFF0+10)
+	}
+	if _, err := New(Config{Type: RC, QPN: 0x33, Memory: a.mem, SendCQ: a.scq, RecvCQ: a.rcq, MaxSendWR: 1, MaxRecvWR: 1, Segment: -1}); err == nil {
+		t.Error("a negative segment was accepted")
+	}
+}

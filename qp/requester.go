@@ -25,6 +25,12 @@ const defaultAckEvery = 64
 // so that both ends tell old from new PSNs (IBTA 9.7.2).
 const maxOutstandingPSNs = 1 << 22
 
+// RXEMaxUnackedPSNs is rxe's RXE_MAX_UNACKED_PSNS: the kernel's requester sends no
+// packet while this many PSNs are unacknowledged. Config.MaxUnackedPSNs takes it where
+// the path may drop bursts (a kernel's queues, a VM): go-back-N then resends at most
+// this many packets per loss instead of everything the send queue holds.
+const RXEMaxUnackedPSNs = 128
+
 // MaxFrameSize is the largest frame a QP builds: Ethernet, IPv6, UDP, BTH, the largest
 // extension headers (AtomicETH), a 4096-byte payload and the ICRC. Buffers passed to
 // NextRequest and NextResponse must hold it (or FrameSize of the path MTU).
@@ -65,6 +71,9 @@ func (q *QP) ready() *sendWQE {
 	}
 	if q.req.rnrUntil != Never || q.sq.next == q.sq.tail {
 		return nil
+	}
+	if q.cfg.Type == RC && int(q.req.psn.Diff(q.comp.psn)) >= q.cfg.MaxUnackedPSNs {
+		return nil // rxe's wait_psn: the next packet would leave too many unacknowledged
 	}
 	w := q.sq.at(q.sq.next)
 	if w.started {

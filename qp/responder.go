@@ -180,12 +180,23 @@ func (q *QP) takeWQE() bool {
 	if q.resp.hasWQE {
 		return true
 	}
-	wr, ok := q.recv.Pop()
+	wr, ok := q.popRecv()
 	if !ok {
 		return false
 	}
 	q.resp.wqe, q.resp.hasWQE, q.resp.offset = wr, true, 0
 	return true
+}
+
+// popRecv takes the oldest receive WR, asking Config.RecvRefill for more first if the
+// queue is empty.
+func (q *QP) popRecv() (RecvWR, bool) {
+	wr, ok := q.recv.Pop()
+	if !ok && q.cfg.RecvRefill != nil {
+		q.cfg.RecvRefill()
+		wr, ok = q.recv.Pop()
+	}
+	return wr, ok
 }
 
 func (q *QP) rnr(psn roce.PSN) {

@@ -138,7 +138,7 @@ func (q *QP) respondUD(p *roce.Packet) {
 		q.ctr.DropOpcode++
 		return
 	}
-	wr, ok := q.recv.Pop()
+	wr, ok := q.popRecv()
 	if !ok {
 		q.ctr.DropNoRecvWR++
 		return

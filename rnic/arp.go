@@ -117,12 +117,18 @@ func (d *Device) sendARP(op uint16, dstMAC [6]byte, spa netip.Addr, tha [6]byte,
 func (d *Device) receiveNDP(b []byte, l3 int) bool {
 	ip := roce.IPv6(b[l3:])
 	icmp := b[l3+roce.IPv6Size:]
-	if len(icmp) < ndpSize-8 {
-		return false
+	if len(icmp) < 4 {
+		return false // not even an ICMPv6 header
 	}
+	// Other ICMPv6 messages (the kernel's router solicitations, MLD reports) are the
+	// host's business and may be shorter than a neighbour message: only the types the
+	// device reads must hold a target address.
 	typ := icmp[0]
 	if typ != ndpSolicit && typ != ndpAdvert {
 		return true
+	}
+	if len(icmp) < ndpSize-8 {
+		return false
 	}
 	target := netip.AddrFrom16([16]byte(icmp[8:24]))
 	var lla [6]byte

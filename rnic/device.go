@@ -1,8 +1,10 @@
 package rnic
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric/link"
@@ -43,6 +45,13 @@ type Config struct {
 	// serialization starts, so that a real-time run wakes once per batch instead of
 	// once per frame. 0 (the virtual-time default) decides every frame at its time.
 	TxLookahead time.Duration
+	// MaxUnackedPSNs is every RC QP's qp.Config.MaxUnackedPSNs: 0 for no bound
+	// beyond congestion control's window; qp.RXEMaxUnackedPSNs on paths that drop
+	// bursts (the real-time lab's, through kernels and VMs).
+	MaxUnackedPSNs int
+	// RXERetryCnt is every QP's qp.Config.RXERetryCnt: retry_cnt 7 retries forever,
+	// as in rxe, instead of IBTA's 7 retries.
+	RXERetryCnt bool
 	// Arbitration is how the scheduler shares the port among QPs with data: packet
 	// round robin (the zero value) or deficit weighted round robin by QP weight.
 	Arbitration Arbitration
@@ -102,6 +111,7 @@ type Device struct {
 	// CQs whose armed event is due; announced when the current event is done.
 	pendingCQs []*CQ
 	notifying  bool
+	refilling  bool // a QP's RecvRefill runs: PostRecv leaves settling to the packet
 
 	// Do's hand-over from other goroutines.
 	calls *clock.Inbox
@@ -139,6 +149,9 @@ func Open(cfg Config) (*Device, error) {
 	case len(cfg.GIDs) == 0:
 		return nil, errorf(ErrInvalidArgument, "device %q has no GID (IP address)", cfg.Name)
 	}
+	if cfg.MaxUnackedPSNs < 0 {
+		return nil, errorf(ErrInvalidArgument, "device %q: MaxUnackedPSNs %d is negative", cfg.Name, cfg.MaxUnackedPSNs)
+	}
 	tel, err := newTelemetryCodecs(cfg.CC.Telemetry)
 	if err != nil {
 		return nil, err
@@ -171,6 +184,16 @@ func (d *Device) Name() string { return d.cfg.Name }
 
 // Stats returns the device's counters.
 func (d *Device) Stats() Stats { return d.stats }
+
+// QPs returns the device's queue pairs in QPN order.
+func (d *Device) QPs() []*QP {
+	out := make([]*QP, 0, len(d.qps))
+	for _, x := range d.qps {
+		out = append(out, x)
+	}
+	slices.SortFunc(out, func(a, b *QP) int { return cmp.Compare(a.QPN(), b.QPN()) })
+	return out
+}
 
 // Close closes the device (ibv_close_device): no new objects can be created.
 func (d *Device) Close() { d.closed = true }

@@ -1,6 +1,7 @@
 package rnic
 
 import (
+	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/roce"
@@ -18,12 +19,21 @@ type QP struct {
 	srq      *SRQ
 	cc       *flowCC
 	nextSend clock.Time // the pacer lets the QP send its next request from here on
-	quantum  int        // DWRR: bytes added to deficit per turn
-	deficit  int        // DWRR: bytes the QP may still send in its turn
-	timer    *clock.Timer
-	state    qp.State // as last seen, to raise EventQPFatal once on a spontaneous ERR
+	// pacedLen and pacedRate are the length of the last request frame and the rate its
+	// gap to nextSend was timed at; retime moves nextSend when the rate changes.
+	pacedLen  int
+	pacedRate float64
+	quantum   int // DWRR: bytes added to deficit per turn
+	deficit   int // DWRR: bytes the QP may still send in its turn
+	timer     *clock.Timer
+	state     qp.State // as last seen, to raise EventQPFatal once on a spontaneous ERR
 	// Context is the application's qp_context.
 	Context any
+	// RecvRefill, if set, runs when a packet finds the QP's receive queue (or SRQ)
+	// empty, before it is refused (qp.Config.RecvRefill); it may PostRecv or
+	// PostSRQRecv. The verbs service moves receives the client has posted to its
+	// shared ring but the service has not scanned yet.
+	RecvRefill func()
 }
 
 // QPCap sizes a QP's queues (ibv_qp_cap).
@@ -45,6 +55,9 @@ type QPInitAttr struct {
 	// other QPs with data: its quantum is Weight × the largest frame at the port's
 	// MTU. 0 means 1; at most MaxWeight. Round robin ignores it.
 	Weight int
+	// Segment is qp.Config.Segment: the payload of each packet but a message's last,
+	// when below the path MTU (0: the path MTU). Both ends must agree.
+	Segment int
 }
 
 // CreateQP creates a queue pair in the RESET state (ibv_create_qp).
@@ -87,7 +100,10 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	cfg := qp.Config{Type: attr.Type, QPN: qpn, Memory: pd, SendCQ: attr.SendCQ, RecvCQ: attr.RecvCQ,
 		MaxSendWR: attr.Cap.MaxSendWR, MaxRecvWR: attr.Cap.MaxRecvWR, MaxSGE: max(attr.Cap.MaxSendSGE, attr.Cap.MaxRecvSGE),
 		SigAll: attr.SigAll, PortMTU: roce.MTUForLinkMTU(d.cfg.Link.MTU()), AckReqEvery: ackReqEvery(&ccfg),
+		MaxUnackedPSNs: d.cfg.MaxUnackedPSNs, RXERetryCnt: d.cfg.RXERetryCnt, Segment: attr.Segment,
 		SkipICRC: d.cfg.PayloadFree}
+	var x *QP // the refill hook is set once x exists
+	cfg.RecvRefill = func() { x.refill() }
 	if attr.SRQ != nil {
 		cfg.SRQ = attr.SRQ
 	}
@@ -95,7 +111,7 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, errorf(ErrInvalidArgument, "%v", err)
 	}
-	x := &QP{dev: d, pd: pd, q: q, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, cc: cc,
+	x = &QP{dev: d, pd: pd, q: q, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, cc: cc,
 		quantum: max(attr.Weight, 1) * d.sched.unit}
 	x.timer = d.loop.NewTimer(x.onTimer)
 	pd.refs++
@@ -135,6 +151,21 @@ func (x *QP) Counters() qp.Counters { return x.q.Counters() }
 // (bytes; +Inf when unlimited), as congestion control set them.
 func (x *QP) Rate() (rate, window float64) {
 	return x.cc.currentRate(int64(x.dev.loop.Now())), x.cc.window
+}
+
+// HPCC returns the HPCC++ state of the QP's congestion control (U, W, Wc, rate): the
+// sender's, the prober's or, under Rx-HPCC, the receiver's; false when the QP runs no
+// HPCC mode (DCQCN, none).
+func (x *QP) HPCC() (hpcc.State, bool) {
+	switch {
+	case x.cc.sender != nil:
+		return x.cc.sender.State(), true
+	case x.cc.prober != nil:
+		return x.cc.prober.State(), true
+	case x.cc.rxHPCC != nil:
+		return x.cc.rxHPCC.State(), true
+	}
+	return hpcc.State{}, false
 }
 
 // InFlightBytes returns the request payload bytes sent and not yet acknowledged.
@@ -238,8 +269,21 @@ func (x *QP) PostRecv(wr *qp.RecvWR) error {
 		return errorf(ErrInvalidArgument, "post receive on QP %v: %v", x.QPN(), err)
 	}
 	x.afterEvent()
-	x.dev.sched.settle()
+	if !x.dev.refilling { // the packet that asked for it settles when it is done
+		x.dev.sched.settle()
+	}
 	return nil
+}
+
+// refill runs RecvRefill for a packet that found no receive WR. The packet is still
+// inside the QP: completion handlers, which may post to it, run only once it is done.
+func (x *QP) refill() {
+	if x.RecvRefill == nil {
+		return
+	}
+	x.dev.refilling = true
+	x.RecvRefill()
+	x.dev.refilling = false
 }
 
 // onTimer runs the transport timer (retransmission, RNR back-off).

@@ -155,6 +155,15 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte) {
 		cc.hops = hopsOf(st, cc.hops)
 		acked := cc.sentBytes - min(cc.sentBytes, x.q.InFlightBytes())
 		cc.apply(cc.sender.NewAck(acked, cc.sentBytes, cc.hops))
+		d.rateChanged(x)
+	}
+}
+
+// rateChanged re-times x's next departure after an HPCC update and wakes the
+// scheduler if it moved earlier than the scheduler was going to look.
+func (d *Device) rateChanged(x *QP) {
+	if x.retime(d.loop.Now()) {
+		d.sched.kick()
 	}
 }
 
@@ -220,6 +229,7 @@ func (d *Device) onProbeResponse(x *QP, body []byte) {
 	case body[0]&flagWindow != 0:
 		if cc.rxHPCC != nil && r.SendTS > 0 {
 			cc.applyWindow(float64(r.SendTS))
+			d.rateChanged(x)
 		}
 	case cc.prober != nil:
 		cc.hops = cc.hops[:0]
@@ -227,6 +237,7 @@ func (d *Device) onProbeResponse(x *QP, body []byte) {
 			cc.hops = append(cc.hops, r.Records[i].Hop.Hop)
 		}
 		cc.apply(cc.prober.OnResponse(cc.hops))
+		d.rateChanged(x)
 	}
 }
 

@@ -3,6 +3,7 @@ package rnic
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
@@ -206,6 +207,7 @@ func (s *scheduler) next(start clock.Time) (*link.Frame, clock.Time) {
 // admitted reports whether congestion control lets x send a request at start; if
 // only its pacer holds it, wake is lowered to the pacer's deadline.
 func admitted(x *QP, start clock.Time, wake *clock.Time) bool {
+	x.retime(start)
 	if float64(x.q.InFlightBytes()) >= x.cc.window {
 		return false
 	}
@@ -218,9 +220,39 @@ func admitted(x *QP, start clock.Time, wake *clock.Time) bool {
 
 // paced moves x's pacer past the frame f it sends at start.
 func paced(x *QP, f *link.Frame, start clock.Time) {
-	if rate := x.cc.currentRate(int64(start)); !math.IsInf(rate, 1) {
+	rate := x.cc.currentRate(int64(start))
+	x.pacedLen, x.pacedRate = f.Len(), rate
+	if !math.IsInf(rate, 1) {
 		x.nextSend = max(x.nextSend, start).Add(pacingGap(f.Len(), rate))
 	}
+}
+
+// retime re-times x's next departure when congestion control has changed its rate
+// since the pacer timed it: the last frame's gap at the new rate replaces its gap at
+// the old one, as a NIC's rate limiter (and the HPCC simulator's RdmaHw::ChangeRate)
+// does, so a flow does not keep a stale gap until its next packet. The departure never
+// moves before now. It reports whether the departure moved earlier, when the
+// scheduler's wake-up is late. An HPCC update calls it as it applies the new rate;
+// the scheduler calls it before each admission check, which covers rates that change
+// on timers (DCQCN's increases) and with CNPs.
+func (x *QP) retime(now clock.Time) bool {
+	rate := x.cc.currentRate(int64(now))
+	old := x.pacedRate
+	if rate == old {
+		return false
+	}
+	x.pacedRate = rate
+	if x.pacedLen == 0 || math.IsInf(old, 1) {
+		return false // no departure was timed at the old rate
+	}
+	var gap time.Duration
+	if !math.IsInf(rate, 1) {
+		gap = pacingGap(x.pacedLen, rate)
+	}
+	next := max(now, x.nextSend.Add(gap-pacingGap(x.pacedLen, old)))
+	earlier := next < x.nextSend
+	x.nextSend = next
+	return earlier
 }
 
 // nextRR is step 4 under packet-by-packet round robin.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/roce"
 )
 
@@ -142,5 +143,42 @@ func TestPostFromHandlerOutsideEvents(t *testing.T) {
 	v.RunFor(100 * time.Microsecond)
 	if got := s.sq.Counters().TxRequests; got == before {
 		t.Error("the WR posted from the handler was never sent")
+	}
+}
+
+// TestPacerRetimedOnRateChange: a rate change between two packets moves the next
+// departure by the difference of the last frame's gaps at the new and the old rate,
+// never before now. By hand, for a 1000-byte frame sent at t = 1000 ns at 100 Gb/s
+// (gap 80 ns, next departure 1080 ns):
+//   - a cut to 50 Gb/s at 1040 ns (gap 160 ns) moves it to 1080 + 160 − 80 = 1160 ns,
+//     the departure the new rate would have given (1000 + 160);
+//   - a raise to 200 Gb/s at 1050 ns (gap 40 ns) would move it to 1160 + 40 − 160 =
+//     1040 ns, in the past: it moves to now, 1050 ns;
+//   - the same rate again moves nothing.
+func TestPacerRetimedOnRateChange(t *testing.T) {
+	f := link.NewPool(2048).Get()
+	if _, err := f.SetLen(1000); err != nil {
+		t.Fatal(err)
+	}
+	x := &QP{cc: &flowCC{mode: ModeHPCC, rate: 100e9, window: math.Inf(1)}}
+	paced(x, f, 1000)
+	if x.nextSend != 1080 {
+		t.Fatalf("after a 1000-byte frame at 100 Gb/s sent at 1000 ns: next departure %d ns, want 1080", x.nextSend)
+	}
+	x.cc.rate = 50e9
+	if earlier := x.retime(1040); earlier || x.nextSend != 1160 {
+		t.Errorf("cut to 50 Gb/s at 1040 ns: next departure %d ns (earlier %v), want 1160 (later)", x.nextSend, earlier)
+	}
+	x.cc.rate = 200e9
+	if earlier := x.retime(1050); !earlier || x.nextSend != 1050 {
+		t.Errorf("raise to 200 Gb/s at 1050 ns: next departure %d ns (earlier %v), want 1050 (now, earlier)", x.nextSend, earlier)
+	}
+	if earlier := x.retime(1060); earlier || x.nextSend != 1050 {
+		t.Errorf("no rate change: next departure %d ns (earlier %v), want 1050 unchanged", x.nextSend, earlier)
+	}
+	// The next frame is timed from its own departure at the current rate: 1050 + 40.
+	paced(x, f, 1050)
+	if x.nextSend != 1090 {
+		t.Errorf("next frame at 200 Gb/s sent at 1050 ns: next departure %d ns, want 1090", x.nextSend)
 	}
 }

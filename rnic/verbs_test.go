@@ -172,3 +172,43 @@ func TestMalformedFramesDropped(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+// icmpv6Frame is an Ethernet frame carrying an ICMPv6 message of type typ with body
+// (after the 4-byte header) from fe80::1 to ff02::2.
+func icmpv6Frame(typ byte, body []byte) []byte {
+	msg := append([]byte{typ, 0, 0, 0}, body...)
+	b := []byte{0x33, 0x33, 0, 0, 0, 2, 2, 0, 0, 0, 0, 9, 0x86, 0xdd}
+	ip := make([]byte, roce.IPv6Size)
+	ip[0] = 0x60
+	ip[4], ip[5] = byte(len(msg)>>8), byte(len(msg))
+	ip[6], ip[7] = 58, 255
+	ip[8], ip[9], ip[23] = 0xfe, 0x80, 1
+	ip[24], ip[25], ip[39] = 0xff, 0x02, 2
+	return append(append(b, ip...), msg...)
+}
+
+// TestShortICMPv6ToHost: the kernel's router solicitation (16 bytes of ICMPv6, shorter
+// than a neighbour message) is the host's, not malformed; a neighbour solicitation cut
+// short is.
+func TestShortICMPv6ToHost(t *testing.T) {
+	_, d, _ := pair(t)
+	pool := link.NewPool(1518)
+	for _, c := range []struct {
+		name      string
+		frame     []byte
+		malformed uint64
+	}{
+		{"router solicitation with source link-layer option", icmpv6Frame(133, append(make([]byte, 4), 1, 1, 2, 0, 0, 0, 0, 9)), 0},
+		{"neighbour solicitation without its target", icmpv6Frame(135, make([]byte, 4)), 1},
+	} {
+		before := d.Stats().RxMalformed
+		f := pool.Get()
+		if err := f.SetBytes(c.frame); err != nil {
+			t.Fatal(err)
+		}
+		d.receive(f)
+		if got := d.Stats().RxMalformed - before; got != c.malformed {
+			t.Errorf("%s: RxMalformed +%d, want +%d", c.name, got, c.malformed)
+		}
+	}
+}

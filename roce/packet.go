@@ -178,8 +178,13 @@ func (t *TransportPacket) Decode(b []byte) error {
 }
 
 // HeaderLen returns the bytes of the BTH and the extension headers of a decoded
-// TransportPacket.
-func (t *TransportPacket) HeaderLen() int { return BTHSize + t.BTH.Opcode().Info().Headers.Size() }
+// TransportPacket (0 for one that did not decode).
+func (t *TransportPacket) HeaderLen() int {
+	if t.BTH == nil || t.BTH.Opcode().Info() == nil {
+		return 0
+	}
+	return BTHSize + t.BTH.Opcode().Info().Headers.Size()
+}
 
 // locateErr reports a Locate failure as a DecodeError naming the layer and offset.
 func locateErr(frame []byte, l *Layout, e LayoutError) error {

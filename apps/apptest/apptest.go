@@ -14,6 +14,7 @@ import (
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/rnic/service"
 )
@@ -49,7 +50,7 @@ func New(tb testing.TB) *Lab {
 		}
 		d, err := rnic.Open(rnic.Config{Name: fmt.Sprintf("h%d", i+1), MAC: mac(i), GIDs: []netip.Addr{v4(i), v6(i)},
 			Loop: r.NewLoop(fmt.Sprintf("h%d", i+1)), Link: a, Pool: pool, CC: rnic.CC{Mode: rnic.ModeNone},
-			TxLookahead: 50 * time.Microsecond})
+			TxLookahead: 50 * time.Microsecond, MaxUnackedPSNs: qp.RXEMaxUnackedPSNs}) // as the lab runtime
 		if err != nil {
 			tb.Fatal(err)
 		}

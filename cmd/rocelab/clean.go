@@ -22,7 +22,11 @@ func newCleanCmd() *cobra.Command {
 		Long: `clean removes every lab whose lab process is gone: its processes (SIGTERM, then
 SIGKILL), network namespaces, devices, sockets and state directory. Labs that still
 run are left alone (stop them with rocelab down). A namespace named like rocelab's
-("rl-...") that no lab's state file records is reported and left alone.
+("rl-...") that no lab's state file records is reported and left alone; if live
+processes use it (a lab under another state directory holds its TAPs, or processes
+run inside it), clean says so and suggests nothing. A crashed lab whose namespace a
+live process outside it holds (a lab of the same name under another state
+directory) is left alone too.
 
 Labs are found in $ROCELAB_STATE_DIR, by default /run/rocelab.`,
 		Args: cobra.NoArgs,
@@ -52,6 +56,13 @@ func printCleanReport(w io.Writer, rep netns.Report, dryRun bool) {
 	}
 	for _, lab := range rep.Running {
 		fmt.Fprintf(w, "left lab %s alone: its lab process runs (stop it with rocelab down %s)\n", lab, lab)
+	}
+	for _, u := range rep.InUse {
+		if u.Lab != "" {
+			fmt.Fprintf(w, "left crashed lab %s and its %s (a live lab of the same name under another state directory?)\n", u.Lab, u)
+		} else {
+			fmt.Fprintf(w, "left %s (no lab here records it: a live lab under another state directory, or live processes)\n", u)
+		}
 	}
 	for _, ns := range rep.Foreign {
 		fmt.Fprintf(w, "left namespace %s alone: named like rocelab's, but no lab records it (ip netns delete %s removes it)\n", ns, ns)

@@ -3,13 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rocelab/rocelab/experiment"
-	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
@@ -21,29 +22,31 @@ func init() { rootCmd.AddCommand(newExperimentCmd()) }
 var (
 	starFlags = []string{"senders", "flow-size", "stagger"}
 	mixFlags  = []string{"topology", "leaves", "spines", "hosts-per-leaf", "k", "pods", "tors", "aggs", "cores", "hosts-per-tor",
-		"oversubscription", "fabric-rate", "cdf", "load", "duration", "flows"}
+		"oversubscription", "fabric-rate", "cdf", "load", "duration", "flows", "topology-file"}
+	// What a flow file replaces.
+	arrivalFlags = []string{"cdf", "load", "duration"}
 )
 
 // newExperimentCmd returns a fresh `experiment` command (tests run several).
 func newExperimentCmd() *cobra.Command {
 	def := experiment.Defaults()
-	mixDef := experiment.MixDefaults()
 	var (
-		flowSize, linkRate, fabricRate, linkDelay, baseRTT, stagger, sample string
-		duration, limit                                                     string
-		mtu                                                                 int
-		cc, mode, format, out                                               string
-		asJSON                                                              bool
-		cfg                                                                 = def
+		mtu                   int
+		cc, mode, format, out string
+		asJSON                bool
+		cfg                   = def
 	)
-	cfg.Mix = mixDef.Mix
+	cfg.Mix = experiment.MixDefaults().Mix
 	cmd := &cobra.Command{
 		Use:   "experiment incast|fairness|mix",
 		Short: "Run a congestion-control experiment in virtual time: CSV, plots, summary",
 		Long: `Runs soft-RNICs and switches in virtual time and writes, into --out: queue.csv,
-rates.csv, flows.csv and queue/rates/fct plots (PNG and SVG). The same flags and seed
-give byte-identical files; wall-clock figures appear only in the summary. --json prints
-the metrics and flow records on stdout instead of the summary.
+rates.csv, flows.csv, summary.json and queue/rates/fct plots (PNG and SVG). The same
+flags and seed give byte-identical files; wall-clock figures appear only in the
+summary. --json prints the metrics and flow records on stdout instead of the summary.
+Unfinished flows are reported as such; every windowed figure names its window; the
+bottleneck's wire rate (headers and telemetry included) and the goodput (payload
+delivered) are given apart.
 
 Scenarios:
   incast    --senders hosts each WRITE --flow-size to one receiver through one switch.
@@ -61,11 +64,19 @@ Scenarios:
             bytes at line rate, clamped at 1. The queue series and metrics are those of
             the switch egress port with the largest peak queue; ports.csv and
             port_queues.csv cover every port; fct_buckets.csv and the fct plot give
-            p50/p95/p99 slowdown per 5% of the flows by size.
+            p50/p95/p99 slowdown per 5% of the flows by size. --flows FILE replays a
+            flow file and --topology-file FILE reads a topology, in the HPCC
+            simulator's formats (or rocelab's YAML).
+
+--preset ns3 takes the HPCC simulator's settings (HPCC parameters and base RTT, 8-byte
+hops, 1000-byte payload, 48-byte headers in the ideal FCT, RED marking); flags given
+explicitly win. See docs/hpcc.md. 'experiment flows' writes a flow file, 'experiment
+compare' puts two runs side by side.
 
 Simulated packets carry headers, lengths and PSNs but no payload bytes, and no ICRC
 is computed: the results are the same, faster and in far less memory. --verify moves
-real data and checks every byte of every flow at its receiver.
+real data and checks every byte of every flow at its receiver. On a terminal, a run
+longer than a few seconds shows its progress on stderr.
 
 Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 		Example: `  rocelab experiment incast --senders 16 --cc hpcc --telemetry int --out out/incast
@@ -73,7 +84,9 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
   rocelab experiment mix --topology leaf-spine --load 0.5 --cdf websearch --cc hpcc --out out/mix
   rocelab experiment mix --topology fat-tree --k 4 --cdf fbhadoop --load 0.3 --cc dcqcn --json
   rocelab experiment mix --topology fat-tree-3tier --link-rate 100G --load 0.3 --duration 5ms --out out/fat3
-  rocelab experiment mix --cdf my_cdf.txt --flows 200 --duration 0 --link-rate 25G --fabric-rate 100G`,
+  rocelab experiment mix --cdf my_cdf.txt --flows 200 --duration 0 --link-rate 25G --fabric-rate 100G
+  rocelab experiment incast --preset ns3 --cc dcqcn --ecn 400KB,1600KB,0.2
+  rocelab experiment mix --preset ns3 --flows flows.txt --topology-file fat.txt --out out/ns3`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("experiment: want one scenario (incast, fairness or mix), got %d arguments", len(args))
@@ -83,118 +96,39 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Scenario = args[0]
 			flags := cmd.Flags()
-			other := mixFlags
-			if cfg.Scenario == "mix" {
-				other = starFlags
+			if err := checkScenarioFlags(flags, cfg.Scenario); err != nil {
+				return err
 			}
-			for _, name := range other {
-				if flags.Changed(name) {
-					return fmt.Errorf("experiment: --%s does not apply to the %s scenario", name, cfg.Scenario)
-				}
+			if err := checkFileFlags(flags, &cfg); err != nil {
+				return err
 			}
-			// The configuration reads a zero eta or N as "the default"; given on the
-			// command line, zero is a mistake.
-			if flags.Changed("eta") && !(cfg.Eta > 0) {
-				return fmt.Errorf("experiment: --eta %v: want a target utilization in (0, 1]", cfg.Eta)
+			if err := checkGivenZeros(flags, &cfg); err != nil {
+				return err
 			}
-			if flags.Changed("every-n") && cfg.EveryN < 1 { // likewise
-				return fmt.Errorf("experiment: --every-n %d: want at least 1", cfg.EveryN)
-			}
-			var err error
-			if cfg.FlowSize, err = topo.ParseBytes(flowSize); err != nil {
-				return fmt.Errorf("--flow-size: %w", err)
-			}
-			if cfg.LinkRate, err = topo.ParseRate(linkRate); err != nil {
-				return fmt.Errorf("--link-rate: %w", err)
-			}
-			if fabricRate != "" && flags.Changed("oversubscription") {
+			if flags.Changed("fabric-rate") && flags.Changed("oversubscription") {
 				return fmt.Errorf("experiment: give --fabric-rate or --oversubscription, not both")
 			}
-			if fabricRate != "" {
-				if cfg.FabricRate, err = topo.ParseRate(fabricRate); err != nil {
-					return fmt.Errorf("--fabric-rate: %w", err)
-				}
-			}
-			if cfg.Scenario == "mix" {
-				cfg.Sample, cfg.Limit = mixDef.Sample, mixDef.Limit
-				if flags.Changed("flows") && !flags.Changed("duration") {
-					duration = "0" // --flows alone: no arrival window
-				}
-			}
-			for _, d := range []struct {
-				name, s string
-				dst     *time.Duration
-			}{{"link-delay", linkDelay, &cfg.LinkDelay}, {"base-rtt", baseRTT, &cfg.BaseRTT}, {"stagger", stagger, &cfg.Stagger},
-				{"sample", sample, &cfg.Sample}, {"duration", duration, &cfg.Duration}, {"limit", limit, &cfg.Limit}} {
-				if d.s == "" {
-					continue
-				}
-				if *d.dst, err = topo.ParseDuration(d.s); err != nil {
-					return fmt.Errorf("--%s: %w", d.name, err)
-				}
-			}
+			scenarioDefaults(flags, &cfg)
 			cfg.MTU = roce.MTU(mtu)
-			switch cc {
-			case "hpcc":
-				cfg.CC = rnic.Mode(mode)
-				switch cfg.CC {
-				case rnic.ModeHPCC, rnic.ModeHPCCProbe, rnic.ModeRxHPCC, rnic.ModeHPCCEveryN:
-				default:
-					return fmt.Errorf("--mode %q: want per-ack, probe, rx or every-n", mode)
-				}
-			case "dcqcn":
-				cfg.CC = rnic.ModeDCQCN
-			case "none":
-				cfg.CC = rnic.ModeNone
-			default:
-				return fmt.Errorf("--cc %q: want hpcc, dcqcn or none", cc)
-			}
-			switch format {
-			case "int", string(telemetry.FormatINTMD):
-				cfg.Telemetry = telemetry.FormatINTMD
-			case "ioam", "ifa", "hpcc":
-				cfg.Telemetry = telemetry.Format(format)
-			default:
-				return fmt.Errorf("--telemetry %q: want int, ioam, ifa or hpcc", format)
-			}
-			start := time.Now()
-			pr := newProgress(cmd.ErrOrStderr())
-			if pr != nil {
-				cfg.Progress = pr.update
-			}
-			res, err := experiment.Run(cfg)
-			if pr != nil {
-				pr.clear()
-			}
-			if err != nil {
+			var err error
+			if cfg.CC, err = ccMode(cc, mode); err != nil {
 				return err
 			}
-			if err := res.WriteFiles(out); err != nil {
+			if cfg.Telemetry, err = telemetryFormat(format); err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(experiment.JSON{Metrics: res.Metrics, Flows: res.Flows, Errors: res.Errors}); err != nil {
-					return err
-				}
-			} else {
-				res.WriteSummary(w)
-				fmt.Fprintf(w, "  wall clock        %v; files in %s\n", time.Since(start).Round(time.Millisecond), out)
+			if err := applyPreset(flags, &cfg); err != nil {
+				return err
 			}
-			if len(res.Errors) > 0 {
-				return fmt.Errorf("experiment: %d errors", len(res.Errors))
-			}
-			return nil
+			return runAndReport(cmd.OutOrStdout(), newProgress(cmd.ErrOrStderr()), cfg, out, asJSON)
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Senders, "senders", def.Senders, "senders (flows) of incast and fairness")
-	f.StringVar(&flowSize, "flow-size", "500KB", "bytes per flow of incast and fairness (500KB, 1MiB)")
-	f.StringVar(&linkRate, "link-rate", "100G", "line rate of every link; of host links in mix (100G, 25Gbps)")
-	f.StringVar(&fabricRate, "fabric-rate", "", "mix: line rate of switch-to-switch links (default --link-rate; fat-tree-3tier: from --oversubscription)")
-	f.StringVar(&linkDelay, "link-delay", "1us", "one-way delay of every link")
+	f.Var(bytesValue{&cfg.FlowSize}, "flow-size", "bytes per flow of incast and fairness (500KB, 1MiB)")
+	f.Var(rateValue{&cfg.LinkRate}, "link-rate", "line rate of every link; of host links in mix (100G, 25Gbps)")
+	f.Var(rateValue{&cfg.FabricRate}, "fabric-rate", "mix: line rate of switch-to-switch links (default --link-rate; fat-tree-3tier: from --oversubscription)")
+	f.Var(durationValue{&cfg.LinkDelay}, "link-delay", "one-way delay of every link")
 	f.IntVar(&mtu, "mtu", int(def.MTU), "path MTU: 256, 512, 1024, 2048 or 4096")
 	f.StringVar(&cc, "cc", "hpcc", "congestion control: hpcc, dcqcn or none")
 	f.StringVar(&mode, "mode", string(rnic.ModeHPCC), "HPCC mode: per-ack, probe, rx or every-n")
@@ -203,29 +137,189 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.Float64Var(&cfg.Eta, "eta", 0.95, "HPCC target utilization")
 	f.IntVar(&cfg.MaxStage, "max-stage", def.MaxStage, "HPCC additive-increase stages")
 	f.Float64Var(&cfg.WAI, "wai", 0, "HPCC additive increase in bytes (0: rule of thumb; mix: for hosts-1 flows)")
-	f.StringVar(&baseRTT, "base-rtt", "", "HPCC base RTT (default: from the topology; mix: the longest path's)")
-	f.StringVar(&stagger, "stagger", "100us", "time between flow starts (fairness)")
-	f.StringVar(&sample, "sample", "", "time-series sampling interval (default 100ns; mix 1us)")
-	f.StringVar(&limit, "limit", "", "stop the run at this virtual time if flows are unfinished (default 100ms; mix 1s)")
-	f.StringVar(&cfg.Topology, "topology", mixDef.Topology, "mix: leaf-spine, fat-tree or fat-tree-3tier (the HPCC paper's 320 hosts)")
-	f.IntVar(&cfg.Leaves, "leaves", mixDef.Leaves, "mix: leaf switches of the leaf-spine")
-	f.IntVar(&cfg.Spines, "spines", mixDef.Spines, "mix: spine switches of the leaf-spine")
-	f.IntVar(&cfg.HostsPerLeaf, "hosts-per-leaf", mixDef.HostsPerLeaf, "mix: hosts on each leaf")
-	f.IntVar(&cfg.K, "k", mixDef.K, "mix: k of the fat-tree (even; k³/4 hosts)")
-	f.IntVar(&cfg.ThreeTier.Pods, "pods", mixDef.ThreeTier.Pods, "mix fat-tree-3tier: pods (ToRs and aggregation switches divide among them)")
-	f.IntVar(&cfg.ThreeTier.ToRs, "tors", mixDef.ThreeTier.ToRs, "mix fat-tree-3tier: ToR switches")
-	f.IntVar(&cfg.ThreeTier.Aggs, "aggs", mixDef.ThreeTier.Aggs, "mix fat-tree-3tier: aggregation switches")
-	f.IntVar(&cfg.ThreeTier.Cores, "cores", mixDef.ThreeTier.Cores, "mix fat-tree-3tier: core switches")
-	f.IntVar(&cfg.ThreeTier.HostsPerToR, "hosts-per-tor", mixDef.ThreeTier.HostsPerToR, "mix fat-tree-3tier: hosts on each ToR")
-	f.Float64Var(&cfg.Oversubscription, "oversubscription", mixDef.Oversubscription,
+	f.Var(durationValue{&cfg.BaseRTT}, "base-rtt", "HPCC base RTT (default: from the topology; mix: the longest path's)")
+	f.Var(durationValue{&cfg.Stagger}, "stagger", "time between flow starts (fairness)")
+	f.Var(durationValue{&cfg.Sample}, "sample", "time-series sampling interval (mix default 1µs)")
+	f.Var(durationValue{&cfg.Limit}, "limit", "stop the run at this virtual time if flows are unfinished (mix default 1s)")
+	f.StringVar(&cfg.Topology, "topology", cfg.Topology, "mix: leaf-spine, fat-tree or fat-tree-3tier (the HPCC paper's 320 hosts)")
+	f.IntVar(&cfg.Leaves, "leaves", cfg.Leaves, "mix: leaf switches of the leaf-spine")
+	f.IntVar(&cfg.Spines, "spines", cfg.Spines, "mix: spine switches of the leaf-spine")
+	f.IntVar(&cfg.HostsPerLeaf, "hosts-per-leaf", cfg.HostsPerLeaf, "mix: hosts on each leaf")
+	f.IntVar(&cfg.K, "k", cfg.K, "mix: k of the fat-tree (even; k³/4 hosts)")
+	f.IntVar(&cfg.ThreeTier.Pods, "pods", cfg.ThreeTier.Pods, "mix fat-tree-3tier: pods (ToRs and aggregation switches divide among them)")
+	f.IntVar(&cfg.ThreeTier.ToRs, "tors", cfg.ThreeTier.ToRs, "mix fat-tree-3tier: ToR switches")
+	f.IntVar(&cfg.ThreeTier.Aggs, "aggs", cfg.ThreeTier.Aggs, "mix fat-tree-3tier: aggregation switches")
+	f.IntVar(&cfg.ThreeTier.Cores, "cores", cfg.ThreeTier.Cores, "mix fat-tree-3tier: core switches")
+	f.IntVar(&cfg.ThreeTier.HostsPerToR, "hosts-per-tor", cfg.ThreeTier.HostsPerToR, "mix fat-tree-3tier: hosts on each ToR")
+	f.Float64Var(&cfg.Oversubscription, "oversubscription", cfg.Oversubscription,
 		"mix fat-tree-3tier: a ToR's host capacity over its uplink capacity; sets the fabric rate")
-	f.StringVar(&cfg.CDF, "cdf", mixDef.CDF, "mix: flow sizes: "+strings.Join(experiment.CDFNames, ", ")+" or a CDF file")
-	f.Float64Var(&cfg.Load, "load", mixDef.Load, "mix: offered load, a fraction of each host link's rate")
-	f.StringVar(&duration, "duration", mixDef.Duration.String(), "mix: arrival window (0: none, with --flows)")
-	f.IntVar(&cfg.Flows, "flows", 0, "mix: stop the arrivals after this many flows (0: --duration decides)")
+	f.StringVar(&cfg.CDF, "cdf", cfg.CDF, "mix: flow sizes: "+strings.Join(experiment.CDFNames, ", ")+" or a CDF file")
+	f.Float64Var(&cfg.Load, "load", cfg.Load, "mix: offered load, a fraction of each host link's rate")
+	f.Var(durationValue{&cfg.Duration}, "duration", "mix: arrival window (0: none, with --flows)")
+	f.Var(flowsValue{&cfg.Flows, &cfg.FlowFile}, "flows", "mix: stop the arrivals after N flows (0: --duration decides), or replay a flow file in the HPCC simulator's format")
+	f.StringVar(&cfg.TopologyFile, "topology-file", "", "mix: the network from a file: rocelab YAML or the HPCC simulator's topology format")
+	f.StringVar(&cfg.Preset, "preset", "", "ns3: the HPCC simulator's parameters, payload, headers and marking (docs/hpcc.md)")
+	f.IntVar(&cfg.Payload, "payload", 0, "payload bytes of a full data packet, at most --mtu (0: the MTU; ns3: 1000)")
+	f.IntVar(&cfg.HeaderOverhead, "header-overhead", 0, "header bytes per packet the ideal FCT counts (0: the frames' own; ns3: 48)")
+	f.Var(ecnValue{&cfg.ECN}, "ecn", "DCQCN's RED marking K_min,K_max,P_max (not given: 100KB,400KB,0.2 per 25 Gb/s of --link-rate, the default shown at 100G)")
 	f.BoolVar(&cfg.Verify, "verify", false, "move real payload bytes (with ICRCs) and check every flow's data at its receiver")
 	f.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
 	f.StringVar(&out, "out", "experiment-out", "output directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout")
+	cmd.AddCommand(newFlowsCmd(), newCompareCmd())
 	return cmd
+}
+
+// checkScenarioFlags rejects a flag that another scenario reads.
+func checkScenarioFlags(flags *pflag.FlagSet, scenario string) error {
+	other := mixFlags
+	if scenario == "mix" {
+		other = starFlags
+	}
+	for _, name := range other {
+		if flags.Changed(name) {
+			return fmt.Errorf("experiment: --%s does not apply to the %s scenario", name, scenario)
+		}
+	}
+	return nil
+}
+
+// checkGivenZeros rejects a zero eta or N given on the command line: the
+// configuration reads zero as "the default", so given, it is a mistake.
+func checkGivenZeros(flags *pflag.FlagSet, cfg *experiment.Config) error {
+	if flags.Changed("eta") && !(cfg.Eta > 0) {
+		return fmt.Errorf("experiment: --eta %v: want a target utilization in (0, 1]", cfg.Eta)
+	}
+	if flags.Changed("every-n") && cfg.EveryN < 1 {
+		return fmt.Errorf("experiment: --every-n %d: want at least 1", cfg.EveryN)
+	}
+	return nil
+}
+
+// checkFileFlags rejects the flags a flow file or a topology file replaces.
+func checkFileFlags(flags *pflag.FlagSet, cfg *experiment.Config) error {
+	for _, d := range []struct {
+		file, what string
+		replaced   []string
+	}{{cfg.FlowFile, "a flow file (--flows FILE)", arrivalFlags},
+		{cfg.TopologyFile, "--topology-file", []string{"topology", "leaves", "spines", "hosts-per-leaf", "k", "pods", "tors", "aggs",
+			"cores", "hosts-per-tor", "oversubscription", "fabric-rate", "link-rate", "link-delay"}}} {
+		if d.file == "" {
+			continue
+		}
+		for _, name := range d.replaced {
+			if flags.Changed(name) {
+				return fmt.Errorf("experiment: --%s does not apply with %s", name, d.what)
+			}
+		}
+	}
+	return nil
+}
+
+// scenarioDefaults applies the mix scenario's own defaults to the flags not given.
+func scenarioDefaults(flags *pflag.FlagSet, cfg *experiment.Config) {
+	if cfg.Scenario != "mix" {
+		return
+	}
+	mixDef := experiment.MixDefaults()
+	if !flags.Changed("sample") {
+		cfg.Sample = mixDef.Sample
+	}
+	if !flags.Changed("limit") {
+		cfg.Limit = mixDef.Limit
+	}
+	if flags.Changed("flows") && !flags.Changed("duration") {
+		cfg.Duration = 0 // --flows alone: no arrival window
+	}
+}
+
+// applyPreset sets what --preset implies for the flags not given, and RED marking
+// scaled with the link rate unless --ecn gives it.
+func applyPreset(flags *pflag.FlagSet, cfg *experiment.Config) error {
+	if !flags.Changed("ecn") {
+		cfg.ECN = experiment.SimECN(cfg.LinkRate)
+	}
+	switch cfg.Preset {
+	case "":
+		return nil
+	case experiment.PresetNS3:
+	default:
+		return fmt.Errorf("--preset %q: want %s", cfg.Preset, strings.Join(experiment.Presets, ", "))
+	}
+	p := experiment.NS3(*cfg)
+	for _, d := range []struct {
+		flag string
+		set  func()
+	}{
+		{"telemetry", func() { cfg.Telemetry = p.Telemetry }},
+		{"payload", func() { cfg.Payload = p.Payload }},
+		{"header-overhead", func() { cfg.HeaderOverhead = p.HeaderOverhead }},
+		{"max-stage", func() { cfg.MaxStage = p.MaxStage }},
+	} {
+		if !flags.Changed(d.flag) {
+			d.set()
+		}
+	}
+	return nil
+}
+
+// ccMode is the congestion control named by --cc and, for hpcc, --mode.
+func ccMode(cc, mode string) (rnic.Mode, error) {
+	switch cc {
+	case "hpcc":
+		switch m := rnic.Mode(mode); m {
+		case rnic.ModeHPCC, rnic.ModeHPCCProbe, rnic.ModeRxHPCC, rnic.ModeHPCCEveryN:
+			return m, nil
+		}
+		return "", fmt.Errorf("--mode %q: want per-ack, probe, rx or every-n", mode)
+	case "dcqcn":
+		return rnic.ModeDCQCN, nil
+	case "none":
+		return rnic.ModeNone, nil
+	}
+	return "", fmt.Errorf("--cc %q: want hpcc, dcqcn or none", cc)
+}
+
+// telemetryFormat is the format named by --telemetry.
+func telemetryFormat(format string) (telemetry.Format, error) {
+	switch format {
+	case "int", string(telemetry.FormatINTMD):
+		return telemetry.FormatINTMD, nil
+	case "ioam", "ifa", "hpcc":
+		return telemetry.Format(format), nil
+	}
+	return "", fmt.Errorf("--telemetry %q: want int, ioam, ifa or hpcc", format)
+}
+
+// runAndReport runs cfg, showing its progress on pr if not nil, writes its files into
+// out and prints the summary (or the JSON object) on w.
+func runAndReport(w io.Writer, pr *progress, cfg experiment.Config, out string, asJSON bool) error {
+	start := time.Now()
+	if pr != nil {
+		cfg.Progress = pr.update
+	}
+	res, err := experiment.Run(cfg)
+	if pr != nil {
+		pr.clear()
+	}
+	if err != nil {
+		return err
+	}
+	if err := res.WriteFiles(out); err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(experiment.JSON{Metrics: res.Metrics, Flows: res.Flows, Errors: res.Errors}); err != nil {
+			return err
+		}
+	} else {
+		res.WriteSummary(w)
+		fmt.Fprintf(w, "  wall clock        %v; files in %s\n", time.Since(start).Round(time.Millisecond), out)
+	}
+	if len(res.Errors) > 0 {
+		return fmt.Errorf("experiment: %d errors", len(res.Errors))
+	}
+	return nil
 }

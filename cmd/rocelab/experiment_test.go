@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rocelab/rocelab/experiment"
 )
 
 // runExperiment executes a fresh `experiment` command in-process.
@@ -33,7 +36,7 @@ func TestExperimentMixJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, k := range []string{"bottleneck_peak_queue_bytes", "bottleneck_queue_p99_bytes", "bottleneck_mean_queue_bytes_last_half",
+	for _, k := range []string{"bottleneck_peak_queue_bytes", "bottleneck_queue_p99_bytes", "bottleneck_mean_queue_bytes", "bottleneck_wire_rate_bps", "goodput_bps", "flows_finished", "window",
 		"bottleneck_utilization", "jain_fairness", "flows"} {
 		if _, ok := v[k]; !ok {
 			t.Errorf("no %q in %s", k, out)
@@ -71,10 +74,17 @@ func TestExperimentBadFlags(t *testing.T) {
 		{[]string{"mix", "--topology", "fat-tree", "--k", "5"}, "--k 5"},
 		{[]string{"mix", "--load", "0"}, "--load 0"},
 		{[]string{"mix", "--cdf", "/nonexistent/cdf.txt"}, "websearch"},
-		{[]string{"mix", "--duration", "soon"}, "--duration: duration \"soon\""},
-		{[]string{"mix", "--link-rate", "fast"}, "--link-rate: rate \"fast\""},
+		{[]string{"mix", "--duration", "soon"}, `"soon" for "--duration" flag: duration "soon"`},
+		{[]string{"mix", "--link-rate", "fast"}, `"fast" for "--link-rate" flag: rate "fast"`},
 		{[]string{"mix", "--senders", "4"}, "--senders does not apply to the mix scenario"},
 		{[]string{"incast", "--load", "0.5"}, "--load does not apply to the incast scenario"},
+		{[]string{"incast", "--preset", "omnet"}, `--preset "omnet": want ns3`},
+		{[]string{"incast", "--ecn", "400KB,100KB,0.2"}, "K_min ≤ K_max"},
+		{[]string{"incast", "--ecn", "400KB,1600KB"}, "want K_min,K_max,P_max"},
+		{[]string{"incast", "--payload", "2000"}, "--payload 2000"},
+		{[]string{"mix", "--flows", "/nonexistent/flows.txt"}, "--flows: open /nonexistent/flows.txt"},
+		{[]string{"mix", "--flows", "f.txt", "--load", "0.5"}, "--load does not apply with a flow file"},
+		{[]string{"mix", "--topology-file", "t.txt", "--k", "4"}, "--k does not apply with --topology-file"},
 		{[]string{"incast", "--eta", "NaN"}, "--eta NaN: want a target utilization in (0, 1]"},
 		{[]string{"incast", "--eta", "0"}, "--eta 0: want a target utilization in (0, 1]"},
 		{[]string{"incast", "--eta", "1.5"}, "--eta 1.5"},
@@ -86,6 +96,118 @@ func TestExperimentBadFlags(t *testing.T) {
 		out, err := runExperiment(t, append(tc.args, "--out", t.TempDir())...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want one containing %q\n%s", tc.args, err, tc.want, out)
+		}
+	}
+}
+
+// TestExperimentFlowsCommand runs the command docs/hpcc.md shows, exactly: a flow file
+// whose first line counts the flows that follow, each "src dst 3 100 size seconds"
+// with both hosts in [0, 320), starting at 2 s; the same seed gives the same file.
+func TestExperimentFlowsCommand(t *testing.T) {
+	args := strings.Fields("flows --cdf websearch --load 0.3 --duration 5ms --hosts 320 --seed 1")
+	out, err := runExperiment(t, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	flows, err := experiment.ParseSimFlows(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 320 hosts at 30% of 100 Gb/s for 5 ms with a 1.71 MB mean: about 3500 flows.
+	if len(flows) < 3000 || len(flows) > 4000 {
+		t.Errorf("%d flows, want about 3500", len(flows))
+	}
+	for _, f := range flows {
+		if f.Src < 0 || f.Src >= 320 || f.Dst < 0 || f.Dst >= 320 || f.Priority != 3 || f.DPort != 100 ||
+			f.Start < 2*time.Second || f.Start > 2*time.Second+5*time.Millisecond {
+			t.Fatalf("flow %+v out of the simulator's conventions", f)
+		}
+	}
+	again, _ := runExperiment(t, args...)
+	if again != out {
+		t.Error("the same seed gave another flow file")
+	}
+}
+
+// TestExperimentCompare: two runs side by side as text and as JSON with snake_case
+// keys; B/A of identical runs is 1.
+func TestExperimentCompare(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	for _, dir := range []string{a, b} {
+		if out, err := runExperiment(t, "incast", "--senders", "2", "--flow-size", "100KB", "--preset", "ns3", "--out", dir); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	out, err := runExperiment(t, "compare", a, b)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"bottleneck_wire_rate_bps", "goodput_bps", "p50 A", "1.000"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("compare without %q:\n%s", want, out)
+		}
+	}
+	out, err = runExperiment(t, "compare", a, b, "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, k := range []string{"a", "b", "dir_a", "dir_b", "metrics", "slowdown"} {
+		if _, ok := v[k]; !ok {
+			t.Errorf("no %q in %s", k, out)
+		}
+	}
+	if strings.ContainsAny(strings.Join(jsonKeys(v), ""), "ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+		t.Errorf("keys not snake_case: %v", jsonKeys(v))
+	}
+}
+
+// jsonKeys lists every object key in v, recursively.
+func jsonKeys(v any) []string {
+	var keys []string
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			keys = append(keys, k)
+			keys = append(keys, jsonKeys(e)...)
+		}
+	case []any:
+		for _, e := range x {
+			keys = append(keys, jsonKeys(e)...)
+		}
+	}
+	return keys
+}
+
+// TestExperimentPresetYieldsToFlags: --preset ns3 sets what the flags leave unset; a
+// flag given explicitly wins (here --telemetry int over the preset's hpcc hops).
+func TestExperimentPresetYieldsToFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--preset", "ns3"}, "HPCC++ per-ack (hpcc telemetry), preset ns3"},
+		{[]string{"--preset", "ns3", "--telemetry", "int"}, "HPCC++ per-ack (int-md telemetry), preset ns3"},
+		{[]string{"--preset", "ns3", "--cc", "dcqcn", "--ecn", "100KB,200KB,0.5"}, "DCQCN, preset ns3"},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"incast", "--senders", "2", "--flow-size", "50KB", "--out", dir}, tc.args...)
+		if out, err := runExperiment(t, args...); err != nil {
+			t.Fatalf("%v: %v\n%s", tc.args, err, out)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s experiment.RunSummary
+		if err := json.Unmarshal(data, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.CC != tc.want {
+			t.Errorf("%v: cc %q, want %q", tc.args, s.CC, tc.want)
 		}
 	}
 }

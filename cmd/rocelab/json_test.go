@@ -96,7 +96,9 @@ func TestJSONKeysSnakeCase(t *testing.T) {
 		checkKeys(t, "status --json", out)
 	})
 	t.Run("experiment", func(t *testing.T) {
-		checkKeys(t, "experiment --json", execute(t, newExperimentCmd(), "", "incast", "--senders", "2", "--flow-size", "64KB", "--json", "--out", t.TempDir()))
+		dir := t.TempDir()
+		checkKeys(t, "experiment --json", execute(t, newExperimentCmd(), "", "incast", "--senders", "2", "--flow-size", "64KB", "--json", "--out", dir))
+		checkKeys(t, "experiment compare --json", execute(t, newExperimentCmd(), "", "compare", dir, dir, "--json"))
 	})
 	t.Run("decode", func(t *testing.T) {
 		captures, _ := filepath.Glob("../../roce/testdata/rxe/*.pcap")

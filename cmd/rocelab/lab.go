@@ -52,12 +52,12 @@ func defaultLabName(file string) string {
 }
 
 func newUpCmd() *cobra.Command {
-	var file, name string
+	var file, name, metrics, webAddr, captureDir string
 	var threads int
 	var foreground, verbose bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "up -f TOPOLOGY.yaml [--name LAB]",
+		Use:   "up -f TOPOLOGY.yaml [--name LAB] [--metrics ADDR] [--web ADDR]",
 		Short: "Start a lab: namespaces, TAPs, the Go fabric and a soft-RNIC per host",
 		Long: `up builds the topology as a lab: one network namespace per host with a TAP netdev
 as its NIC (addresses, MTU and static neighbours configured), and one lab process that
@@ -67,7 +67,13 @@ Each host's verbs service listens inside its namespace for apps (rocelab exec).
 
 up prints its progress and returns once the lab is ready; the lab process keeps
 running in the background, with its pid, log (lab.log) and state in
-$ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.`,
+$ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.
+
+--metrics ADDR (host:port) serves the lab's counters to Prometheus at
+http://ADDR/metrics from the lab process (docs/observability.md); rocelab metrics does
+the same for a lab already running. --web ADDR serves a live view of the lab at
+http://ADDR/ (topology, link utilization and queues, flows, captures); rocelab web does
+the same for a lab already running.`,
 		Example: `  sudo rocelab up -f topologies/two-hosts.yaml
   sudo rocelab up -f topologies/leaf-spine.yaml --name ls
   sudo rocelab status
@@ -93,7 +99,7 @@ $ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.`,
 			}
 			if foreground {
 				log := stderrLogger(cmd.ErrOrStderr(), verbose)
-				err := runLabProcess(name, file, threads, nil, log, cmd.OutOrStdout())
+				err := runLabProcess(name, file, threads, serving{metrics, webAddr, captureDir}, nil, log, cmd.OutOrStdout())
 				_, derr := (&netns.Cleaner{Store: netns.DefaultStore(), Log: log}).Down(name)
 				if errors.Is(derr, os.ErrNotExist) {
 					derr = nil
@@ -103,7 +109,7 @@ $ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.`,
 			if timeout <= 0 {
 				return fmt.Errorf("up: --timeout %v: want a positive duration", timeout)
 			}
-			return startDaemon(cmd.OutOrStdout(), name, file, threads, timeout)
+			return startDaemon(cmd.OutOrStdout(), name, file, threads, timeout, serving{metrics, webAddr, captureDir})
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "topology file (YAML)")
@@ -112,13 +118,23 @@ $ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.`,
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "with --foreground, log each step")
 	cmd.Flags().IntVar(&threads, "threads", defaultThreads, threadsHelp)
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up, and remove the half-built lab, if it is not ready by then")
+	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port)")
+	cmd.Flags().StringVar(&webAddr, "web", "", "serve a live view of the lab at http://ADDR/ (host:port)")
+	cmd.Flags().StringVar(&captureDir, "capture-dir", defaultCaptureDir, "with --web, where captures started from the page are written")
 	return cmd
 }
 
 // startDaemon starts the lab process detached (its own session, output to the lab's
 // log), relays its progress and returns when it reports ready. If it fails, whatever
 // it created is removed.
-func startDaemon(out io.Writer, name, file string, threads int, timeout time.Duration) error {
+// serving is what the lab process serves besides its control socket.
+type serving struct {
+	metrics    string // Prometheus address, "" for none
+	web        string // live view address, "" for none
+	captureDir string // where the live view's captures go
+}
+
+func startDaemon(out io.Writer, name, file string, threads int, timeout time.Duration, srv serving) error {
 	store := netns.DefaultStore()
 	if l, err := store.Load(name); err == nil {
 		if l.Running() {
@@ -148,7 +164,12 @@ func startDaemon(out io.Writer, name, file string, threads int, timeout time.Dur
 		return err
 	}
 	abs, _ := filepath.Abs(file)
-	c := exec.Command(self, "lab-process", "--name", name, "-f", abs, "--ready-fd", "3", "--threads", strconv.Itoa(threads))
+	captureDir, err := filepath.Abs(srv.captureDir)
+	if err != nil {
+		return err
+	}
+	c := exec.Command(self, "lab-process", "--name", name, "-f", abs, "--ready-fd", "3", "--threads", strconv.Itoa(threads),
+		"--metrics", srv.metrics, "--web", srv.web, "--capture-dir", captureDir)
 	c.Stdout, c.Stderr, c.ExtraFiles = logf, logf, []*os.File{pw}
 	c.Env = append(os.Environ(), netns.StateRootEnv+"="+store.Root)
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -249,6 +270,7 @@ func printNextSteps(out io.Writer, store netns.Store, name string) error {
 // newLabProcessCmd is the lab process itself, started by up (hidden).
 func newLabProcessCmd() *cobra.Command {
 	var file, name string
+	var srv serving
 	var readyFD, threads int
 	cmd := &cobra.Command{
 		Use:    "lab-process",
@@ -263,12 +285,15 @@ func newLabProcessCmd() *cobra.Command {
 			enc := zap.NewProductionEncoderConfig()
 			enc.EncodeTime = zapcore.ISO8601TimeEncoder
 			log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(os.Stderr), zapcore.InfoLevel))
-			return runLabProcess(name, file, threads, ready, log, io.Discard)
+			return runLabProcess(name, file, threads, srv, ready, log, io.Discard)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "topology file")
 	cmd.Flags().StringVar(&name, "name", "", "lab name")
 	cmd.Flags().IntVar(&readyFD, "ready-fd", 0, "fd to report progress and readiness on")
+	cmd.Flags().StringVar(&srv.metrics, "metrics", "", "serve Prometheus metrics at this address")
+	cmd.Flags().StringVar(&srv.web, "web", "", "serve the live view at this address")
+	cmd.Flags().StringVar(&srv.captureDir, "capture-dir", defaultCaptureDir, "where the live view's captures go")
 	cmd.Flags().IntVar(&threads, "threads", defaultThreads, threadsHelp)
 	return cmd
 }
@@ -276,7 +301,7 @@ func newLabProcessCmd() *cobra.Command {
 // runLabProcess brings the lab up and runs it until SIGTERM or SIGINT, then closes it
 // without removing it: removal is down's job, which sent the signal (or clean's, after
 // a crash).
-func runLabProcess(name, file string, threads int, ready *os.File, log *zap.Logger, out io.Writer) error {
+func runLabProcess(name, file string, threads int, srv serving, ready *os.File, log *zap.Logger, out io.Writer) error {
 	abandoned := false // up went away before the lab was ready
 	report := func(prefix, s string) {
 		if ready != nil {
@@ -302,6 +327,22 @@ func runLabProcess(name, file string, threads int, ready *os.File, log *zap.Logg
 		report(errorPrefix, err.Error())
 		log.Error("lab up failed", zap.Error(err))
 		return err
+	}
+	if srv.metrics != "" {
+		addr, err := serveMetrics(srv.metrics, func() (lab.Status, error) { return l.Status(), nil })
+		if err != nil {
+			report(errorPrefix, err.Error())
+			return errors.Join(err, l.Close())
+		}
+		report(progressPrefix, "Prometheus metrics at http://"+addr+"/metrics")
+	}
+	if srv.web != "" {
+		addr, err := serveWeb(srv.web, netns.DefaultStore(), name, srv.captureDir)
+		if err != nil {
+			report(errorPrefix, err.Error())
+			return errors.Join(err, l.Close())
+		}
+		report(progressPrefix, "live view at http://"+addr+"/")
 	}
 	select {
 	case sig := <-sigs: // up was interrupted or timed out while we built

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -60,6 +61,9 @@ namespace, TAP, addresses and MAC, each soft-RNIC's counters, and each switch po
 peer, rate and counters (frames, bytes, drops, ECN marks, telemetry stamps, queue).
 Without --lab and with several labs, it shows every lab. A lab whose process is gone is
 shown from its state file, marked crashed (rocelab clean removes it).
+
+docs/observability.md explains every counter (and why an idle lab counts none
+dropped).
 
 --json prints one JSON object per lab ({"name", "hosts": [{"name", "netns", "ipv4",
 "ipv6", "mac", "rnic": {"tx_frames", ...}}], "switches": [{"name", "ports": [{"port",
@@ -172,12 +176,52 @@ func printStatus(out io.Writer, st lab.Status) {
 		}
 	}
 	w.Flush()
+	printCaptures(out, st)
+}
+
+// printCaptures lists the running and last captures of the lab's ports.
+func printCaptures(out io.Writer, st lab.Status) {
+	type row struct {
+		port string
+		c    *lab.CaptureStatus
+	}
+	var rows []row
+	for _, h := range st.Hosts {
+		if h.Capture != nil {
+			rows = append(rows, row{h.Name + ":p0", h.Capture})
+		}
+	}
+	for _, s := range st.Switches {
+		for _, p := range s.Ports {
+			if p.Capture != nil {
+				rows = append(rows, row{p.Port, p.Capture})
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(out)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "CAPTURE	STATE	FRAMES	DROPPED	SNAPLEN")
+	for _, r := range rows {
+		state, snap := "ended", "-"
+		if r.c.Running {
+			state = "running"
+		}
+		if r.c.Snaplen > 0 {
+			snap = fmt.Sprintf("%d", r.c.Snaplen)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\n", r.port, state, r.c.Frames, r.c.Dropped, snap)
+	}
+	w.Flush()
 }
 
 func newExecCmd() *cobra.Command {
 	var labName string
+	var detach bool
 	cmd := &cobra.Command{
-		Use:   "exec [--lab LAB] HOST -- CMD [ARG...]",
+		Use:   "exec [--lab LAB] [-d] HOST -- CMD [ARG...]",
 		Short: "Run a command inside a host's namespace",
 		Long: `exec runs CMD inside HOST's network namespace with standard input, output and
 error attached, and exits with its status. The command sees the host's TAP netdev as
@@ -188,8 +232,15 @@ the sample apps are built. When that directory has lib/libibverbs.so.1 (make bui
 rocelab's libibverbs there), LD_LIBRARY_PATH starts with it: unmodified libibverbs
 programs (ibv_devinfo, ibv_rc_pingpong, perftest's ib_write_bw, ...) then run on the
 host's soft-RNIC (docs/libibverbs.md). The process is recorded with the lab, so down
-and clean stop it.`,
+and clean stop it.
+
+-d (detach) is for servers: exec returns as soon as CMD listens on a TCP port (or
+exits, with its status), leaving it running with its output on the terminal, so the
+client that follows finds it ready. A server started with & instead may not listen
+yet when its client connects ("connection refused"), as with the real tools.`,
 		Example: `  sudo rocelab exec h1 -- ping -c 3 10.0.0.2
+  sudo rocelab exec -d h1 -- write_bw -x 1
+  sudo rocelab exec h2 -- write_bw -x 1 10.0.0.1
   sudo rocelab exec h2 -- ip addr
   sudo rocelab exec h1 -- ibv_devinfo -v
   sudo rocelab exec --lab ls h3 -- sh`,
@@ -217,6 +268,9 @@ and clean stop it.`,
 				c.Path, c.Err = p, nil
 			}
 			c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if detach {
+				c.Stdin = nil // a detached server reads nothing from the terminal
+			}
 			c.Env = append(os.Environ(), "PATH="+path)
 			if libPath != "" {
 				c.Env = append(c.Env, "LD_LIBRARY_PATH="+libPath)
@@ -225,7 +279,11 @@ and clean stop it.`,
 				return fmt.Errorf("exec: %w", err)
 			}
 			signal.Ignore(syscall.SIGINT) // the child gets Ctrl-C; we wait for it
-			err = c.Wait()
+			if detach {
+				err = waitListening(c)
+			} else {
+				err = c.Wait()
+			}
 			var exit *exec.ExitError
 			if errors.As(err, &exit) {
 				os.Exit(exitStatus(exit))
@@ -234,7 +292,38 @@ and clean stop it.`,
 		},
 	}
 	cmd.Flags().StringVar(&labName, "lab", "", "the lab (default: the only running one)")
+	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "return once CMD listens on a TCP port, leaving it running")
 	return cmd
+}
+
+// listenPoll is how often exec -d looks for its server's listening socket: nothing
+// signals it, and a server takes milliseconds to get there.
+const listenPoll = 5 * time.Millisecond
+
+// waitListening returns nil once the started command c listens on a TCP port, or
+// c's exit error if it exits first.
+func waitListening(c *exec.Cmd) error {
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	tick := time.NewTicker(listenPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-exited:
+			if err == nil {
+				err = fmt.Errorf("exec -d: %s exited without listening", c.Path)
+			}
+			return err
+		case <-tick.C:
+			ok, err := netns.ListensTCP(c.Process.Pid)
+			if ok {
+				return nil
+			}
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("exec -d: %w", err)
+			}
+		}
+	}
 }
 
 // prependPath puts dir in front of the list path.
@@ -277,20 +366,35 @@ func lookPathIn(name, path string) (string, bool) {
 func newCaptureCmd() *cobra.Command {
 	var labName, file string
 	var duration time.Duration
+	var snaplen int
 	cmd := &cobra.Command{
-		Use:   "capture [--lab LAB] NODE:PORT [-w FILE]",
+		Use:   "capture [--lab LAB] NODE:PORT [-w FILE] [--snaplen N] [--duration D]",
 		Short: "Capture a switch or host port as pcapng, live",
 		Long: `capture records every frame crossing a port of the running lab, both directions,
 telemetry included, as pcapng: to standard output (so that | wireshark -k -i - shows it
 live) or with -w to a file. Ports are named NODE:pN (s1:p0 is switch s1's first port in
 the topology file's link order; rocelab status lists them with their peers); a host has
 one port, h1:p0. The capture runs until Ctrl-C, --duration, or the reader goes away.
-Timestamps are the lab's model times (real time since the lab started, plus its start).`,
+Timestamps are the lab's model times (real time since the lab started, plus its start).
+
+A capture never slows the lab: if the reader (the disk, Wireshark, a core) falls
+behind by 64 MiB, frames are left out of the file and counted. When the capture ends
+it prints how many frames it wrote and how many it dropped (to standard error), and
+the file ends with a pcapng Interface Statistics Block saying the same (isb_ifrecv:
+frames that crossed the port, isb_ifdrop: frames the file lacks; Wireshark shows them
+under Statistics > Capture File Properties). rocelab status shows the figures of each
+port's running or last capture. --snaplen N keeps only each frame's first N bytes
+(the headers: 128 holds Ethernet, IP, UDP, BTH, RETH and telemetry), which a slow
+reader keeps up with more easily.`,
 		Example: `  sudo rocelab capture s1:p1 | wireshark -k -i -
   sudo rocelab capture s1:p0 -w out/s1p0.pcapng --duration 5s
+  sudo rocelab capture s1:p0 -w out/s1p0.pcapng --snaplen 128
   rocelab decode out/s1p0.pcapng`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if snaplen < 0 {
+				return fmt.Errorf("capture: --snaplen %d: want 0 (whole frames) or more", snaplen)
+			}
 			if cmd.Flags().Changed("duration") && duration <= 0 {
 				return fmt.Errorf("capture: --duration %v: want a positive duration such as 5s", duration)
 			}
@@ -299,16 +403,15 @@ Timestamps are the lab's model times (real time since the lab started, plus its 
 			if err != nil {
 				return fmt.Errorf("capture: %w", err)
 			}
-			out := cmd.OutOrStdout()
+			req := lab.Request{Op: "capture", Port: args[0], Snaplen: snaplen}
 			if file != "" {
-				f, err := os.Create(file)
-				if err != nil {
+				// The lab process writes the file itself: the frames then cross no
+				// socket and no second process.
+				if req.File, err = filepath.Abs(file); err != nil {
 					return err
 				}
-				defer f.Close()
-				out = f
 			}
-			_, conn, err := lab.Query(store, name, lab.Request{Op: "capture", Port: args[0]})
+			_, conn, err := lab.Query(store, name, req)
 			if err != nil {
 				return fmt.Errorf("capture: %w", err)
 			}
@@ -320,21 +423,35 @@ Timestamps are the lab's model times (real time since the lab started, plus its 
 			}
 			go func() {
 				<-stop
+				// Shutting down our side asks the lab to finish the file and send
+				// its figures; a second signal gives up on them.
+				conn.(*net.UnixConn).CloseWrite()
+				<-stop
 				conn.Close()
 			}()
-			n, err := io.Copy(out, conn)
-			if errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EPIPE) || (err != nil && strings.Contains(err.Error(), "use of closed")) {
-				err = nil
+			figures, n, err := lab.ReadCapture(conn, cmd.OutOrStdout())
+			if err != nil {
+				if errors.Is(err, syscall.EPIPE) {
+					return nil // the reader (Wireshark) went away: that ends a capture too
+				}
+				return fmt.Errorf("capture %s: %w", args[0], err)
 			}
+			msg := fmt.Sprintf("captured %d frames of %s to standard output (%d bytes), dropped %d", figures.Frames, args[0], n, figures.Dropped)
 			if file != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "captured %d bytes of %s to %s\n", n, args[0], file)
+				msg = fmt.Sprintf("captured %d frames of %s to %s, dropped %d", figures.Frames, args[0], file, figures.Dropped)
 			}
-			return err
+			if figures.Dropped > 0 {
+				msg += fmt.Sprintf(": the capture lost %d of %d frames because the reader (disk, pipe or CPU) did not keep up; --snaplen 128 keeps headers only",
+					figures.Dropped, figures.Frames+figures.Dropped)
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), msg)
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&labName, "lab", "", "the lab (default: the only running one)")
 	cmd.Flags().StringVarP(&file, "write", "w", "", "write pcapng to FILE instead of standard output")
 	cmd.Flags().DurationVar(&duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
+	cmd.Flags().IntVar(&snaplen, "snaplen", 0, "keep only each frame's first N bytes (0: whole frames)")
 	return cmd
 }
 

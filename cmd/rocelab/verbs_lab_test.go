@@ -33,6 +33,10 @@ func TestMain(m *testing.M) {
 		exitWith(writeTarget(os.Getenv("ROCELAB_TEST_SIZE")))
 	case "write-source":
 		exitWith(writeSource(os.Getenv("ROCELAB_TEST_PEER"), os.Getenv("ROCELAB_TEST_SIZE")))
+	case "victim":
+		exitWith(victim())
+	case "survivor":
+		exitWith(survivor(os.Getenv("ROCELAB_TEST_PEER")))
 	case "int-datagram":
 		exitWith(sendINTDatagram(os.Getenv("ROCELAB_TEST_PEER")))
 	}

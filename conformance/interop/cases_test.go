@@ -37,18 +37,19 @@ func cases() []interopCase {
 		// README advises.
 		{"ipv6", 2, "ping6 -c 1 -w 3 fd00::1 >/dev/null; "},
 	} {
-		for _, p := range []struct{ app, flags string }{
-			{"rc_pingpong", "-n 100 -c"},
-			{"uc_pingpong", "-n 100 -c"},
-			{"ud_pingpong", "-n 100 -s 1024"},
-			{"srq_pingpong", "-n 100 -q 4"},
-			{"write_bw", "-s 65536 -n 200 --report_gbits"},
-			{"read_bw", "-s 65536 -n 200 --report_gbits"},
-			{"send_bw", "-s 65536 -n 200 --report_gbits"},
-			{"atomic_bw", "-n 1000"},
-			{"send_lat", "-s 64 -n 1000"},
-			{"write_lat", "-s 64 -n 1000"},
-			{"read_lat", "-s 64 -n 1000"},
+		for _, p := range []struct{ app, flags, name string }{
+			{"rc_pingpong", "-n 100 -c", ""},
+			{"uc_pingpong", "-n 100 -c", ""},
+			{"ud_pingpong", "-n 100 -s 1024", ""},
+			{"srq_pingpong", "-n 100 -q 4", ""},
+			{"write_bw", "-s 65536 -n 200 --report_gbits", ""},
+			{"read_bw", "-s 65536 -n 200 --report_gbits", ""},
+			{"send_bw", "-s 65536 -n 200 --report_gbits", ""},
+			{"send_bw", "-c UC -s 65536 -n 200 --report_gbits", "send_bw-uc"},
+			{"atomic_bw", "-n 1000", ""},
+			{"send_lat", "-s 64 -n 1000", ""},
+			{"write_lat", "-s 64 -n 1000", ""},
+			{"read_lat", "-s 64 -n 1000", ""},
 		} {
 			expect, ready, gflag := pingpongResult, "local address", "-g"
 			if !strings.HasSuffix(p.app, "_pingpong") {
@@ -58,12 +59,17 @@ func cases() []interopCase {
 			if p.app == "read_lat" {
 				serverExpect = servedOnly
 			}
+			name := p.name
+			if name == "" {
+				name = p.app
+			}
 			vm := fmt.Sprintf("%s%s -d rxe0 %s %d %s", g.warm, counterpart(p.app), gflag, g.idx, p.flags)
 			host := fmt.Sprintf("%s %s %d %s", p.app, gflag, g.idx, p.flags)
 			out = append(out,
-				interopCase{name: fmt.Sprintf("%s-client-%s", p.app, g.name), expect: expect, serverExpect: serverExpect,
-					ready: ready, server: side{inVM: true, cmd: vm}, client: side{cmd: host + " " + vmIPv4}},
-				interopCase{name: fmt.Sprintf("%s-server-%s", p.app, g.name), expect: expect, serverExpect: serverExpect,
+				interopCase{name: fmt.Sprintf("%s-client-%s", name, g.name), expect: expect, serverExpect: serverExpect,
+					ready: ready, server: side{inVM: true, cmd: vm}, client: side{cmd: host + " " + vmIPv4},
+					boundResends: strings.HasSuffix(p.app, "_bw") && p.app != "atomic_bw" && p.name == ""},
+				interopCase{name: fmt.Sprintf("%s-server-%s", name, g.name), expect: expect, serverExpect: serverExpect,
 					ready: ready, server: side{cmd: host}, client: side{inVM: true, cmd: vm + " " + h1IPv4}})
 		}
 	}
@@ -98,6 +104,24 @@ func TestResultPatterns(t *testing.T) {
 	} {
 		if got := perftestResult.MatchString(tc.out); got != tc.want {
 			t.Errorf("%q: matched %v, want %v", tc.out, got, tc.want)
+		}
+	}
+}
+
+// TestDataFrame: the opcodes counted as message data are SEND and RDMA WRITE packets
+// of RC and UC, RC READ responses and SEND with invalidate; never requests for READs
+// or atomics, ACKs, UD or CNPs.
+func TestDataFrame(t *testing.T) {
+	data := map[uint8]bool{0x16: true, 0x17: true}
+	for op := range uint8(0x0C) {
+		data[op], data[op+0x20] = true, true
+	}
+	for op := uint8(0x0D); op <= 0x10; op++ {
+		data[op] = true
+	}
+	for op := range 256 {
+		if got := dataFrame(uint8(op)); got != data[uint8(op)] {
+			t.Errorf("opcode %#02x: data %v, want %v", op, got, data[uint8(op)])
 		}
 	}
 }

@@ -91,6 +91,8 @@ type interopCase struct {
 	expect, serverExpect *regexp.Regexp
 	// ready starts the line a rocelab server prints once it listens.
 	ready string
+	// boundResends checks the data frames sent per frame needed (maxResendRatio).
+	boundResends bool
 }
 
 // runCase runs c once: the server first (in the VM or in h1), then the client. It
@@ -238,9 +240,27 @@ func startHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab,
 	}, lr
 }
 
+// capture is what checkCapture found: RoCEv2 frames, and the frames carrying message
+// data (SEND, RDMA WRITE and READ response packets) against the distinct ones among
+// them, by source, destination QP and PSN: what go-back-N resent on top of what was
+// needed.
+type capture struct {
+	roce, data, needed int
+}
+
+// ratio is the data frames sent per data frame needed.
+func (c capture) ratio() float64 { return float64(c.data) / float64(max(c.needed, 1)) }
+
+// dataFrame reports whether a BTH opcode carries message data: SEND and RDMA WRITE
+// packets (RC, UC), READ responses, SEND with invalidate.
+func dataFrame(op uint8) bool {
+	rc := op &^ 0x20 // UC's opcodes are RC's + 0x20
+	return op>>5 <= 1 && rc <= 0x0B || op >= 0x0D && op <= 0x10 || op == 0x16 || op == 0x17
+}
+
 // checkCapture decodes every frame of the capture: RoCEv2 frames must verify their
 // ICRC; and tshark (when installed) must find no malformed packet.
-func checkCapture(t *testing.T, file string) int {
+func checkCapture(t *testing.T, file string) capture {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
@@ -249,17 +269,33 @@ func checkCapture(t *testing.T, file string) int {
 	defer f.Close()
 	var sum decode.Summary
 	var d decode.Decoder
+	type psnKey struct {
+		src string
+		qp  uint32
+		psn uint32
+	}
+	var c capture
+	seen := map[psnKey]bool{}
 	err = decode.ReadFrames(f, func(fr *decode.Frame) error {
 		r := d.DecodeFrame(fr)
 		sum.Add(&r)
+		if r.BTH != nil && r.IP != nil && dataFrame(r.BTH.Opcode) {
+			c.data++
+			k := psnKey{r.IP.Src, r.BTH.DestQP, r.BTH.PSN}
+			if !seen[k] {
+				seen[k] = true
+				c.needed++
+			}
+		}
 		return nil
 	})
 	if err != nil {
 		t.Fatalf("capture %s: %v", file, err)
 	}
-	roce, bad := sum.RoCE, sum.ICRCFailed+sum.Errors
-	if roce == 0 || bad > 0 {
-		t.Errorf("capture %s: %d RoCEv2 frames, %d failing decode or ICRC: %v", file, roce, bad, sum.FirstErrors)
+	c.roce = sum.RoCE
+	bad := sum.ICRCFailed + sum.Errors
+	if c.roce == 0 || bad > 0 {
+		t.Errorf("capture %s: %d RoCEv2 frames, %d failing decode or ICRC: %v", file, c.roce, bad, sum.FirstErrors)
 	}
 	if _, err := exec.LookPath("tshark"); err == nil {
 		// The UDP checksum of RoCEv2 over IPv6 is 0, as rxe sends it (RoCEv2 Annex
@@ -270,12 +306,17 @@ func checkCapture(t *testing.T, file string) int {
 			t.Errorf("tshark finds malformed packets in %s: %v\n%s", file, err, out)
 		}
 		out, err = exec.Command("tshark", "-r", file, "-Y", "infiniband").Output()
-		if n := bytes.Count(out, []byte("\n")); err != nil || n != roce {
-			t.Errorf("tshark dissects %d RoCE frames in %s, rocelab %d (%v)", n, file, roce, err)
+		if n := bytes.Count(out, []byte("\n")); err != nil || n != c.roce {
+			t.Errorf("tshark dissects %d RoCE frames in %s, rocelab %d (%v)", n, file, c.roce, err)
 		}
 	}
-	return roce
+	return c
 }
+
+// maxResendRatio bounds the data frames sent per data frame needed of the bandwidth
+// cases with rocelab as client (its requester's go-back-N; READ responses are resent
+// as its retried READs ask).
+const maxResendRatio = 1.5
 
 // TestInteropRXE runs every case against the kernel's rxe.
 func TestInteropRXE(t *testing.T) {
@@ -314,7 +355,7 @@ func TestInteropRXE(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := m.Start(f, time.Now())
+			s, err := m.Start(f, time.Now(), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -337,8 +378,14 @@ func TestInteropRXE(t *testing.T) {
 					t.Errorf("the VM's %s failed:\n%s", o.who, o.out)
 				}
 			}
-			n := checkCapture(t, file)
-			t.Logf("%s: %d RoCEv2 frames, %v", c.name, n, time.Since(start).Round(time.Millisecond))
+			cp := checkCapture(t, file)
+			// The capture leaves frames out when its writer falls behind (a loaded
+			// machine); the ratio is then over the frames it kept.
+			t.Logf("%s: %d RoCEv2 frames (%d left out of the capture), %d data frames sent for %d needed (%.2f per frame needed), %v",
+				c.name, cp.roce, s.Dropped(), cp.data, cp.needed, cp.ratio(), time.Since(start).Round(time.Millisecond))
+			if c.boundResends && cp.ratio() > maxResendRatio {
+				t.Errorf("%s: %.2f data frames sent per frame needed, want <= %.1f", c.name, cp.ratio(), maxResendRatio)
+			}
 			if t.Failed() {
 				t.Logf("server:\n%s\nclient:\n%s", server, client)
 			}

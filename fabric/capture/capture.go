@@ -52,12 +52,25 @@ var (
 	outbound = pcapgo.NgEpbFlags{Direction: pcapgo.NgEpbFlagDirectionOutbound}
 )
 
-func (c *Writer) write(t clock.Time, b []byte, dir *pcapgo.NgEpbFlags) {
+// write records frame b, of which the first len(b) of origLen bytes were kept.
+func (c *Writer) write(t clock.Time, b []byte, origLen int, dir *pcapgo.NgEpbFlags) {
 	if c.err != nil {
 		return
 	}
-	ci := gopacket.CaptureInfo{Timestamp: c.epoch.Add(t.Duration()), CaptureLength: len(b), Length: len(b)}
+	ci := gopacket.CaptureInfo{Timestamp: c.epoch.Add(t.Duration()), CaptureLength: len(b), Length: origLen}
 	c.err = c.w.WritePacketWithOptions(ci, b, pcapgo.NgPacketOptions{Flags: dir})
+}
+
+// writeStats appends an Interface Statistics Block: isb_ifrecv is every frame that
+// crossed the interface while the capture ran, isb_ifdrop those left out of the file
+// (dumpcap writes the capture's own drops there too, and Wireshark shows them as
+// "Dropped packets"). The block is stamped with model time last.
+func (c *Writer) writeStats(recv, dropped uint64, last clock.Time) {
+	if c.err != nil {
+		return
+	}
+	c.err = c.w.WriteInterfaceStats(0, pcapgo.NgInterfaceStatistics{
+		LastUpdate: c.epoch.Add(last.Duration()), PacketsReceived: recv, PacketsDropped: dropped})
 }
 
 // Flush writes buffered packets out and returns the first error the writer met.
@@ -87,14 +100,14 @@ func (t *tap) Attach(loop clock.Loop, rx link.Receiver) {
 
 func (t *tap) Send(frames []*link.Frame) {
 	for _, f := range frames {
-		t.c.write(f.Time, f.Bytes(), &outbound)
+		t.c.write(f.Time, f.Bytes(), f.Len(), &outbound)
 	}
 	t.Endpoint.Send(frames)
 }
 
 func (t *tap) Receive(frames []*link.Frame) {
 	for _, f := range frames {
-		t.c.write(f.Time, f.Bytes(), &inbound)
+		t.c.write(f.Time, f.Bytes(), f.Len(), &inbound)
 	}
 	t.rx.Receive(frames)
 }

@@ -1,7 +1,7 @@
 package capture
 
 import (
-	"bytes"
+	"bufio"
 	"errors"
 	"io"
 	"sync"
@@ -13,9 +13,24 @@ import (
 	"github.com/rocelab/rocelab/internal/clock"
 )
 
-// MonitorBacklog is how many captured frames a Monitor holds for its writer; past it,
-// frames are left out of the capture (and counted) rather than slowing the node.
-const MonitorBacklog = 4096
+// MonitorBacklog is how many bytes of captured frames a Monitor holds for its writer;
+// past it, frames are left out of the capture (and counted: Session.Dropped, the
+// pcapng's isb_ifdrop) rather than slowing the node. 256 MiB holds a whole default
+// write_bw (5000 64 KiB messages) when the writer gets no CPU while it runs (the
+// apps poll on the other cores); memory is taken only while the writer is behind.
+const MonitorBacklog = 256 << 20
+
+// monitorBatches bounds the batches (one per Send or Receive call) queued for the
+// writer; the byte budget is the real bound.
+const monitorBatches = 1 << 16
+
+// flushInterval is how often a Monitor's writer wakes to write what the node handed
+// over and flush it: the node never wakes the writer (a wake-up per batch would cost
+// the node's loop more than the copy), and a live reader sees frames this late.
+const flushInterval = 10 * time.Millisecond
+
+// writeBuffer batches the pcapng blocks into large writes (few syscalls per second).
+const writeBuffer = 1 << 20
 
 // ErrBusy is returned by Monitor.Start while another capture of the same endpoint runs.
 var ErrBusy = errors.New("capture: the endpoint is already being captured")
@@ -30,11 +45,14 @@ type Monitor struct {
 	rx   link.Receiver
 	name string
 	sink atomic.Pointer[Session]
+	last atomic.Pointer[Session]
+	// backlog is MonitorBacklog, smaller in tests.
+	backlog int64
 }
 
 // NewMonitor wraps ep; name names the interface in the pcapng files it writes.
 func NewMonitor(ep link.Endpoint, name string) *Monitor {
-	return &Monitor{Endpoint: ep, name: name}
+	return &Monitor{Endpoint: ep, name: name, backlog: MonitorBacklog}
 }
 
 // Name returns the monitored interface's name.
@@ -63,84 +81,150 @@ func (m *Monitor) Receive(frames []*link.Frame) {
 }
 
 // Start begins a capture of every frame crossing the endpoint, written to w as pcapng
-// (model time t stamped as epoch+t) and flushed whenever the writer catches up, so a
-// live reader sees frames as they pass. It fails with ErrBusy while another capture
-// of the endpoint runs.
-func (m *Monitor) Start(w io.Writer, epoch time.Time) (*Session, error) {
-	cw, err := NewWriter(w, m.name, epoch)
+// (model time t stamped as epoch+t) every flushInterval, so a live reader sees frames
+// as they pass. snaplen > 0 keeps only each frame's first snaplen bytes (headers),
+// which cuts what the writer must keep up with. It fails with ErrBusy while another
+// capture of the endpoint runs.
+func (m *Monitor) Start(w io.Writer, epoch time.Time, snaplen int) (*Session, error) {
+	if snaplen < 0 {
+		return nil, errors.New("capture: negative snaplen")
+	}
+	buf := bufio.NewWriterSize(w, writeBuffer)
+	cw, err := NewWriter(buf, m.name, epoch)
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{m: m, w: cw, ch: make(chan record, MonitorBacklog), stop: make(chan struct{}), done: make(chan struct{})}
+	s := &Session{m: m, w: cw, out: buf, snaplen: snaplen, backlog: m.backlog, ch: make(chan []record, monitorBatches),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	if !m.sink.CompareAndSwap(nil, s) {
 		return nil, ErrBusy
 	}
+	m.last.Store(s)
 	go s.run()
 	return s, nil
 }
+
+// Last returns the endpoint's running capture, else the one that ran last; nil if none
+// ever ran.
+func (m *Monitor) Last() *Session { return m.last.Load() }
 
 // A Session is one running capture of a Monitor.
 type Session struct {
 	m        *Monitor
 	w        *Writer
-	ch       chan record
+	out      *bufio.Writer
+	snaplen  int
+	backlog  int64
+	ch       chan []record
+	queued   atomic.Int64 // bytes in ch
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
 	frames   atomic.Uint64
 	dropped  atomic.Uint64
-	err      error // set by run before done closes
+	lastTime clock.Time // of the last frame written; run's
+	err      error      // set by run before done closes
 }
 
 type record struct {
-	t   clock.Time
-	b   []byte
-	dir *pcapgo.NgEpbFlags
+	t       clock.Time
+	b       []byte
+	origLen int
+	dir     *pcapgo.NgEpbFlags
 }
 
-// record runs on the node's loop.
+// record runs on the node's loop: it copies the frames (up to snaplen bytes each) into
+// one buffer and queues them as one batch, or counts them as dropped when the writer
+// is MonitorBacklog bytes behind.
 func (s *Session) record(frames []*link.Frame, dir *pcapgo.NgEpbFlags) {
+	size := 0
 	for _, f := range frames {
-		select {
-		case s.ch <- record{f.Time, bytes.Clone(f.Bytes()), dir}:
-		default:
-			s.dropped.Add(1)
-		}
+		size += s.kept(f.Len())
+	}
+	if s.queued.Load()+int64(size) > s.backlog {
+		s.dropped.Add(uint64(len(frames)))
+		return
+	}
+	buf := make([]byte, 0, size)
+	batch := make([]record, len(frames))
+	for i, f := range frames {
+		start := len(buf)
+		buf = append(buf, f.Bytes()[:s.kept(f.Len())]...)
+		batch[i] = record{t: f.Time, b: buf[start:len(buf):len(buf)], origLen: f.Len(), dir: dir}
+	}
+	select {
+	case s.ch <- batch:
+		s.queued.Add(int64(size))
+	default:
+		s.dropped.Add(uint64(len(frames)))
 	}
 }
 
+func (s *Session) kept(n int) int {
+	if s.snaplen > 0 && n > s.snaplen {
+		return s.snaplen
+	}
+	return n
+}
+
+// run is the writer: every flushInterval it writes what was queued and flushes; when
+// the capture stops it writes the rest and the statistics block.
 func (s *Session) run() {
 	defer close(s.done)
 	defer s.m.sink.CompareAndSwap(s, nil)
+	tick := time.NewTicker(flushInterval)
+	defer tick.Stop()
 	for {
 		select {
-		case r := <-s.ch:
-			s.w.write(r.t, r.b, r.dir)
-			s.frames.Add(1)
-			if len(s.ch) == 0 {
-				if err := s.w.Flush(); err != nil {
-					s.err = err
-					return
-				}
+		case <-tick.C:
+			if s.drain(); s.err == nil {
+				s.err = s.flush()
+			}
+			if s.err != nil {
+				return
 			}
 		case <-s.stop:
 			s.m.sink.CompareAndSwap(s, nil)
-			// The node may have handed over a few more frames before it saw the
-			// capture end: write them too.
-			for len(s.ch) > 0 {
-				r := <-s.ch
-				s.w.write(r.t, r.b, r.dir)
-				s.frames.Add(1)
-			}
-			s.err = s.w.Flush()
+			// The node may have handed over more frames before it saw the capture
+			// end: write them too.
+			s.drain()
+			s.w.writeStats(s.frames.Load()+s.dropped.Load(), s.dropped.Load(), s.lastTime)
+			s.err = s.flush()
 			return
 		}
 	}
 }
 
-// Stop ends the capture, writes what was captured so far and returns the writer's
-// first error. It is safe to call more than once; a capture whose writer failed (the
-// reader went away) has already stopped, and Stop returns that error.
+// drain writes every queued batch.
+func (s *Session) drain() {
+	for {
+		select {
+		case batch := <-s.ch:
+			size := 0
+			for _, r := range batch {
+				s.w.write(r.t, r.b, r.origLen, r.dir)
+				s.lastTime = r.t
+				size += len(r.b)
+			}
+			s.queued.Add(-int64(size))
+			s.frames.Add(uint64(len(batch)))
+		default:
+			return
+		}
+	}
+}
+
+func (s *Session) flush() error {
+	if err := s.w.Flush(); err != nil {
+		return err
+	}
+	return s.out.Flush()
+}
+
+// Stop ends the capture, writes what was captured so far and the statistics block,
+// and returns the writer's first error. It is safe to call more than once; a capture
+// whose writer failed (the reader went away) has already stopped, and Stop returns
+// that error.
 func (s *Session) Stop() error {
 	s.stopOnce.Do(func() { close(s.stop) })
 	<-s.done
@@ -150,7 +234,21 @@ func (s *Session) Stop() error {
 // Done is closed when the capture has ended, by Stop or by a write error.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
+// Running reports whether the capture still runs.
+func (s *Session) Running() bool {
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // Frames returns how many frames the capture wrote; Dropped how many it left out
-// because the writer fell MonitorBacklog frames behind.
+// because the writer fell MonitorBacklog bytes behind. Together they are every frame
+// that crossed the endpoint while the capture ran.
 func (s *Session) Frames() uint64  { return s.frames.Load() }
 func (s *Session) Dropped() uint64 { return s.dropped.Load() }
+
+// Snaplen returns the capture's snap length; 0 keeps whole frames.
+func (s *Session) Snaplen() int { return s.snaplen }

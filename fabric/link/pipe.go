@@ -26,7 +26,9 @@ type Config struct {
 //
 // Handoff is batched and lock-free: the sender appends frames to a single-producer,
 // single-consumer ring and posts the receiver's drain task once per Send; the receiver
-// moves them into its arrival-ordered queue and delivers each batch that is due.
+// moves them into its arrival-ordered queue and delivers each batch that is due. When
+// the ring is full (the receiving loop has fallen behind), the sender keeps the frames
+// in order and hands them over as the ring empties, instead of losing them.
 func New(cfg Config) (a, b *End, err error) {
 	if cfg.Rate == 0 {
 		return nil, nil, fmt.Errorf("link: rate must be positive")
@@ -61,6 +63,13 @@ type End struct {
 	up          bool
 	lastArrival clock.Time
 	stats       Stats
+	// backlog holds, in order, the frames the far end's ring had no room for (its loop
+	// has not drained: descheduled, or behind a burst handed over in one turn); flush
+	// moves them on once the far end has drained, which it signals by posting flush
+	// when blocked is set.
+	backlog []*Frame
+	flush   *clock.Task
+	blocked atomic.Bool
 
 	// Receiver side: ring is the handoff from the peer's loop; the rest is touched
 	// only by this end's loop, or by the peer's when the two loops are synchronous
@@ -82,6 +91,7 @@ func (e *End) Attach(loop clock.Loop, rx Receiver) {
 	e.loop, e.rx = loop, rx
 	e.drain = loop.NewTask(e.drainRing)
 	e.timer = loop.NewTimer(e.deliver)
+	e.flush = loop.NewTask(e.flushBacklog)
 	if p := e.peer; p.loop != nil {
 		e.direct = clock.Synchronous(loop, p.loop)
 		p.direct = e.direct
@@ -181,10 +191,42 @@ func (e *End) pushAt(far *End, fr *Frame, arrival clock.Time) {
 		far.arrived.insert(fr)
 		return
 	}
-	if !far.ring.push(fr) {
-		// The far loop has not drained a full ring: it is stalled. Dropping keeps
-		// the sender non-blocking; Delivered falls short of Frames by these.
+	if len(e.backlog) == 0 && far.ring.push(fr) {
+		return
+	}
+	if len(e.backlog) == maxBacklog {
+		// The far loop has drained nothing for a full ring and a full backlog: it is
+		// stuck. Dropping keeps the sender's memory bounded; Delivered falls short of
+		// Frames by these.
 		fr.Release()
+		return
+	}
+	e.backlog = append(e.backlog, fr)
+	e.flush.Post()
+}
+
+// maxBacklog bounds the frames a link end holds back for a far loop that does not
+// drain (about 50 ms of 10 Gb/s in full-size frames).
+const maxBacklog = 1 << 16
+
+// flushBacklog runs on the sender's loop: it hands the backlog over as far as the
+// far end's ring has room. blocked is set before the ring is tried, so a drain that
+// empties the ring after a failed push finds it set and posts flush again.
+func (e *End) flushBacklog() {
+	far := e.peer
+	e.blocked.Store(true)
+	n := 0
+	for n < len(e.backlog) && far.ring.push(e.backlog[n]) {
+		n++
+	}
+	rest := copy(e.backlog, e.backlog[n:])
+	clear(e.backlog[rest:])
+	e.backlog = e.backlog[:rest]
+	if rest == 0 {
+		e.blocked.Store(false)
+	}
+	if n > 0 {
+		far.drain.Post()
 	}
 }
 
@@ -192,6 +234,9 @@ func (e *End) pushAt(far *End, fr *Frame, arrival clock.Time) {
 func (e *End) drainRing() {
 	for fr := e.ring.pop(); fr != nil; fr = e.ring.pop() {
 		e.arrived.insert(fr)
+	}
+	if e.peer.blocked.Load() {
+		e.peer.flush.Post() // room for the frames the sender holds back
 	}
 	e.deliver()
 }

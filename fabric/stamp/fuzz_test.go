@@ -16,10 +16,13 @@ import (
 	"github.com/rocelab/rocelab/roce/telemetry/telemetrytest"
 )
 
-// fuzzCodecs are the stampers a switch can run, one per telemetry format, plus none.
+// fuzzCodecs are the stampers a switch can run, one per telemetry format and variant
+// (INT-MX, the IOAM incremental trace), plus none.
 var fuzzCodecs = []func() telemetry.Codec{
 	func() telemetry.Codec { return intmd.New() },
+	func() telemetry.Codec { c := intmd.New(); c.MX = true; return c },
 	func() telemetry.Codec { return ioam.New() },
+	func() telemetry.Codec { c := ioam.New(); c.Incremental = true; return c },
 	func() telemetry.Codec { return ifa.New() },
 	func() telemetry.Codec { return hpcchop.New() },
 	nil,
@@ -43,11 +46,14 @@ func (s *sink) Receive(frames []*link.Frame) {
 // dropped or its stamping refused.
 func FuzzSwitchPort(f *testing.F) {
 	for _, ipv6 := range []bool{false, true} {
-		plain := telemetrytest.RoCEFrame(ipv6)
-		f.Add(plain)
-		for _, mk := range fuzzCodecs[:len(fuzzCodecs)-1] {
-			if req, err := mk().Request(plain); err == nil {
-				f.Add(req)
+		// Untagged and QinQ-tagged (802.1ad over 802.1Q), each plain and requesting
+		// every format.
+		for _, plain := range [][]byte{telemetrytest.RoCEFrame(ipv6), telemetrytest.Tagged(telemetrytest.RoCEFrame(ipv6), 0xA064, 0x6064)} {
+			f.Add(plain)
+			for _, mk := range fuzzCodecs[:len(fuzzCodecs)-1] {
+				if req, err := mk().Request(append(make([]byte, 0, telemetrytest.BufSize), plain...)); err == nil {
+					f.Add(req)
+				}
 			}
 		}
 	}
@@ -90,7 +96,7 @@ func FuzzSwitchPort(f *testing.F) {
 			if in.RxFrames == 0 && in.RxErrors == 0 { // a control frame counts in both
 				t.Fatalf("frame neither received nor rejected: %+v", in)
 			}
-			if in.RxFrames == 1 && uint64(sinks[1].n)+uint64(sinks[0].n)+out.Drops+out.StampErrors+in.Filtered+in.PauseRcvd == 0 && out.QLen == 0 {
+			if in.RxFrames == 1 && uint64(sinks[1].n)+uint64(sinks[0].n)+out.Drops+out.StampErrors+in.Filtered+in.PauseRcvd+in.RxErrors == 0 && out.QLen == 0 {
 				t.Fatalf("frame lost without a count: in %+v, out %+v", in, out)
 			}
 		}

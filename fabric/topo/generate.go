@@ -310,8 +310,13 @@ func (t *Topology) YAML() []byte {
 		}
 		links.Content = append(links.Content, n)
 	}
-	doc := yamlMap(0, "telemetry", yamlStr(t.Telemetry), "congestion_control", yamlStr(t.CongestionControl),
-		"hosts", hosts, "switches", switches, "links", links)
+	doc := yamlMap(0, "telemetry", yamlStr(t.Telemetry), "congestion_control", yamlStr(t.CongestionControl))
+	if t.Retry == "rxe" {
+		yamlAdd(doc, "retry", yamlStr(t.Retry))
+	}
+	yamlAdd(doc, "hosts", hosts)
+	yamlAdd(doc, "switches", switches)
+	yamlAdd(doc, "links", links)
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)

@@ -41,13 +41,16 @@ func Parse(data []byte) (*Topology, error) {
 	if len(doc.Content) != 1 {
 		return nil, errorf(doc.Line, "empty topology")
 	}
-	t := &Topology{Telemetry: "none", CongestionControl: "none"}
+	t := &Topology{Telemetry: "none", CongestionControl: "none", Retry: "ibta"}
 	err := mapping(doc.Content[0], "topology", map[string]func(*yaml.Node) error{
 		"telemetry": func(n *yaml.Node) error {
 			return oneOf(n, &t.Telemetry, "telemetry format", TelemetryFormats)
 		},
 		"congestion_control": func(n *yaml.Node) error {
 			return oneOf(n, &t.CongestionControl, "congestion control", CongestionControls)
+		},
+		"retry": func(n *yaml.Node) error {
+			return oneOf(n, &t.Retry, "retry reading", RetryReadings)
 		},
 		"hosts": func(n *yaml.Node) error {
 			return sequence(n, "hosts", func(n *yaml.Node) error {

@@ -21,9 +21,12 @@ type Topology struct {
 	Telemetry string
 	// CongestionControl is what the soft-RNICs run: hpcc, dcqcn or none.
 	CongestionControl string
-	Hosts             []Host
-	Switches          []Switch
-	Links             []Link
+	// Retry is how the soft-RNICs read retry_cnt 7: "ibta" (7 retries, then
+	// RETRY_EXC_ERR) or "rxe" (retry forever, as the kernel's rxe does).
+	Retry    string
+	Hosts    []Host
+	Switches []Switch
+	Links    []Link
 }
 
 // Host is an emulated host with one RNIC port.
@@ -95,6 +98,7 @@ func (l *Link) Config() link.Config {
 var (
 	TelemetryFormats   = []string{"int", "ioam", "ifa", "hpcc", "none"}
 	CongestionControls = []string{"hpcc", "dcqcn", "none"}
+	RetryReadings      = []string{"ibta", "rxe"}
 )
 
 // Error is a validation error at a line of the topology file (0 when unknown).

@@ -1,6 +1,7 @@
 package topo
 
 import (
+	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
@@ -92,6 +93,7 @@ func TestRoundTripWithFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tp.Retry = "rxe"
 	tp.Links[0].Faults.Loss = 0.01
 	tp.Links[0].Faults.Jitter = 300 * time.Nanosecond
 	tp.Links[0].Faults.Flap.Period = time.Millisecond
@@ -161,6 +163,7 @@ func TestErrorsNameTheLine(t *testing.T) {
 		{head + "links:\n  - {endpoints: [h1, s1], rate: 1G}\n",
 			`line 3: host "h2" is not connected`},
 		{"telemetry: sflow\n", `line 1: unknown telemetry format "sflow"`},
+		{"retry: forever\n", `line 1: unknown retry reading "forever"`},
 		{"hosts:\n  - {name: h1, ipv4: 10.0.0.300}\n", `line 2: host.ipv4: "10.0.0.300" is not an IPv4 address`},
 		{"hosts:\n  - {name: h1}\n  - {name: h1, ipv4: 10.0.0.1}\n", `line 2: host "h1" has no address`},
 		{head + "  - name: h1\n", `line 6: switch "h1": name already used on line 2`},
@@ -273,4 +276,28 @@ func TestFatTree3Paper(t *testing.T) {
 			t.Errorf("%+v accepted", bad)
 		}
 	}
+}
+
+func FuzzParseNS3(f *testing.F) {
+	f.Add([]byte("4 1 3\n3\n0 3 100Gbps 1000ns 0\n1 3 100Gbps 1000ns 0\n2 3 25Gbps 2000ns 0.001\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tp, err := ParseNS3(bytes.NewReader(data), Params{})
+		if err != nil {
+			return
+		}
+		var out bytes.Buffer
+		if err := tp.WriteNS3(&out); err != nil {
+			t.Fatal(err)
+		}
+		again, err := ParseNS3(bytes.NewReader(out.Bytes()), Params{})
+		if err != nil || len(again.Links) != len(tp.Links) || len(again.Hosts) != len(tp.Hosts) {
+			t.Fatalf("written topology %q does not read back (%v)", out.String(), err)
+		}
+		for i, l := range again.Links {
+			o := tp.Links[i]
+			if l.Rate != o.Rate || l.Delay != o.Delay || l.Faults.Loss != o.Faults.Loss {
+				t.Fatalf("link %d read back as %+v, want %+v", i, l, o)
+			}
+		}
+	})
 }

@@ -25,6 +25,12 @@ func (t *Topology) Validate() error {
 	if !slices.Contains(CongestionControls, t.CongestionControl) {
 		return errorf(0, "unknown congestion control %q", t.CongestionControl)
 	}
+	if t.Retry == "" {
+		t.Retry = "ibta"
+	}
+	if !slices.Contains(RetryReadings, t.Retry) {
+		return errorf(0, "unknown retry reading %q", t.Retry)
+	}
 	if len(t.Hosts) == 0 {
 		return errorf(0, "no hosts")
 	}

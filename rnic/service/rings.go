@@ -220,6 +220,17 @@ func (x *sQP) drainRQ() {
 	}
 }
 
+// refill moves the receives the client has posted but the loop has not scanned yet
+// into the QP or its SRQ (rnic.QP.RecvRefill): a SEND handled in the same loop turn
+// as the client's post takes them instead of drawing an RNR NAK or being dropped.
+func (x *sQP) refill() {
+	if x.srq != nil {
+		x.srq.drain()
+		return
+	}
+	x.drainRQ()
+}
+
 // drain posts the client's new SRQ WQEs. A refused one has no QP or CQ to complete on:
 // its slot is freed and the ring's Error says why.
 func (s *sSRQ) drain() {
@@ -517,6 +528,7 @@ func (c *conn) createQP(body []byte) (any, int, error) {
 		return nil, -1, err
 	}
 	s := &sQP{c: c, x: x, typ: qp.Type(r.Type), srq: srq, sendCQ: scq, recvCQ: rcq, mem: mem}
+	x.RecvRefill = s.refill
 	s.sq, _ = newWQ(mem[:sqSize], sqCap, sEntry, int(ssge), false)
 	if rqCap > 0 {
 		s.rq, _ = newWQ(mem[sqSize:], rqCap, rEntry, int(rsge), true)

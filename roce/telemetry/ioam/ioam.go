@@ -296,6 +296,9 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 		return frame, 0, telemetry.Malformed("NodeLen %d for Trace-Type %#06x (needs %d)", nodeLen, tt, NodeLen(tt))
 	}
 	n := nodeSize(nodeLen, tt, h)
+	if n == 0 {
+		return frame, 0, telemetry.Malformed("Trace-Type %#06x asks a node for no data", tt)
+	}
 	rem := 4 * x.trace.RemainingLen()
 	filled := frame[x.data : x.data+x.dataLen]
 	if frame[x.opt+3] == PreAllocated {

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rocelab/rocelab/lab/web"
+	"github.com/rocelab/rocelab/netns"
+)
+
+func init() { rootCmd.AddCommand(newWebCmd()) }
+
+// defaultCaptureDir is where captures started from the web view go.
+const defaultCaptureDir = "out"
+
+// serveWeb serves the live view of lab at http://addr/ in the background and returns
+// the address it listens on.
+func serveWeb(addr string, store netns.Store, name, captureDir string) (string, error) {
+	s, err := web.New(store, name, captureDir)
+	if err != nil {
+		return "", err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("web: %w", err)
+	}
+	go http.Serve(ln, s.Handler())
+	return ln.Addr().String(), nil
+}
+
+func newWebCmd() *cobra.Command {
+	var labName, listen, captureDir string
+	cmd := &cobra.Command{
+		Use:   "web [--lab LAB] --listen ADDR [--capture-dir DIR]",
+		Short: "Serve a live web view of a running lab",
+		Long: `web serves a page at http://ADDR/ that shows the running lab (the one --lab names,
+or the only one) live: the topology as a graph whose links show their utilization and
+queue depth, each switch port's rate, queue, drops and ECN marks, the flows (QPs) of a
+selected host with their paced rate, HPCC++'s window W and U, and a button per port
+that starts and stops a capture (written to --capture-dir as PORT-TIME.pcapng). The
+page follows the lab through server-sent events, twice a second; it is plain JS and
+SVG embedded in the binary (no CDN). rocelab up --web ADDR serves the same from the lab
+process. See docs/observability.md.`,
+		Example: `  sudo rocelab web --listen 127.0.0.1:8080     # then open http://127.0.0.1:8080/`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if listen == "" {
+				return fmt.Errorf("web: --listen ADDR (host:port) is required")
+			}
+			store := netns.DefaultStore()
+			name, err := pickLab(store, labName)
+			if err != nil {
+				return fmt.Errorf("web: %w", err)
+			}
+			addr, err := serveWeb(listen, store, name, captureDir)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "lab %s: live view at http://%s/ (Ctrl-C stops)\n", name, addr)
+			select {} // until Ctrl-C
+		},
+	}
+	cmd.Flags().StringVar(&labName, "lab", "", "the lab (default: the only running one)")
+	cmd.Flags().StringVar(&listen, "listen", "", "address to serve the page on (host:port)")
+	cmd.Flags().StringVar(&captureDir, "capture-dir", defaultCaptureDir, "where captures started from the page are written")
+	return cmd
+}

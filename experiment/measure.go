@@ -1,0 +1,197 @@
+package experiment
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/rocelab/rocelab/internal/clock"
+)
+
+// Every figure the summary gives over a span of time names its window, and the window
+// is chosen so that it holds traffic: the first of a scenario's candidate windows
+// that holds at least two samples of the bottleneck queue. The incast and fairness
+// scenarios start after the first drain of the bottleneck queue (the initial burst of
+// line-rate windows is over) and fall back to the first byte the bottleneck sent; the
+// mix covers its arrivals and falls back to the first arrival. A window ends at the
+// last completion or, when flows are unfinished, at the end of the run.
+
+// Window is the span a windowed figure covers.
+type Window struct {
+	StartNs int64  `json:"start_ns"`
+	EndNs   int64  `json:"end_ns"`
+	What    string `json:"what"` // "after the first drain to the last completion"
+}
+
+// String is the window as the summary prints it: "71.2–760.7 µs (after …)".
+func (w Window) String() string {
+	if w.EndNs <= w.StartNs {
+		return "none: " + w.What
+	}
+	return fmt.Sprintf("%.1f–%.1f µs (%s)", float64(w.StartNs)/1e3, float64(w.EndNs)/1e3, w.What)
+}
+
+// Metrics are the summary figures (the --json keys).
+type Metrics struct {
+	FlowsTotal    int `json:"flows_total"`
+	FlowsFinished int `json:"flows_finished"`
+	// PeakQueue is over the whole run; the other queue and rate figures over Window.
+	PeakQueue int     `json:"bottleneck_peak_queue_bytes"`
+	Window    Window  `json:"window"`
+	QueueP99  int     `json:"bottleneck_queue_p99_bytes"`
+	MeanQueue float64 `json:"bottleneck_mean_queue_bytes"`
+	// WireRate counts every byte the bottleneck port sent (headers and telemetry
+	// included); Utilization is WireRate over the port's line rate.
+	WireRate    float64 `json:"bottleneck_wire_rate_bps"`
+	Utilization float64 `json:"bottleneck_utilization"`
+	// Goodput is the payload delivered to the receivers, all flows together (in the
+	// incast and fairness scenarios every flow crosses the bottleneck).
+	Goodput float64 `json:"goodput_bps"`
+	// Jain is Jain's index over the finished flows' throughputs (size / FCT).
+	Jain float64 `json:"jain_fairness"`
+}
+
+// DeliveredSample is the payload every flow's receiver had accepted by T.
+type DeliveredSample struct {
+	T     clock.Time
+	Bytes uint64
+}
+
+// span is a candidate window.
+type span struct {
+	from, to clock.Time
+	what     string
+}
+
+// chooseWindow returns the first candidate holding at least two queue samples.
+func chooseWindow(queue []QueueSample, candidates []span) (span, bool) {
+	for _, c := range candidates {
+		if c.to <= c.from {
+			continue
+		}
+		n := 0
+		for _, s := range queue {
+			if s.T >= c.from && s.T <= c.to {
+				n++
+			}
+		}
+		if n >= 2 {
+			return c, true
+		}
+	}
+	return span{}, false
+}
+
+// queueOver returns the samples of queue inside w.
+func queueOver(queue []QueueSample, w span) []QueueSample {
+	lo := sort.Search(len(queue), func(i int) bool { return queue[i].T >= w.from })
+	hi := sort.Search(len(queue), func(i int) bool { return queue[i].T > w.to })
+	return queue[lo:hi]
+}
+
+// wireRate is the bit/s a port sent between the first and the last of samples.
+func wireRate(samples []QueueSample) float64 {
+	if len(samples) < 2 {
+		return 0
+	}
+	a, b := samples[0], samples[len(samples)-1]
+	if b.T <= a.T {
+		return 0
+	}
+	return float64(b.TxBytes-a.TxBytes) * 8e9 / float64(b.T-a.T)
+}
+
+// meanQueue is the mean of the samples' queues (the samples are evenly spaced, so it
+// is the time average).
+func meanQueue(samples []QueueSample) float64 {
+	if len(samples) == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, s := range samples {
+		sum += float64(s.Bytes)
+	}
+	return sum / float64(len(samples))
+}
+
+// measure computes the metrics of res over the first non-empty candidate window, the
+// bottleneck's line rate being rate bit/s.
+func measure(res *Result, candidates []span, rate uint64) Metrics {
+	m := Metrics{FlowsTotal: len(res.Flows)}
+	for _, s := range res.Queue {
+		m.PeakQueue = max(m.PeakQueue, s.Bytes)
+	}
+	var s, s2 float64
+	for _, f := range res.Flows {
+		if !f.Finished {
+			continue
+		}
+		m.FlowsFinished++
+		x := float64(f.Size) / float64(max(f.FCTNs, 1))
+		s += x
+		s2 += x * x
+	}
+	if s2 > 0 {
+		m.Jain = s * s / (float64(m.FlowsFinished) * s2)
+	}
+	w, ok := chooseWindow(res.Queue, candidates)
+	if !ok {
+		m.Window = Window{What: "the bottleneck saw no traffic"}
+		return m
+	}
+	m.Window = Window{StartNs: int64(w.from), EndNs: int64(w.to), What: w.what}
+	in := queueOver(res.Queue, w)
+	qs := make([]int, len(in))
+	for i, q := range in {
+		qs[i] = q.Bytes
+	}
+	sort.Ints(qs)
+	m.QueueP99 = qs[(len(qs)*99)/100]
+	m.MeanQueue = meanQueue(in)
+	m.WireRate = wireRate(in)
+	m.Utilization = m.WireRate / float64(rate)
+	lo := sort.Search(len(res.Delivered), func(i int) bool { return res.Delivered[i].T >= w.from })
+	hi := sort.Search(len(res.Delivered), func(i int) bool { return res.Delivered[i].T > w.to })
+	if hi-lo >= 2 {
+		a, b := res.Delivered[lo], res.Delivered[hi-1]
+		if b.T > a.T {
+			m.Goodput = float64(b.Bytes-a.Bytes) * 8e9 / float64(b.T-a.T)
+		}
+	}
+	return m
+}
+
+// firstDrain is the first sample after the queue's peak at which it holds at most
+// level bytes; -1 if it never drains.
+func firstDrain(queue []QueueSample, level int) clock.Time {
+	if len(queue) == 0 {
+		return -1
+	}
+	peak := 0
+	for i, s := range queue {
+		if s.Bytes > queue[peak].Bytes {
+			peak = i
+		}
+	}
+	if queue[peak].Bytes <= level {
+		return -1
+	}
+	for _, s := range queue[peak:] {
+		if s.Bytes <= level {
+			return s.T
+		}
+	}
+	return -1
+}
+
+// runEnd is where windows end: the last completion when every flow finished, else the
+// last queue sample (the end of the run), with the words that say which.
+func runEnd(res *Result, last clock.Time, unfinished int) (clock.Time, string) {
+	if unfinished == 0 {
+		return last, "the last completion"
+	}
+	end := clock.Time(0)
+	if n := len(res.Queue); n > 0 {
+		end = res.Queue[n-1].T
+	}
+	return end, fmt.Sprintf("the end of the run, %d flows unfinished", unfinished)
+}

@@ -1,0 +1,162 @@
+package experiment
+
+import (
+	"bytes"
+	"encoding/csv"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/rnic"
+)
+
+// queueSeries is a bottleneck sampled every µs: queue[i] bytes and tx[i] bytes sent by
+// the i-th µs.
+func queueSeries(queue []int, tx []uint64) []QueueSample {
+	out := make([]QueueSample, len(queue))
+	for i := range queue {
+		out[i] = QueueSample{T: clock.Time(i * 1000), Bytes: queue[i], TxBytes: tx[i]}
+	}
+	return out
+}
+
+// TestMeasureWindowAfterDrain: the window starts at the first drain after the peak.
+// By hand: queue 0, 5000, 9000, 4000, 500, 700, 300 at 0…6 µs with a 1100-byte drain
+// level drains at 4 µs; to the last completion at 6 µs the window holds 500, 700, 300:
+// mean 500, p99 700. The port sent 1100 bytes each µs from 1 µs on (wire 8.8 Gb/s)
+// while the receivers got 1000 bytes of payload per µs (goodput 8 Gb/s):
+// telemetry and header bytes count in the wire rate, not in the goodput.
+func TestMeasureWindowAfterDrain(t *testing.T) {
+	res := &Result{Queue: queueSeries([]int{0, 5000, 9000, 4000, 500, 700, 300}, []uint64{0, 1100, 2200, 3300, 4400, 5500, 6600}),
+		Flows: []FlowRecord{{Size: 6000, Finished: true, FCTNs: 6000}}}
+	for i := range 7 {
+		res.Delivered = append(res.Delivered, DeliveredSample{T: clock.Time(i * 1000), Bytes: uint64(i * 1000)})
+	}
+	last := clock.Time(6000)
+	drain := firstDrain(res.Queue, 1100)
+	if drain != 4000 {
+		t.Fatalf("first drain at %d ns, want 4000", drain)
+	}
+	m := measure(res, []span{{drain, last, "after the first drain"}}, 10e9)
+	if m.Window.StartNs != 4000 || m.Window.EndNs != 6000 || m.MeanQueue != 500 || m.QueueP99 != 700 || m.PeakQueue != 9000 {
+		t.Errorf("window %v, mean %v, p99 %d, peak %d: want 4000–6000 ns, 500, 700, 9000", m.Window, m.MeanQueue, m.QueueP99, m.PeakQueue)
+	}
+	if m.WireRate != 8.8e9 || m.Goodput != 8e9 || m.Utilization != 0.88 {
+		t.Errorf("wire %v, goodput %v, utilization %v: want 8.8e9, 8e9, 0.88", m.WireRate, m.Goodput, m.Utilization)
+	}
+	if m.FlowsFinished != 1 || m.FlowsTotal != 1 || m.Jain != 1 {
+		t.Errorf("%d of %d finished, Jain %v: want 1 of 1, 1", m.FlowsFinished, m.FlowsTotal, m.Jain)
+	}
+}
+
+// TestMeasureEmptyWindowFallsBack: a candidate holding fewer than two samples is
+// skipped for the next one, and with none left the metrics say so instead of
+// printing zeros as if measured. By hand: the arrivals all at 2 µs make the window
+// "while flows arrive" empty (2–2 µs), so the window runs from the first arrival at
+// 2 µs to the last completion at 5 µs: queues 3000, 1000, 0, 2000, mean 1500.
+func TestMeasureEmptyWindowFallsBack(t *testing.T) {
+	res := &Result{Queue: queueSeries([]int{0, 0, 3000, 1000, 0, 2000}, []uint64{0, 0, 0, 1000, 2000, 3000})}
+	m := measure(res, []span{{2000, 2000, "while flows arrive"}, {2000, 5000, "from the first arrival to the last completion"}}, 1e9)
+	if m.Window.What != "from the first arrival to the last completion" || m.MeanQueue != 1500 {
+		t.Errorf("window %v, mean %v: want the fallback, 1500", m.Window, m.MeanQueue)
+	}
+	if got := m.Window.String(); got != "2.0–5.0 µs (from the first arrival to the last completion)" {
+		t.Errorf("window printed as %q", got)
+	}
+	m = measure(&Result{}, []span{{0, 0, "while flows arrive"}}, 1e9)
+	if m.Window.EndNs != 0 || !strings.HasPrefix(m.Window.String(), "none: ") {
+		t.Errorf("no traffic: window %v, want none", m.Window)
+	}
+}
+
+// TestUnfinishedFlowsReported: 2 senders of 2 MB at 100 Gb/s need at least 320 µs;
+// stopped at 50 µs neither finishes. Each flow is reported unfinished with no FCT and
+// no slowdown (not −start, not negative), the summary says "0 of 2 finished" and
+// gives no slowdown quantiles, the window runs to the end of the run, and the CSV's
+// fct_ns and slowdown cells are empty.
+func TestUnfinishedFlowsReported(t *testing.T) {
+	cfg := Defaults()
+	cfg.Senders, cfg.FlowSize, cfg.Limit = 2, 2_000_000, 50*time.Microsecond
+	res, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range res.Flows {
+		if f.Finished || f.FCTNs != 0 || f.Slowdown != 0 {
+			t.Errorf("flow %d: finished %v, FCT %d ns, slowdown %v: want unfinished, 0, 0", f.ID, f.Finished, f.FCTNs, f.Slowdown)
+		}
+	}
+	m := res.Metrics
+	if m.FlowsFinished != 0 || m.FlowsTotal != 2 || m.Window.EndNs < 49_000 || m.WireRate < 90e9 || m.Goodput <= 0 {
+		t.Errorf("metrics %+v: want 0 of 2 finished, a window to the end of the run with traffic", m)
+	}
+	var sum bytes.Buffer
+	res.WriteSummary(&sum)
+	for _, want := range []string{"0 of 2 finished", "2 flows unfinished", "FCT slowdown      none: no flow finished"} {
+		if !strings.Contains(sum.String(), want) {
+			t.Errorf("summary without %q:\n%s", want, sum.String())
+		}
+	}
+	if strings.Contains(sum.String(), " -") {
+		t.Errorf("a negative number in the summary:\n%s", sum.String())
+	}
+	dir := t.TempDir()
+	if err := res.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"flows.csv", "queue.csv", "rates.csv"} {
+		for _, row := range readCSV(t, filepath.Join(dir, name)) {
+			for _, cell := range row {
+				if strings.HasPrefix(cell, "-") {
+					t.Errorf("%s: negative cell in %v", name, row)
+				}
+			}
+		}
+	}
+	rows := readCSV(t, filepath.Join(dir, "flows.csv"))
+	if got := strings.Join(rows[1], ","); !strings.HasPrefix(got, "0,0,2,2000000,0,false,,") || !strings.HasSuffix(got, ",") {
+		t.Errorf("flows.csv row %q: want finished false and empty fct_ns and slowdown", got)
+	}
+}
+
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// TestGoodputBelowWireRate: one 2 MB flow without congestion control through the
+// switch. By hand, each 1024-byte payload travels in a frame of 1024 + 58 bytes
+// (Ethernet 14, IPv4 20, UDP 8, BTH 12, ICRC 4; the first packet's 16-byte RETH is
+// one in 1954), so in any window the goodput is 1024/1082 = 0.9464 of the wire rate,
+// which is the line rate while the flow sends. Measured at the bottleneck and at the
+// receiver, both agree within 1 %.
+func TestGoodputBelowWireRate(t *testing.T) {
+	cfg := Defaults()
+	cfg.Senders, cfg.FlowSize, cfg.CC = 1, 2_000_000, rnic.ModeNone
+	res, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Metrics
+	ratio := m.Goodput / m.WireRate
+	t.Logf("window %v: wire %.2f Gb/s, goodput %.2f Gb/s, ratio %.4f", m.Window, m.WireRate/1e9, m.Goodput/1e9, ratio)
+	if want := 1024.0 / 1082; math.Abs(ratio/want-1) > 0.01 {
+		t.Errorf("goodput / wire rate %.4f, want %.4f ± 1%%", ratio, want)
+	}
+	if m.WireRate < 95e9 {
+		t.Errorf("wire rate %.2f Gb/s of a lone flow at line rate, want ≥ 95", m.WireRate/1e9)
+	}
+}

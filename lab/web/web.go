@@ -1,0 +1,224 @@
+// Package web serves a live view of a running lab: the topology as a graph with each
+// link's utilization and queue depth, per-QP rates and HPCC++'s U and W for a selected
+// host, and capture start/stop per port. The page (plain JS and SVG, embedded in the
+// binary) follows the lab through server-sent events; the server reads the lab only
+// through its control socket, so `rocelab up --web` and `rocelab web` are the same.
+package web
+
+import (
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rocelab/rocelab/lab"
+	"github.com/rocelab/rocelab/netns"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Interval is how often the page gets the lab's status.
+const Interval = 500 * time.Millisecond
+
+// Server serves the view of one lab.
+type Server struct {
+	store netns.Store
+	lab   string
+	dir   string // where captures started from the page are written
+
+	mu       sync.Mutex
+	captures map[string]*capture // by port
+}
+
+type capture struct {
+	conn net.Conn
+	file string
+	done chan struct{}
+	res  *lab.CaptureStatus
+	err  error
+}
+
+// New returns the view of lab in store; captures started from the page are written to
+// captureDir as PORT-TIME.pcapng.
+func New(store netns.Store, labName, captureDir string) (*Server, error) {
+	dir, err := filepath.Abs(captureDir)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{store: store, lab: labName, dir: dir, captures: map[string]*capture{}}, nil
+}
+
+// Handler serves the page (/), its script, the status stream (/events), one status
+// (/api/status) and captures (POST /api/capture?port=P&action=start|stop).
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(assets, "assets")
+	mux.Handle("/", http.FileServerFS(static))
+	mux.HandleFunc("/events", s.events)
+	mux.HandleFunc("/api/status", func(w http.ResponseWriter, r *http.Request) {
+		v, err := s.view()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(v)
+	})
+	mux.HandleFunc("/api/capture", s.capture)
+	return mux
+}
+
+// View is what the page draws: the lab's status and the captures started from it.
+type View struct {
+	Time     int64                 `json:"time_ns"` // when the status was read
+	Status   lab.Status            `json:"status"`
+	Captures map[string]CaptureRef `json:"captures"`
+}
+
+// CaptureRef is a capture started from the page.
+type CaptureRef struct {
+	File    string             `json:"file"`
+	Running bool               `json:"running"`
+	Figures *lab.CaptureStatus `json:"figures,omitempty"`
+	Error   string             `json:"error,omitempty"`
+}
+
+func (s *Server) view() (View, error) {
+	reply, _, err := lab.Query(s.store, s.lab, lab.Request{Op: "status"})
+	if err != nil {
+		return View{}, err
+	}
+	v := View{Time: time.Now().UnixNano(), Status: *reply.Status, Captures: map[string]CaptureRef{}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for port, c := range s.captures {
+		ref := CaptureRef{File: c.file, Running: true}
+		select {
+		case <-c.done:
+			ref.Running, ref.Figures = false, c.res
+			if c.err != nil {
+				ref.Error = c.err.Error()
+			}
+		default:
+		}
+		v.Captures[port] = ref
+	}
+	return v, nil
+}
+
+// events streams the view every Interval as server-sent events until the page goes.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	tick := time.NewTicker(Interval)
+	defer tick.Stop()
+	for {
+		v, err := s.view()
+		if err != nil {
+			fmt.Fprintf(w, "event: failure\ndata: %s\n\n", strings.ReplaceAll(err.Error(), "\n", " "))
+		} else {
+			b, _ := json.Marshal(v)
+			fmt.Fprintf(w, "data: %s\n\n", b)
+		}
+		flusher.Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// capture starts or stops the capture of a port to a file in the capture directory.
+func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST /api/capture?port=P&action=start|stop", http.StatusMethodNotAllowed)
+		return
+	}
+	port, action := r.URL.Query().Get("port"), r.URL.Query().Get("action")
+	var err error
+	switch action {
+	case "start":
+		err = s.start(port)
+	case "stop":
+		err = s.stop(port)
+	default:
+		err = fmt.Errorf("action %q: want start or stop", action)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) start(port string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.captures[port]; c != nil {
+		select {
+		case <-c.done:
+		default:
+			return fmt.Errorf("%s is already being captured to %s", port, c.file)
+		}
+	}
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return err
+	}
+	file := filepath.Join(s.dir, fmt.Sprintf("%s-%s.pcapng", strings.ReplaceAll(port, ":", "-"), time.Now().Format("20060102-150405")))
+	_, conn, err := lab.Query(s.store, s.lab, lab.Request{Op: "capture", Port: port, File: file})
+	if err != nil {
+		return err
+	}
+	c := &capture{conn: conn, file: file, done: make(chan struct{})}
+	s.captures[port] = c
+	go func() {
+		defer close(c.done)
+		defer conn.Close()
+		c.res, _, c.err = lab.ReadCapture(conn, io.Discard)
+	}()
+	return nil
+}
+
+func (s *Server) stop(port string) error {
+	s.mu.Lock()
+	c := s.captures[port]
+	s.mu.Unlock()
+	if c == nil {
+		return errors.New("no capture of " + port + " was started here")
+	}
+	// Shutting down our side ends the capture; the lab then sends its figures.
+	if err := c.conn.(*net.UnixConn).CloseWrite(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	<-c.done
+	return nil
+}
+
+// Close stops the captures started from the page.
+func (s *Server) Close() {
+	s.mu.Lock()
+	ports := make([]string, 0, len(s.captures))
+	for p := range s.captures {
+		ports = append(ports, p)
+	}
+	s.mu.Unlock()
+	for _, p := range ports {
+		s.stop(p)
+	}
+}
