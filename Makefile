@@ -14,7 +14,8 @@ BENCHTIME  ?= 1s
 PKGS       := ./...
 # the sample apps, built next to bin/rocelab (rocelab exec puts that directory on PATH)
 APPS       := ./cmd/rc_pingpong ./cmd/uc_pingpong ./cmd/ud_pingpong ./cmd/srq_pingpong \
-              ./cmd/write_bw ./cmd/read_bw ./cmd/send_bw ./cmd/atomic_bw ./cmd/send_lat ./cmd/write_lat ./cmd/read_lat
+              ./cmd/write_bw ./cmd/read_bw ./cmd/send_bw ./cmd/atomic_bw ./cmd/send_lat ./cmd/write_lat ./cmd/read_lat \
+              ./cmd/cmatose
 # the kernel rxe VM of the interop suite (tools/rxe-peer)
 RXE_CACHE  ?= /var/cache/rxe-peer
 # the real RDMA stack that rocelab's libibverbs.so.1 runs (docs/libibverbs.md)

@@ -37,6 +37,24 @@ func stamped(t *testing.T, c telemetry.Codec, n int) []byte {
 	return f
 }
 
+// labRateHPCC is an HPCC block whose first hop is at 10 Gb/s (rocelab's rate
+// extension) and second at 100 Gb/s (the simulator's code).
+func labRateHPCC(t *testing.T) []byte {
+	c := hpcchop.New()
+	f, err := c.Request(telemetrytest.RoCEFrame(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, h2 := telemetrytest.Hop(1), telemetrytest.Hop(2)
+	h1.Rate = 10e9
+	for _, h := range []*telemetry.Hop{&h1, &h2} {
+		if f, _, err = c.Push(f, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
 func probeFrameBytes(opcode roce.Opcode, body []byte) []byte {
 	b := telemetrytest.Builder(false)
 	b.BTH.Opcode, b.Payload = opcode, body
@@ -63,6 +81,7 @@ func TestLuaDissectors(t *testing.T) {
 		stamped(t, hpcchop.New(), 2),
 		probeFrameBytes(roce.OpTelemetryRequest, req),
 		probeFrameBytes(roce.OpTelemetryResponse, rb),
+		labRateHPCC(t),
 	}
 	pcap := writePcap(t, frames)
 	extra := []string{"-X", "lua_script:" + luaScript(t), "-o", "udp.try_heuristic_first:TRUE"}
@@ -105,6 +124,9 @@ func TestLuaDissectors(t *testing.T) {
 		{4, "rocelab.probe.switch_id", []uint64{uint64(h1.SwitchID), uint64(h2.SwitchID)}},
 		{4, "rocelab.probe.qlen_bytes", []uint64{h1.QLen, h2.QLen}},
 		{4, "rocelab.probe.bw_bps", []uint64{h1.Rate, h2.Rate}},
+		{5, "rocelab.hpcc.rate_table", []uint64{1}},
+		{5, "rocelab.hpcc.rate_code", []uint64{hpcchop.EscapeCode, 2}},
+		{5, "rocelab.hpcc.rate_bps", []uint64{10e9, h2.Rate}},
 	}
 	// One column per field: tshark prints a field given twice in one column only.
 	var fields []string

@@ -31,6 +31,12 @@ func needTshark(t *testing.T) string {
 	if err != nil {
 		t.Skip("tshark not installed (apt-get install tshark, or make deps-system): independent decoder checks skipped")
 	}
+	// A home of its own: Wireshark loads the personal plugins under ~/.local (where
+	// `rocelab wireshark install` puts rocelab.lua), and a second copy of rocelab's
+	// dissectors next to the one under test registers every protocol twice.
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
 	return p
 }
 

@@ -379,3 +379,40 @@ func BenchmarkState(b *testing.B) {
 	b.ReportMetric(float64(heapInUse()-before)/float64(len(t.Links)), "B/link")
 	runtime.KeepAlive(nw)
 }
+
+// BenchmarkIncastTwin runs the 2:1 and 4:1 incast of issue 21 (HPCC, per-ACK INT,
+// 10 µs links) at 1 and 10 Gb/s in virtual time and, in the same run, in real time as
+// a lab runs it, and reports each one's bottleneck utilization, queue averaged over
+// the second half, and Jain's fairness index: the lab's figures next to their twin's.
+func BenchmarkIncastTwin(b *testing.B) {
+	for _, rate := range []uint64{1e9, 10e9} {
+		for _, n := range []int{2, 4} {
+			for _, mode := range []string{"virtual", "real"} {
+				b.Run(fmt.Sprintf("%dGbps/%d:1/%s", rate/1e9, n, mode), func(b *testing.B) {
+					cfg := RealTimeDefaults(Defaults())
+					cfg.Senders, cfg.LinkRate, cfg.CC = n, rate, rnic.ModeHPCC
+					cfg.LinkDelay = 10 * time.Microsecond
+					cfg.FlowSize = int(rate/8) * 40 / 1000 / n
+					run := RunRealTime
+					if mode == "virtual" {
+						cfg.Sample, run = Defaults().Sample, Run
+					}
+					var m Metrics
+					for b.Loop() {
+						res, err := run(cfg)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if len(res.Errors) > 0 {
+							b.Fatal(res.Errors)
+						}
+						m = res.Metrics
+					}
+					b.ReportMetric(m.Utilization, "util")
+					b.ReportMetric(m.MeanQueue, "queue-B")
+					b.ReportMetric(m.Jain, "jain")
+				})
+			}
+		}
+	}
+}

@@ -189,6 +189,11 @@ func (c *Config) validate() error {
 	if err := c.validateCC(); err != nil {
 		return err
 	}
+	if c.CC != rnic.ModeDCQCN && c.CC != rnic.ModeNone {
+		if err := rnic.CheckLineRate(c.Telemetry, c.LinkRate); err != nil {
+			return fmt.Errorf("experiment: --link-rate: %w", err)
+		}
+	}
 	if c.Scenario == "mix" {
 		return c.validateMix()
 	}
@@ -382,9 +387,17 @@ func Run(cfg Config) (*Result, error) {
 	for _, h := range st.hosts {
 		res.Packets += h.Stats().TxFrames
 	}
+	finish(res, flows, last, left)
+	return res, nil
+}
+
+// finish records the flows' outcomes and the metrics once the run is over: last is the
+// last completion and unfinished the flows still running.
+func finish(res *Result, flows []*flow, last clock.Time, unfinished int) {
+	cfg := &res.Config
 	for _, f := range flows {
 		rec := FlowRecord{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: f.Size, StartNs: int64(f.Start),
-			IdealNs: idealFCT(&cfg, f.Size).Nanoseconds()}
+			IdealNs: IdealFCT(cfg, f.Size).Nanoseconds()}
 		switch {
 		case f.Failed != "":
 			res.Errors = append(res.Errors, fmt.Sprintf("flow %d: %s", f.ID, f.Failed))
@@ -400,13 +413,17 @@ func Run(cfg Config) (*Result, error) {
 		}
 		res.Flows = append(res.Flows, rec)
 	}
-	res.Metrics = measure(res, starWindows(res, &cfg, last, left), cfg.LinkRate)
-	return res, nil
+	res.Measure(last, unfinished)
 }
 
-// starWindows are the incast and fairness scenarios' candidate windows: after the
-// first drain of the bottleneck queue to a level of one full frame, else from the
-// first byte it sent, to the end (runEnd).
+// Measure computes the metrics from the queue samples (with the bottleneck's bytes)
+// and the flow records: last is the last completion, unfinished the flows still
+// running. A lab run (rocelab experiment --lab) fills samples and records itself and
+// calls it, so that both report the same figures.
+func (r *Result) Measure(last clock.Time, unfinished int) {
+	r.Metrics = measure(r, starWindows(r, &r.Config, last, unfinished), r.Config.LinkRate)
+}
+
 func starWindows(res *Result, cfg *Config, last clock.Time, unfinished int) []span {
 	end, until := runEnd(res, last, unfinished)
 	var spans []span
@@ -435,9 +452,9 @@ func makeFlows(cfg *Config) []*flow {
 	return flows
 }
 
-// idealFCT is a flow's completion time alone on an idle network: one base RTT plus its
+// IdealFCT is a flow's completion time alone on an idle network: one base RTT plus its
 // bytes (with per-packet headers) at line rate.
-func idealFCT(cfg *Config, size int) time.Duration {
+func IdealFCT(cfg *Config, size int) time.Duration {
 	seg := cfg.segment()
 	pkts := (size + seg - 1) / seg
 	hdr := 14 + 20 + 8 + 12 + 16 + 4

@@ -167,13 +167,19 @@ func (f *flow) rateSample(t clock.Time, lineRate uint64) RateSample {
 // payload of one, up to the size; all of it once finished. Counted at the receiver,
 // it does not lag by an ACK interval (64 packets under DCQCN).
 func (f *flow) deliveredBytes() uint64 {
-	switch {
-	case f.Done > 0 && f.Failed == "":
+	if f.Done > 0 && f.Failed == "" {
 		return uint64(f.Size)
-	case f.rq != nil:
-		return min(f.rq.Counters().RxRequests*uint64(f.seg), uint64(f.Size))
 	}
-	return 0
+	return f.receivedBytes()
+}
+
+// receivedBytes is deliveredBytes as the receiver alone knows it (read on its loop):
+// the packets its QP accepted times the payload of one, up to the size.
+func (f *flow) receivedBytes() uint64 {
+	if f.rq == nil {
+		return 0
+	}
+	return min(f.rq.Counters().RxRequests*uint64(f.seg), uint64(f.Size))
 }
 
 // verify checks every byte the flow wrote at its receiver; a payload-free run has none

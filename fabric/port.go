@@ -63,7 +63,7 @@ type PortStats struct {
 	HeadroomDrops uint64        `json:"headroom_drops"` // of which lossless frames beyond XOff+Headroom
 	ECNMarks      uint64        `json:"ecn_marks"`
 	Stamped       uint64        `json:"stamped"`      // frames that carried telemetry and got this hop
-	StampErrors   uint64        `json:"stamp_errors"` // frames the Stamper rejected as malformed (forwarded unstamped)
+	StampErrors   uint64        `json:"stamp_errors"` // frames forwarded without this hop: the Stamper could not record it
 	Panics        uint64        `json:"panics"`       // frames dropped because handling or stamping them panicked (a bug)
 	PauseSent     uint64        `json:"pause_sent"`   // PFC frames sent upstream (XOFF and XON)
 	PauseRcvd     uint64        `json:"pause_rcvd"`   // PFC frames received from the peer
@@ -110,6 +110,15 @@ func (p *Port) wake() {
 }
 
 func (p *Port) enqueue(f *link.Frame) {
+	if f.Time < p.modelTime && p.bytes == 0 {
+		// Real time only: the loop saw the frame after the model had moved past its
+		// arrival (the loop woke late, or handled another port's frames first). An
+		// empty port would have sent it on arrival, or once the wire was free: take
+		// the model back to that instant, so that the loop's lateness does not become
+		// idle wire time. Nothing queued and nothing on the wire after busyUntil, so
+		// no departure already made is undone.
+		p.modelTime = max(f.Time, p.busyUntil)
+	}
 	t := max(f.Time, p.modelTime)
 	p.advance(t)
 	if !p.admit(f, t) {
@@ -225,15 +234,16 @@ func (p *Port) dequeue(prio uint8, start clock.Time) {
 			SwitchID: s.cfg.ID,
 			PortID:   uint32(p.index),
 		})
-		// A frame whose telemetry cannot be stamped (malformed, or plain RoCE that
-		// happens to carry the signalling DSCP) goes on unstamped: any host can send
-		// one, and dropping it would let a host's traffic decide what the fabric loses.
+		// A frame whose hop cannot be recorded (malformed telemetry, plain RoCE that
+		// happens to carry the signalling DSCP, a value the format cannot carry) goes
+		// on without it, its format's error flag set where it has one: a frame is
+		// never dropped for want of a stamp, and any host can send one.
 		if err != nil {
 			p.stats.StampErrors++
 		} else if stamped {
 			p.stats.Stamped++
-			n = f.Len()
 		}
+		n = f.Len()
 	}
 	p.transmit(f, start)
 	q.TxFrames++

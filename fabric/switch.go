@@ -42,10 +42,12 @@ type Stamper interface {
 	// setting the format's overflow flag, if it has one). It may grow f with
 	// f.Grow — frames have at least link.Headroom bytes before and link.Tailroom
 	// bytes after them — and must then fix every length and checksum it changes
-	// (IP total/payload length, IPv4 header checksum, UDP length). An error means f's
-	// telemetry is malformed; Stamp must then leave f untouched, since the switch
-	// counts it (StampErrors) and forwards it unstamped. Stamp must not retain f,
-	// allocate or panic, whatever f holds: any host can send any frame.
+	// (IP total/payload length, IPv4 header checksum, UDP length). An error means
+	// the hop could not be recorded (malformed telemetry, a value the format cannot
+	// carry, no room): the switch counts it in PortStats.StampErrors and forwards f
+	// all the same, so Stamp must leave f a whole frame — untouched but for the
+	// format's error flag, if it has one. Stamp must not retain f, allocate or panic,
+	// whatever f holds: any host can send any frame.
 	Stamp(f *link.Frame, hop hpcc.Hop) (stamped bool, err error)
 }
 

@@ -134,6 +134,67 @@ func TestStampErrorForwards(t *testing.T) {
 	}
 }
 
+// lateEndpoint hands the switch its port's frames once per period, late, as a
+// real-time loop that wakes once per period does: the frames keep their arrival times.
+type lateEndpoint struct {
+	link.Endpoint
+	period time.Duration
+	rx     link.Receiver
+	held   []*link.Frame
+	timer  *clock.Timer
+}
+
+func (e *lateEndpoint) Attach(loop clock.Loop, rx link.Receiver) {
+	e.rx = rx
+	e.timer = loop.NewTimer(func() {
+		e.rx.Receive(e.held)
+		e.held = e.held[:0]
+	})
+	e.Endpoint.Attach(loop, e)
+}
+
+func (e *lateEndpoint) Receive(frames []*link.Frame) {
+	e.held = append(e.held, frames...)
+	if !e.timer.Pending() {
+		e.timer.Reset(e.held[0].Time.Add(e.period))
+	}
+}
+
+// TestLateArrivalsKeepTheirTimes: in real time the switch's loop sees a frame after its
+// arrival time whenever it wakes late, while the egress model has moved on (its own
+// timer or a sampler advanced it). A port with nothing queued must still send such a
+// frame at its arrival, as it would have: no queue is invented and no wire time lost.
+// One sender at the bottleneck's rate, its frames handed to the switch 30 µs late in
+// batches, a sampler advancing the model every microsecond: every frame leaves the
+// moment it arrived, with a zero queue in its stamp.
+func TestLateArrivalsKeepTheirTimes(t *testing.T) {
+	const n, size = 20, 1000
+	v := clock.NewVirtual(1)
+	st := &recordingStamper{dscp: 26}
+	sw, hosts := starWith(v, 1, link.Config{Rate: 1e9}, 1e9, Config{ID: 1, Stamper: st},
+		func(i int, ep link.Endpoint) link.Endpoint {
+			if i == 0 {
+				return &lateEndpoint{Endpoint: ep, period: 30 * time.Microsecond}
+			}
+			return ep
+		})
+	stop := sw.Sample(time.Microsecond, func(Sample) {})
+	hosts[0].start(1, n, 0)
+	v.RunFor(time.Millisecond)
+	stop()
+	ser := link.Serialization(size, 1e9)
+	if len(st.hops) != n {
+		t.Fatalf("stamped %d frames, want %d", len(st.hops), n)
+	}
+	for k, hop := range st.hops {
+		// Frame k's last bit reaches the switch at (k+1)·ser; it leaves then.
+		if want := uint64(time.Duration(k+1) * ser); hop.TS != want || hop.QLen != 0 {
+			t.Fatalf("frame %d left at %v with %d bytes queued; it arrived at %v to an idle port",
+				k, time.Duration(hop.TS), hop.QLen, time.Duration(want))
+		}
+	}
+}
+
 // TestECMPSpread sends one frame for each of 1000 flows (RoCEv2 source ports) to a
 // destination reachable over 4 ports: each must carry 250 ± 10%.
 func TestECMPSpread(t *testing.T) {

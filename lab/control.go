@@ -201,15 +201,18 @@ const controlTimeout = 5 * time.Second
 
 func (l *Lab) serve(c *net.UnixConn) {
 	defer c.Close()
+	// The request is read (bounded in size and time) before the peer check, so that a
+	// refused client reads its refusal instead of a broken pipe on its write.
+	c.SetReadDeadline(time.Now().Add(controlTimeout))
+	var req Request
+	reqErr := json.NewDecoder(bufio.NewReader(io.LimitReader(c, 4096))).Decode(&req)
 	if err := controlPeerAllowed(c); err != nil {
 		l.log.Warn("control socket: peer refused", zap.Error(err))
 		writeReply(c, Reply{Error: err.Error()})
 		return
 	}
-	c.SetReadDeadline(time.Now().Add(controlTimeout))
-	var req Request
-	if err := json.NewDecoder(bufio.NewReader(io.LimitReader(c, 4096))).Decode(&req); err != nil {
-		writeReply(c, Reply{Error: "bad request: " + err.Error()})
+	if reqErr != nil {
+		writeReply(c, Reply{Error: "bad request: " + reqErr.Error()})
 		return
 	}
 	switch req.Op {

@@ -84,6 +84,11 @@ var (
 		rnicCounter("host_frames_total", "Frames the host's kernel sent through the device.", func(s *rnic.Stats) uint64 { return s.HostFrames }),
 		rnicCounter("panics_total", "Received frames dropped because handling them panicked (a bug).", func(s *rnic.Stats) uint64 { return s.Panics }),
 		rnicCounter("host_dropped_total", "Of the kernel's frames, those dropped (backlog full or too long).", func(s *rnic.Stats) uint64 { return s.HostDropped }),
+		rnicCounter("cm_sent_total", "CM MADs sent on the GSI QP, retransmissions included.", func(s *rnic.Stats) uint64 { return s.CMSent }),
+		rnicCounter("cm_received_total", "CM MADs received on the GSI QP.", func(s *rnic.Stats) uint64 { return s.CMRcvd }),
+		rnicCounter("cm_retries_total", "REQ, REP and DREQ resent for want of an answer.", func(s *rnic.Stats) uint64 { return s.CMRetries }),
+		rnicCounter("cm_malformed_total", "GSI packets that are not valid CM MADs (dropped).", func(s *rnic.Stats) uint64 { return s.CMMalformed }),
+		rnicCounter("cm_unhandled_total", "CM MADs for no known connection or of a kind the agent ignores.", func(s *rnic.Stats) uint64 { return s.CMUnhandled }),
 	}
 
 	qpRate     = prometheus.NewDesc("rocelab_qp_rate_bps", "The QP's paced rate in bit/s as congestion control set it (+Inf: unpaced).", qpLabels, nil)

@@ -187,7 +187,7 @@ func newBuilder(t *topo.Topology, clk clock.Clock, opts Options) (*builder, erro
 		maxMTU = max(maxMTU, l.MTU)
 	}
 	b := &builder{t: t, clk: clk, opts: opts, switches: map[string]*Switch{}, hostLinks: map[string]*link.End{},
-		n: &Network{Topology: t, Pool: link.NewPool(maxMTU + 18), BaseRTT: baseRTT(t)}}
+		n: &Network{Topology: t, Pool: link.NewPool(maxMTU + 18), BaseRTT: BaseRTT(t)}}
 	var err error
 	if b.format, err = telemetryFormat(t.Telemetry); err != nil {
 		return nil, err
@@ -196,6 +196,13 @@ func newBuilder(t *topo.Topology, clk clock.Clock, opts Options) (*builder, erro
 	if b.cc.Mode == "" {
 		if b.cc, err = topologyCC(t, b.format); err != nil {
 			return nil, err
+		}
+	}
+	if b.cc.Mode != rnic.ModeNone && b.cc.Mode != rnic.ModeDCQCN {
+		for _, l := range t.Links {
+			if err := rnic.CheckLineRate(b.format, l.Rate); err != nil {
+				return nil, fmt.Errorf("lab: link %s–%s: %w", l.Endpoints[0], l.Endpoints[1], err)
+			}
 		}
 	}
 	return b, nil
@@ -420,7 +427,7 @@ func topologyCC(t *topo.Topology, format telemetry.Format) (rnic.CC, error) {
 				rate = l.Rate
 			}
 		}
-		p := hpcc.DraftParams(float64(rate), baseRTT(t), max(1, len(t.Hosts)-1))
+		p := hpcc.DraftParams(float64(rate), BaseRTT(t), max(1, len(t.Hosts)-1))
 		if format == telemetry.FormatHPCC {
 			p.Wrap = hpcc.CompactWrap(1)
 		}
@@ -429,10 +436,10 @@ func topologyCC(t *topo.Topology, format telemetry.Format) (rnic.CC, error) {
 	return rnic.CC{}, fmt.Errorf("lab: unknown congestion control %q", t.CongestionControl)
 }
 
-// baseRTT is the round trip of an MTU-sized packet and a 100-byte ACK over d links,
+// BaseRTT is the round trip of an MTU-sized packet and a 100-byte ACK over d links,
 // d the longest shortest path between two hosts: propagation both ways, and each
 // packet serialized once per link.
-func baseRTT(t *topo.Topology) time.Duration {
+func BaseRTT(t *topo.Topology) time.Duration {
 	var delay time.Duration
 	rate, mtu := uint64(0), 0
 	for _, l := range t.Links {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,6 +180,18 @@ func TestBuildRejects(t *testing.T) {
 	tp.CongestionControl = "hpcc"
 	if _, err := Build(tp, clock.NewVirtual(1), Options{}); err == nil {
 		t.Error("HPCC without telemetry accepted")
+	}
+	// Every lab rate is a whole number of Mb/s, which the HPCC hop carries through
+	// rocelab's extension; 1.5 Mb/s is not, and Build names the link and the format.
+	tp, _ = topo.Star(2, topo.Params{Rate: 1e9, Delay: time.Microsecond, MTU: 1500, Telemetry: "hpcc", CongestionControl: "hpcc"})
+	if _, err := Build(tp, clock.NewVirtual(1), Options{}); err != nil {
+		t.Errorf("1 Gb/s with hpcc telemetry: %v", err)
+	}
+	tp.Links[1].Rate = 1_500_000
+	_, err := Build(tp, clock.NewVirtual(1), Options{})
+	if want := tp.Links[1].Endpoints[0] + "–" + tp.Links[1].Endpoints[1]; err == nil || !strings.Contains(err.Error(), want) ||
+		!strings.Contains(err.Error(), "telemetry hpcc") {
+		t.Errorf("1.5 Mb/s link with hpcc telemetry: %v; want an error naming %s and the format", err, want)
 	}
 }
 

@@ -108,6 +108,8 @@ type Device struct {
 	body      [probe.ResponseSize + probe.MaxRecords*probe.RecordSize]byte
 	hostBatch [1]*link.Frame
 	host      hostRelay
+	gsi       gsi
+	cm        cmAgent
 	// CQs whose armed event is due; announced when the current event is done.
 	pendingCQs []*CQ
 	notifying  bool
@@ -136,9 +138,15 @@ type Stats struct {
 	ARPReqs           uint64 `json:"arp_reqs"`
 	AsyncEvents       uint64 `json:"async_events"`
 	AsyncEventsLost   uint64 `json:"async_events_lost"`
-	HostFrames        uint64 `json:"host_frames"`  // frames the host's kernel sent through the device (SendFromHost)
-	HostDropped       uint64 `json:"host_dropped"` // of those, dropped: backlog full or frame too long
-	Panics            uint64 `json:"panics"`       // received frames dropped because handling them panicked (a bug)
+	HostFrames        uint64 `json:"host_frames"`    // frames the host's kernel sent through the device (SendFromHost)
+	HostDropped       uint64 `json:"host_dropped"`   // of those, dropped: backlog full or frame too long
+	Panics            uint64 `json:"panics"`         // received frames dropped because handling them panicked (a bug)
+	CMSent            uint64 `json:"cm_sent"`        // CM MADs sent on the GSI QP (retries included)
+	CMRcvd            uint64 `json:"cm_rcvd"`        // CM MADs received
+	CMRetries         uint64 `json:"cm_retries"`     // REQ, REP and DREQ resent for want of an answer
+	CMMalformed       uint64 `json:"cm_malformed"`   // GSI packets that are not valid CM MADs
+	CMUnhandled       uint64 `json:"cm_unhandled"`   // CM MADs for no known connection, or of a kind the agent ignores
+	CMSendErrors      uint64 `json:"cm_send_errors"` // CM MADs that could not be built (no frame buffer)
 }
 
 // Open creates the device and attaches it to its link.
@@ -166,6 +174,7 @@ func Open(cfg Config) (*Device, error) {
 	d.port.init(d)
 	d.sched.init(d)
 	d.host.init(d)
+	d.cm.init(d)
 	cfg.Link.Attach(cfg.Loop, &d.port)
 	return d, nil
 }

@@ -1,9 +1,15 @@
 package rnic
 
 import (
+	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/gopacket/gopacket/pcapgo"
+
 	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/roce"
 )
 
 // FuzzReceive runs arbitrary frames through the Rx pipeline of a device with a QP in
@@ -13,6 +19,7 @@ func FuzzReceive(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(append(make([]byte, 12), 0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1))
 	f.Add(append(make([]byte, 12), 0x86, 0xdd, 0x60, 0, 0, 0, 0, 32, 58, 255))
+	f.Add(kernelREQ(f))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, d, _ := pair(t)
 		pool := link.NewPool(1518)
@@ -25,4 +32,39 @@ func FuzzReceive(f *testing.F) {
 			t.Fatalf("frame counted %d times, %d panics", st.RxFrames, st.Panics)
 		}
 	})
+}
+
+// kernelREQ is the kernel's rping REQ (roce/testdata/rxe/rping.pcap) readdressed from
+// 10.0.0.2 to the fuzzed device (10.0.0.1), ICRC recomputed: a seed that reaches the
+// CM agent.
+func kernelREQ(f *testing.F) []byte {
+	file, err := os.Open(filepath.Join("..", "roce", "testdata", "rxe", "rping.pcap"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer file.Close()
+	r, err := pcapgo.NewReader(file)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for {
+		frame, _, err := r.ReadPacketData()
+		if err != nil {
+			f.Fatal("rping.pcap has no CM MAD")
+		}
+		var p roce.Packet
+		if p.Decode(frame) != nil || p.BTH.DestQP() != roce.GSIQPN {
+			continue
+		}
+		var b roce.Builder
+		b.From(&p)
+		b.Src, b.Dst = netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.1")
+		b.DstMAC, b.SrcMAC = [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}
+		out := make([]byte, 1500)
+		n, err := b.Build(out)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return out[:n]
+	}
 }

@@ -126,6 +126,10 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte) {
 		d.stats.RxBadICRC++
 		return
 	}
+	if p.BTH.DestQP() == roce.GSIQPN {
+		d.receiveGSI(p)
+		return
+	}
 	x, ok := d.qps[p.BTH.DestQP()]
 	if !ok {
 		d.stats.RxUnknownQP++

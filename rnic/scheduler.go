@@ -151,15 +151,27 @@ func (s *scheduler) fill() {
 	now := d.loop.Now()
 	horizon := now.Add(d.cfg.TxLookahead)
 	wake := clock.Never
+	// at is the earliest start the pass considers: now, then a paced QP's deadline.
+	// A deadline within the lookahead is served in this pass at that very time, and
+	// the timer is armed a lookahead before a later one: a loop that wakes late (real
+	// time) then still sends at the pacing rate, instead of restarting the pacer from
+	// its late wake-up and losing that lateness on every paced frame.
+	at := now
 	for {
-		start := max(now, p.busyUntil)
+		start := max(at, p.busyUntil)
 		if start > horizon {
 			wake = start.Add(-d.cfg.TxLookahead)
 			break
 		}
 		f, next := s.next(start)
 		if f == nil {
-			wake = next
+			if next <= horizon {
+				at = next
+				continue
+			}
+			if next != clock.Never {
+				wake = next.Add(-d.cfg.TxLookahead)
+			}
 			break
 		}
 		p.transmit(f, start)

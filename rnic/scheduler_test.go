@@ -3,10 +3,12 @@ package rnic
 import (
 	"errors"
 	"math"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/roce"
 )
 
@@ -101,6 +103,69 @@ func TestDWRRPacedQPDoesNotSteal(t *testing.T) {
 		t.Errorf("paced QP sent %.4g bit/s of payload, want at most (and near) %.4g", rate, paced)
 	}
 	checkShares(t, got[1:], []float64{1, 2})
+}
+
+// leadMeter measures how far ahead of its serialization a device hands each frame to
+// its link.
+type leadMeter struct {
+	link.Endpoint
+	now    func() clock.Time
+	frames int
+	lead   time.Duration
+}
+
+func (m *leadMeter) Send(frames []*link.Frame) {
+	for _, f := range frames {
+		m.frames++
+		m.lead += f.Time.Sub(m.now())
+	}
+	m.Endpoint.Send(frames)
+}
+
+// TestPacedFramesUseTheLookahead: a QP paced below the line rate hands its frames to
+// the link up to TxLookahead ahead of their pacing time, as a backlogged port does —
+// so a real-time loop that wakes late (by less than the lookahead) still sends at the
+// pacing rate, instead of restarting the pacer from its late wake-up and losing that
+// lateness on every frame (issue 21). In virtual time the rate is exact either way;
+// the frames' lead shows the pacer no longer waits for each frame's own time.
+func TestPacedFramesUseTheLookahead(t *testing.T) {
+	const paced, look = 1e9, 100 * time.Microsecond
+	v := clock.NewVirtual(1)
+	ea, eb, err := link.New(link.Config{Rate: 10e9, Delay: time.Microsecond, MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meter := &leadMeter{Endpoint: ea}
+	pool := link.NewPool(1518)
+	open := func(name string, ep link.Endpoint, i byte) *Device {
+		d, err := Open(Config{Name: name, MAC: [6]byte{2, 0, 0, 0, 0, i}, GIDs: []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 0, i})},
+			Loop: v.NewLoop(name), Link: ep, Pool: pool, TxLookahead: look})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	a, b := open("h1", meter, 1), open("h2", eb, 2)
+	meter.now = a.loop.Now
+	a.AddNeighbour(netip.AddrFrom4([4]byte{10, 0, 0, 2}), b.cfg.MAC)
+	b.AddNeighbour(netip.AddrFrom4([4]byte{10, 0, 0, 1}), a.cfg.MAC)
+	s := newStream(t, a, b, QPInitAttr{}, 64<<10, 4, roce.MTU1024)
+	s.sq.cc.rate = paced
+	v.RunFor(time.Millisecond)
+	before, frames, lead := s.sq.cc.sentBytes, meter.frames, meter.lead
+	const window = 10 * time.Millisecond
+	v.RunFor(window)
+	rate := float64(s.sq.cc.sentBytes-before) * 8 / window.Seconds()
+	mean := (meter.lead - lead) / time.Duration(meter.frames-frames)
+	t.Logf("paced QP: %.4g bit/s of payload; frames handed over %v ahead on average", rate, mean)
+	if rate > paced || rate < 0.9*paced {
+		t.Errorf("paced QP sent %.4g bit/s of payload, want at most (and near) %.4g", rate, paced)
+	}
+	// Handed over as they enter the lookahead, frames lead by about the lookahead;
+	// ACKs, sent at once, pull the mean down a little.
+	if mean < look/2 {
+		t.Errorf("frames handed over %v ahead on average, want most of the %v lookahead", mean, look)
+	}
 }
 
 func TestQPWeightChecked(t *testing.T) {

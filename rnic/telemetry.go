@@ -2,6 +2,7 @@ package rnic
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/roce/telemetry"
@@ -52,6 +53,26 @@ func Codecs(format telemetry.Format) (telemetry.Codec, error) {
 		return nil, err
 	}
 	return c.request.Codec, nil
+}
+
+// CheckLineRate returns an error naming the format if a switch stamping format
+// cannot record a hop on a link of bps. INT-MD, IOAM and IFA carry the rate in Mb/s
+// in 32 bits (0xFFFFFFFF means "not supplied"); the HPCC hop uses the simulator's
+// codes or rocelab's rate extension (hpcchop.CheckRate).
+func CheckLineRate(format telemetry.Format, bps uint64) error {
+	switch format {
+	case "":
+		return nil
+	case telemetry.FormatHPCC:
+		if err := hpcchop.CheckRate(bps); err != nil {
+			return fmt.Errorf("telemetry %s: %w", format, err)
+		}
+		return nil
+	}
+	if bps%1e6 != 0 || bps/1e6 >= 0xFFFFFFFF {
+		return fmt.Errorf("telemetry %s: line rate %d bit/s is not a whole number of Mb/s below 2^32-1", format, bps)
+	}
+	return nil
 }
 
 func newTelemetryCodecs(format telemetry.Format) (*telemetryCodecs, error) {

@@ -113,9 +113,12 @@ hpcc.prefs.dscp = Pref.uint("DSCP", 0x19, "DSCP value marking the HPCC block")
 hpcc.prefs.multi = Pref.uint("Multi", 1, "INT multiplier of the simulator (units of 128*multi and 80*multi bytes)")
 local H = {
   ver = ProtoField.uint8("rocelab.hpcc.version", "Version", base.DEC, nil, 0xF0),
+  x = ProtoField.bool("rocelab.hpcc.rate_table", "X: rate table present", 8, nil, 0x08),
+  e = ProtoField.bool("rocelab.hpcc.error", "E: a switch could not record its hop", 8, nil, 0x04),
   orig_dscp = ProtoField.uint8("rocelab.hpcc.orig_dscp", "Original DSCP", base.HEX, nil, 0xFC),
   nhop = ProtoField.uint16("rocelab.hpcc.nhop", "Hop count"),
   slot = ProtoField.bytes("rocelab.hpcc.slot", "Hop slot"),
+  code = ProtoField.uint8("rocelab.hpcc.rate_code", "Rate code (7: rate in the rate table)"),
   rate = ProtoField.uint64("rocelab.hpcc.rate_bps", "Line rate (bit/s)"),
   time = ProtoField.uint32("rocelab.hpcc.time_ns", "Time (ns mod 2^24)"),
   bytes = ProtoField.uint64("rocelab.hpcc.tx_bytes", "Tx bytes (scaled back)"),
@@ -124,24 +127,40 @@ local H = {
 hpcc.fields = H
 local rates = {[0]=25e9, [1]=50e9, [2]=100e9, [3]=200e9, [4]=400e9}
 
+-- rocelab's rate extension (docs/telemetry.md): with X set, five 32-bit big-endian
+-- rates in Mb/s follow the slots, one per slot; a hop with rate code 7 reads its rate
+-- from the entry of its slot.
 local function hpcc_heuristic(tvb, pinfo, tree)
   if tvb:len() < 44 or dscp() ~= hpcc.prefs.dscp or bit.rshift(tvb(0, 1):uint(), 4) ~= 1 then return false end
-  local t = tree:add(hpcc, tvb(0, 44))
-  t:add(H.ver, tvb(0, 1)); t:add(H.orig_dscp, tvb(1, 1)); t:add(H.nhop, tvb(2, 2))
-  local n = math.min(tvb(2, 2):uint(), 5)
+  local size = 44
+  local ext = bit.band(tvb(0, 1):uint(), 0x08) ~= 0
+  if ext then size = 64 end
+  if tvb:len() < size then return false end
+  local t = tree:add(hpcc, tvb(0, size))
+  t:add(H.ver, tvb(0, 1)); t:add(H.x, tvb(0, 1)); t:add(H.e, tvb(0, 1))
+  t:add(H.orig_dscp, tvb(1, 1)); t:add(H.nhop, tvb(2, 2))
+  local nhop = tvb(2, 2):uint()
+  local n, first = math.min(nhop, 5), 0
+  if nhop > 5 then first = nhop % 5 end
   local m = hpcc.prefs.multi
-  for i = 0, n - 1 do
+  for k = 0, n - 1 do
+    local i = (first + k) % 5
     local r = tvb(4 + 8 * i, 8)
     local w = r:le_uint64()
     local s = t:add(H.slot, r)
     local code = w:band(7):tonumber()
-    s:add(H.rate, r, UInt64.new(rates[code] or 0))
+    s:add(H.code, r, code)
+    if code == 7 and ext then
+      s:add(H.rate, tvb(44 + 4 * i, 4), UInt64.new(tvb(44 + 4 * i, 4):uint()) * 1000000)
+    else
+      s:add(H.rate, r, UInt64.new(rates[code] or 0))
+    end
     s:add(H.time, r, w:rshift(3):band(0xFFFFFF):tonumber())
     s:add(H.bytes, r, w:rshift(27):band(0xFFFFF) * (128 * m))
     s:add(H.qlen, r, w:rshift(47):band(0x1FFFF) * (80 * m))
   end
   pinfo.cols.protocol:append("/HPCC")
-  Dissector.get("data"):call(tvb(44):tvb(), pinfo, tree)
+  Dissector.get("data"):call(tvb(size):tvb(), pinfo, tree)
   return true
 end
 hpcc:register_heuristic("udp", hpcc_heuristic)

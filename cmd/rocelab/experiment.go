@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rocelab/rocelab/experiment"
+	"github.com/rocelab/rocelab/netns"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
@@ -31,10 +32,10 @@ var (
 func newExperimentCmd() *cobra.Command {
 	def := experiment.Defaults()
 	var (
-		mtu                   int
-		cc, mode, format, out string
-		asJSON                bool
-		cfg                   = def
+		mtu                            int
+		cc, mode, format, out, labName string
+		asJSON, realTime               bool
+		cfg                            = def
 	)
 	cfg.Mix = experiment.MixDefaults().Mix
 	cmd := &cobra.Command{
@@ -120,7 +121,36 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 			if err := applyPreset(flags, &cfg); err != nil {
 				return err
 			}
-			return runAndReport(cmd.OutOrStdout(), newProgress(cmd.ErrOrStderr()), cfg, out, asJSON)
+			run := experiment.Run
+			switch {
+			case labName != "":
+				if cfg.Scenario != "incast" || realTime {
+					return fmt.Errorf("experiment: --lab runs the incast scenario, without --realtime (a lab is real time)")
+				}
+				store := netns.DefaultStore()
+				name, err := pickLab(store, labName)
+				if err != nil {
+					return fmt.Errorf("experiment: %w", err)
+				}
+				if !flags.Changed("sample") {
+					cfg.Sample = time.Millisecond
+				}
+				run = func(cfg experiment.Config) (*experiment.Result, error) { return labIncast(cfg, store, name) }
+			case realTime:
+				if cfg.Scenario == "mix" {
+					return fmt.Errorf("experiment: --realtime runs incast and fairness, not mix")
+				}
+				rt := experiment.RealTimeDefaults(cfg)
+				if !flags.Changed("sample") {
+					cfg.Sample = rt.Sample
+				}
+				if !flags.Changed("limit") {
+					cfg.Limit = rt.Limit
+				}
+				cfg.TxLookahead = rt.TxLookahead
+				run = experiment.RunRealTime
+			}
+			return runAndReport(cmd.OutOrStdout(), newProgress(cmd.ErrOrStderr()), run, cfg, out, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -166,6 +196,8 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
 	f.StringVar(&out, "out", "experiment-out", "output directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout")
+	f.StringVar(&labName, "lab", "", "incast: run in this running lab (rocelab up) with real write_bw processes, its first --senders hosts into its last; sampled through its control socket every --sample (default 1ms)")
+	f.BoolVar(&realTime, "realtime", false, "incast, fairness: run in real time, as a lab runs (the twin of the virtual-time run; figures depend on the machine's load)")
 	cmd.AddCommand(newFlowsCmd(), newCompareCmd())
 	return cmd
 }
@@ -291,14 +323,14 @@ func telemetryFormat(format string) (telemetry.Format, error) {
 	return "", fmt.Errorf("--telemetry %q: want int, ioam, ifa or hpcc", format)
 }
 
-// runAndReport runs cfg, showing its progress on pr if not nil, writes its files into
-// out and prints the summary (or the JSON object) on w.
-func runAndReport(w io.Writer, pr *progress, cfg experiment.Config, out string, asJSON bool) error {
+// runAndReport runs cfg with run, showing its progress on pr if not nil, writes its
+// files into out and prints the summary (or the JSON object) on w.
+func runAndReport(w io.Writer, pr *progress, run func(experiment.Config) (*experiment.Result, error), cfg experiment.Config, out string, asJSON bool) error {
 	start := time.Now()
 	if pr != nil {
 		cfg.Progress = pr.update
 	}
-	res, err := experiment.Run(cfg)
+	res, err := run(cfg)
 	if pr != nil {
 		pr.clear()
 	}

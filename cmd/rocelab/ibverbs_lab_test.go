@@ -110,19 +110,31 @@ func (l *ibverbsLab) rnicTX(t *testing.T, host string) int {
 	return 0
 }
 
-// child returns the pid of the program rocelab exec started (its only child).
-func child(t *testing.T, exec *exec.Cmd) int {
+// child returns the pid of the program rocelab exec started: the process whose parent
+// it is (/proc/PID/stat; a thread's children file misses children of exited threads).
+func child(t testing.TB, exec *exec.Cmd) int {
 	t.Helper()
-	pid := exec.Process.Pid
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("children of rocelab exec %d: %q", pid, b)
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after its ')'
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		if f := strings.Fields(string(b[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(exec.Process.Pid) {
+			pid, _ := strconv.Atoi(strings.Fields(string(b))[0])
+			return pid
+		}
 	}
-	return c
+	t.Fatalf("rocelab exec %d has no child", exec.Process.Pid)
+	return 0
 }
 
 // pair runs server in srvHost and, once it listens on port, client in cliHost (with the

@@ -167,12 +167,12 @@ func printStatus(out io.Writer, st lab.Status) {
 	}
 	fmt.Fprintln(out)
 	w = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "PORT\tPEER\tRATE\tTX FRAMES\tTX BYTES\tRX FRAMES\tDROPS\tECN\tSTAMPED\tPAUSES\tQUEUE\tLINK FAULTS")
+	fmt.Fprintln(w, "PORT\tPEER\tRATE\tTX FRAMES\tTX BYTES\tRX FRAMES\tDROPS\tSTAMP ERRORS\tECN\tSTAMPED\tPAUSES\tQUEUE\tLINK FAULTS")
 	for _, s := range st.Switches {
 		for _, p := range s.Ports {
 			ps := p.Stats
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Port, p.Peer, p.Rate, ps.TxFrames, ps.TxBytes,
-				ps.RxFrames, ps.Drops, ps.ECNMarks, ps.Stamped, ps.PauseSent+ps.PauseRcvd, ps.QLen, p.Link.Faults())
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", p.Port, p.Peer, p.Rate, ps.TxFrames, ps.TxBytes,
+				ps.RxFrames, ps.Drops, ps.StampErrors, ps.ECNMarks, ps.Stamped, ps.PauseSent+ps.PauseRcvd, ps.QLen, p.Link.Faults())
 		}
 	}
 	w.Flush()

@@ -2,5 +2,5 @@
 
 package main
 
-// raceEnabled: the race detector slows the lab's loops below real time.
+// raceEnabled: the race detector slows real-time labs past what they can keep up with.
 const raceEnabled = true

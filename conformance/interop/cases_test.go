@@ -10,19 +10,29 @@ import (
 // appNames are the rocelab apps the cases run (built from cmd/); each one's counterpart
 // in the VM is rdma-core's ibv_<app> or perftest's ib_<app> (see counterpart).
 var appNames = []string{"rc_pingpong", "uc_pingpong", "ud_pingpong", "srq_pingpong", "write_bw", "read_bw", "send_bw",
-	"atomic_bw", "send_lat", "write_lat", "read_lat"}
+	"atomic_bw", "send_lat", "write_lat", "read_lat", "cmatose"}
 
 // counterpart names the real tool a rocelab app interoperates with.
 func counterpart(app string) string {
 	if strings.HasSuffix(app, "_pingpong") {
 		return "ibv_" + app
 	}
+	if app == "cmatose" {
+		return "ucmatose"
+	}
 	return "ib_" + app
 }
 
+// realOnHost are the apps whose real counterpart also runs on rocelab's side, on
+// rocelab's libibverbs.so.1 (docs/libibverbs.md): the real tool in h1 against the real
+// tool on rxe.
+var realOnHost = map[string]bool{"rc_pingpong": true, "ud_pingpong": true, "write_bw": true, "read_bw": true,
+	"send_lat": true}
+
 // cases lists every pair: each app against its rdma-core or perftest counterpart in
 // the VM, with rocelab as client and as server, over the IPv4 GID (index 1) and the
-// IPv6 GID (index 2), which rxe and rocelab number alike.
+// IPv6 GID (index 2), which rxe and rocelab number alike; and for the apps of
+// realOnHost, the same with the real tool in h1.
 func cases() []interopCase {
 	var out []interopCase
 	for _, g := range []struct {
@@ -71,8 +81,27 @@ func cases() []interopCase {
 					boundResends: strings.HasSuffix(p.app, "_bw") && p.app != "atomic_bw" && p.name == ""},
 				interopCase{name: fmt.Sprintf("%s-server-%s", name, g.name), expect: expect, serverExpect: serverExpect,
 					ready: ready, server: side{cmd: host}, client: side{inVM: true, cmd: vm + " " + h1IPv4}})
+			if realOnHost[p.app] {
+				real := fmt.Sprintf("%s %s %d %s", counterpart(p.app), gflag, g.idx, p.flags)
+				out = append(out,
+					interopCase{name: fmt.Sprintf("real-%s-client-%s", counterpart(p.app), g.name), expect: expect,
+						serverExpect: serverExpect, ready: ready, server: side{inVM: true, cmd: vm},
+						client: side{cmd: real + " " + vmIPv4, real: true}},
+					interopCase{name: fmt.Sprintf("real-%s-server-%s", counterpart(p.app), g.name), expect: expect,
+						serverExpect: serverExpect, ready: ready, server: side{cmd: real, real: true},
+						client: side{inVM: true, cmd: vm + " " + h1IPv4}})
+			}
 		}
 	}
+	// RDMA-CM: rocelab's CM agent against the kernel's (CM MADs on QP1), both ways.
+	// ucmatose listens without a TCP socket: the VM waits for its listening cm_id.
+	out = append(out,
+		interopCase{name: "cmatose-client-ipv4", expect: cmatoseResult,
+			server:      side{inVM: true, cmd: "ucmatose"},
+			vmListening: `while ! rdma resource show cm_id 2>/dev/null | grep -q LISTEN; do sleep 0.05; done; echo RXE-LISTENING`,
+			client:      side{cmd: "cmatose -s " + vmIPv4}},
+		interopCase{name: "cmatose-server-ipv4", expect: cmatoseResult, ready: "cmatose: starting server",
+			server: side{cmd: "cmatose"}, client: side{inVM: true, cmd: "ucmatose -s " + h1IPv4}})
 	return out
 }
 
@@ -86,6 +115,8 @@ var (
 	// servedOnly is what ib_read_lat's server prints before it serves the reads and
 	// exits without a table: its peer's address (its exit status is checked too).
 	servedOnly = regexp.MustCompile(`(?m)^ remote address: LID`)
+	// cmatoseResult is the line both sides of ucmatose print once their messages are in.
+	cmatoseResult = regexp.MustCompile(`(?m)^data transfers complete$`)
 )
 
 // TestResultPatterns: a finished perftest run is recognised with or without the clock

@@ -77,10 +77,34 @@ func apps(t *testing.T, names ...string) string {
 	return dir
 }
 
+// buildLibibverbs compiles rocelab's libibverbs.so.1 into bin/lib. It returns why the
+// real tools cannot run in h1 ("" when they can): libibverbs-dev or the tools missing.
+func buildLibibverbs(t *testing.T, bin string) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
+		return "libibverbs-dev is not installed (make deps-system): the real tools do not run in h1"
+	}
+	for _, tool := range []string{"stdbuf", "ibv_rc_pingpong", "ib_write_bw"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return tool + " is not installed (make deps-system): the real tools do not run in h1"
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(bin, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("../../libibverbs/build.sh", filepath.Join(bin, "lib", "libibverbs.so.1")).CombinedOutput(); err != nil {
+		t.Fatalf("build libibverbs.so.1: %v\n%s", err, out)
+	}
+	return ""
+}
+
 // side is one program of a case: where it runs and its command line.
 type side struct {
 	inVM bool
 	cmd  string // shell words; the VM runs it with sh -c
+	// real: cmd is the system's rdma-core or perftest tool, run in h1 on rocelab's
+	// libibverbs.so.1 (built into bin/lib) instead of a rocelab app from bin
+	real bool
 }
 
 type interopCase struct {
@@ -91,6 +115,9 @@ type interopCase struct {
 	expect, serverExpect *regexp.Regexp
 	// ready starts the line a rocelab server prints once it listens.
 	ready string
+	// vmListening is the VM's shell loop that echoes RXE-LISTENING once its server
+	// listens ("": waitListening).
+	vmListening string
 	// boundResends checks the data frames sent per frame needed (maxResendRatio).
 	boundResends bool
 }
@@ -102,19 +129,46 @@ func runCase(t *testing.T, l *lab.Lab, store netns.Store, peer, bin string, c in
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if c.server.inVM {
-		vmOut, vmDone := startVM(ctx, t, l, peer, c.server.cmd+" & pid=$!; "+waitListening+"; wait $pid")
+		wait := c.vmListening
+		if wait == "" {
+			wait = waitListening
+		}
+		vmOut, vmDone := startVM(ctx, t, l, peer, c.server.cmd+" & pid=$!; "+wait+"; wait $pid")
 		waitFor(t, vmOut, "RXE-LISTENING")
-		client = runHost(ctx, t, store, l, bin, c.client.cmd)
+		client = runHost(ctx, t, store, l, bin, c.client)
 		server = <-vmDone
 		return server, client
 	}
-	h, out := startHost(ctx, t, store, l, bin, c.server.cmd)
+	h, out := startHost(ctx, t, store, l, bin, c.server)
 	waitFor(t, out, c.ready)
+	if c.server.real {
+		// rdma-core's pingpongs print their address before they listen
+		waitHostListening(ctx, t, store, l)
+	}
 	vmOut, vmDone := startVM(ctx, t, l, peer, c.client.cmd)
 	go io.Copy(io.Discard, vmOut)
 	client = <-vmDone
 	server = h()
 	return server, client
+}
+
+// waitHostListening polls h1's TCP tables until something listens on 18515.
+func waitHostListening(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab) {
+	t.Helper()
+	for ctx.Err() == nil {
+		var out bytes.Buffer
+		x := exec.CommandContext(ctx, "cat", "/proc/net/tcp", "/proc/net/tcp6")
+		x.Stdout = &out
+		if err := store.Exec(l.Name(), "h1", x); err != nil {
+			t.Fatal(err)
+		}
+		x.Wait()
+		if strings.Contains(out.String(), ":4853 00000000:0000 0A") ||
+			strings.Contains(out.String(), ":4853 00000000000000000000000000000000:0000 0A") {
+			return
+		}
+	}
+	t.Fatal("nothing listens on 18515 in h1")
 }
 
 // waitListening is the VM's shell loop that reports when a server listens on 18515.
@@ -196,16 +250,22 @@ func startVM(ctx context.Context, t *testing.T, l *lab.Lab, peer, cmd string) (*
 	return lr, done
 }
 
-func hostCmd(ctx context.Context, bin, cmd string) *exec.Cmd {
-	words := strings.Fields(cmd)
-	x := exec.CommandContext(ctx, filepath.Join(bin, words[0]), words[1:]...)
-	return x
+func hostCmd(ctx context.Context, bin string, s side) *exec.Cmd {
+	words := strings.Fields(s.cmd)
+	if s.real {
+		// line-buffered, so that the server's "ready" line shows before it blocks
+		x := exec.CommandContext(ctx, "stdbuf", append([]string{"-oL"}, words...)...)
+		x.Env = append(os.Environ(), "LD_LIBRARY_PATH="+filepath.Join(bin, "lib"))
+		return x
+	}
+	return exec.CommandContext(ctx, filepath.Join(bin, words[0]), words[1:]...)
 }
 
 // runHost runs cmd in h1 and returns its output.
-func runHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, bin, cmd string) string {
+func runHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, bin string, s side) string {
 	t.Helper()
-	x := hostCmd(ctx, bin, cmd)
+	cmd := s.cmd
+	x := hostCmd(ctx, bin, s)
 	var out bytes.Buffer
 	x.Stdout, x.Stderr = &out, &out
 	if err := store.Exec(l.Name(), "h1", x); err != nil {
@@ -219,9 +279,10 @@ func runHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, b
 
 // startHost starts cmd in h1; the function it returns waits for it and returns its
 // output.
-func startHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, bin, cmd string) (func() string, *lineReader) {
+func startHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, bin string, s side) (func() string, *lineReader) {
 	t.Helper()
-	x := hostCmd(ctx, bin, cmd)
+	cmd := s.cmd
+	x := hostCmd(ctx, bin, s)
 	pr, pw := io.Pipe()
 	x.Stdout, x.Stderr = pw, pw
 	if err := store.Exec(l.Name(), "h1", x); err != nil {
@@ -322,6 +383,7 @@ const maxResendRatio = 1.5
 func TestInteropRXE(t *testing.T) {
 	peer := rxePeer(t)
 	bin := apps(t, appNames...)
+	realTools := buildLibibverbs(t, bin)
 	tp, err := topo.Load("../../topologies/rxe-peer.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -348,6 +410,9 @@ func TestInteropRXE(t *testing.T) {
 	}
 	for _, c := range cases() {
 		t.Run(c.name, func(t *testing.T) {
+			if (c.server.real || c.client.real) && realTools != "" {
+				t.Skip(realTools)
+			}
 			start := time.Now()
 			m := l.Network.External("rxe").Monitor
 			file := filepath.Join(out, c.name+".pcapng")

@@ -279,7 +279,12 @@ func TestRealHandoff(t *testing.T) {
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
 	}
-	got := <-done
+	var got []uint64
+	select {
+	case got = <-done:
+	case <-time.After(time.Minute): // far beyond any load seen; a lost wake-up fails here instead of hanging
+		t.Fatal("not every frame arrived within a minute")
+	}
 	r.Close()
 	for i, q := range got {
 		if q != uint64(i) {

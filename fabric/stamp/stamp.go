@@ -29,8 +29,9 @@ func (s *Stamper) Last() telemetry.Status { return s.last }
 // true when a hop was recorded (telemetry.Pushed, or telemetry.Wrapped for the HPCC
 // ring), false for frames without the format and frames whose budget is exhausted —
 // the codec has then set the format's overflow flag. Frames grow into their
-// tailroom; the adapter only tells the frame its new length. Errors are malformed
-// telemetry (the switch drops the frame).
+// tailroom; the adapter only tells the frame its new length. An error is a hop the
+// codec could not record (malformed telemetry, a rate the format cannot carry, no
+// room); the codec has left the frame whole, and the switch forwards it.
 func (s *Stamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
 	b := f.Bytes()
 	s.hop = telemetry.Hop{Hop: hop, IngressPort: uint32(f.InPort)}

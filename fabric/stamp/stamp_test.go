@@ -88,3 +88,37 @@ func TestFuzzTailroom(t *testing.T) {
 		t.Fatalf("telemetrytest.Tailroom %d, link.Tailroom %d", telemetrytest.Tailroom, link.Tailroom)
 	}
 }
+
+// The HPCC hop at a lab rate (10 Gb/s, no simulator code) grows the frame by the
+// extension's rate table and decodes with its rate; a rate the extension cannot say
+// either is refused with the frame's length unchanged and the E flag set.
+func TestStampHPCCLabRates(t *testing.T) {
+	pool := link.NewPool(2048)
+	c := hpcchop.New()
+	st := New(c)
+	req, err := c.Request(telemetrytest.RoCEFrame(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := pool.Get()
+	defer f.Release()
+	if err := f.SetBytes(req); err != nil {
+		t.Fatal(err)
+	}
+	hop := telemetrytest.Hop(1)
+	hop.Rate = 10e9
+	if ok, err := st.Stamp(f, hop.Hop); !ok || err != nil || f.Len() != len(req)+hpcchop.RateTableSize {
+		t.Fatalf("10G stamp: %v %v, %d bytes", ok, err, f.Len())
+	}
+	var s telemetry.Stack
+	if _, err := c.Decode(f.Bytes(), &s); err != nil || s.N != 1 || s.Hops[0].Rate != 10e9 {
+		t.Fatalf("decode: %+v %v", s.HopList(), err)
+	}
+	n := f.Len()
+	hop.Rate = 1.5e6
+	ok, err := st.Stamp(f, hop.Hop)
+	hd, derr := c.Decode(f.Bytes(), &s)
+	if ok || err == nil || f.Len() != n || derr != nil || !hd.Error || s.N != 1 {
+		t.Fatalf("1.5 Mb/s stamp: %v %v, %d bytes; decode %+v %v", ok, err, f.Len(), hd, derr)
+	}
+}

@@ -89,6 +89,18 @@ var handlers = [...]handler{
 	wire.OpModifyQP:          {run: (*conn).modifyQP},
 	wire.OpQueryQP:           {run: (*conn).queryQP},
 	wire.OpDestroyQP:         {run: destroying(kindQP, wire.OpDestroyQP)},
+	wire.OpCMCreateChannel:   {withFD: (*conn).cmCreateChannel},
+	wire.OpCMDestroyChannel:  {run: destroying(kindCMChannel, wire.OpCMDestroyChannel)},
+	wire.OpCMCreateID:        {run: (*conn).cmCreateID},
+	wire.OpCMDestroyID:       {run: destroying(kindCMID, wire.OpCMDestroyID)},
+	wire.OpCMListen:          {run: (*conn).cmListen},
+	wire.OpCMResolveAddr:     {run: (*conn).cmResolveAddr},
+	wire.OpCMResolveRoute:    {run: (*conn).cmResolveRoute},
+	wire.OpCMConnect:         {run: cmConnecting(false)},
+	wire.OpCMAccept:          {run: cmConnecting(true)},
+	wire.OpCMReject:          {run: (*conn).cmReject},
+	wire.OpCMDisconnect:      {run: (*conn).cmDisconnect},
+	wire.OpCMGetEvent:        {run: (*conn).cmGetEvent},
 }
 
 func (c *conn) queryDevice(body []byte) (any, int, error) {

@@ -204,7 +204,7 @@ func (c *conn) reclaim() int {
 	n := len(c.objs)
 	c.closed = true
 	c.s.deactivate(c)
-	for _, kind := range []int{kindQP, kindSRQ, kindAH, kindCQ, kindMR, kindPD, kindChannel} {
+	for _, kind := range []int{kindCMID, kindQP, kindSRQ, kindAH, kindCQ, kindMR, kindPD, kindChannel, kindCMChannel} {
 		for h, o := range c.objs {
 			if kindOf(o) == kind {
 				if err := c.destroy(o); err != nil {
@@ -225,6 +225,8 @@ const (
 	kindSRQ
 	kindAH
 	kindQP
+	kindCMChannel
+	kindCMID
 )
 
 func kindOf(o any) int {
@@ -241,6 +243,10 @@ func kindOf(o any) int {
 		return kindSRQ
 	case *sAH:
 		return kindAH
+	case *sCMChannel:
+		return kindCMChannel
+	case *sCMID:
+		return kindCMID
 	default:
 		return kindQP
 	}
@@ -282,6 +288,17 @@ func (c *conn) destroy(o any) error {
 		unix.Munmap(o.mem)
 	case *sAH:
 		return d.DestroyAH(o.ah)
+	case *sCMChannel:
+		if o.refs > 0 {
+			return fmt.Errorf("%w: CM event channel still holds %d identifiers", rnic.ErrBusy, o.refs)
+		}
+		unix.Close(o.fd)
+		o.fd = -1
+	case *sCMID:
+		if err := d.DestroyCMID(o.id); err != nil {
+			return err
+		}
+		o.ch.refs--
 	case *sQP:
 		if err := d.DestroyQP(o.x); err != nil {
 			return err

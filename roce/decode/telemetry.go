@@ -98,7 +98,7 @@ func (t *telemetryState) decodeTelemetry(frame []byte) (hdr map[string]any, inne
 			signal, dscp = "HPCC", t.hpcc.DSCP
 			if err == nil {
 				hdr, codec = map[string]any{"version": h.Version, "orig_dscp": h.OrigDSCP, "nhop": h.NHop,
-					"wrapped": h.NHop > hpcchop.MaxHops}, t.hpcc
+					"wrapped": h.NHop > hpcchop.MaxHops, "rate_table": h.RateTable, "error": h.Error}, t.hpcc
 			} else {
 				note = dscpNote(signal, dscp, err)
 			}

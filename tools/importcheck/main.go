@@ -63,7 +63,7 @@ var (
 	sampleApps = []string{
 		"cmd/rc_pingpong", "cmd/uc_pingpong", "cmd/ud_pingpong", "cmd/srq_pingpong",
 		"cmd/write_bw", "cmd/read_bw", "cmd/send_bw", "cmd/atomic_bw",
-		"cmd/write_lat", "cmd/read_lat", "cmd/send_lat",
+		"cmd/write_lat", "cmd/read_lat", "cmd/send_lat", "cmd/cmatose",
 	}
 	notInSampleApps = []string{
 		"github.com/gopacket/gopacket", "github.com/vishvananda/netlink",

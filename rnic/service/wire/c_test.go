@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/hex"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,53 @@ func TestCEncodings(t *testing.T) {
 			continue
 		}
 		if got != hex.EncodeToString(w) {
+			t.Errorf("%s:\n C  %s\n Go %s", name, got, hex.EncodeToString(w))
+		}
+	}
+	if len(c) != len(want) {
+		t.Errorf("wire_dump printed %d encodings, the test compares %d", len(c), len(want))
+	}
+}
+
+// TestCMCEncodings: the RDMA-CM calls as librdmacm/wire_cm.h lays them out, printed by
+// librdmacm/test/wire_dump.c, must equal this package's encodings.
+func TestCMCEncodings(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc is not installed: the C side of the protocol cannot be built")
+	}
+	bin := filepath.Join(t.TempDir(), "wire_dump")
+	if out, err := exec.Command(gcc, "-Wall", "-Werror", "-o", bin, "../../../librdmacm/test/wire_dump.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		name, h, _ := strings.Cut(sc.Text(), " ")
+		c[name] = h
+	}
+	addr := func(n byte, port uint16) CMAddr {
+		return FromAddrPort(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, n}), port))
+	}
+	param := CMConnParam{ResponderResources: 1, InitiatorDepth: 2, RetryCount: 7, RNRRetryCount: 6, PrivateDataLen: 5}
+	copy(param.PrivateData[:], "rping")
+	reject := CMReject{ID: 6, PrivateDataLen: 2}
+	reject.PrivateData[0], reject.PrivateData[1] = 0xab, 0xcd
+	want := map[string][]byte{
+		"cm_create_id":    AppendRequest(nil, OpCMCreateID, 1, &CMCreateID{Channel: 3, PortSpace: 0x0106}),
+		"cm_listen":       AppendRequest(nil, OpCMListen, 2, &CMListen{ID: 4, Backlog: 8, Addr: addr(1, 7174)}),
+		"cm_resolve_addr": AppendRequest(nil, OpCMResolveAddr, 3, &CMResolveAddr{ID: 5, TimeoutMS: 2000, Src: addr(1, 0), Dst: addr(2, 7174)}),
+		"cm_connect":      AppendRequest(nil, OpCMConnect, 4, &CMConnect{ID: 5, QP: 9, Param: param}),
+		"cm_reject":       AppendRequest(nil, OpCMReject, 5, &reject),
+		"cm_event": AppendRequest(nil, 0, 0, &CMEvent{Type: 4, Status: -110, ID: 7, Listener: 4, Local: addr(1, 7174),
+			Remote: addr(2, 42570), QPN: 0x11, Param: param})[HeaderSize:],
+	}
+	for name, w := range want {
+		if got := c[name]; got != hex.EncodeToString(w) {
 			t.Errorf("%s:\n C  %s\n Go %s", name, got, hex.EncodeToString(w))
 		}
 	}

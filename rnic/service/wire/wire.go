@@ -68,6 +68,9 @@ func (o Op) String() string {
 	if o > 0 && o < opMax {
 		return opNames[o]
 	}
+	if o >= OpCMCreateChannel && o < opCMMax {
+		return cmOpNames[o-OpCMCreateChannel]
+	}
 	return fmt.Sprintf("op(%d)", uint16(o))
 }
 

@@ -11,7 +11,8 @@
 //	|  qlen (17)      |   bytes (20)         |     time (24)            |rate(3)|
 //	+-----------------+----------------------+--------------------------+-------+
 //
-//	rate  line-rate code: 0 25G, 1 50G, 2 100G, 3 200G, 4 400G
+//	rate  line-rate code: 0 25G, 1 50G, 2 100G, 3 200G, 4 400G (the simulator's);
+//	      7 (EscapeCode, rocelab's extension) says the rate is in the rate table
 //	time  egress timestamp in ns, modulo 2^24 (wraps every 16.8 ms)
 //	bytes the port's cumulative transmitted bytes / (128·multi), modulo 2^20
 //	qlen  bytes queued on the port / (80·multi); rocelab saturates at 2^17−1 where the
@@ -24,20 +25,36 @@
 //	 0                   1                   2                   3
 //	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//	|  Ver  |  Rsv  | orig DSCP |Rsv|        hop count (nhop)       |
+//	|  Ver  |X|E|Rsv| orig DSCP |Rsv|        hop count (nhop)       |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                 hop slot 0 (64, little-endian)                |
 //	|                             ...                               |
 //	|                 hop slot 4 (64, little-endian)                |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|        rate of slot 0, Mb/s (32, big-endian)   — only if X    |
+//	|                             ...                               |
+//	|        rate of slot 4, Mb/s (32, big-endian)   — only if X    |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //
 // A switch writes slot nhop mod 5 and increments nhop (IntHeader::PushHop), so a sixth
 // hop overwrites the first: Push reports telemetry.Wrapped and Decode returns the last
 // five hops in path order.
+//
+// Rates the simulator has no code for (a lab's 1, 10 or 40 Gb/s links) use rocelab's
+// extension: the first switch that needs it grows the block by the 20-byte rate table
+// and sets X; a hop on such a link carries rate code 7 (EscapeCode) and its rate in
+// Mb/s in the table entry of its slot. A decoder reads a hop's rate from the code,
+// or, for code 7, from the table entry of the same slot (a code 7 in a block without
+// the table reads as rate 0, as the undefined codes 5 and 6 do). Hops at the simulator's rates
+// keep their codes, and a block no switch escaped in is the simulator's 44 bytes. A
+// switch that cannot record its hop — a rate that is not a whole number of Mb/s, or
+// no room to add the table — sets E, leaves the slots alone and returns an error; the
+// frame is forwarded without that hop.
 package hpcchop
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
@@ -45,11 +62,18 @@ import (
 
 // Sizes and limits of the carriage.
 const (
-	ShimSize   = 4
-	HopSize    = 8
-	MaxHops    = 5
-	HeaderSize = ShimSize + MaxHops*HopSize // 44 bytes: the whole block between UDP and BTH
-	Version    = 1
+	ShimSize      = 4
+	HopSize       = 8
+	MaxHops       = 5
+	HeaderSize    = ShimSize + MaxHops*HopSize // 44 bytes: the whole block between UDP and BTH
+	RateTableSize = MaxHops * 4                // the extension's per-slot rates, when X is set
+	Version       = 1
+
+	// EscapeCode is the rate code of a hop whose rate is in the rate table.
+	EscapeCode = 7
+	// FlagX (shim byte 0) says the rate table follows the slots; FlagE that a switch
+	// could not record its hop.
+	FlagX, FlagE = 0x08, 0x04
 
 	// DefaultDSCP signals the HPCC block unless configured otherwise.
 	DefaultDSCP = 0x19
@@ -60,10 +84,11 @@ const (
 	timeBits, bytesBits, qlenBits = 24, 20, 17
 )
 
-// LineRates maps the 3-bit line-rate code to bit/s; codes 5–7 are undefined.
+// LineRates maps the 3-bit line-rate code to bit/s; codes 5 and 6 are undefined and 7
+// is EscapeCode.
 var LineRates = [8]uint64{25e9, 50e9, 100e9, 200e9, 400e9}
 
-// RateCode returns the code of a line rate and whether the format can express it.
+// RateCode returns the simulator's code of a line rate and whether it has one.
 func RateCode(bps uint64) (uint8, bool) {
 	for i, r := range LineRates {
 		if r != 0 && r == bps {
@@ -71,6 +96,19 @@ func RateCode(bps uint64) (uint8, bool) {
 		}
 	}
 	return 0, false
+}
+
+// CheckRate returns nil if a hop on a link of bps can be recorded: with one of the
+// simulator's codes or, through the extension, as a whole number of Mb/s that fits
+// the table's 32 bits.
+func CheckRate(bps uint64) error {
+	if _, ok := RateCode(bps); ok {
+		return nil
+	}
+	if bps == 0 || bps%1e6 != 0 || bps/1e6 > 0xFFFFFFFF {
+		return fmt.Errorf("line rate %d bit/s has no HPCC rate code and is not a whole number of Mb/s below 2^32", bps)
+	}
+	return nil
 }
 
 // Word is one decoded 64-bit hop, in the simulator's units.
@@ -93,10 +131,13 @@ func Unpack(v uint64) Word {
 		Bytes: uint32(v>>27) & (1<<bytesBits - 1), QLen: uint32(v>>47) & (1<<qlenBits - 1)}
 }
 
-// Shim is a view of the 4-byte shim followed by the five hop slots.
+// Shim is a view of the 4-byte shim followed by the five hop slots and, when X is
+// set, the rate table.
 type Shim []byte
 
 func (s Shim) Version() uint8    { return s[0] >> 4 }
+func (s Shim) Flags() uint8      { return s[0] & (FlagX | FlagE) }
+func (s Shim) SetFlag(f uint8)   { s[0] |= f }
 func (s Shim) OrigDSCP() uint8   { return s[1] >> 2 }
 func (s Shim) NHop() uint16      { return binary.BigEndian.Uint16(s[2:]) }
 func (s Shim) SetNHop(n uint16)  { binary.BigEndian.PutUint16(s[2:], n) }
@@ -105,11 +146,28 @@ func (s Shim) SetSlot(i int, v uint64) {
 	binary.LittleEndian.PutUint64(s[ShimSize+i*HopSize:], v)
 }
 
+// SlotRate and SetSlotRate read and write the rate table (Mb/s); only with X set.
+func (s Shim) SlotRate(i int) uint32 { return binary.BigEndian.Uint32(s[HeaderSize+i*4:]) }
+func (s Shim) SetSlotRate(i int, mbps uint32) {
+	binary.BigEndian.PutUint32(s[HeaderSize+i*4:], mbps)
+}
+
+// size is the block's length: the simulator's 44 bytes, plus the rate table with X.
+func (s Shim) size() int {
+	if s[0]&FlagX != 0 {
+		return HeaderSize + RateTableSize
+	}
+	return HeaderSize
+}
+
 // Header holds the shim's fields as decoded.
 type Header struct {
 	Version  uint8
 	OrigDSCP uint8
 	NHop     uint16 // hops pushed so far, including overwritten ones
+	// RateTable (X) says the block carries the extension's rate table; Error (E) that
+	// a switch on the path could not record its hop.
+	RateTable, Error bool
 }
 
 // Codec adds, stamps, decodes and strips HPCC compact hops. The zero value is not
@@ -149,6 +207,12 @@ func (c *Codec) find(frame []byte) (roce.Layout, Shim, error) {
 	if s.Version() != Version {
 		return l, nil, telemetry.Malformed("HPCC shim version %d", s.Version())
 	}
+	if n := s.size(); n > HeaderSize {
+		if off+n > l.End {
+			return l, nil, telemetry.Malformed("HPCC rate table cut off: %d bytes after UDP", l.End-off)
+		}
+		s = frame[off : off+n]
+	}
 	return l, s, nil
 }
 
@@ -179,16 +243,36 @@ func (c *Codec) Request(frame []byte) ([]byte, error) {
 }
 
 // Push writes hop h into slot nhop mod 5 and increments nhop. It reports
-// telemetry.Wrapped when the write overwrote an older hop. A line rate the format
-// cannot express is an error and leaves the packet unchanged.
+// telemetry.Wrapped when the write overwrote an older hop. A rate without a
+// simulator code goes in the rate table, which Push adds (growing frame into its
+// capacity) if the block has none yet. A hop Push cannot record — a rate CheckRate
+// refuses, or no capacity for the table — sets the E flag and returns an error
+// with the slots untouched.
 func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, error) {
-	_, s, err := c.find(frame)
+	l, s, err := c.find(frame)
 	if err != nil {
 		return frame, 0, err
 	}
 	code, ok := RateCode(h.Rate)
 	if !ok {
-		return frame, 0, telemetry.Malformed("line rate %d bit/s has no HPCC rate code", h.Rate)
+		if err := CheckRate(h.Rate); err != nil {
+			s.SetFlag(FlagE)
+			return frame, 0, err
+		}
+		if s.Flags()&FlagX == 0 {
+			at := l.L4 + roce.UDPSize + HeaderSize
+			grown, err := telemetry.Open(frame, at, RateTableSize)
+			if err != nil {
+				s.SetFlag(FlagE)
+				return frame, 0, err
+			}
+			frame = grown
+			telemetry.AddUDPLength(frame, l.L4, RateTableSize)
+			l.AddIPLength(frame, RateTableSize)
+			s = Shim(frame[at-HeaderSize : at+RateTableSize])
+			s.SetFlag(FlagX)
+		}
+		code = EscapeCode
 	}
 	m := c.multi()
 	w := Word{
@@ -198,7 +282,16 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 		QLen:     uint32(telemetry.Saturate(h.QLen/(QLenUnit*m), 1<<qlenBits-1)),
 	}
 	n := s.NHop()
-	s.SetSlot(int(n%MaxHops), w.Pack())
+	slot := int(n % MaxHops)
+	s.SetSlot(slot, w.Pack())
+	if s.Flags()&FlagX != 0 {
+		// A slot reused by the ring must not keep an older hop's escaped rate.
+		var mbps uint32
+		if code == EscapeCode {
+			mbps = uint32(h.Rate / 1e6)
+		}
+		s.SetSlotRate(slot, mbps)
+	}
 	next := n + 1
 	if next == 0 {
 		// A 16-bit count that wraps to 0 would say "no hops" over a full ring (only a
@@ -219,7 +312,8 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 	if err != nil {
 		return Header{}, err
 	}
-	hd := Header{Version: s.Version(), OrigDSCP: s.OrigDSCP(), NHop: s.NHop()}
+	hd := Header{Version: s.Version(), OrigDSCP: s.OrigDSCP(), NHop: s.NHop(),
+		RateTable: s.Flags()&FlagX != 0, Error: s.Flags()&FlagE != 0}
 	st.Format, st.N, st.Truncated = telemetry.FormatHPCC, 0, hd.NHop > MaxHops
 	n, first := int(hd.NHop), 0
 	if n > MaxHops {
@@ -227,10 +321,15 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 	}
 	m := c.multi()
 	for i := range n {
-		w := Unpack(s.Slot((first + i) % MaxHops))
+		slot := (first + i) % MaxHops
+		w := Unpack(s.Slot(slot))
 		hop := &st.Hops[i]
 		*hop = telemetry.Hop{}
 		hop.Rate = LineRates[w.RateCode]
+		if w.RateCode == EscapeCode && hd.RateTable {
+			// Without the table the escape says no rate, as the undefined codes 5 and 6.
+			hop.Rate = uint64(s.SlotRate(slot)) * 1e6
+		}
 		hop.TS = uint64(w.Time)
 		hop.TxBytes = uint64(w.Bytes) * ByteUnit * m
 		hop.QLen = uint64(w.QLen) * QLenUnit * m
@@ -246,10 +345,10 @@ func (c *Codec) Strip(frame []byte) ([]byte, error) {
 	if err != nil {
 		return frame, err
 	}
-	dscp := s.OrigDSCP()
-	frame = telemetry.Close(frame, l.L4+roce.UDPSize, HeaderSize)
-	telemetry.AddUDPLength(frame, l.L4, -HeaderSize)
-	l.AddIPLength(frame, -HeaderSize)
+	dscp, n := s.OrigDSCP(), len(s)
+	frame = telemetry.Close(frame, l.L4+roce.UDPSize, n)
+	telemetry.AddUDPLength(frame, l.L4, -n)
+	l.AddIPLength(frame, -n)
 	l.SetDSCP(frame, dscp)
 	return frame, nil
 }

@@ -118,13 +118,97 @@ func TestErrors(t *testing.T) {
 	if _, err := c.Request(f); !errors.Is(err, telemetry.ErrAlreadyPresent) {
 		t.Fatalf("second request: %v", err)
 	}
-	h.Rate = 10e9
-	if _, _, err := c.Push(f, &h); !errors.Is(err, telemetry.ErrMalformed) {
-		t.Fatalf("10G rate: %v", err)
-	}
 	full := f[:len(f):len(f)]
+	h.Rate = 10e9
+	if _, _, err := c.Push(full, &h); !errors.Is(err, telemetry.ErrNoRoom) {
+		t.Fatalf("10G rate without room for the rate table: %v", err)
+	}
+	var st telemetry.Stack
+	if hd, err := c.Decode(full, &st); err != nil || !hd.Error || hd.RateTable || st.N != 0 {
+		t.Fatalf("after the refused push: %+v %d hops, %v; want E set, no hop", hd, st.N, err)
+	}
 	if _, err := New().Request(telemetrytest.RoCEFrame(false)[: len(full)-HeaderSize : len(full)-HeaderSize]); !errors.Is(err, telemetry.ErrNoRoom) {
 		t.Fatalf("request without room: %v", err)
+	}
+}
+
+// A 10 Gb/s hop, then a 100 Gb/s one, on an IPv4 frame: the first grows the block by
+// the rate table and sets X; the block right after UDP is
+//
+//	18 68 00 02   Ver 1, X, original DSCP 26, nhop 2
+//	<slot 0>      rate code 7 (escape), time 1001000, bytes 100000, qlen 1000
+//	<slot 1>      rate code 2 (100G), hop 2's fields
+//	00 .. 00      slots 2–4 empty
+//	00 00 27 10   rate table entry 0: 10000 Mb/s
+//	00 .. 00      entries 1–4: 0 (slot 1 has a code)
+func TestRateExtension(t *testing.T) {
+	c := New()
+	orig := telemetrytest.RoCEFrame(false)
+	keep := bytes.Clone(orig)
+	f, err := c.Request(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, h2 := telemetrytest.Hop(1), telemetrytest.Hop(2)
+	h1.Rate = 10e9
+	for _, h := range []*telemetry.Hop{&h1, &h2} {
+		if f, _, err = c.Push(f, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	le := func(w uint64) string {
+		return hex.EncodeToString([]byte{byte(w), byte(w >> 8), byte(w >> 16), byte(w >> 24),
+			byte(w >> 32), byte(w >> 40), byte(w >> 48), byte(w >> 56)})
+	}
+	want := "18680002" + le(Word{RateCode: EscapeCode, Time: 1001000, Bytes: 100000, QLen: 1000}.Pack()) +
+		le(Word{RateCode: 2, Time: 1002000, Bytes: 200000, QLen: 2000}.Pack()) + strings.Repeat("00", 3*HopSize) +
+		"00002710" + strings.Repeat("00", 4*4)
+	off := 14 + 20 + 8
+	if got := hex.EncodeToString(f[off : off+HeaderSize+RateTableSize]); got != want {
+		t.Fatalf("block\n got %s\nwant %s", got, want)
+	}
+	var st telemetry.Stack
+	hd, err := c.Decode(f, &st)
+	if err != nil || !hd.RateTable || hd.Error || st.N != 2 || st.Hops[0].Rate != 10e9 || st.Hops[1].Rate != 100e9 {
+		t.Fatalf("decode: %+v %+v %v", hd, st.HopList(), err)
+	}
+	// The ring reuses slot 0 for a sixth hop at a coded rate: its table entry clears.
+	for i := 3; i <= 6; i++ {
+		h := telemetrytest.Hop(i)
+		if f, _, err = c.Push(f, &h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Decode(f, &st); err != nil || st.Hops[MaxHops-1].Rate != 100e9 || Shim(f[off:]).SlotRate(0) != 0 {
+		t.Fatalf("after the wrap: %+v %v", st.HopList(), err)
+	}
+	if f, err = c.Strip(f); err != nil || !bytes.Equal(f, keep) {
+		t.Fatalf("strip did not restore the frame (%v)\n got %x\nwant %x", err, f, keep)
+	}
+}
+
+func TestRateUnexpressible(t *testing.T) {
+	for _, bps := range []uint64{1.5e6, 0, 1e6 << 32} {
+		if CheckRate(bps) == nil {
+			t.Errorf("CheckRate(%d) accepted", bps)
+		}
+	}
+	for _, bps := range []uint64{1e9, 10e9, 40e9, 100e9, 2.5e9} {
+		if err := CheckRate(bps); err != nil {
+			t.Errorf("CheckRate(%d): %v", bps, err)
+		}
+	}
+	c := New()
+	f, _ := c.Request(telemetrytest.RoCEFrame(false))
+	keep := bytes.Clone(f)
+	h := telemetrytest.Hop(1)
+	h.Rate = 1.5e6
+	if _, _, err := c.Push(f, &h); err == nil {
+		t.Fatal("Push took a 1.5 Mb/s hop")
+	}
+	keep[14+20+8] |= FlagE
+	if !bytes.Equal(f, keep) {
+		t.Fatalf("a refused push changed more than the E flag\n got %x\nwant %x", f, keep)
 	}
 }
 
@@ -134,6 +218,11 @@ func FuzzDecode(f *testing.F) {
 	h := telemetrytest.Hop(1)
 	fr, _, _ = c.Push(fr, &h)
 	f.Add(fr)
+	ext, _ := c.Request(telemetrytest.RoCEFrame(false))
+	h10 := telemetrytest.Hop(2)
+	h10.Rate = 10e9
+	ext, _, _ = c.Push(ext, &h10)
+	f.Add(ext)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s telemetry.Stack
 		if _, err := c.Decode(b, &s); err != nil {
@@ -173,6 +262,22 @@ func FuzzPush(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if err := telemetrytest.CheckPush(c, decode, b); err != nil {
 			t.Fatal(err)
+		}
+		// A lab rate goes through the extension: the push may grow the block by the
+		// rate table, and what it pushed must decode with that rate and strip.
+		buf := append(b[:len(b):len(b)], make([]byte, RateTableSize)...)[:len(b)]
+		h := telemetrytest.Hop(1)
+		h.Rate = 10e9
+		out, st, err := c.Push(buf, &h)
+		if err != nil || (st != telemetry.Pushed && st != telemetry.Wrapped) {
+			return
+		}
+		var s telemetry.Stack
+		if err := decode(out, &s); err != nil || s.N == 0 || s.Hops[s.N-1].Rate != 10e9 {
+			t.Fatalf("pushed a 10 Gb/s hop, then decode: %d hops %v", s.N, err)
+		}
+		if _, err := c.Strip(out); err != nil {
+			t.Fatalf("pushed a 10 Gb/s hop, then strip: %v", err)
 		}
 	})
 }

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rocelab/rocelab/experiment"
+	"github.com/rocelab/rocelab/fabric/topo"
+	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/lab"
+	"github.com/rocelab/rocelab/netns"
+	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/roce/telemetry"
+)
+
+// labIncast runs the incast scenario in a running lab with real app processes: the
+// first cfg.Senders hosts each run rocelab's write_bw (64 KiB RDMA WRITEs) against a
+// write_bw server of its own on the lab's last host, all started together, while
+// the lab's control socket is polled every cfg.Sample for the bottleneck port's queue
+// and bytes (the switch port towards the receiver) and each sender's RNIC bytes. The
+// samples make the same Result, files and metrics as the virtual-time run; a flow's
+// rate in rates.csv is its measured throughput over the interval (its congestion
+// control's rate lives inside the lab process), and it lasts from the first to the
+// last sample in which its sender's bytes grew. cfg.LinkRate is set from the port.
+func labIncast(cfg experiment.Config, store netns.Store, name string) (*experiment.Result, error) {
+	status := func() (lab.Status, error) {
+		r, _, err := lab.Query(store, name, lab.Request{Op: "status"})
+		if err == nil && r.Status == nil {
+			err = fmt.Errorf("experiment: lab %s answered status without one", name)
+		}
+		if err != nil {
+			return lab.Status{}, err
+		}
+		return *r.Status, nil
+	}
+	st, err := status()
+	if err != nil {
+		return nil, err
+	}
+	if len(st.Hosts) < cfg.Senders+1 {
+		return nil, fmt.Errorf("experiment: lab %s has %d hosts: too few for %d senders and a receiver", name, len(st.Hosts), cfg.Senders)
+	}
+	recv := st.Hosts[len(st.Hosts)-1]
+	sw, port := -1, -1
+	for i, s := range st.Switches {
+		for j, p := range s.Ports {
+			if p.Peer == recv.Name {
+				sw, port = i, j
+			}
+		}
+	}
+	if sw < 0 {
+		return nil, fmt.Errorf("experiment: lab %s: no switch port leads to the receiver %s", name, recv.Name)
+	}
+	if cfg.LinkRate, err = topo.ParseRate(st.Switches[sw].Ports[port].Rate); err != nil {
+		return nil, fmt.Errorf("experiment: lab %s: rate of %s: %w", name, st.Switches[sw].Ports[port].Port, err)
+	}
+	// The summary describes the lab: its receiver link's delay, its congestion control
+	// as the lab runs it (HPCC: a probe per RTT) and its telemetry.
+	var baseRTT time.Duration
+	if t, err := topo.Load(st.Topology); err == nil {
+		baseRTT = lab.BaseRTT(t)
+		for _, l := range t.Links {
+			if l.Endpoints[0] == recv.Name || l.Endpoints[1] == recv.Name {
+				cfg.LinkDelay = l.Delay
+			}
+		}
+	}
+	switch st.CongestionControl {
+	case "hpcc":
+		cfg.CC = rnic.ModeHPCCProbe
+	case "dcqcn":
+		cfg.CC = rnic.ModeDCQCN
+	default:
+		cfg.CC = rnic.ModeNone
+	}
+	if st.Telemetry == "int" {
+		cfg.Telemetry = telemetry.FormatINTMD
+	} else if st.Telemetry != "none" {
+		cfg.Telemetry = telemetry.Format(st.Telemetry)
+	}
+	const msg, basePort = 64 << 10, 18600
+	iters := max(1, cfg.FlowSize/msg)
+	cfg.FlowSize = iters * msg
+	size := fmt.Sprint(msg)
+
+	// The apps sit next to the rocelab binary, as rocelab exec finds them.
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	writeBW := filepath.Join(filepath.Dir(self), "write_bw")
+	app := func(args ...string) *exec.Cmd {
+		c := exec.Command(writeBW, append([]string{"-x", "1", "-s", size, "-n", fmt.Sprint(iters)}, args...)...)
+		c.Env = os.Environ()
+		return c
+	}
+	var servers []*exec.Cmd
+	defer func() {
+		for _, s := range servers {
+			s.Process.Kill()
+			s.Wait()
+		}
+	}()
+	for i := range cfg.Senders {
+		srv := app("-p", fmt.Sprint(basePort+i))
+		out, err := srv.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := store.Exec(name, recv.Name, srv); err != nil {
+			return nil, fmt.Errorf("experiment: write_bw server on %s: %w", recv.Name, err)
+		}
+		servers = append(servers, srv)
+		r := bufio.NewReader(out)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return nil, fmt.Errorf("experiment: write_bw server on %s exited before listening", recv.Name)
+			}
+			if strings.Contains(line, "Waiting for client") {
+				break
+			}
+		}
+		go io.Copy(io.Discard, r)
+	}
+
+	res := &experiment.Result{Config: cfg, BaseRTT: baseRTT}
+	t0 := time.Now()
+	stop := make(chan struct{})
+	sampled := make(chan error, 1)
+	type hostBytes struct {
+		t     clock.Time
+		bytes []uint64
+	}
+	var series []hostBytes
+	take := func() error {
+		s, err := status()
+		if err != nil {
+			return err
+		}
+		now := clock.Time(time.Since(t0))
+		p := s.Switches[sw].Ports[port].Stats
+		hb := hostBytes{t: now}
+		for _, h := range s.Hosts[:cfg.Senders] {
+			hb.bytes = append(hb.bytes, h.RNIC.TxBytes)
+		}
+		res.Queue = append(res.Queue, experiment.QueueSample{T: now, Bytes: p.QLen, TxBytes: p.TxBytes})
+		series = append(series, hb)
+		return nil
+	}
+	go func() {
+		tick := time.NewTicker(cfg.Sample)
+		defer tick.Stop()
+		for {
+			if err := take(); err != nil {
+				sampled <- err
+				return
+			}
+			select {
+			case <-stop:
+				sampled <- nil
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	clients := make([]*exec.Cmd, cfg.Senders)
+	outs := make([]strings.Builder, cfg.Senders)
+	for i := range clients {
+		c := app("-p", fmt.Sprint(basePort+i), recv.IPv4)
+		c.Stdout, c.Stderr = &outs[i], &outs[i]
+		if err := store.Exec(name, st.Hosts[i].Name, c); err != nil {
+			for _, started := range clients[:i] {
+				started.Process.Kill()
+				started.Wait()
+			}
+			close(stop)
+			<-sampled
+			return nil, fmt.Errorf("experiment: write_bw on %s: %w", st.Hosts[i].Name, err)
+		}
+		clients[i] = c
+	}
+	for i, c := range clients {
+		if err := c.Wait(); err != nil {
+			res.Errors = append(res.Errors, fmt.Sprintf("flow %d: write_bw on %s: %v: %s", i, st.Hosts[i].Name, err, outs[i].String()))
+		}
+	}
+	close(stop)
+	if err := <-sampled; err != nil {
+		return nil, err
+	}
+	if err := take(); err != nil { // the sampler has stopped: one last sample after the flows
+		return nil, err
+	}
+
+	// A flow lasts from the first to the last interval in which its sender sent.
+	var last clock.Time
+	for i := range cfg.Senders {
+		start, end := clock.Time(-1), clock.Time(0)
+		for k := 1; k < len(series); k++ {
+			prev, cur := series[k-1], series[k]
+			d := cur.bytes[i] - prev.bytes[i]
+			rate := float64(d) * 8e9 / float64(cur.t-prev.t)
+			res.Rates = append(res.Rates, experiment.RateSample{T: cur.t, Flow: i, Rate: rate})
+			if d > 0 {
+				if start < 0 {
+					start = prev.t
+				}
+				end = cur.t
+			}
+		}
+		if start < 0 {
+			res.Errors = append(res.Errors, fmt.Sprintf("flow %d: %s sent nothing", i, st.Hosts[i].Name))
+			continue
+		}
+		ideal := experiment.IdealFCT(&cfg, cfg.FlowSize)
+		res.Flows = append(res.Flows, experiment.FlowRecord{ID: i, Src: i, Dst: cfg.Senders, Size: cfg.FlowSize,
+			StartNs: int64(start), FCTNs: int64(end - start), IdealNs: ideal.Nanoseconds(),
+			Slowdown: float64(end-start) / float64(ideal), Finished: true})
+		last = max(last, end)
+	}
+	res.Measure(last, cfg.Senders-len(res.Flows))
+	return res, nil
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rocelab/rocelab/experiment"
+	"github.com/rocelab/rocelab/lab"
+)
+
+// writeTopology writes a star of hosts around s1, every link at rate with 10 µs of
+// delay, and returns the file's path.
+func writeTopology(t *testing.T, hosts int, rate, telemetry, cc string) string {
+	t.Helper()
+	y := fmt.Sprintf("telemetry: %s\ncongestion_control: %s\nhosts:\n", telemetry, cc)
+	for i := 1; i <= hosts; i++ {
+		y += fmt.Sprintf("  - {name: h%d, ipv4: 10.0.0.%d}\n", i, i)
+	}
+	y += "switches:\n  - name: s1\nlinks:\n"
+	for i := 1; i <= hosts; i++ {
+		y += fmt.Sprintf("  - {endpoints: [h%d, s1], rate: %s, delay: 10us, mtu: 1500}\n", i, rate)
+	}
+	path := filepath.Join(t.TempDir(), "star.yaml")
+	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestLabRealTimeHPCCStampsEveryProbe: a 1 Gb/s lab with `telemetry: hpcc` — a rate
+// the HPCC simulator's rate code cannot say — stamps every telemetry probe an app's
+// RDMA WRITEs send (rocelab's rate extension carries the rate), with no stamp error on
+// any port. Before the extension the switch dropped every probe (issue 21).
+func TestLabRealTimeHPCCStampsEveryProbe(t *testing.T) {
+	if raceEnabled {
+		t.Skip("real-time lab: not under the race detector, which slows the loops below real time")
+	}
+	c := newCLI(t)
+	name := labName("stamp")
+	c.run("up", "-f", writeTopology(t, 2, "1G", "hpcc", "hpcc"), "--name", name)
+	defer c.run("down", name)
+	const size = 4 << 20
+	env := []string{"ROCELAB_TEST_SIZE=" + fmt.Sprint(size)}
+	target := c.cmd("exec", "--lab", name, "h1", "--", os.Args[0])
+	target.Env = append(target.Env, append(env, "ROCELAB_TEST_APP=write-target")...)
+	target.Stderr = os.Stderr
+	out, err := target.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer target.Process.Kill()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "listening\n" {
+		t.Fatalf("target: %q %v", line, err)
+	}
+	source := c.cmd("exec", "--lab", name, "h2", "--", os.Args[0])
+	source.Env = append(source.Env, append(env, "ROCELAB_TEST_APP=write-source", "ROCELAB_TEST_PEER=10.0.0.1")...)
+	if got, err := source.CombinedOutput(); err != nil {
+		t.Fatalf("source: %v\n%s", err, got)
+	}
+	if err := target.Wait(); err != nil {
+		t.Fatalf("target: %v", err)
+	}
+	var st lab.Status
+	if err := json.Unmarshal([]byte(c.run("status", "--json", "--lab", name)), &st); err != nil {
+		t.Fatal(err)
+	}
+	probes := st.Hosts[1].RNIC.ProbesSent
+	toH1 := st.Switches[0].Ports[0].Stats // s1:p0 leads to h1: the probes' egress
+	t.Logf("h2 sent %d probes; s1:p0 stamped %d, %d stamp errors", probes, toH1.Stamped, toH1.StampErrors)
+	if probes == 0 || toH1.Stamped != probes {
+		t.Errorf("s1:p0 stamped %d frames, h2 sent %d probes: want every probe stamped", toH1.Stamped, probes)
+	}
+	// h1 decoded every stamped probe (the rate extension included) and answered it.
+	if r := st.Hosts[0].RNIC.ProbeResponses; r != probes {
+		t.Errorf("h1 answered %d of %d probes", r, probes)
+	}
+	for _, p := range st.Switches[0].Ports {
+		if p.Stats.StampErrors != 0 || p.Stats.Drops != 0 {
+			t.Errorf("%s: %d stamp errors, %d drops", p.Port, p.Stats.StampErrors, p.Stats.Drops)
+		}
+	}
+}
+
+// TestLabRealTimeIncastTwin: a 2:1 incast in a 1 Gb/s lab (HPCC, a probe per RTT,
+// INT), real write_bw processes through the verbs services, sampled by
+// `rocelab experiment incast --lab`, against the same incast in virtual time
+// (`rocelab experiment incast` with the lab's parameters): utilization, the queue
+// averaged over the second half and every flow's rate agree within 10% (the queue
+// within 10% or one packet, whichever is larger). Skipped when the load average
+// exceeds the cores: the figures would measure the machine's other work.
+func TestLabRealTimeIncastTwin(t *testing.T) {
+	if raceEnabled {
+		t.Skip("real-time lab: not under the race detector, which slows the loops below real time")
+	}
+	needQuietMachine(t)
+	c := newCLI(t)
+	if out, err := exec.Command("go", "build", "-o", filepath.Dir(c.bin)+"/", "../write_bw").CombinedOutput(); err != nil {
+		t.Fatalf("go build write_bw: %v\n%s", err, out)
+	}
+	name := labName("twin")
+	c.run("up", "-f", writeTopology(t, 3, "1G", "int", "hpcc"), "--name", name)
+	defer c.run("down", name)
+	args := []string{"experiment", "incast", "--senders", "2", "--flow-size", "4MiB", "--json"}
+	var lab, virt experiment.JSON
+	for _, x := range []struct {
+		into  *experiment.JSON
+		extra []string
+	}{
+		{&lab, []string{"--lab", name, "--out", t.TempDir()}},
+		{&virt, []string{"--link-rate", "1G", "--link-delay", "10us", "--mode", "probe", "--telemetry", "int", "--out", t.TempDir()}},
+	} {
+		if err := json.Unmarshal([]byte(c.run(append(args, x.extra...)...)), x.into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lm, vm := lab.Metrics, virt.Metrics
+	t.Logf("lab: utilization %.3f, mean queue %.0f B, Jain %.4f; virtual: %.3f, %.0f B, %.4f",
+		lm.Utilization, lm.MeanQueue, lm.Jain, vm.Utilization, vm.MeanQueue, vm.Jain)
+	if math.Abs(lm.Utilization/vm.Utilization-1) > 0.1 {
+		t.Errorf("utilization %.3f in the lab, %.3f in virtual time: more than 10%% apart", lm.Utilization, vm.Utilization)
+	}
+	const packet = 1024 + 100
+	if d := math.Abs(lm.MeanQueue - vm.MeanQueue); d > max(0.1*vm.MeanQueue, packet) {
+		t.Errorf("mean queue %.0f B in the lab, %.0f B in virtual time", lm.MeanQueue, vm.MeanQueue)
+	}
+	for i := range lab.Flows {
+		lr := float64(lab.Flows[i].Size) / float64(lab.Flows[i].FCTNs)
+		vr := float64(virt.Flows[i].Size) / float64(virt.Flows[i].FCTNs)
+		if math.Abs(lr/vr-1) > 0.1 {
+			t.Errorf("flow %d: %.3f Gb/s in the lab, %.3f Gb/s in virtual time", i, 8*lr, 8*vr)
+		}
+	}
+}
+
+// needQuietMachine skips a real-time comparison when the 1-minute load average
+// exceeds the cores: the loops would then measure the machine's other work.
+func needQuietMachine(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return
+	}
+	load, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	if err == nil && load > float64(runtime.NumCPU()) {
+		t.Skipf("real-time figures: load average %.1f on %d CPUs", load, runtime.NumCPU())
+	}
+}

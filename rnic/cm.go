@@ -1,0 +1,747 @@
+package rnic
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"time"
+
+	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/qp"
+	"github.com/rocelab/rocelab/roce"
+	"github.com/rocelab/rocelab/roce/cm"
+)
+
+// The CM agent: RDMA-CM's model (communication identifiers, address and route
+// resolution, listen/connect/accept/reject/disconnect, events) on top of the IB
+// connection manager's protocol (IBTA chapter 12) as the Linux kernel speaks it over
+// RoCEv2, so that a rocelab device and the kernel's rxe connect to each other:
+//
+//	active                                  passive
+//	ResolveAddr (ARP)  -> AddrResolved
+//	ResolveRoute       -> RouteResolved     Listen
+//	Connect      ---------- REQ ---------->  ConnectRequest (a new CMID)
+//	                                         Accept: QP to RTR, RTS
+//	QP to RTR, RTS <------- REP -----------
+//	Established  ---------- RTU ---------->  Established
+//	Disconnect   ---------- DREQ --------->  Disconnected
+//	Disconnected <--------- DREP ----------  Disconnect
+//
+// The agent drives the QPs itself, with the values the kernel's CM and librdmacm
+// negotiate (cm_init_qp_*_attr): each side's Starting PSN is its receive PSN, the
+// peer's is its send PSN; responder resources and initiator depth are exchanged
+// crosswise; the path MTU is the smaller of the two ports'; the local ACK timeout is
+// cm_ack_timeout of rxe's ACK delay and RoCE's packet lifetime. REQ, REP and DREQ are
+// retransmitted until answered, up to MaxCMRetries times, after the timeout the
+// kernel computes (twice the packet lifetime plus the peer's CM response timeout).
+
+// CMEventType is what a CM event reports; the values are librdmacm's enum
+// rdma_cm_event_type.
+type CMEventType uint8
+
+// CM events.
+const (
+	CMEventAddrResolved   CMEventType = 0
+	CMEventAddrError      CMEventType = 1
+	CMEventRouteResolved  CMEventType = 2
+	CMEventConnectRequest CMEventType = 4
+	CMEventUnreachable    CMEventType = 7
+	CMEventRejected       CMEventType = 8
+	CMEventEstablished    CMEventType = 9
+	CMEventDisconnected   CMEventType = 10
+)
+
+var cmEventNames = map[CMEventType]string{
+	CMEventAddrResolved: "ADDR_RESOLVED", CMEventAddrError: "ADDR_ERROR", CMEventRouteResolved: "ROUTE_RESOLVED",
+	CMEventConnectRequest: "CONNECT_REQUEST", CMEventUnreachable: "UNREACHABLE", CMEventRejected: "REJECTED",
+	CMEventEstablished: "ESTABLISHED", CMEventDisconnected: "DISCONNECTED",
+}
+
+func (t CMEventType) String() string { return "RDMA_CM_EVENT_" + cmEventNames[t] }
+
+// CMConnParam is rdma_conn_param: what a side offers when it connects or accepts, and
+// what the peer offered when an event reports it.
+type CMConnParam struct {
+	PrivateData        []byte
+	ResponderResources uint8 // incoming READs/atomics this side accepts (max_dest_rd_atomic)
+	InitiatorDepth     uint8 // outstanding READs/atomics this side issues (max_rd_atomic)
+	RetryCount         uint8 // 0..7
+	RNRRetryCount      uint8 // 0..7, 7 = infinite
+}
+
+// CMEvent is one rdma_cm_event.
+type CMEvent struct {
+	Type CMEventType
+	// ID is the identifier the event is about: for ConnectRequest, the new identifier
+	// of the incoming connection.
+	ID *CMID
+	// Listener is the listening identifier a ConnectRequest arrived on.
+	Listener *CMID
+	// Status is 0, a negative errno (-ETIMEDOUT for an unanswered REQ or ARP) or, for
+	// Rejected, the REJ's reason (IB_CM_REJ_*).
+	Status int
+	// Param is the peer's offer (ConnectRequest, Established on the active side,
+	// Rejected: its private data).
+	Param CMConnParam
+}
+
+// MaxCMRetries is how often the agent resends an unanswered REQ, REP or DREQ.
+const MaxCMRetries = 15
+
+const (
+	// cmResponseTimeout is the CM response timeout the kernel announces (2^20 × 4.096 µs).
+	cmResponseTimeout = 20
+	// roceLifetime is the packet lifetime the kernel's rdma_cm assumes on RoCE
+	// (CMA_IBOE_PACKET_LIFETIME).
+	roceLifetime = 18
+	// ackDelay is the CA ACK delay rxe reports, the REP's target ACK delay.
+	ackDelay = 15
+	// addrRetry is how often address resolution looks for the neighbour's MAC.
+	addrRetry   = time.Millisecond
+	errTimedOut = -110 // -ETIMEDOUT
+	// Ephemeral ports, as Linux's ip_local_port_range.
+	portLow, portHigh = 32768, 60999
+)
+
+type cmState uint8
+
+const (
+	cmIdle cmState = iota
+	cmAddrQuery
+	cmAddrResolved
+	cmRouteResolved
+	cmListening
+	cmReqSent
+	cmReqRcvd
+	cmRepSent
+	cmEstablished
+	cmDreqSent
+	cmDreqRcvd
+	cmTimeWait
+	cmDestroyed
+)
+
+// CMID is a communication identifier (rdma_cm_id).
+type CMID struct {
+	dev      *Device
+	handler  func(CMEvent)
+	state    cmState
+	local    netip.AddrPort
+	remote   netip.AddrPort
+	dstMAC   [6]byte
+	qp       *QP
+	deadline clock.Time // address resolution gives up here
+	timer    *clock.Timer
+	retries  int
+	sent     [cm.MADSize]byte // the message to resend when the timer fires
+	tid      uint64
+	bound    bool // holds its local port (a listener or an active side)
+
+	localComm, remoteComm uint32
+	remoteQPN             roce.QPN
+	remoteGUID            uint64
+	rqPSN, sqPSN          roce.PSN
+	param                 CMConnParam // negotiated, this side's view
+	mtu                   roce.MTU
+	flowLabel             uint32
+
+	// Context is the application's context (rdma_cm_id.context).
+	Context any
+}
+
+// Local returns the identifier's local address and port.
+func (id *CMID) Local() netip.AddrPort { return id.local }
+
+// Remote returns the peer's address and port.
+func (id *CMID) Remote() netip.AddrPort { return id.remote }
+
+// QP returns the QP the identifier connects.
+func (id *CMID) QP() *QP { return id.qp }
+
+// cmAgent is the device's connection manager.
+type cmAgent struct {
+	d         *Device
+	ids       map[uint32]*CMID // by local communication ID
+	listeners map[uint16]*CMID
+	ports     map[uint16]int // ports bound, with their users
+	nextTID   uint64
+	pending   []CMEvent
+	deliver   *clock.Timer
+}
+
+func (a *cmAgent) init(d *Device) {
+	a.d = d
+	a.ids = make(map[uint32]*CMID)
+	a.listeners = make(map[uint16]*CMID)
+	a.ports = make(map[uint16]int)
+	a.nextTID = uint64(d.loop.Rand().Uint32())
+	a.deliver = d.loop.NewTimer(a.flush)
+}
+
+// post queues an event; events reach their handlers from a timer of their own, never
+// from inside the verbs call or packet that caused them.
+func (a *cmAgent) post(e CMEvent) {
+	a.pending = append(a.pending, e)
+	if !a.deliver.Pending() {
+		a.deliver.Reset(a.d.loop.Now())
+	}
+}
+
+func (a *cmAgent) flush() {
+	for len(a.pending) > 0 {
+		e := a.pending[0]
+		a.pending = a.pending[1:]
+		h := e.ID.handler
+		if e.Type == CMEventConnectRequest {
+			h = e.Listener.handler
+		}
+		if e.ID.state != cmDestroyed && (e.Listener == nil || e.Listener.state != cmDestroyed) {
+			h(e)
+		}
+	}
+}
+
+// CreateCMID creates a communication identifier whose events go to handler, on the
+// device's loop (rdma_create_id in the TCP port space).
+func (d *Device) CreateCMID(handler func(CMEvent)) (*CMID, error) {
+	if handler == nil {
+		return nil, errorf(ErrInvalidArgument, "CM identifier needs an event handler")
+	}
+	id := &CMID{dev: d, handler: handler}
+	id.timer = d.loop.NewTimer(id.onTimer)
+	return id, nil
+}
+
+// DestroyCMID releases an identifier (rdma_destroy_id). A connected one sends a DREQ
+// first, as the kernel does; its QP is the caller's to destroy.
+func (d *Device) DestroyCMID(id *CMID) error {
+	if id.dev != d || id.state == cmDestroyed {
+		return errorf(ErrInvalidArgument, "CM identifier is not on %s", d.cfg.Name)
+	}
+	switch id.state {
+	case cmEstablished:
+		id.sendDREQ()
+	case cmReqRcvd:
+		id.reject(cm.RejConsumerDefined, nil)
+	}
+	id.timer.Stop()
+	d.cm.release(id)
+	id.state = cmDestroyed
+	return nil
+}
+
+func (a *cmAgent) release(id *CMID) {
+	if id.localComm != 0 {
+		delete(a.ids, id.localComm)
+	}
+	if id.state == cmListening {
+		delete(a.listeners, id.local.Port())
+	}
+	if p := id.local.Port(); id.bound {
+		id.bound = false
+		if a.ports[p]--; a.ports[p] == 0 {
+			delete(a.ports, p)
+		}
+	}
+}
+
+// bind gives id a local port: port, or an ephemeral one for 0.
+func (a *cmAgent) bind(id *CMID, addr netip.Addr, port uint16) {
+	if port == 0 {
+		for {
+			port = uint16(portLow + a.d.loop.Rand().IntN(portHigh-portLow+1))
+			if a.ports[port] == 0 {
+				break
+			}
+		}
+	}
+	a.ports[port]++
+	id.local = netip.AddrPortFrom(addr, port)
+	id.bound = true
+}
+
+// Listen binds id to addr (an address of the device, or the unspecified address) and
+// listens for connection requests to its port (rdma_bind_addr + rdma_listen).
+func (d *Device) Listen(id *CMID, addr netip.AddrPort) error {
+	a := &d.cm
+	switch {
+	case id.dev != d || id.state != cmIdle:
+		return errorf(ErrInvalidArgument, "listen: identifier is not new on %s", d.cfg.Name)
+	case !addr.Addr().IsUnspecified() && !d.ownsAddr(addr.Addr()):
+		return errorf(ErrInvalidArgument, "listen on %v: not an address of %s", addr.Addr(), d.cfg.Name)
+	case addr.Port() != 0 && a.listeners[addr.Port()] != nil:
+		return errorf(ErrBusy, "listen on port %d: in use", addr.Port())
+	}
+	a.bind(id, addr.Addr().Unmap(), addr.Port())
+	id.state = cmListening
+	a.listeners[id.local.Port()] = id
+	return nil
+}
+
+// ResolveAddr finds the source address and the neighbour's MAC for dst, asking the
+// network (ARP, neighbour discovery) if needed (rdma_resolve_addr). src may be
+// invalid: the device's address of dst's family. The outcome is an AddrResolved or,
+// after timeout, an AddrError event.
+func (d *Device) ResolveAddr(id *CMID, src netip.Addr, dst netip.AddrPort, timeout time.Duration) error {
+	if id.dev != d || id.state != cmIdle {
+		return errorf(ErrInvalidArgument, "resolve address: identifier is not new on %s", d.cfg.Name)
+	}
+	if !src.IsValid() || src.IsUnspecified() {
+		g, err := d.gidFor(roce.GIDFromAddr(dst.Addr()))
+		if err != nil {
+			return err
+		}
+		src = g.Addr()
+	} else if !d.ownsAddr(src) {
+		return errorf(ErrInvalidArgument, "resolve address from %v: not an address of %s", src, d.cfg.Name)
+	}
+	d.cm.bind(id, src.Unmap(), 0)
+	id.remote = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	id.state = cmAddrQuery
+	id.deadline = d.loop.Now().Add(timeout)
+	id.resolveAddr()
+	return nil
+}
+
+func (id *CMID) resolveAddr() {
+	d := id.dev
+	mac, err := d.resolve(id.local.Addr(), id.remote.Addr())
+	switch {
+	case err == nil:
+		id.dstMAC = mac
+		id.state = cmAddrResolved
+		d.cm.post(CMEvent{Type: CMEventAddrResolved, ID: id})
+	case d.loop.Now() >= id.deadline:
+		id.state = cmIdle
+		d.cm.post(CMEvent{Type: CMEventAddrError, ID: id, Status: errTimedOut})
+	default:
+		id.timer.Reset(d.loop.Now().Add(addrRetry))
+	}
+}
+
+// ResolveRoute completes the path (rdma_resolve_route): on an Ethernet lab the route
+// is the neighbour ResolveAddr found. The outcome is a RouteResolved event.
+func (d *Device) ResolveRoute(id *CMID) error {
+	if id.dev != d || id.state != cmAddrResolved {
+		return errorf(ErrInvalidArgument, "resolve route: address not resolved")
+	}
+	id.state = cmRouteResolved
+	d.cm.post(CMEvent{Type: CMEventRouteResolved, ID: id})
+	return nil
+}
+
+// Connect sends a connection request for x, an RC QP of the device, to the resolved
+// peer (rdma_connect). The outcome is Established, Rejected or Unreachable.
+func (d *Device) Connect(id *CMID, x *QP, p CMConnParam) error {
+	switch {
+	case id.dev != d || id.state != cmRouteResolved:
+		return errorf(ErrInvalidArgument, "connect: route not resolved")
+	case x == nil || x.dev != d || x.q.Type() != qp.RC:
+		return errorf(ErrInvalidArgument, "connect: needs an RC QP of %s", d.cfg.Name)
+	case len(p.PrivateData) > cm.REQPrivateDataSize-cm.CMAHeaderSize:
+		return errorf(ErrInvalidArgument, "connect: %d bytes of private data, at most %d", len(p.PrivateData), cm.REQPrivateDataSize-cm.CMAHeaderSize)
+	}
+	if err := id.initQP(x); err != nil {
+		return err
+	}
+	a := &d.cm
+	id.qp = x
+	id.localComm = a.newCommID()
+	a.ids[id.localComm] = id
+	id.tid = a.nextTID
+	a.nextTID++
+	id.rqPSN = roce.PSN(d.loop.Rand().Uint32() & roce.PSNMask)
+	id.mtu = roce.MTUForLinkMTU(d.cfg.Link.MTU())
+	id.param = p
+	id.param.PrivateData = nil
+	id.flowLabel = (uint32(id.local.Port())*31 + uint32(id.remote.Port())) & 0xFFFFF
+	m := id.message(cm.AttrREQ)
+	r := cm.REQ(m)
+	mtuEnum := uint8(id.mtu.Enum())
+	r.Encode(&cm.REQFields{
+		LocalCommID: id.localComm, ServiceID: cm.IPServiceID(cm.PortSpaceTCP, id.remote.Port()),
+		LocalCAGUID: d.QueryDevice().NodeGUID, LocalQPN: x.QPN(),
+		ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
+		RemoteCMResponseTimeout: cmResponseTimeout, TransportType: cm.TransportRC,
+		StartingPSN: id.rqPSN, LocalCMResponseTimeout: cmResponseTimeout, RetryCount: p.RetryCount & 7,
+		PKey: roce.DefaultPKey, PathMTU: mtuEnum, RNRRetryCount: p.RNRRetryCount & 7, MaxCMRetries: MaxCMRetries,
+		Primary: cm.PathFields{
+			LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: roce.GIDFromAddr(id.local.Addr()),
+			RemoteGID: roce.GIDFromAddr(id.remote.Addr()), FlowLabel: id.flowLabel,
+			HopLimit: roce.DefaultTTL, LocalACKTimeout: localACKTimeout(),
+		},
+	})
+	pd := r.PrivateData()
+	clear(pd)
+	if err := cm.CMAHeader(pd).Encode(id.local.Addr(), id.local.Port(), id.remote.Addr()); err != nil {
+		return errorf(ErrInvalidArgument, "connect: %v", err)
+	}
+	copy(pd[cm.CMAHeaderSize:], p.PrivateData)
+	id.state = cmReqSent
+	id.send(true)
+	return nil
+}
+
+// Accept answers a ConnectRequest with x, an RC QP of the device (rdma_accept): the
+// QP goes to RTR and RTS and a REP leaves. The outcome is Established (the RTU).
+func (d *Device) Accept(id *CMID, x *QP, p CMConnParam) error {
+	switch {
+	case id.dev != d || id.state != cmReqRcvd:
+		return errorf(ErrInvalidArgument, "accept: no connection request pending")
+	case x == nil || x.dev != d || x.q.Type() != qp.RC:
+		return errorf(ErrInvalidArgument, "accept: needs an RC QP of %s", d.cfg.Name)
+	case len(p.PrivateData) > cm.REPPrivateDataSize:
+		return errorf(ErrInvalidArgument, "accept: %d bytes of private data, at most %d", len(p.PrivateData), cm.REPPrivateDataSize)
+	}
+	if err := id.initQP(x); err != nil {
+		return err
+	}
+	id.qp = x
+	// The REQ offered: its initiator depth is what we must accept, its responder
+	// resources what we may issue.
+	id.param.ResponderResources = min(p.ResponderResources, id.param.ResponderResources)
+	id.param.InitiatorDepth = min(p.InitiatorDepth, id.param.InitiatorDepth)
+	id.rqPSN = roce.PSN(d.loop.Rand().Uint32() & roce.PSNMask)
+	if err := id.connectQP(); err != nil {
+		id.reject(cm.RejNoResources, nil)
+		return err
+	}
+	m := id.message(cm.AttrREP)
+	cm.REP(m).Encode(&cm.REPFields{
+		LocalCommID: id.localComm, RemoteCommID: id.remoteComm, LocalQPN: x.QPN(), StartingPSN: id.rqPSN,
+		ResponderResources: id.param.ResponderResources, InitiatorDepth: id.param.InitiatorDepth,
+		TargetACKDelay: ackDelay, RNRRetryCount: p.RNRRetryCount & 7, LocalCAGUID: d.QueryDevice().NodeGUID,
+	})
+	clear(cm.REP(m).PrivateData())
+	copy(cm.REP(m).PrivateData(), p.PrivateData)
+	id.state = cmRepSent
+	id.send(true)
+	return nil
+}
+
+// Reject refuses a ConnectRequest with a REJ of reason "consumer defined" carrying
+// privateData (rdma_reject).
+func (d *Device) Reject(id *CMID, privateData []byte) error {
+	if id.dev != d || id.state != cmReqRcvd {
+		return errorf(ErrInvalidArgument, "reject: no connection request pending")
+	}
+	if len(privateData) > 148 {
+		return errorf(ErrInvalidArgument, "reject: %d bytes of private data, at most 148", len(privateData))
+	}
+	id.reject(cm.RejConsumerDefined, privateData)
+	delete(d.cm.ids, id.localComm)
+	id.state = cmIdle
+	return nil
+}
+
+// Disconnect tears a connection down (rdma_disconnect): the QP goes to the error
+// state, flushing its work, and a DREQ leaves (or the DREP answering the peer's
+// DREQ). The active side of the teardown gets Disconnected when the DREP arrives.
+func (d *Device) Disconnect(id *CMID) error {
+	if id.dev != d {
+		return errorf(ErrInvalidArgument, "disconnect: identifier is not on %s", d.cfg.Name)
+	}
+	switch id.state {
+	case cmEstablished, cmRepSent:
+		id.errorQP()
+		id.sendDREQ()
+	case cmDreqRcvd:
+		id.errorQP()
+		id.sendPair(cm.AttrDREP)
+		id.state = cmTimeWait
+	default:
+		return errorf(ErrInvalidArgument, "disconnect: not connected")
+	}
+	return nil
+}
+
+func (id *CMID) sendDREQ() {
+	m := id.message(cm.AttrDREQ)
+	cm.DREQ(m).Encode(id.localComm, id.remoteComm, id.remoteQPN)
+	clear(cm.DREQ(m).PrivateData())
+	id.state = cmDreqSent
+	id.send(true)
+}
+
+// sendPair sends an RTU or DREP, which need no answer.
+func (id *CMID) sendPair(attr cm.AttributeID) {
+	m := id.message(attr)
+	cm.Pair(m).Encode(id.localComm, id.remoteComm)
+	clear(cm.Pair(m).PrivateData())
+	id.send(false)
+}
+
+func (id *CMID) reject(reason uint16, privateData []byte) {
+	id.timer.Stop()
+	m := id.message(cm.AttrREJ)
+	cm.REJ(m).Encode(id.localComm, id.remoteComm, cm.MsgREQ, reason, nil)
+	clear(cm.REJ(m).PrivateData())
+	copy(cm.REJ(m).PrivateData(), privateData)
+	id.send(false)
+}
+
+// message starts the next message of id in id.sent: the MAD header.
+func (id *CMID) message(attr cm.AttributeID) cm.MAD {
+	m := cm.MAD(id.sent[:])
+	h := cm.CMHeader(attr, id.tid)
+	m.Encode(&h)
+	return m
+}
+
+// send transmits id.sent; one that expects an answer is retried until answered.
+func (id *CMID) send(answered bool) {
+	id.dev.sendMAD(id.sent[:], id.local.Addr(), id.remote.Addr(), id.dstMAC)
+	if answered {
+		id.retries = 0
+		id.timer.Reset(id.dev.loop.Now().Add(cmTimeout()))
+	}
+}
+
+// cmTimeout is how long the kernel's CM waits for an answer: twice the packet
+// lifetime plus the peer's CM response time (cm_convert_to_ms).
+func cmTimeout() time.Duration {
+	ms := func(t int) time.Duration { return time.Duration(1<<max(t-8, 0)) * time.Millisecond }
+	return 2*ms(roceLifetime) + ms(cmResponseTimeout)
+}
+
+// localACKTimeout is cm_ack_timeout(rxe's ACK delay, RoCE's packet lifetime).
+func localACKTimeout() uint8 {
+	t := uint8(roceLifetime + 1)
+	if t >= ackDelay {
+		if ackDelay >= t-1 {
+			t++
+		}
+	} else {
+		t = ackDelay
+		if roceLifetime+1 >= ackDelay-1 {
+			t++
+		}
+	}
+	return min(t, 31)
+}
+
+func (id *CMID) onTimer() {
+	switch id.state {
+	case cmAddrQuery:
+		id.resolveAddr()
+		return
+	case cmReqSent, cmRepSent, cmDreqSent:
+	default:
+		return
+	}
+	if id.retries < MaxCMRetries {
+		id.retries++
+		id.dev.stats.CMRetries++
+		id.dev.sendMAD(id.sent[:], id.local.Addr(), id.remote.Addr(), id.dstMAC)
+		id.timer.Reset(id.dev.loop.Now().Add(cmTimeout()))
+		return
+	}
+	switch id.state {
+	case cmReqSent, cmRepSent:
+		id.reject(cm.RejTimeout, nil)
+		id.errorQP()
+		id.state = cmIdle
+		id.dev.cm.post(CMEvent{Type: CMEventUnreachable, ID: id, Status: errTimedOut})
+	case cmDreqSent:
+		id.state = cmTimeWait
+		id.dev.cm.post(CMEvent{Type: CMEventDisconnected, ID: id})
+	}
+}
+
+func (a *cmAgent) newCommID() uint32 {
+	for {
+		c := a.d.loop.Rand().Uint32()
+		if _, used := a.ids[c]; c != 0 && !used {
+			return c
+		}
+	}
+}
+
+// initQP moves a new QP to INIT as librdmacm's rdma_create_qp does; one already in
+// INIT is left as it is.
+func (id *CMID) initQP(x *QP) error {
+	switch x.State() {
+	case qp.StateInit:
+		return nil
+	case qp.StateReset:
+		a := qp.Attr{State: qp.StateInit, Port: 1, AccessFlags: qp.AccessRemoteWrite | qp.AccessRemoteRead | qp.AccessRemoteAtomic}
+		return id.dev.ModifyQP(x, &a, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags)
+	}
+	return errorf(ErrInvalidArgument, "CM: QP %v is %v, not RESET or INIT", x.QPN(), x.State())
+}
+
+// connectQP moves id's QP to RTR and RTS with the negotiated values.
+func (id *CMID) connectQP() error {
+	d, x := id.dev, id.qp
+	rtr := qp.Attr{State: qp.StateRTR, PathMTU: id.mtu, DestQPN: id.remoteQPN, RQPSN: id.rqPSN,
+		MaxDestRdAtomic: id.param.ResponderResources, MinRNRTimer: 12,
+		AV: qp.AddressVector{DGID: roce.GIDFromAddr(id.remote.Addr()), SGID: roce.GIDFromAddr(id.local.Addr()),
+			DstMAC: id.dstMAC, FlowLabel: id.flowLabel, HopLimit: roce.DefaultTTL}}
+	if err := d.ModifyQP(x, &rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|
+		qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
+		return err
+	}
+	rts := qp.Attr{State: qp.StateRTS, Timeout: localACKTimeout(), RetryCnt: id.param.RetryCount & 7,
+		RNRRetry: id.param.RNRRetryCount & 7, SQPSN: id.sqPSN, MaxRdAtomic: id.param.InitiatorDepth}
+	return d.ModifyQP(x, &rts, qp.AttrState|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrSQPSN|qp.AttrMaxQPRdAtomic)
+}
+
+// errorQP moves id's QP to the error state, flushing its work (librdmacm does it
+// before it disconnects).
+func (id *CMID) errorQP() {
+	if id.qp == nil {
+		return
+	}
+	a := qp.Attr{State: qp.StateErr}
+	_ = id.dev.ModifyQP(id.qp, &a, qp.AttrState) // a QP the app destroyed or already in ERR
+}
+
+// receive dispatches a CM MAD from src (through srcMAC) to dst.
+func (a *cmAgent) receive(m cm.MAD, src, dst netip.Addr, srcMAC [6]byte, _ roce.QPN) {
+	switch m.AttributeID() {
+	case cm.AttrREQ:
+		a.receiveREQ(cm.REQ(m), src.Unmap(), dst.Unmap(), srcMAC)
+		return
+	case cm.AttrREP, cm.AttrRTU, cm.AttrDREQ, cm.AttrDREP, cm.AttrREJ, cm.AttrMRA:
+	default:
+		a.d.stats.CMUnhandled++
+		return
+	}
+	// Every other message names our communication ID as its remote one.
+	id := a.ids[binary.BigEndian.Uint32(m[28:])]
+	if m.AttributeID() == cm.AttrREJ && id == nil {
+		// A REJ of our REQ carries no remote ID of ours if it was sent before the peer
+		// knew it (a timeout REJ): match by transaction ID.
+		for _, c := range a.ids {
+			if c.tid == m.TransactionID() && c.state == cmReqSent {
+				id = c
+			}
+		}
+	}
+	if id == nil {
+		a.d.stats.CMUnhandled++
+		return
+	}
+	switch m.AttributeID() {
+	case cm.AttrREP:
+		id.receiveREP(cm.REP(m))
+	case cm.AttrRTU:
+		if id.state == cmRepSent {
+			id.timer.Stop()
+			id.state = cmEstablished
+			a.post(CMEvent{Type: CMEventEstablished, ID: id})
+		}
+	case cm.AttrDREQ:
+		switch id.state {
+		case cmEstablished, cmRepSent:
+			id.timer.Stop()
+			id.state = cmDreqRcvd
+			a.post(CMEvent{Type: CMEventDisconnected, ID: id})
+		case cmDreqSent: // both sides disconnect at once: answer, keep waiting for ours
+			id.sendDREPKeepingDREQ()
+		case cmTimeWait:
+			id.sendDREPKeepingDREQ()
+		}
+	case cm.AttrDREP:
+		if id.state == cmDreqSent {
+			id.timer.Stop()
+			id.state = cmTimeWait
+			a.post(CMEvent{Type: CMEventDisconnected, ID: id})
+		}
+	case cm.AttrREJ:
+		if id.state == cmReqSent || id.state == cmRepSent {
+			id.timer.Stop()
+			id.errorQP()
+			id.state = cmIdle
+			r := cm.REJ(m)
+			a.post(CMEvent{Type: CMEventRejected, ID: id, Status: int(r.Reason()),
+				Param: CMConnParam{PrivateData: append([]byte(nil), r.PrivateData()...)}})
+		}
+	case cm.AttrMRA:
+		// The peer needs longer: wait its service timeout before resending.
+		if id.state == cmReqSent || id.state == cmRepSent {
+			t := int(cm.MRA(m).ServiceTimeout())
+			id.timer.Reset(a.d.loop.Now().Add(cmTimeout() + time.Duration(1<<max(t-8, 0))*time.Millisecond))
+		}
+	}
+}
+
+// sendDREPKeepingDREQ answers a DREQ without losing the DREQ id.sent may hold.
+func (id *CMID) sendDREPKeepingDREQ() {
+	saved := id.sent
+	id.sendPair(cm.AttrDREP)
+	id.sent = saved
+}
+
+func (a *cmAgent) receiveREQ(r cm.REQ, src, dst netip.Addr, srcMAC [6]byte) {
+	for _, id := range a.ids {
+		if id.remoteComm == r.LocalCommID() && id.remoteGUID == r.LocalCAGUID() && id.state != cmReqSent {
+			// A retransmitted REQ: our REP was lost, or the consumer has not answered.
+			if id.state == cmRepSent {
+				id.dev.sendMAD(id.sent[:], id.local.Addr(), id.remote.Addr(), id.dstMAC)
+			}
+			return
+		}
+	}
+	child := &CMID{dev: a.d, remote: netip.AddrPortFrom(src, 0), local: netip.AddrPortFrom(dst, r.ServiceID().Port()),
+		dstMAC: srcMAC, tid: r.MAD().TransactionID(), remoteComm: r.LocalCommID(), remoteGUID: r.LocalCAGUID(),
+		remoteQPN: r.LocalQPN(), sqPSN: r.StartingPSN(), flowLabel: r.Primary().FlowLabel(), state: cmReqRcvd}
+	child.timer = a.d.loop.NewTimer(child.onTimer)
+	child.localComm = a.newCommID()
+	sid := r.ServiceID()
+	l := a.listeners[sid.Port()]
+	hdr, err := cm.ParseCMAHeader(r.PrivateData())
+	switch {
+	case sid.PortSpace() != cm.PortSpaceTCP || l == nil || err != nil ||
+		!l.local.Addr().IsUnspecified() && l.local.Addr() != dst:
+		child.reject(cm.RejInvalidServiceID, nil)
+		return
+	case r.TransportType() != cm.TransportRC:
+		child.reject(cm.RejInvalidTransportType, nil)
+		return
+	}
+	child.remote = netip.AddrPortFrom(hdr.SrcAddr(), hdr.SrcPort())
+	mtu, err := roce.MTUFromEnum(int(r.PathMTU()))
+	if err != nil {
+		child.reject(cm.RejInvalidMTU, nil)
+		return
+	}
+	child.mtu = min(mtu, roce.MTUForLinkMTU(a.d.cfg.Link.MTU()))
+	child.handler = l.handler
+	// This side's view: the peer's initiator depth is our responder resources.
+	child.param = CMConnParam{ResponderResources: r.InitiatorDepth(), InitiatorDepth: r.ResponderResources(),
+		RetryCount: r.RetryCount(), RNRRetryCount: r.RNRRetryCount()}
+	a.ids[child.localComm] = child
+	offer := child.param
+	offer.PrivateData = append([]byte(nil), r.PrivateData()[cm.CMAHeaderSize:]...)
+	a.post(CMEvent{Type: CMEventConnectRequest, ID: child, Listener: l, Param: offer})
+}
+
+func (id *CMID) receiveREP(r cm.REP) {
+	switch id.state {
+	case cmEstablished:
+		id.sendPair(cm.AttrRTU) // our RTU was lost: the peer resent its REP
+		return
+	case cmReqSent:
+	default:
+		return
+	}
+	id.timer.Stop()
+	id.remoteComm = r.LocalCommID()
+	id.remoteQPN = r.LocalQPN()
+	id.remoteGUID = r.LocalCAGUID()
+	id.sqPSN = r.StartingPSN()
+	id.param.ResponderResources = min(id.param.ResponderResources, r.InitiatorDepth())
+	id.param.InitiatorDepth = min(id.param.InitiatorDepth, r.ResponderResources())
+	id.param.RNRRetryCount = r.RNRRetryCount()
+	if err := id.connectQP(); err != nil {
+		id.reject(cm.RejNoResources, nil)
+		id.state = cmIdle
+		id.dev.cm.post(CMEvent{Type: CMEventRejected, ID: id, Status: int(cm.RejNoResources)})
+		return
+	}
+	id.sendPair(cm.AttrRTU)
+	id.state = cmEstablished
+	id.dev.cm.post(CMEvent{Type: CMEventEstablished, ID: id, Param: CMConnParam{
+		PrivateData:        append([]byte(nil), r.PrivateData()...),
+		ResponderResources: r.ResponderResources(), InitiatorDepth: r.InitiatorDepth(), RNRRetryCount: r.RNRRetryCount()}})
+}

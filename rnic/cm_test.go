@@ -1,0 +1,555 @@
+package rnic
+
+import (
+	"bytes"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/qp"
+	"github.com/rocelab/rocelab/roce"
+	"github.com/rocelab/rocelab/roce/cm"
+)
+
+// recordingEnd is a link end that keeps a copy of every CM MAD sent through it.
+type recordingEnd struct {
+	*link.End
+	mads *[]cm.MAD
+}
+
+func (e recordingEnd) Send(frames []*link.Frame) {
+	var p roce.Packet
+	for _, f := range frames {
+		if p.Decode(f.Bytes()) == nil && p.BTH.DestQP() == roce.GSIQPN {
+			*e.mads = append(*e.mads, append(cm.MAD(nil), p.Payload...))
+		}
+	}
+	e.End.Send(frames)
+}
+
+// cmPair is two devices that do not know each other's MACs yet, on a virtual clock,
+// with every CM MAD either sends recorded in order.
+func cmPair(t *testing.T) (*clock.Virtual, *Device, *Device, *[]cm.MAD) {
+	t.Helper()
+	v := clock.NewVirtual(1)
+	a, b, err := link.New(link.Config{Rate: 10e9, Delay: time.Microsecond, MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := link.NewPool(1518)
+	mads := new([]cm.MAD)
+	open := func(name string, ep *link.End, i byte) *Device {
+		d, err := Open(Config{Name: name, MAC: [6]byte{2, 0, 0, 0, 0, i}, GIDs: []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 0, i})},
+			Loop: v.NewLoop(name), Link: recordingEnd{ep, mads}, Pool: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return v, open("h1", a, 1), open("h2", b, 2), mads
+}
+
+// cmEnd is one side of a test connection: an RC QP with a 4 KiB buffer.
+type cmEnd struct {
+	d      *Device
+	cq     *CQ
+	qp     *QP
+	mr     *MR
+	events []CMEvent
+}
+
+func newCMEnd(t *testing.T, d *Device) *cmEnd {
+	t.Helper()
+	e := &cmEnd{d: d}
+	pd, _ := d.AllocPD()
+	var err error
+	if e.mr, err = d.RegMR(pd, 4096, qp.AccessLocalWrite|qp.AccessRemoteWrite|qp.AccessRemoteRead); err != nil {
+		t.Fatal(err)
+	}
+	e.cq, _ = d.CreateCQ(16, nil)
+	if e.qp, err = d.CreateQP(pd, QPInitAttr{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq, Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *cmEnd) types() []CMEventType {
+	var ts []CMEventType
+	for _, ev := range e.events {
+		ts = append(ts, ev.Type)
+	}
+	return ts
+}
+
+// TestCMConnectSendDisconnect runs rping's sequence between two devices in virtual
+// time: the client resolves the server's address by ARP, connects through REQ, REP
+// and RTU, SENDs a message and RDMA WRITEs into the server's buffer with the QPs the
+// agent brought up, then disconnects with DREQ and DREP. It checks the events of both
+// sides, the negotiated QP attributes, and the CM MADs on the wire.
+func TestCMConnectSendDisconnect(t *testing.T) {
+	v, h1, h2, mads := cmPair(t)
+	client, server := newCMEnd(t, h1), newCMEnd(t, h2)
+	var accepted *CMID
+	listener, _ := h2.CreateCMID(func(e CMEvent) {
+		server.events = append(server.events, e)
+		switch e.Type {
+		case CMEventConnectRequest:
+			accepted = e.ID
+			if !bytes.Equal(e.Param.PrivateData[:5], []byte("hello")) || e.Param.InitiatorDepth != 1 {
+				t.Errorf("connect request: %+v", e.Param)
+			}
+			if err := h2.Accept(e.ID, server.qp, CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7}); err != nil {
+				t.Error(err)
+			}
+		case CMEventDisconnected:
+			if err := h2.Disconnect(e.ID); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if err := h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174")); err != nil {
+		t.Fatal(err)
+	}
+	var id *CMID
+	id, _ = h1.CreateCMID(func(e CMEvent) {
+		client.events = append(client.events, e)
+		var err error
+		switch e.Type {
+		case CMEventAddrResolved:
+			err = h1.ResolveRoute(id)
+		case CMEventRouteResolved:
+			err = h1.Connect(id, client.qp, CMConnParam{PrivateData: []byte("hello"), ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7})
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	if err := h1.ResolveAddr(id, netip.Addr{}, netip.MustParseAddrPort("10.0.0.2:7174"), 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	v.RunFor(10 * time.Millisecond)
+	want := []CMEventType{CMEventAddrResolved, CMEventRouteResolved, CMEventEstablished}
+	if got := client.types(); !equalEvents(got, want) {
+		t.Fatalf("client events %v, want %v", got, want)
+	}
+	if got := server.types(); !equalEvents(got, []CMEventType{CMEventConnectRequest, CMEventEstablished}) {
+		t.Fatalf("server events %v", got)
+	}
+	ca, sa := h1.QueryQP(client.qp), h2.QueryQP(server.qp)
+	if ca.State != qp.StateRTS || sa.State != qp.StateRTS || ca.DestQPN != server.qp.QPN() || sa.DestQPN != client.qp.QPN() ||
+		ca.SQPSN != sa.RQPSN || sa.SQPSN != ca.RQPSN || ca.PathMTU != 1024 || ca.MaxRdAtomic != 1 || sa.MaxDestRdAtomic != 1 {
+		t.Errorf("QPs after CM: client %+v\nserver %+v", ca, sa)
+	}
+	if accepted.Remote() != id.Local() || id.Remote() != netip.MustParseAddrPort("10.0.0.2:7174") {
+		t.Errorf("addresses: server sees %v, client is %v", accepted.Remote(), id.Local())
+	}
+
+	// Data over the connection: a SEND into a posted receive, then a WRITE.
+	copy(client.mr.Bytes(), "ping")
+	sge := func(e *cmEnd) []qp.SGE { return []qp.SGE{{Addr: e.mr.Addr(), Length: 64, LKey: e.mr.LKey()}} }
+	if err := server.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: sge(server)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: sge(client)}); err != nil {
+		t.Fatal(err)
+	}
+	copy(client.mr.Bytes()[64:], "written")
+	if err := client.qp.PostSend(&qp.SendWR{WRID: 3, Opcode: qp.WRWrite, Flags: qp.SendSignaled,
+		SGL: []qp.SGE{{Addr: client.mr.Addr() + 64, Length: 7, LKey: client.mr.LKey()}}, RemoteAddr: server.mr.Addr() + 128, RKey: server.mr.RKey()}); err != nil {
+		t.Fatal(err)
+	}
+	v.RunFor(time.Millisecond)
+	wcs := make([]qp.WC, 4)
+	if n, _ := client.cq.PollCQ(wcs); n != 2 || wcs[0].Status != qp.WCSuccess || wcs[1].Status != qp.WCSuccess {
+		t.Errorf("client completions %d: %+v", n, wcs[:n])
+	}
+	if n, _ := server.cq.PollCQ(wcs); n != 1 || wcs[0].Status != qp.WCSuccess {
+		t.Errorf("server completions %d: %+v", n, wcs[:n])
+	}
+	if got := string(server.mr.Bytes()[:4]) + string(server.mr.Bytes()[128:135]); got != "pingwritten" {
+		t.Errorf("server buffer %q", got)
+	}
+
+	if err := h1.Disconnect(id); err != nil {
+		t.Fatal(err)
+	}
+	v.RunFor(10 * time.Millisecond)
+	if got := client.types(); got[len(got)-1] != CMEventDisconnected {
+		t.Errorf("client events %v", got)
+	}
+	if got := server.types(); got[len(got)-1] != CMEventDisconnected {
+		t.Errorf("server events %v", got)
+	}
+	if s := h1.QueryQP(client.qp).State; s != qp.StateErr {
+		t.Errorf("client QP %v after disconnect", s)
+	}
+
+	var attrs []cm.AttributeID
+	for _, m := range *mads {
+		if _, err := cm.Parse(m); err != nil {
+			t.Fatal(err)
+		}
+		attrs = append(attrs, m.AttributeID())
+	}
+	wantAttrs := []cm.AttributeID{cm.AttrREQ, cm.AttrREP, cm.AttrRTU, cm.AttrDREQ, cm.AttrDREP}
+	if len(attrs) != len(wantAttrs) {
+		t.Fatalf("CM MADs %v, want %v", attrs, wantAttrs)
+	}
+	for i := range attrs {
+		if attrs[i] != wantAttrs[i] {
+			t.Fatalf("CM MADs %v, want %v", attrs, wantAttrs)
+		}
+	}
+	req := cm.REQ((*mads)[0])
+	hdr, err := cm.ParseCMAHeader(req.PrivateData())
+	if err != nil || hdr.SrcAddr() != id.Local().Addr() || hdr.SrcPort() != id.Local().Port() || hdr.DstAddr() != id.Remote().Addr() {
+		t.Errorf("REQ's CMA header: %v", err)
+	}
+	if req.ServiceID() != cm.IPServiceID(cm.PortSpaceTCP, 7174) || req.Primary().LocalACKTimeout() != 19 ||
+		req.Primary().FlowLabel() != (uint32(id.Local().Port())*31+7174)&0xFFFFF {
+		t.Errorf("REQ %+v", req.Fields())
+	}
+}
+
+// TestCMRejectsUnknownService: a REQ to a port nobody listens on is answered with a
+// REJ "invalid service ID", which the client sees as REJECTED with status 8, as rping
+// against a host without a server does.
+func TestCMRejectsUnknownService(t *testing.T) {
+	v, h1, h2, _ := cmPair(t)
+	client := newCMEnd(t, h1)
+	var id *CMID
+	id, _ = h1.CreateCMID(func(e CMEvent) {
+		client.events = append(client.events, e)
+		switch e.Type {
+		case CMEventAddrResolved:
+			_ = h1.ResolveRoute(id)
+		case CMEventRouteResolved:
+			_ = h1.Connect(id, client.qp, CMConnParam{})
+		}
+	})
+	if err := h1.ResolveAddr(id, netip.Addr{}, netip.MustParseAddrPort("10.0.0.2:9999"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	v.RunFor(10 * time.Millisecond)
+	last := client.events[len(client.events)-1]
+	if last.Type != CMEventRejected || last.Status != int(cm.RejInvalidServiceID) {
+		t.Errorf("events %v, last status %d", client.types(), last.Status)
+	}
+	if h2.Stats().CMRcvd != 1 {
+		t.Errorf("server received %d CM MADs", h2.Stats().CMRcvd)
+	}
+}
+
+// TestCMRetriesThenUnreachable: a server that never answers its connection request
+// gets the REQ MaxCMRetries more times, one CM timeout apart (6.144 s: twice RoCE's
+// packet lifetime plus the CM response timeout, as the kernel computes them), and the
+// client then sees UNREACHABLE with -ETIMEDOUT.
+func TestCMRetriesThenUnreachable(t *testing.T) {
+	v, h1, h2, mads := cmPair(t)
+	client := newCMEnd(t, h1)
+	requests := 0
+	listener, _ := h2.CreateCMID(func(e CMEvent) { requests++ })
+	if err := h2.Listen(listener, netip.MustParseAddrPort("10.0.0.2:7174")); err != nil {
+		t.Fatal(err)
+	}
+	var id *CMID
+	id, _ = h1.CreateCMID(func(e CMEvent) {
+		client.events = append(client.events, e)
+		switch e.Type {
+		case CMEventAddrResolved:
+			_ = h1.ResolveRoute(id)
+		case CMEventRouteResolved:
+			_ = h1.Connect(id, client.qp, CMConnParam{})
+		}
+	})
+	if err := h1.ResolveAddr(id, netip.Addr{}, netip.MustParseAddrPort("10.0.0.2:7174"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if cmTimeout() != 6144*time.Millisecond {
+		t.Fatalf("CM timeout %v", cmTimeout())
+	}
+	v.RunFor(time.Duration(MaxCMRetries)*cmTimeout() + time.Second)
+	if len(client.events) != 2 {
+		t.Fatalf("events before the last timeout: %v", client.types())
+	}
+	v.RunFor(cmTimeout())
+	last := client.events[len(client.events)-1]
+	if last.Type != CMEventUnreachable || last.Status != errTimedOut || requests != 1 {
+		t.Errorf("events %v status %d, %d requests reported", client.types(), last.Status, requests)
+	}
+	if n := len(*mads); n != 1+MaxCMRetries+1 || (*mads)[n-1].AttributeID() != cm.AttrREJ || h1.Stats().CMRetries != MaxCMRetries {
+		t.Errorf("%d MADs, %d retries", n, h1.Stats().CMRetries)
+	}
+}
+
+// TestCMAddrErrorWithoutNeighbour: nobody answers ARP, so address resolution fails
+// at its timeout.
+func TestCMAddrErrorWithoutNeighbour(t *testing.T) {
+	v, h1, _, _ := cmPair(t)
+	var events []CMEvent
+	id, _ := h1.CreateCMID(func(e CMEvent) { events = append(events, e) })
+	if err := h1.ResolveAddr(id, netip.Addr{}, netip.MustParseAddrPort("10.0.0.9:1"), 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	v.RunFor(100 * time.Millisecond)
+	if len(events) != 1 || events[0].Type != CMEventAddrError || events[0].Status != errTimedOut {
+		t.Errorf("events %+v", events)
+	}
+}
+
+func equalEvents(a, b []CMEventType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestCMMatchesKernel compares the REQ and REP the agent sends with those of the
+// kernel's rping (roce/testdata/rxe/rping.pcap, same connection parameters as rping's:
+// one READ each way, retry and RNR retry 7): every field is the kernel's but the ones
+// that identify the connection (communication IDs, node GUIDs, PSNs, addresses, and
+// the flow label, which is a hash of the ports).
+func TestCMMatchesKernel(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "roce", "testdata", "rxe", "rping.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kernel []cm.MAD
+	for {
+		frame, _, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		var p roce.Packet
+		if p.Decode(frame) == nil && p.BTH.DestQP() == roce.GSIQPN {
+			kernel = append(kernel, append(cm.MAD(nil), p.Payload...))
+		}
+	}
+	v, h1, h2, mads := cmPair(t)
+	client, server := newCMEnd(t, h1), newCMEnd(t, h2)
+	param := CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
+	listener, _ := h2.CreateCMID(func(e CMEvent) {
+		if e.Type == CMEventConnectRequest {
+			_ = h2.Accept(e.ID, server.qp, param)
+		}
+	})
+	_ = h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174"))
+	var id *CMID
+	id, _ = h1.CreateCMID(func(e CMEvent) {
+		switch e.Type {
+		case CMEventAddrResolved:
+			_ = h1.ResolveRoute(id)
+		case CMEventRouteResolved:
+			_ = h1.Connect(id, client.qp, param)
+		}
+	})
+	_ = h1.ResolveAddr(id, netip.Addr{}, netip.MustParseAddrPort("10.0.0.2:7174"), time.Second)
+	v.RunFor(10 * time.Millisecond)
+	if len(*mads) < 3 {
+		t.Fatalf("%d CM MADs sent", len(*mads))
+	}
+	for i, m := range (*mads)[:3] {
+		k := kernel[i]
+		if m.AttributeID() != k.AttributeID() || m.Method() != k.Method() {
+			t.Fatalf("message %d: %v, kernel %v", i, m.AttributeID(), k.AttributeID())
+		}
+	}
+	ours, theirs := cm.REQ((*mads)[0]).Fields(), cm.REQ(kernel[0]).Fields()
+	theirs.LocalCommID, theirs.LocalCAGUID, theirs.StartingPSN = ours.LocalCommID, ours.LocalCAGUID, ours.StartingPSN
+	theirs.Primary.LocalGID, theirs.Primary.RemoteGID, theirs.Primary.FlowLabel = ours.Primary.LocalGID, ours.Primary.RemoteGID, ours.Primary.FlowLabel
+	if ours != theirs {
+		t.Errorf("REQ\n ours   %+v\n kernel %+v", ours, theirs)
+	}
+	rep, krep := cm.REP((*mads)[1]).Fields(), cm.REP(kernel[1]).Fields()
+	krep.LocalCommID, krep.RemoteCommID, krep.StartingPSN, krep.LocalCAGUID = rep.LocalCommID, rep.RemoteCommID, rep.StartingPSN, rep.LocalCAGUID
+	if rep != krep {
+		t.Errorf("REP\n ours   %+v\n kernel %+v", rep, krep)
+	}
+	if !bytes.Equal(cm.Pair((*mads)[2]).PrivateData(), cm.Pair(kernel[2]).PrivateData()) {
+		t.Errorf("RTU private data differs from the kernel's")
+	}
+}
+
+// frameSink keeps copies of the frames a link end receives.
+type frameSink struct{ frames [][]byte }
+
+func (s *frameSink) Receive(frames []*link.Frame) {
+	for _, f := range frames {
+		s.frames = append(s.frames, append([]byte(nil), f.Bytes()...))
+		f.Release()
+	}
+}
+
+// TestCMAnswersKernelClient plays the kernel's rping client from rping.pcap against a
+// device that stands in for the capture's server (its MAC and address): the kernel's
+// REQ bytes are accepted with a REP to its communication ID and transaction; the
+// kernel's RTU (its communication IDs set to the device's, ICRC recomputed)
+// establishes the connection with the QP sending from the kernel's Starting PSN to
+// its QPN; its DREQ disconnects and is answered with a DREP.
+func TestCMAnswersKernelClient(t *testing.T) {
+	var kernel [][]byte
+	f, err := os.Open(filepath.Join("..", "roce", "testdata", "rxe", "rping.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, _ := pcapgo.NewReader(f)
+	for {
+		frame, _, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		var p roce.Packet
+		if p.Decode(frame) == nil && p.BTH.DestQP() == roce.GSIQPN && p.IPv4.Src() == netip.MustParseAddr("10.77.0.2") {
+			kernel = append(kernel, frame) // REQ, RTU, DREQ
+		}
+	}
+	if len(kernel) != 3 {
+		t.Fatalf("%d client MADs in rping.pcap", len(kernel))
+	}
+	v := clock.NewVirtual(1)
+	ours, theirs, err := link.New(link.Config{Rate: 10e9, Delay: time.Microsecond, MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := link.NewPool(1518)
+	d, err := Open(Config{Name: "server", MAC: [6]byte{0x52, 0x54, 0x0a, 0x4d, 0, 1}, GIDs: []netip.Addr{netip.MustParseAddr("10.77.0.1")},
+		Loop: v.NewLoop("server"), Link: ours, Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &frameSink{}
+	theirs.Attach(v.NewLoop("kernel"), sink)
+	inject := func(frame []byte) {
+		fr := pool.Get()
+		if err := fr.SetBytes(frame); err != nil {
+			t.Fatal(err)
+		}
+		theirs.Send([]*link.Frame{fr})
+		v.RunFor(time.Millisecond)
+	}
+	server := newCMEnd(t, d)
+	listener, _ := d.CreateCMID(func(e CMEvent) {
+		server.events = append(server.events, e)
+		switch e.Type {
+		case CMEventConnectRequest:
+			_ = d.Accept(e.ID, server.qp, CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7})
+		case CMEventDisconnected:
+			_ = d.Disconnect(e.ID)
+		}
+	})
+	if err := d.Listen(listener, netip.MustParseAddrPort("10.77.0.1:7174")); err != nil {
+		t.Fatal(err)
+	}
+	lastMAD := func() cm.MAD {
+		t.Helper()
+		var p roce.Packet
+		if len(sink.frames) == 0 || p.Decode(sink.frames[len(sink.frames)-1]) != nil || p.VerifyICRC() != nil || p.BTH.DestQP() != roce.GSIQPN {
+			t.Fatalf("no CM MAD from the device (%d frames)", len(sink.frames))
+		}
+		m, err := cm.Parse(p.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	// patch rebuilds a kernel frame with our communication ID as its remote one.
+	patch := func(frame []byte, remote uint32) []byte {
+		var p roce.Packet
+		if err := p.Decode(frame); err != nil {
+			t.Fatal(err)
+		}
+		var b roce.Builder
+		b.From(&p)
+		mad := append(cm.MAD(nil), p.Payload...)
+		cm.Pair(mad).Encode(cm.Pair(mad).LocalCommID(), remote)
+		b.Payload = mad
+		out := make([]byte, 1500)
+		n, err := b.Build(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out[:n]
+	}
+
+	inject(kernel[0])
+	rep := cm.REP(lastMAD())
+	if rep.MAD().AttributeID() != cm.AttrREP || rep.RemoteCommID() != 0x73d5bac6 || rep.MAD().TransactionID() != 0x2c6bad573 ||
+		rep.LocalQPN() != server.qp.QPN() {
+		t.Fatalf("answer to the kernel's REQ: %v %+v", rep.MAD().AttributeID(), rep.Fields())
+	}
+	inject(patch(kernel[1], rep.LocalCommID()))
+	if got := server.types(); !equalEvents(got, []CMEventType{CMEventConnectRequest, CMEventEstablished}) {
+		t.Fatalf("events %v", got)
+	}
+	a := d.QueryQP(server.qp)
+	if a.State != qp.StateRTS || a.DestQPN != 0x11 || a.SQPSN != 0x153c83 || a.RQPSN != rep.StartingPSN() ||
+		a.AV.DstMAC != [6]byte{0x52, 0x54, 0x0a, 0x4d, 0, 2} || a.AV.FlowLabel != 0x43efc || a.PathMTU != 1024 {
+		t.Errorf("QP after the kernel's RTU: %+v", a)
+	}
+	if sport := roce.ConnectedSourcePort(a.AV.FlowLabel, server.qp.QPN(), a.DestQPN); sport != 65260 {
+		t.Errorf("data source port %d, the kernel's server used 65260", sport)
+	}
+	inject(patch(kernel[2], rep.LocalCommID()))
+	drep := cm.Pair(lastMAD())
+	if drep.MAD().AttributeID() != cm.AttrDREP || drep.RemoteCommID() != 0x73d5bac6 || drep.LocalCommID() != rep.LocalCommID() {
+		t.Errorf("answer to the kernel's DREQ: %v", drep.MAD().AttributeID())
+	}
+	if got := server.types(); got[len(got)-1] != CMEventDisconnected {
+		t.Errorf("events %v", got)
+	}
+}
+
+// TestCMDeterministic: the same seed gives the same CM MADs, byte for byte
+// (communication IDs, PSNs and ports come from the loop's random source).
+func TestCMDeterministic(t *testing.T) {
+	run := func() []cm.MAD {
+		v, h1, h2, mads := cmPair(t)
+		client, server := newCMEnd(t, h1), newCMEnd(t, h2)
+		listener, _ := h2.CreateCMID(func(e CMEvent) {
+			if e.Type == CMEventConnectRequest {
+				_ = h2.Accept(e.ID, server.qp, CMConnParam{})
+			}
+		})
+		_ = h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174"))
+		var id *CMID
+		id, _ = h1.CreateCMID(func(e CMEvent) {
+			switch e.Type {
+			case CMEventAddrResolved:
+				_ = h1.ResolveRoute(id)
+			case CMEventRouteResolved:
+				_ = h1.Connect(id, client.qp, CMConnParam{})
+			case CMEventEstablished:
+				_ = h1.Disconnect(id)
+			}
+		})
+		_ = h1.ResolveAddr(id, netip.Addr{}, netip.MustParseAddrPort("10.0.0.2:7174"), time.Second)
+		v.RunFor(10 * time.Millisecond)
+		return *mads
+	}
+	a, b := run(), run()
+	if len(a) != 4 || len(a) != len(b) {
+		t.Fatalf("%d and %d MADs (want REQ, REP, RTU, DREQ)", len(a), len(b))
+	}
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			t.Errorf("MAD %d differs between runs:\n%x\n%x", i, []byte(a[i]), []byte(b[i]))
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package service
+
+import (
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/rnic/service/wire"
+	"github.com/rocelab/rocelab/roce/cm"
+)
+
+// sCMChannel is a client's RDMA-CM event channel: the events of its identifiers,
+// oldest first, and the eventfd the service increments for each.
+type sCMChannel struct {
+	fd     int
+	refs   int
+	events []wire.CMEvent
+}
+
+// sCMID is a client's communication identifier.
+type sCMID struct {
+	id *rnic.CMID
+	h  uint32
+	ch *sCMChannel
+}
+
+func (c *conn) cmCreateChannel(body []byte, fd int) (any, int, error) {
+	if err := wire.DecodeBody(body, &struct{}{}); err != nil {
+		unix.Close(fd)
+		return nil, -1, err
+	}
+	hd, err := c.add(&sCMChannel{fd: fd})
+	if err != nil {
+		unix.Close(fd)
+	}
+	return &wire.Handle{Handle: hd}, -1, err
+}
+
+func (c *conn) cmCreateID(body []byte) (any, int, error) {
+	var r wire.CMCreateID
+	if err := wire.DecodeBody(body, &r); err != nil {
+		return nil, -1, err
+	}
+	ch, err := get[*sCMChannel](c, r.Channel, "CM event channel")
+	if err != nil {
+		return nil, -1, err
+	}
+	if cm.PortSpace(r.PortSpace) != cm.PortSpaceTCP {
+		return nil, -1, fmt.Errorf("%w: port space %#x: the CM agent connects RC QPs (RDMA_PS_TCP) only", rnic.ErrNotSupported, r.PortSpace)
+	}
+	s := &sCMID{ch: ch}
+	id, err := c.s.dev.CreateCMID(func(e rnic.CMEvent) { c.cmEvent(e) })
+	if err != nil {
+		return nil, -1, err
+	}
+	id.Context = s
+	s.id = id
+	if s.h, err = c.add(s); err != nil {
+		c.s.dev.DestroyCMID(id)
+		return nil, -1, err
+	}
+	ch.refs++
+	return &wire.Handle{Handle: s.h}, -1, nil
+}
+
+// cmEvent queues an event of one of the client's identifiers on its channel. A
+// connection request's new identifier joins the client here, on its listener's
+// channel.
+func (c *conn) cmEvent(e rnic.CMEvent) {
+	if c.closed {
+		if e.Type == rnic.CMEventConnectRequest { // nobody will answer it
+			c.s.dev.DestroyCMID(e.ID)
+		}
+		return
+	}
+	w := wire.CMEvent{Type: uint8(e.Type), Status: int32(e.Status)}
+	var s *sCMID
+	if e.Type == rnic.CMEventConnectRequest {
+		l := e.Listener.Context.(*sCMID)
+		s = &sCMID{id: e.ID, ch: l.ch}
+		e.ID.Context = s
+		var err error
+		if s.h, err = c.add(s); err != nil {
+			_ = c.s.dev.Reject(e.ID, nil)
+			c.s.dev.DestroyCMID(e.ID)
+			return
+		}
+		s.ch.refs++
+		w.Listener = l.h
+	} else {
+		s = e.ID.Context.(*sCMID)
+	}
+	w.ID = s.h
+	w.Local, w.Remote = wire.FromAddrPort(e.ID.Local()), wire.FromAddrPort(e.ID.Remote())
+	if x := e.ID.QP(); x != nil {
+		w.QPN = uint32(x.QPN())
+	}
+	w.Param = toWireParam(&e.Param)
+	s.ch.events = append(s.ch.events, w)
+	unix.Write(s.ch.fd, one[:])
+}
+
+func toWireParam(p *rnic.CMConnParam) wire.CMConnParam {
+	w := wire.CMConnParam{ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
+		RetryCount: p.RetryCount, RNRRetryCount: p.RNRRetryCount}
+	w.PrivateDataLen = uint8(copy(w.PrivateData[:], p.PrivateData))
+	return w
+}
+
+func fromWireParam(w *wire.CMConnParam) (rnic.CMConnParam, error) {
+	if int(w.PrivateDataLen) > len(w.PrivateData) {
+		return rnic.CMConnParam{}, fmt.Errorf("%w: %d bytes of private data", rnic.ErrInvalidArgument, w.PrivateDataLen)
+	}
+	return rnic.CMConnParam{PrivateData: w.PrivateData[:w.PrivateDataLen], ResponderResources: w.ResponderResources,
+		InitiatorDepth: w.InitiatorDepth, RetryCount: w.RetryCount, RNRRetryCount: w.RNRRetryCount}, nil
+}
+
+func (c *conn) cmGetEvent(body []byte) (any, int, error) {
+	var h wire.Handle
+	if err := wire.DecodeBody(body, &h); err != nil {
+		return nil, -1, err
+	}
+	ch, err := get[*sCMChannel](c, h.Handle, "CM event channel")
+	if err != nil {
+		return nil, -1, err
+	}
+	if len(ch.events) == 0 {
+		return nil, -1, fmt.Errorf("%w: no CM event pending", rnic.ErrNotFound)
+	}
+	e := ch.events[0]
+	ch.events = ch.events[1:]
+	return &e, -1, nil
+}
+
+// cmID decodes a call's identifier.
+func (c *conn) cmID(h uint32) (*sCMID, error) { return get[*sCMID](c, h, "CM identifier") }
+
+func (c *conn) cmListen(body []byte) (any, int, error) {
+	var r wire.CMListen
+	if err := wire.DecodeBody(body, &r); err != nil {
+		return nil, -1, err
+	}
+	s, err := c.cmID(r.ID)
+	if err != nil {
+		return nil, -1, err
+	}
+	return nil, -1, c.s.dev.Listen(s.id, r.Addr.AddrPort())
+}
+
+func (c *conn) cmResolveAddr(body []byte) (any, int, error) {
+	var r wire.CMResolveAddr
+	if err := wire.DecodeBody(body, &r); err != nil {
+		return nil, -1, err
+	}
+	s, err := c.cmID(r.ID)
+	if err != nil {
+		return nil, -1, err
+	}
+	return nil, -1, c.s.dev.ResolveAddr(s.id, r.Src.AddrPort().Addr(), r.Dst.AddrPort(), time.Duration(r.TimeoutMS)*time.Millisecond)
+}
+
+func (c *conn) cmResolveRoute(body []byte) (any, int, error) {
+	var h wire.Handle
+	if err := wire.DecodeBody(body, &h); err != nil {
+		return nil, -1, err
+	}
+	s, err := c.cmID(h.Handle)
+	if err != nil {
+		return nil, -1, err
+	}
+	return nil, -1, c.s.dev.ResolveRoute(s.id)
+}
+
+// cmConnecting is the handler of OpCMConnect and OpCMAccept.
+func cmConnecting(accept bool) func(c *conn, body []byte) (any, int, error) {
+	return func(c *conn, body []byte) (any, int, error) {
+		var r wire.CMConnect
+		if err := wire.DecodeBody(body, &r); err != nil {
+			return nil, -1, err
+		}
+		s, err := c.cmID(r.ID)
+		if err != nil {
+			return nil, -1, err
+		}
+		x, err := get[*sQP](c, r.QP, "QP")
+		if err != nil {
+			return nil, -1, err
+		}
+		p, err := fromWireParam(&r.Param)
+		if err != nil {
+			return nil, -1, err
+		}
+		if accept {
+			return nil, -1, c.s.dev.Accept(s.id, x.x, p)
+		}
+		return nil, -1, c.s.dev.Connect(s.id, x.x, p)
+	}
+}
+
+func (c *conn) cmReject(body []byte) (any, int, error) {
+	var r wire.CMReject
+	if err := wire.DecodeBody(body, &r); err != nil {
+		return nil, -1, err
+	}
+	s, err := c.cmID(r.ID)
+	if err != nil {
+		return nil, -1, err
+	}
+	if int(r.PrivateDataLen) > len(r.PrivateData) {
+		return nil, -1, fmt.Errorf("%w: %d bytes of private data", rnic.ErrInvalidArgument, r.PrivateDataLen)
+	}
+	return nil, -1, c.s.dev.Reject(s.id, r.PrivateData[:r.PrivateDataLen])
+}
+
+func (c *conn) cmDisconnect(body []byte) (any, int, error) {
+	var h wire.Handle
+	if err := wire.DecodeBody(body, &h); err != nil {
+		return nil, -1, err
+	}
+	s, err := c.cmID(h.Handle)
+	if err != nil {
+		return nil, -1, err
+	}
+	return nil, -1, c.s.dev.Disconnect(s.id)
+}

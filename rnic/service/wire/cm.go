@@ -1,0 +1,110 @@
+package wire
+
+import "net/netip"
+
+// RDMA-CM calls (rnic's CM agent, rdma_cm's model). Their ops start at 0x40, clear of
+// the verbs calls. Values are part of the protocol: never renumber.
+const (
+	OpCMCreateChannel  Op = 0x40 // carries the channel's eventfd
+	OpCMDestroyChannel Op = 0x41
+	OpCMCreateID       Op = 0x42
+	OpCMDestroyID      Op = 0x43
+	OpCMListen         Op = 0x44
+	OpCMResolveAddr    Op = 0x45
+	OpCMResolveRoute   Op = 0x46
+	OpCMConnect        Op = 0x47
+	OpCMAccept         Op = 0x48
+	OpCMReject         Op = 0x49
+	OpCMDisconnect     Op = 0x4A
+	OpCMGetEvent       Op = 0x4B
+	opCMMax            Op = 0x4C
+)
+
+var cmOpNames = [...]string{"CM_CREATE_CHANNEL", "CM_DESTROY_CHANNEL", "CM_CREATE_ID", "CM_DESTROY_ID",
+	"CM_LISTEN", "CM_RESOLVE_ADDR", "CM_RESOLVE_ROUTE", "CM_CONNECT", "CM_ACCEPT", "CM_REJECT",
+	"CM_DISCONNECT", "CM_GET_EVENT"}
+
+// CMAddr is an IP address and port: IPv4 as an IPv4-mapped IPv6 address; all zero
+// (or ::ffff:0.0.0.0) is the unspecified address.
+type CMAddr struct {
+	Addr [16]byte
+	Port uint16
+	_    uint16
+}
+
+// FromAddrPort converts an address and port.
+func FromAddrPort(a netip.AddrPort) CMAddr {
+	var w CMAddr
+	if a.Addr().IsValid() {
+		w.Addr = a.Addr().As16()
+	}
+	w.Port = a.Port()
+	return w
+}
+
+// AddrPort converts back; IPv4-mapped addresses become IPv4.
+func (w *CMAddr) AddrPort() netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom16(w.Addr).Unmap(), w.Port)
+}
+
+// CMCreateID creates a communication identifier whose events go to Channel. PortSpace
+// is rdma_cm's (0x0106, TCP: the only one the agent connects).
+type CMCreateID struct {
+	Channel   uint32
+	PortSpace uint16
+	_         uint16
+}
+
+// CMListen binds identifier ID to Addr and listens (rdma_bind_addr + rdma_listen).
+type CMListen struct {
+	ID      uint32
+	Backlog uint32
+	Addr    CMAddr
+}
+
+// CMResolveAddr is rdma_resolve_addr: Src may be unspecified.
+type CMResolveAddr struct {
+	ID        uint32
+	TimeoutMS uint32
+	Src, Dst  CMAddr
+}
+
+// CMConnParam is rdma_conn_param, private data included.
+type CMConnParam struct {
+	ResponderResources, InitiatorDepth, RetryCount, RNRRetryCount uint8
+	PrivateDataLen                                                uint8
+	_                                                             [3]byte
+	PrivateData                                                   [196]byte
+}
+
+// CMConnect is rdma_connect (and, with the OpCMAccept op, rdma_accept) of identifier
+// ID with QP QP.
+type CMConnect struct {
+	ID, QP uint32
+	Param  CMConnParam
+}
+
+// CMReject is rdma_reject.
+type CMReject struct {
+	ID             uint32
+	PrivateDataLen uint8
+	_              [3]byte
+	PrivateData    [148]byte
+}
+
+// CMEvent answers OpCMGetEvent (whose body is a Handle naming the channel): the
+// oldest event of the channel. An empty channel answers CodeNotFound; the client
+// then waits on the channel's eventfd, which the service increments per event.
+// Type is rdma_cm_event_type; Status a negative errno or a REJ reason; ID the
+// identifier the event is about (for CONNECT_REQUEST a new one), Listener the
+// listening identifier of a CONNECT_REQUEST; Local and Remote the identifier's
+// addresses; Param the peer's offer.
+type CMEvent struct {
+	Type          uint8
+	_             [3]byte
+	Status        int32
+	ID, Listener  uint32
+	Local, Remote CMAddr
+	QPN           uint32 // the identifier's QP, if any
+	Param         CMConnParam
+}
