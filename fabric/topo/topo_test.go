@@ -246,6 +246,38 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
+// TestFatTree3Paper checks the HPCC paper's three-tier fat tree: its counts, its
+// oversubscription and the ECMP fan-out at each tier towards a host in another pod.
+func TestFatTree3Paper(t *testing.T) {
+	c := PaperThreeTier
+	tp, err := FatTree3(c, Params{Rate: 100e9, FabricRate: 400e9, Delay: time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tp.Hosts) != 320 || len(tp.Switches) != 56 || len(tp.Links) != 320+80+80 {
+		t.Fatalf("%d hosts %d switches %d links, want 320, 56, 480", len(tp.Hosts), len(tp.Switches), len(tp.Links))
+	}
+	if got := c.Oversubscription(100e9, 400e9); got != 1 {
+		t.Errorf("oversubscription %v, want 1", got)
+	}
+	if d := tp.Diameter(); d != 6 {
+		t.Errorf("diameter %d links, want 6 (host, ToR, agg, core, agg, ToR, host)", d)
+	}
+	fwd := tp.Forwarding()
+	far := tp.Hosts[319].MAC.String() // on tor5-4
+	for sw, want := range map[string]int{"tor1-1": 4, "agg1-1": 4, "core1": 1, "agg5-1": 1, "tor5-4": 1} {
+		if got := len(fwd[sw].Routes[far]); got != want {
+			t.Errorf("%s: %d next hops to h320, want %d", sw, got, want)
+		}
+	}
+	for _, bad := range []ThreeTier{{Pods: 3, ToRs: 20, Aggs: 20, Cores: 16, HostsPerToR: 16},
+		{Pods: 5, ToRs: 20, Aggs: 20, Cores: 15, HostsPerToR: 16}, {Pods: 1, ToRs: 1, Aggs: 1, Cores: 1, HostsPerToR: 1}} {
+		if _, err := FatTree3(bad, Params{}); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
 func FuzzParseNS3(f *testing.F) {
 	f.Add([]byte("4 1 3\n3\n0 3 100Gbps 1000ns 0\n1 3 100Gbps 1000ns 0\n2 3 25Gbps 2000ns 0.001\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
