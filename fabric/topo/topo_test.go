@@ -3,6 +3,8 @@ package topo
 import (
 	"bytes"
 	"flag"
+	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -300,4 +302,35 @@ func FuzzParseNS3(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSizeLimits (issue 20): a topology over the host limit is refused naming the limit,
+// not by a collision of wrapped MACs blamed on the file; generators refuse before they
+// build; addresses and MACs past 65,535 hosts do not wrap.
+func TestSizeLimits(t *testing.T) {
+	big := &Topology{Telemetry: "none", CongestionControl: "none"}
+	for i := range MaxHosts + 1 {
+		big.Hosts = append(big.Hosts, Host{Name: fmt.Sprintf("h%d", i+1), IPv4: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})})
+	}
+	if err := big.Validate(); err == nil || !strings.Contains(err.Error(), "at most 65536 hosts") {
+		t.Errorf("%d hosts: %v", len(big.Hosts), err)
+	}
+	if _, err := FatTree(100, Params{}); err == nil || !strings.Contains(err.Error(), "at most 65536 hosts") {
+		t.Errorf("fat-tree k=100: %v", err)
+	}
+	if _, err := LeafSpine(2, 1, MaxHosts, Params{}); err == nil || !strings.Contains(err.Error(), "at most 65536 hosts") {
+		t.Errorf("leaf-spine of 131072 hosts: %v", err)
+	}
+	tp, err := LeafSpine(2, 1, 32770, Params{}) // 65,540 hosts: over the limit
+	if err == nil {
+		t.Fatalf("leaf-spine of %d hosts accepted", len(tp.Hosts))
+	}
+	tp, err = LeafSpine(2, 1, 32768, Params{}) // exactly the limit: every MAC and address distinct
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := tp.Hosts[len(tp.Hosts)-1]
+	if last.MAC.String() != "02:00:00:01:00:00" || last.IPv4 != netip.MustParseAddr("10.1.0.0") || last.IPv6 != netip.MustParseAddr("fd00::1:0") {
+		t.Errorf("host 65536: MAC %s, %v, %v", last.MAC, last.IPv4, last.IPv6)
+	}
 }
