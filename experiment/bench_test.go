@@ -2,13 +2,19 @@ package experiment
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce"
@@ -190,6 +196,189 @@ func BenchmarkWrite64KB(b *testing.B) { benchWrite(b, 64<<10, roce.MTU4096) }
 
 // BenchmarkWrite64B is the 64-byte message rate.
 func BenchmarkWrite64B(b *testing.B) { benchWrite(b, 64, roce.MTU4096) }
+
+// The scenario benchmarks run each scenario in a child process (this test binary,
+// re-executed with benchChildEnv naming the scenario), so that the peak RSS the kernel
+// reports for the child is the scenario's own. The parent reports wall and CPU time,
+// packets (data, ACKs, probes, CNPs) per CPU-second, events per packet and peak RSS.
+
+const (
+	benchChildEnv = "ROCELAB_BENCH_SCENARIO" // the scenario the child runs
+	benchOutEnv   = "ROCELAB_BENCH_OUT"      // where the child writes its counts
+)
+
+// benchScenarios are the `make bench` scenarios of issue 15, by name.
+func benchScenarios() map[string]Config {
+	fat3 := func(cc rnic.Mode) Config {
+		c := MixDefaults()
+		c.Topology, c.CC, c.Load, c.Duration = "fat-tree-3tier", cc, 0.3, 5*time.Millisecond
+		return c
+	}
+	big := MixDefaults()
+	big.Topology, big.K, big.Load, big.Duration = "fat-tree", 16, 0.5, 10*time.Millisecond
+	return map[string]Config{
+		"fat3-hpcc":  fat3(rnic.ModeHPCC),
+		"fat3-dcqcn": fat3(rnic.ModeDCQCN),
+		"incast16":   Defaults(),
+		"fat1024":    big,
+	}
+}
+
+// TestBenchChild is the child side of the scenario benchmarks; without benchChildEnv
+// it has nothing to do.
+func TestBenchChild(t *testing.T) {
+	name := os.Getenv(benchChildEnv)
+	if name == "" {
+		t.Skip("runs only as a scenario benchmark's child process")
+	}
+	cfg, ok := benchScenarios()[name]
+	if !ok {
+		t.Fatalf("no scenario %q", name)
+	}
+	res, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Errors) > 0 {
+		t.Fatalf("%d errors, the first: %s", len(res.Errors), res.Errors[0])
+	}
+	out := fmt.Sprintf("%d %d\n", res.Packets, res.Events)
+	if err := os.WriteFile(os.Getenv(benchOutEnv), []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// benchScenario runs the scenario b.N times, each in a child process, and reports
+// per run: wall and CPU time, packets per CPU-second, events per packet and the peak
+// RSS of the largest child.
+func benchScenario(b *testing.B, name string) {
+	out := filepath.Join(b.TempDir(), "counts")
+	var wall, cpu time.Duration
+	var rss int64
+	var packets, events uint64
+	for range b.N {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestBenchChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), benchChildEnv+"="+name, benchOutEnv+"="+out)
+		start := time.Now()
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%s: %v\n%s", name, err, msg)
+		}
+		wall += time.Since(start)
+		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		rss = max(rss, ru.Maxrss*1024)
+		data, err := os.ReadFile(out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var p, e uint64
+		if _, err := fmt.Sscan(string(data), &p, &e); err != nil {
+			b.Fatalf("%s: counts %q: %v", name, data, err)
+		}
+		packets, events = packets+p, events+e
+	}
+	reportScenario(b, wall, cpu, packets, events)
+	b.ReportMetric(float64(rss)/1e6, "peak-RSS-MB")
+}
+
+// benchScenarioInProcess runs a scenario too short for a child process's start-up
+// not to dominate its CPU time b.N times in this process.
+func benchScenarioInProcess(b *testing.B, name string) {
+	cfg := benchScenarios()[name]
+	var wall, cpu time.Duration
+	var packets, events uint64
+	for range b.N {
+		before, start := processCPU(b), time.Now()
+		res, err := Run(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wall += time.Since(start)
+		cpu += processCPU(b) - before
+		if len(res.Errors) > 0 {
+			b.Fatalf("%d errors, the first: %s", len(res.Errors), res.Errors[0])
+		}
+		packets, events = packets+res.Packets, events+res.Events
+	}
+	reportScenario(b, wall, cpu, packets, events)
+}
+
+// processCPU is this process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func reportScenario(b *testing.B, wall, cpu time.Duration, packets, events uint64) {
+	n := float64(b.N)
+	b.ReportMetric(wall.Seconds()/n, "wall-s")
+	b.ReportMetric(cpu.Seconds()/n, "cpu-s")
+	b.ReportMetric(float64(packets)/cpu.Seconds(), "pkts/cpu-s")
+	b.ReportMetric(float64(events)/float64(packets), "events/pkt")
+}
+
+// BenchmarkFatTree3HPCC is the HPCC paper's 320-host three-tier fat tree, WebSearch at
+// 30% load for 5 ms of arrivals (about 3,500 flows, 5.8 GB), HPCC per-ACK over INT.
+func BenchmarkFatTree3HPCC(b *testing.B) { benchScenario(b, "fat3-hpcc") }
+
+// BenchmarkFatTree3DCQCN is the same arrivals under DCQCN.
+func BenchmarkFatTree3DCQCN(b *testing.B) { benchScenario(b, "fat3-dcqcn") }
+
+// BenchmarkIncast16Scenario is the 16:1 incast, 500 KB per sender at 100 Gb/s, HPCC.
+func BenchmarkIncast16Scenario(b *testing.B) { benchScenarioInProcess(b, "incast16") }
+
+// BenchmarkFatTree1024 is a 1,024-host k=16 fat tree, WebSearch at 50% load for 10 ms.
+func BenchmarkFatTree1024(b *testing.B) { benchScenario(b, "fat1024") }
+
+// heapInUse is the live heap after two collections.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkState measures the memory a simulation holds: per flow (two RC QPs with
+// their CQs, PDs and payload-free MRs, HPCC per-ACK, connected but idle), and per link
+// of the 320-host three-tier fat tree as lab.Build makes it (two link ends, the switch
+// port or device at each end, forwarding tables, the shared neighbour table).
+func BenchmarkState(b *testing.B) {
+	cfg := Defaults()
+	cfg.Senders = 1
+	st, err := buildStar(clock.NewVirtual(1), 2, &cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	flows := make([]*flow, 1000*b.N)
+	before := heapInUse()
+	for i := range flows {
+		flows[i] = &flow{ID: i, Src: 0, Dst: 1, Size: 1 << 20}
+		if err := flows[i].connect(st.hosts[0], st.hosts[1], &cfg, func(*flow) {}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(heapInUse()-before)/float64(len(flows)), "B/flow")
+	runtime.KeepAlive(flows)
+
+	mix := benchScenarios()["fat3-hpcc"]
+	mix.FabricRate = mix.threeTierFabricRate()
+	t, _, _, err := mix.mixTopology()
+	if err != nil {
+		b.Fatal(err)
+	}
+	before = heapInUse()
+	nw, err := lab.Build(t, clock.NewVirtual(1), lab.Options{CC: mix.ccConfigFor(10*time.Microsecond, len(t.Hosts)-1),
+		StaticNeighbours: true, PayloadFree: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(heapInUse()-before)/float64(len(t.Links)), "B/link")
+	runtime.KeepAlive(nw)
+}
 
 // BenchmarkIncastTwin runs the 2:1 and 4:1 incast of issue 21 (HPCC, per-ACK INT,
 // 10 µs links) at 1 and 10 Gb/s in virtual time and, in the same run, in real time as

@@ -67,6 +67,14 @@ type Config struct {
 	Limit time.Duration
 	// TxLookahead is passed to every device (real-time runs).
 	TxLookahead time.Duration
+	// Verify moves real payload bytes and checks every byte of every flow at its
+	// receiver. Without it the devices are payload-free (rnic.Config.PayloadFree):
+	// frames carry headers, lengths and PSNs but no data, no ICRC is computed, and a
+	// flow's memory regions are lengths. Every other output is the same either way.
+	Verify bool
+	// Progress, if set, is called every ProgressEvery simulated events while flows
+	// are unfinished: a terminal's progress line (the caller owns the wall clock).
+	Progress func(Progress)
 
 	Mix // the mix scenario's parameters
 }
@@ -209,6 +217,27 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// Progress is how far a run has got.
+type Progress struct {
+	Now         clock.Time // simulated time
+	Done, Flows int        // flows finished, of all
+	Events      uint64     // simulated events so far
+}
+
+// ProgressEvery is how many events pass between Config.Progress calls.
+const ProgressEvery = 1 << 20
+
+// simulate steps v until no flow is left (left counts them down) or the time limit,
+// reporting progress on the way.
+func (c *Config) simulate(v *clock.Virtual, left *int, flows int) {
+	limit := clock.Time(c.Limit)
+	for n := 0; *left > 0 && v.Now() < limit && v.Step(); n++ {
+		if c.Progress != nil && n%ProgressEvery == ProgressEvery-1 {
+			c.Progress(Progress{Now: v.Now(), Done: flows - *left, Flows: flows, Events: v.Events()})
+		}
+	}
+}
+
 // MaxSenders bounds the incast and fairness scenarios: one switch with a port per
 // sender. (A thousand senders of 500 KB already hold half a gigabyte of flow buffers
 // when payloads are verified.)
@@ -285,6 +314,8 @@ type Result struct {
 	// Errors lists data verification failures and unfinished flows; empty on success.
 	Errors []string
 	Events uint64
+	// Packets is the frames the hosts sent: data, ACKs, and any probes or CNPs.
+	Packets uint64
 	// MixInfo describes the mix scenario's network and arrivals; nil for the others.
 	MixInfo *MixInfo
 }
@@ -328,10 +359,8 @@ func Run(cfg Config) (*Result, error) {
 	}
 	bottleneck := st.sw.Ports()[cfg.Senders]
 	stopQ := st.sw.Sample(cfg.Sample, func(s fabric.Sample) {
-		if s.Port == bottleneck.Index() {
-			res.Queue = append(res.Queue, QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
-		}
-	})
+		res.Queue = append(res.Queue, QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
+	}, bottleneck.Index())
 	mon := v.NewLoop("monitor")
 	rateEvery := max(cfg.Sample, res.BaseRTT/4)
 	var rt *clock.Timer
@@ -350,13 +379,14 @@ func Run(cfg Config) (*Result, error) {
 		rt.Reset(now.Add(rateEvery))
 	})
 	rt.Reset(0)
-	limit := clock.Time(cfg.Limit)
-	for left > 0 && v.Now() < limit && v.Step() {
-	}
+	cfg.simulate(v, &left, len(flows))
 	stopQ()
 	rt.Stop()
 
 	res.Events = v.Events()
+	for _, h := range st.hosts {
+		res.Packets += h.Stats().TxFrames
+	}
 	finish(res, flows, last, left)
 	return res, nil
 }

@@ -62,7 +62,8 @@ func buildStar(clk clock.Clock, n int, cfg *Config) (*star, error) {
 			return nil, err
 		}
 		d, err := rnic.Open(rnic.Config{Name: fmt.Sprintf("h%d", i), MAC: hostMAC(i), GIDs: []netip.Addr{hostIP(i, v6)},
-			Loop: clk.NewLoop(fmt.Sprintf("h%d", i)), Link: a, Pool: pool, CC: cc, TxLookahead: cfg.TxLookahead})
+			Loop: clk.NewLoop(fmt.Sprintf("h%d", i)), Link: a, Pool: pool, CC: cc, TxLookahead: cfg.TxLookahead,
+			PayloadFree: !cfg.Verify})
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
@@ -37,13 +38,17 @@ import (
 // Mix holds the mix scenario's parameters.
 type Mix struct {
 	// Topology is "leaf-spine" (Leaves leaves × Spines spines, HostsPerLeaf hosts on
-	// each leaf) or "fat-tree" (k-ary, K³/4 hosts).
+	// each leaf), "fat-tree" (k-ary, K³/4 hosts) or "fat-tree-3tier" (ThreeTier, by
+	// default the HPCC paper's 320 hosts).
 	Topology                     string
 	Leaves, Spines, HostsPerLeaf int
 	K                            int
+	ThreeTier                    topo.ThreeTier
 	// FabricRate is the line rate of switch-to-switch links; 0 means LinkRate, the rate
-	// of host links.
-	FabricRate uint64
+	// of host links, except on fat-tree-3tier, where 0 means the rate that gives the
+	// ToRs Oversubscription (a ToR's host capacity over its uplink capacity).
+	FabricRate       uint64
+	Oversubscription float64
 	// CDF is the flow-size distribution: websearch, fbhadoop or a file in the
 	// simulator's format (see ParseCDF).
 	CDF string
@@ -70,8 +75,8 @@ type Mix struct {
 func MixDefaults() Config {
 	c := Defaults()
 	c.Scenario = "mix"
-	c.Mix = Mix{Topology: "leaf-spine", Leaves: 4, Spines: 2, HostsPerLeaf: 4, K: 4, CDF: "websearch", Load: 0.3,
-		Duration: 2 * time.Millisecond}
+	c.Mix = Mix{Topology: "leaf-spine", Leaves: 4, Spines: 2, HostsPerLeaf: 4, K: 4, ThreeTier: topo.PaperThreeTier,
+		Oversubscription: 1, CDF: "websearch", Load: 0.3, Duration: 2 * time.Millisecond}
 	c.Sample = time.Microsecond
 	c.Limit = time.Second
 	return c
@@ -147,14 +152,28 @@ func (c *Config) validateMix() error {
 		if c.K < 2 || c.K%2 != 0 {
 			return fmt.Errorf("experiment: fat-tree --k %d: want an even k of at least 2", c.K)
 		}
+	case "fat-tree-3tier":
+		if err := c.ThreeTier.Validate(); err != nil {
+			return fmt.Errorf("experiment: %w", err)
+		}
+		if c.FabricRate == 0 && !(c.Oversubscription > 0) {
+			return fmt.Errorf("experiment: --oversubscription %v: want a positive ratio of host to uplink capacity", c.Oversubscription)
+		}
 	default:
-		return fmt.Errorf("experiment: --topology %q: want leaf-spine or fat-tree", c.Topology)
+		return fmt.Errorf("experiment: --topology %q: want leaf-spine, fat-tree or fat-tree-3tier", c.Topology)
 	}
 	if c.FlowFile != "" {
 		return nil
 	}
 	_, err := LoadCDF(c.CDF)
 	return err
+}
+
+// threeTierFabricRate is the fabric links' rate that gives the three-tier fat tree's
+// ToRs the configured oversubscription.
+func (c *Config) threeTierFabricRate() uint64 {
+	tt := c.ThreeTier
+	return uint64(math.Round(float64(uint64(tt.HostsPerToR)*c.LinkRate) / (float64(tt.Aggs/tt.Pods) * c.Oversubscription)))
 }
 
 // topologyTelemetry is the topology file's name of a telemetry format.
@@ -215,6 +234,12 @@ func (c *Config) mixTopology() (*topo.Topology, string, func(int) (int, bool), e
 	case c.Topology == "fat-tree":
 		t, err = topo.FatTree(c.K, p)
 		desc = fmt.Sprintf("fat-tree k=%d", c.K)
+	case c.Topology == "fat-tree-3tier":
+		tt := c.ThreeTier
+		t, err = topo.FatTree3(tt, p)
+		desc = fmt.Sprintf("fat-tree-3tier %d pods, %d ToRs × %d hosts, %d aggregation, %d core, %s/%s links (oversubscription %.3g)",
+			tt.Pods, tt.ToRs, tt.HostsPerToR, tt.Aggs, tt.Cores, topo.FormatRate(c.LinkRate), topo.FormatRate(p.FabricRate),
+			tt.Oversubscription(c.LinkRate, p.FabricRate))
 	default:
 		t, err = topo.LeafSpine(c.Leaves, c.Spines, c.HostsPerLeaf, p)
 		desc = fmt.Sprintf("leaf-spine %d×%d×%d", c.Leaves, c.Spines, c.HostsPerLeaf)
@@ -467,6 +492,9 @@ type mixRun struct {
 
 // runMix runs the mix scenario.
 func runMix(cfg Config) (*Result, error) {
+	if cfg.Topology == "fat-tree-3tier" && cfg.FabricRate == 0 && cfg.TopologyFile == "" {
+		cfg.FabricRate = cfg.threeTierFabricRate()
+	}
 	t, desc, hostOf, err := cfg.mixTopology()
 	if err != nil {
 		return nil, err
@@ -485,15 +513,16 @@ func runMix(cfg Config) (*Result, error) {
 	}
 	rates := m.sampleRates()
 
-	limit := clock.Time(cfg.Limit)
-	for m.left > 0 && m.v.Now() < limit && m.v.Step() {
-	}
+	cfg.simulate(m.v, &m.left, len(m.flows))
 	for _, stop := range stops {
 		stop()
 	}
 	rates.Stop()
 	arrivals.Stop()
 	m.res.Events = m.v.Events()
+	for _, h := range m.nw.Hosts {
+		m.res.Packets += h.Device.Stats().TxFrames
+	}
 	return m.results(), nil
 }
 
@@ -557,7 +586,8 @@ func (m *mixRun) arrivals(hostOf func(int) (int, bool)) error {
 // host sending to one receiver, and gives each flow the GIDs of its ends.
 func (m *mixRun) build() error {
 	m.v = clock.NewVirtual(m.cfg.Seed)
-	nw, err := lab.Build(m.topo, m.v, lab.Options{CC: m.cfg.ccConfigFor(m.res.BaseRTT, max(1, len(m.topo.Hosts)-1)), StaticNeighbours: true})
+	nw, err := lab.Build(m.topo, m.v, lab.Options{CC: m.cfg.ccConfigFor(m.res.BaseRTT, max(1, len(m.topo.Hosts)-1)), StaticNeighbours: true,
+		PayloadFree: !m.cfg.Verify})
 	if err != nil {
 		return fmt.Errorf("experiment: %w", err)
 	}

@@ -173,6 +173,7 @@ func checkMix(t *testing.T, res *Result) {
 func TestMixDeterministic(t *testing.T) {
 	cfg := mixConfig()
 	cfg.Duration = 100 * time.Microsecond
+	cfg.Verify = true
 	var dirs []string
 	for range 2 {
 		res, err := Run(cfg)

@@ -126,5 +126,6 @@ func RunRealTime(cfg Config) (*Result, error) {
 // a 20 µs sampling interval and a 60 s wall-clock limit.
 func RealTimeDefaults(cfg Config) Config {
 	cfg.TxLookahead, cfg.Sample, cfg.Limit = 20*time.Microsecond, 20*time.Microsecond, 60*time.Second
+	cfg.Verify = true // a real-time run checks that every byte arrives
 	return cfg
 }

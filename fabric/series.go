@@ -6,12 +6,15 @@ import (
 	"github.com/rocelab/rocelab/internal/clock"
 )
 
-// Sample is one port's counters at one instant.
+// Sample is one port's queue and transmitted bytes at one instant: what a time series
+// needs, small enough to take for every port every microsecond (Port.Stats has the
+// rest).
 type Sample struct {
-	Time   clock.Time
-	Switch uint32
-	Port   uint16
-	PortStats
+	Time    clock.Time
+	Switch  uint32
+	Port    uint16
+	QLen    int    // bytes queued
+	TxBytes uint64 // bytes transmitted so far
 }
 
 // Series collects samples in memory.
@@ -22,17 +25,29 @@ type Series struct {
 // Record appends s.
 func (r *Series) Record(s Sample) { r.Samples = append(r.Samples, s) }
 
-// Sample calls record with every port's counters now and every interval after, on the
+// Sample calls record with every port's queue and bytes sent now and every interval after, on the
 // switch's loop, until stop is called. Under the Virtual clock a running sampler always
 // has an event pending: run the clock with RunUntil or RunFor, or stop the sampler.
-func (s *Switch) Sample(interval time.Duration, record func(Sample)) (stop func()) {
+//
+// With ports given, only those are sampled (an index beyond the switch's ports is
+// ignored).
+func (s *Switch) Sample(interval time.Duration, record func(Sample), ports ...uint16) (stop func()) {
+	watched := s.ports
+	if len(ports) > 0 {
+		watched = nil
+		for _, i := range ports {
+			if int(i) < len(s.ports) {
+				watched = append(watched, s.ports[i])
+			}
+		}
+	}
 	var t *clock.Timer
 	t = s.loop.NewTimer(func() {
 		now := s.loop.Now()
-		for _, p := range s.ports {
+		for _, p := range watched {
 			p.advance(now) // the model's state at now, not at the port's last event
 			p.arm()
-			record(Sample{Time: now, Switch: s.cfg.ID, Port: p.index, PortStats: p.Stats()})
+			record(Sample{Time: now, Switch: s.cfg.ID, Port: p.index, QLen: p.bytes, TxBytes: p.stats.TxBytes})
 		}
 		s.flush()
 		t.Reset(now.Add(interval))

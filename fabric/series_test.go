@@ -37,3 +37,21 @@ func TestSampling(t *testing.T) {
 		t.Fatalf("only %d samples checked", checked)
 	}
 }
+
+// TestSamplingSomePorts: a sampler given ports records those only, every interval.
+func TestSamplingSomePorts(t *testing.T) {
+	v := clock.NewVirtual(1)
+	sw, _ := star(v, 1, 200e9, 100e9, 0, Config{})
+	var series Series
+	stop := sw.Sample(time.Microsecond, series.Record, 1, 99)
+	v.RunUntil(clock.Time(10 * time.Microsecond))
+	stop()
+	if len(series.Samples) != 11 {
+		t.Fatalf("%d samples in 10 µs at 1 µs, want 11", len(series.Samples))
+	}
+	for i, s := range series.Samples {
+		if s.Port != 1 || s.Time != clock.Time(i)*clock.Time(time.Microsecond) {
+			t.Errorf("sample %d: port %d at %v", i, s.Port, s.Time)
+		}
+	}
+}

@@ -47,6 +47,9 @@ type Options struct {
 	// OnPanic hears each node's first contained panic (fabric.Config.OnPanic,
 	// rnic.Config.OnPanic): the frame was dropped and counted, and the node went on.
 	OnPanic func(node string, v any, stack []byte)
+	// PayloadFree builds every device as rnic.Config.PayloadFree: a virtual-time
+	// experiment that does not verify data moves none.
+	PayloadFree bool
 }
 
 // onPanic binds Options.OnPanic to one node.
@@ -158,9 +161,6 @@ func Build(t *topo.Topology, clk clock.Clock, opts Options) (*Network, error) {
 		if err := step(); err != nil {
 			return nil, err
 		}
-	}
-	if opts.StaticNeighbours {
-		b.addNeighbours()
 	}
 	return b.n, nil
 }
@@ -310,6 +310,7 @@ func (b *builder) setForwarding() error {
 // addHosts opens a soft-RNIC per emulated host on its link end and hands each external
 // host's end to opts.External.
 func (b *builder) addHosts() error {
+	neighbours := b.neighbourTable()
 	for _, th := range b.t.Hosts {
 		le, ok := b.hostLinks[th.Name]
 		if !ok {
@@ -334,7 +335,8 @@ func (b *builder) addHosts() error {
 		}
 		cfg := rnic.Config{Name: th.Name, MAC: th.MAC6(), GIDs: gidTable(th), Loop: b.newLoop(th.Name), Link: ep,
 			Pool: b.n.Pool, CC: b.cc, TxLookahead: b.opts.TxLookahead, OnPanic: b.opts.onPanic(th.Name),
-			MaxUnackedPSNs: b.opts.MaxUnackedPSNs, RXERetryCnt: b.t.Retry == "rxe"}
+			MaxUnackedPSNs: b.opts.MaxUnackedPSNs, RXERetryCnt: b.t.Retry == "rxe",
+			PayloadFree: b.opts.PayloadFree, Neighbours: neighbours}
 		if b.opts.HostRelay != nil {
 			cfg.Host = b.opts.HostRelay(th.Name)
 		}
@@ -347,19 +349,20 @@ func (b *builder) addHosts() error {
 	return nil
 }
 
-// addNeighbours gives every soft-RNIC every other host's addresses and MAC, so no
-// device waits for ARP.
-func (b *builder) addNeighbours() {
-	for _, h := range b.n.Hosts {
-		for _, o := range b.t.Hosts {
-			if o.Name == h.Name {
-				continue
-			}
-			for _, a := range gidTable(o) {
-				h.Device.AddNeighbour(a, o.MAC6())
-			}
+// neighbourTable is, with StaticNeighbours, every host's addresses and MAC in one
+// table the soft-RNICs share read-only (rnic.Config.Neighbours), so no device waits for
+// ARP; nil otherwise. A copy per device would grow with the square of the hosts.
+func (b *builder) neighbourTable() map[netip.Addr][6]byte {
+	if !b.opts.StaticNeighbours {
+		return nil
+	}
+	t := make(map[netip.Addr][6]byte, 3*len(b.t.Hosts))
+	for _, o := range b.t.Hosts {
+		for _, a := range gidTable(o) {
+			t[a.Unmap()] = o.MAC6()
 		}
 	}
+	return t
 }
 
 func gidTable(h topo.Host) []netip.Addr {

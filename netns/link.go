@@ -207,6 +207,9 @@ func subscribeRoutes(ns string) (updates <-chan netlink.RouteUpdate, stop func()
 // addBridge creates bridge br in namespace ns, makes the link port (already there)
 // its port, and brings both and the loopback up. STP stays off, as on a new bridge, so
 // ports forward as soon as they are up: the bridge stands for a piece of wire.
+// bridgeTAPQueue is the queue, in frames, of an external host's TAP on its bridge.
+const bridgeTAPQueue = 16384
+
 func addBridge(ns, br, port string, mtu int) error {
 	h, err := openNetlink(ns)
 	if err != nil {
@@ -233,6 +236,13 @@ func addBridge(ns, br, port string, mtu int) error {
 		if err := h.LinkSetMTU(p, mtu); err != nil {
 			return fmt.Errorf("netns: set MTU of %s: %w", port, err)
 		}
+	}
+	// What the bridge hands the TAP waits in its queue for the lab's reader, which a
+	// loaded machine deschedules for milliseconds; a VM behind the bridge sends
+	// bursts that nothing resends (rxe's UC: 12,800 frames), and at the default 1000
+	// the kernel dropped over a thousand of them.
+	if err := h.LinkSetTxQLen(p, bridgeTAPQueue); err != nil {
+		return fmt.Errorf("netns: set the queue of %s: %w", port, err)
 	}
 	if err := h.LinkSetMaster(p, bridge); err != nil {
 		return fmt.Errorf("netns: add %s to bridge %s: %w", port, br, err)

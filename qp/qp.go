@@ -32,6 +32,10 @@ type Config struct {
 	// rxe's RXE_MAX_PKT_PER_ACK. The builder sets the bit before the ICRC is computed.
 	AckReqEvery int
 
+	// SkipICRC builds frames without computing their ICRC (roce.Builder.SkipICRC): for
+	// a payload-free simulation whose receivers do not verify it.
+	SkipICRC bool
+
 	// MaxUnackedPSNs holds back an RC requester's next packet while this many PSNs are
 	// unacknowledged (a READ request counts the PSNs of its responses), a window on
 	// top of congestion control's. Go-back-N resends everything after a loss, so on a
@@ -80,10 +84,9 @@ type QP struct {
 	comp completer
 	resp responder
 
-	tx      roce.Builder // the connected path; UD sets the address per work request
-	rx      roce.Packet  // ReceiveFrame's decode state
-	payload []byte       // one MTU of gathered payload for the frame being built
-	ctr     Counters
+	tx  roce.Builder // the connected path; UD sets the address per work request
+	rx  roce.Packet  // ReceiveFrame's decode state
+	ctr Counters
 }
 
 // New creates a QP in the RESET state.
@@ -126,7 +129,7 @@ func New(cfg Config) (*QP, error) {
 	if !cfg.PortMTU.Valid() {
 		return nil, fmt.Errorf("qp: port MTU %d is not an IBTA MTU", cfg.PortMTU)
 	}
-	q := &QP{cfg: cfg, payload: make([]byte, roce.MTU4096)}
+	q := &QP{cfg: cfg}
 	q.sq.init(cfg.MaxSendWR)
 	if cfg.SRQ != nil {
 		q.recv = cfg.SRQ
@@ -183,5 +186,5 @@ func (q *QP) reset() {
 	q.comp = completer{rtoDeadline: Never}
 	q.req.rnrUntil = Never
 	q.resp.reset(0)
-	q.tx = roce.Builder{}
+	q.tx = roce.Builder{SkipICRC: q.cfg.SkipICRC}
 }

@@ -231,7 +231,7 @@ func (q *QP) buildRequest(buf []byte, w *sendWQE, psn roce.PSN) (int, error) {
 // has nothing to copy (roce.Builder.PayloadOffset). It fails with
 // roce.ErrBufferTooSmall if buf cannot hold the frame.
 func (q *QP) payloadIn(b *roce.Builder, buf []byte, n uint32) ([]byte, error) {
-	b.Payload = q.payload[:n] // its length sizes the frame
+	b.Payload = payloadSizer[:n] // its length sizes the frame
 	total, err := b.Len()
 	if err != nil {
 		return nil, err
@@ -242,6 +242,11 @@ func (q *QP) payloadIn(b *roce.Builder, buf []byte, n uint32) ([]byte, error) {
 	off := total - roce.ICRCSize - roce.PadLen(int(n)) - int(n)
 	return buf[off : off+int(n)], nil
 }
+
+// payloadSizer gives payloadIn a payload of the right length to size a frame with
+// before the payload is read into the frame itself. Nothing writes it, so every QP
+// shares it.
+var payloadSizer [roce.MTU4096]byte
 
 // dataOpcode returns the opcode of a SEND or WRITE packet by its place in the message.
 func (q *QP) dataOpcode(op WROpcode, first, last bool) roce.Opcode {

@@ -111,7 +111,7 @@ func (q *QP) preparePath() {
 		return
 	}
 	av := &q.attr.AV
-	q.tx = roce.Builder{}
+	q.tx = roce.Builder{SkipICRC: q.cfg.SkipICRC}
 	setAddress(&q.tx, av, roce.ConnectedSourcePort(av.FlowLabel, q.cfg.QPN, q.attr.DestQPN))
 	q.tx.BTH.PKey = roce.DefaultPKey
 	q.tx.BTH.DestQP = q.attr.DestQPN

@@ -36,9 +36,13 @@ func (n *neighbours) init() { n.macs = make(map[netip.Addr][6]byte) }
 // AddNeighbour installs a static neighbour entry, as `ip neigh replace` does.
 func (d *Device) AddNeighbour(ip netip.Addr, mac [6]byte) { d.neigh.macs[ip.Unmap()] = mac }
 
-// Neighbour returns the MAC learned for ip.
+// Neighbour returns the MAC learned for ip, or else the one Config.Neighbours gives.
 func (d *Device) Neighbour(ip netip.Addr) ([6]byte, bool) {
-	m, ok := d.neigh.macs[ip.Unmap()]
+	ip = ip.Unmap()
+	if m, ok := d.neigh.macs[ip]; ok {
+		return m, true
+	}
+	m, ok := d.cfg.Neighbours[ip]
 	return m, ok
 }
 

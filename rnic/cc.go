@@ -86,11 +86,13 @@ type flowCC struct {
 	rp     *hpcc.ReactionPoint
 
 	// Receiver side.
-	rxHPCC   *hpcc.Receiver
-	np       hpcc.NotificationPoint
-	echo     telemetry.Stack // hops to echo in the next ACK (ModeHPCC, ModeHPCCEveryN)
+	rxHPCC *hpcc.Receiver
+	np     hpcc.NotificationPoint
+	// The stacks (4 KB each) are allocated by the first packet that needs them: a
+	// flow's sender needs neither, and most flows are short.
+	echo     *telemetry.Stack // hops to echo in the next ACK (ModeHPCC, ModeHPCCEveryN)
 	hasEcho  bool
-	prevReq  telemetry.Stack // the previous probe's hops, for the response's inflight
+	prevReq  *telemetry.Stack // the previous probe's hops, for the response's inflight
 	hasPrev  bool
 	probeSeq uint32
 	rxSeq    uint32
@@ -102,7 +104,7 @@ type flowCC struct {
 }
 
 func newFlowCC(c CC, lineRate float64) (*flowCC, error) {
-	f := &flowCC{mode: c.Mode, rate: math.Inf(1), window: math.Inf(1), hops: make([]hpcc.Hop, 0, telemetry.MaxHops)}
+	f := &flowCC{mode: c.Mode, rate: math.Inf(1), window: math.Inf(1)}
 	if f.mode == "" {
 		f.mode = ModeNone
 	}

@@ -62,6 +62,19 @@ type Config struct {
 	// AsyncHandler, if set, receives asynchronous events on the loop instead of
 	// GetAsyncEvent.
 	AsyncHandler func(AsyncEvent)
+	// Neighbours, if set, is a static neighbour table (IP address, IPv4 unmapped, to
+	// MAC) the device consults after its own cache, read-only: one table can serve
+	// every device of a lab instead of a copy per device (a million entries in each of
+	// a 1,024-host lab's devices otherwise).
+	Neighbours map[netip.Addr][6]byte
+	// PayloadFree makes the device a simulation of one that moves no data: RegMR
+	// registers a length without memory (reads leave the frame's payload bytes as
+	// the pool left them, writes store nothing, atomics fail), frames are built
+	// without an ICRC and received without checking it. Every length, PSN, header
+	// and telemetry hop is as in a real run, so queues, rates and completions are
+	// identical; only the data is not there. For virtual-time experiments that do not
+	// verify data (experiment.Config.Verify).
+	PayloadFree bool
 	// OnPanic hears the device's first contained panic: a received frame whose
 	// handling panicked was dropped and counted in Stats.Panics, and the device went
 	// on. Later panics are only counted. nil: counted only.

@@ -20,8 +20,10 @@ type MR struct {
 	rkey   uint32
 	addr   uint64 // the address the application names the first byte by (iova)
 	access qp.Access
-	mem    []byte
-	fd     int // the memfd behind mem; -1 once deregistered
+	length uint64
+	mem    []byte // nil on a PayloadFree device: the region is a length
+	fd     int    // the memfd behind mem; -1 without one or once deregistered
+	live   bool   // false once deregistered
 }
 
 // LKey returns the local key (ibv_mr.lkey).
@@ -34,17 +36,19 @@ func (m *MR) RKey() uint32 { return m.rkey }
 func (m *MR) Addr() uint64 { return m.addr }
 
 // Length returns the region's length in bytes.
-func (m *MR) Length() int { return len(m.mem) }
+func (m *MR) Length() int { return int(m.length) }
 
 // Access returns the access flags the region grants.
 func (m *MR) Access() qp.Access { return m.access }
 
 // Bytes returns the region's memory. The device writes it from its loop while QPs are
-// active: read it from the loop, or after the completion that covers the data.
+// active: read it from the loop, or after the completion that covers the data. A
+// PayloadFree device's regions have none: nil.
 func (m *MR) Bytes() []byte { return m.mem }
 
-// FD returns the memfd that backs the region, for passing to another process. It stays
-// owned by the MR and is closed by DeregMR.
+// FD returns the memfd that backs the region, for passing to another process (-1 on a
+// PayloadFree device, whose regions have no memory). It stays owned by the MR and is
+// closed by DeregMR.
 func (m *MR) FD() int { return m.fd }
 
 // newMemfd creates and maps a memfd of length bytes.
@@ -74,13 +78,17 @@ func mapFD(fd int, offset int64, length int) ([]byte, error) {
 }
 
 // span returns the bytes [addr, addr+n) of the region after checking key kind, bounds
-// and access; it is the one place qp.Memory's contract is enforced.
+// and access; it is the one place qp.Memory's contract is enforced. A region without
+// memory (PayloadFree) checks the same and returns nil.
 func (m *MR) span(addr, n uint64, need qp.Access) ([]byte, error) {
 	if m.access&need != need {
 		return nil, errorf(qp.ErrAccessDenied, "MR %#x grants %#x, the access needs %#x", m.lkey, m.access, need)
 	}
-	if addr < m.addr || addr-m.addr > uint64(len(m.mem)) || n > uint64(len(m.mem))-(addr-m.addr) {
-		return nil, errorf(qp.ErrOutOfBounds, "[%#x, +%d) outside MR %#x at [%#x, +%d)", addr, n, m.lkey, m.addr, len(m.mem))
+	if addr < m.addr || addr-m.addr > m.length || n > m.length-(addr-m.addr) {
+		return nil, errorf(qp.ErrOutOfBounds, "[%#x, +%d) outside MR %#x at [%#x, +%d)", addr, n, m.lkey, m.addr, m.length)
+	}
+	if m.mem == nil {
+		return nil, nil
 	}
 	off := addr - m.addr
 	return m.mem[off : off+n], nil
@@ -91,6 +99,9 @@ func (m *MR) word(addr uint64, need qp.Access) (*uint64, error) {
 	b, err := m.span(addr, 8, need)
 	if err != nil {
 		return nil, err
+	}
+	if b == nil {
+		return nil, errorf(qp.ErrAccessDenied, "MR %#x has no memory (payload-free device): no atomics", m.lkey)
 	}
 	return (*uint64)(unsafe.Pointer(&b[0])), nil
 }

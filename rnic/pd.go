@@ -46,11 +46,15 @@ func (d *Device) RegMR(pd *PD, length int, access qp.Access) (*MR, error) {
 	if err := checkMR(pd, length, access); err != nil {
 		return nil, err
 	}
+	if d.cfg.PayloadFree {
+		// A length, not a buffer: addresses start where a 4 KiB-aligned mapping could.
+		return pd.add(-1, nil, uint64(length), uint64(d.nextKey+1)<<32, access), nil
+	}
 	fd, mem, err := newMemfd(fmt.Sprintf("rocelab-%s-mr", d.cfg.Name), length)
 	if err != nil {
 		return nil, errorf(ErrNoMemory, "%d-byte MR: %v", length, err)
 	}
-	return pd.add(fd, mem, uint64(uintptr(unsafe.Pointer(&mem[0]))), access), nil
+	return pd.add(fd, mem, uint64(length), uint64(uintptr(unsafe.Pointer(&mem[0]))), access), nil
 }
 
 // RegMRFD registers length bytes of the shared memory fd at offset, which the
@@ -72,7 +76,7 @@ func (d *Device) RegMRFD(pd *PD, fd int, offset int64, length int, addr uint64, 
 		unix.Close(dup)
 		return nil, errorf(ErrInvalidArgument, "map %d bytes at %d of fd %d: %v", length, offset, fd, err)
 	}
-	return pd.add(dup, mem, addr, access), nil
+	return pd.add(dup, mem, uint64(length), addr, access), nil
 }
 
 func checkMR(pd *PD, length int, access qp.Access) error {
@@ -93,22 +97,26 @@ func checkMR(pd *PD, length int, access qp.Access) error {
 	return nil
 }
 
-func (pd *PD) add(fd int, mem []byte, addr uint64, access qp.Access) *MR {
+func (pd *PD) add(fd int, mem []byte, length, addr uint64, access qp.Access) *MR {
 	d := pd.dev
 	d.nextKey++
 	// rxe: index in the upper 24 bits, a variant byte below it.
 	key := d.nextKey<<8 | uint32(d.nextKey*0x9E&0xFF)
-	m := &MR{pd: pd, lkey: key, rkey: key, addr: addr, access: access, mem: mem, fd: fd}
+	m := &MR{pd: pd, lkey: key, rkey: key, addr: addr, access: access, length: length, mem: mem, fd: fd, live: true}
 	pd.mrs[key] = m
 	return m
 }
 
 // DeregMR deregisters a memory region (ibv_dereg_mr) and unmaps its memory.
 func (d *Device) DeregMR(m *MR) error {
-	if m.fd < 0 {
+	if !m.live {
 		return errorf(ErrInvalidArgument, "MR %#x already deregistered", m.lkey)
 	}
 	delete(m.pd.mrs, m.lkey)
+	m.live = false
+	if m.mem == nil {
+		return nil
+	}
 	err := unix.Munmap(m.mem)
 	unix.Close(m.fd)
 	m.mem, m.fd = nil, -1

@@ -100,7 +100,8 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	cfg := qp.Config{Type: attr.Type, QPN: qpn, Memory: pd, SendCQ: attr.SendCQ, RecvCQ: attr.RecvCQ,
 		MaxSendWR: attr.Cap.MaxSendWR, MaxRecvWR: attr.Cap.MaxRecvWR, MaxSGE: max(attr.Cap.MaxSendSGE, attr.Cap.MaxRecvSGE),
 		SigAll: attr.SigAll, PortMTU: roce.MTUForLinkMTU(d.cfg.Link.MTU()), AckReqEvery: ackReqEvery(&ccfg),
-		MaxUnackedPSNs: d.cfg.MaxUnackedPSNs, RXERetryCnt: d.cfg.RXERetryCnt, Segment: attr.Segment}
+		MaxUnackedPSNs: d.cfg.MaxUnackedPSNs, RXERetryCnt: d.cfg.RXERetryCnt, Segment: attr.Segment,
+		SkipICRC: d.cfg.PayloadFree}
 	var x *QP // the refill hook is set once x exists
 	cfg.RecvRefill = func() { x.refill() }
 	if attr.SRQ != nil {

@@ -14,8 +14,9 @@ import (
 //  1. ARP and NDP: learn the sender, answer for our GIDs (arp.go).
 //  2. Telemetry: a request stack (data packets and probes) or an echo stack (ACKs) is
 //     decoded into a Stack and stripped, restoring the packet the sender built.
-//  3. Decode the RoCEv2 headers and verify the ICRC over the restored packet. Anything
-//     malformed is counted and dropped here, before any QP sees it.
+//  3. Decode the RoCEv2 headers and verify the ICRC over the restored packet (not on a
+//     PayloadFree device, whose frames carry none). Anything malformed is counted and
+//     dropped here, before any QP sees it.
 //  4. Demultiplex by BTH DestQP. Probes, probe responses, Rx-HPCC window updates and
 //     CNPs are the device's (step 6); everything else goes to the QP's engine.
 //  5. Congestion control, receiver side: keep the hops to echo in the next ACK
@@ -121,7 +122,7 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte) {
 		}
 		return
 	}
-	if p.VerifyICRC() != nil {
+	if !d.cfg.PayloadFree && p.VerifyICRC() != nil {
 		d.stats.RxBadICRC++
 		return
 	}
@@ -175,7 +176,10 @@ func (d *Device) receiverCC(x *QP, p *roce.Packet, kind telemetryKind, st *telem
 	cc := x.cc
 	switch {
 	case kind == requestTelemetry && (cc.mode == ModeHPCC || cc.mode == ModeHPCCEveryN):
-		copyStack(&cc.echo, st)
+		if cc.echo == nil {
+			cc.echo = new(telemetry.Stack)
+		}
+		copyStack(cc.echo, st)
 		cc.hasEcho = true
 	case kind == requestTelemetry && cc.rxHPCC != nil:
 		cc.hops = hopsOf(st, cc.hops)
@@ -205,11 +209,13 @@ func (d *Device) answerProbe(x *QP, body []byte, st *telemetry.Stack) {
 	cc := x.cc
 	var prev *telemetry.Stack
 	if cc.hasPrev {
-		prev = &cc.prevReq
+		prev = cc.prevReq
+	} else {
+		cc.prevReq = new(telemetry.Stack)
 	}
 	r := &d.probeResp
 	r.Answer(req, st, prev, uint64(cc.baseRTT))
-	copyStack(&cc.prevReq, st)
+	copyStack(cc.prevReq, st)
 	cc.hasPrev = true
 	n := r.Put(d.body[:])
 	d.sendControl(x, roce.OpTelemetryResponse, d.body[:n])

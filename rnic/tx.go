@@ -12,7 +12,9 @@ import (
 // The Tx pipeline, per frame the scheduler picks:
 //
 //  1. The QP's engine builds the whole RoCEv2 frame into a pooled buffer (package qp,
-//     roce.Builder): headers, payload read from the MR, ICRC.
+//     roce.Builder): headers, payload read from the MR, ICRC. A PayloadFree device
+//     writes the headers only: the payload bytes stay what the pooled buffer held,
+//     the ICRC is zero, the frame has its real length.
 //  2. If this packet carries telemetry (every packet, or every Nth), the request
 //     codec inserts an empty stack for the switches to fill. Telemetry is outside the
 //     ICRC. (Requests of an HPCC flow ask for an ACK: package qp sets AckReq on every

@@ -401,3 +401,29 @@ func TestBuildAllocs(t *testing.T) {
 		t.Errorf("build+decode+verify: %v allocs, want 0", allocs)
 	}
 }
+
+// TestSkipICRC: a frame built with SkipICRC is the same frame up to its ICRC, which is
+// zero, so a receiver that checks it rejects the frame.
+func TestSkipICRC(t *testing.T) {
+	b := Builder{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"),
+		BTH: BTHFields{Opcode: OpRCWriteOnly, PKey: DefaultPKey, DestQP: 0x12}, Payload: make([]byte, 100)}
+	with, without := make([]byte, 256), make([]byte, 256)
+	n, err := b.Build(with)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SkipICRC = true
+	if m, err := b.Build(without); err != nil || m != n {
+		t.Fatalf("SkipICRC build: %d bytes, %v; want %d", m, err, n)
+	}
+	if string(with[:n-ICRCSize]) != string(without[:n-ICRCSize]) || string(without[n-ICRCSize:n]) != "\x00\x00\x00\x00" {
+		t.Errorf("SkipICRC frame differs before its ICRC or has a non-zero ICRC %x", without[n-ICRCSize:n])
+	}
+	var p Packet
+	if err := p.Decode(without[:n]); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(p.VerifyICRC(), ErrBadICRC) {
+		t.Error("a zero ICRC verified")
+	}
+}

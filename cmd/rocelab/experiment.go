@@ -22,7 +22,8 @@ func init() { rootCmd.AddCommand(newExperimentCmd()) }
 // Flags that only some scenarios read; giving one to another scenario is an error.
 var (
 	starFlags = []string{"senders", "flow-size", "stagger"}
-	mixFlags  = []string{"topology", "leaves", "spines", "hosts-per-leaf", "k", "fabric-rate", "cdf", "load", "duration", "flows", "topology-file"}
+	mixFlags  = []string{"topology", "leaves", "spines", "hosts-per-leaf", "k", "pods", "tors", "aggs", "cores", "hosts-per-tor",
+		"oversubscription", "fabric-rate", "cdf", "load", "duration", "flows", "topology-file"}
 	// What a flow file replaces.
 	arrivalFlags = []string{"cdf", "load", "duration"}
 )
@@ -52,11 +53,14 @@ Scenarios:
   incast    --senders hosts each WRITE --flow-size to one receiver through one switch.
   fairness  --senders long flows to one receiver through one switch, joining every
             --stagger and leaving in reverse order.
-  mix       the HPCC paper's workload: each host of a leaf-spine or fat-tree starts flows
-            as a Poisson process at --load of its link, sizes drawn from --cdf
+  mix       the HPCC paper's workload: each host of a leaf-spine, a k-ary fat-tree or the
+            paper's three-tier fat tree (fat-tree-3tier: 20 ToRs × 16 hosts, 20
+            aggregation and 16 core switches in 5 pods, fabric links at --link-rate ×
+            16 / 4 / --oversubscription, i.e. 400G) starts flows as a Poisson
+            process at --load of its link, sizes drawn from --cdf
             (websearch, fbhadoop or a file of "size_bytes cumulative_percent" lines),
             destinations uniformly among the other hosts, for --duration or --flows.
-            Each flow is an RDMA WRITE on its own RC QP pair, checked at the receiver.
+            Each flow is an RDMA WRITE on its own RC QP pair.
             Slowdown = FCT / ideal FCT, ideal = the path's base RTT + the flow's wire
             bytes at line rate, clamped at 1. The queue series and metrics are those of
             the switch egress port with the largest peak queue; ports.csv and
@@ -70,11 +74,17 @@ hops, 1000-byte payload, 48-byte headers in the ideal FCT, RED marking); flags g
 explicitly win. See docs/hpcc.md. 'experiment flows' writes a flow file, 'experiment
 compare' puts two runs side by side.
 
+Simulated packets carry headers, lengths and PSNs but no payload bytes, and no ICRC
+is computed: the results are the same, faster and in far less memory. --verify moves
+real data and checks every byte of every flow at its receiver. On a terminal, a run
+longer than a few seconds shows its progress on stderr.
+
 Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 		Example: `  rocelab experiment incast --senders 16 --cc hpcc --telemetry int --out out/incast
   rocelab experiment fairness --senders 2 --flow-size 16MB --mtu 4096 --stagger 200us
   rocelab experiment mix --topology leaf-spine --load 0.5 --cdf websearch --cc hpcc --out out/mix
   rocelab experiment mix --topology fat-tree --k 4 --cdf fbhadoop --load 0.3 --cc dcqcn --json
+  rocelab experiment mix --topology fat-tree-3tier --link-rate 100G --load 0.3 --duration 5ms --out out/fat3
   rocelab experiment mix --cdf my_cdf.txt --flows 200 --duration 0 --link-rate 25G --fabric-rate 100G
   rocelab experiment incast --preset ns3 --cc dcqcn --ecn 400KB,1600KB,0.2
   rocelab experiment mix --preset ns3 --flows flows.txt --topology-file fat.txt --out out/ns3`,
@@ -95,6 +105,9 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 			}
 			if err := checkGivenZeros(flags, &cfg); err != nil {
 				return err
+			}
+			if flags.Changed("fabric-rate") && flags.Changed("oversubscription") {
+				return fmt.Errorf("experiment: give --fabric-rate or --oversubscription, not both")
 			}
 			scenarioDefaults(flags, &cfg)
 			cfg.MTU = roce.MTU(mtu)
@@ -137,14 +150,14 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 				cfg.TxLookahead = rt.TxLookahead
 				run = experiment.RunRealTime
 			}
-			return runAndReport(cmd.OutOrStdout(), run, cfg, out, asJSON)
+			return runAndReport(cmd.OutOrStdout(), newProgress(cmd.ErrOrStderr()), run, cfg, out, asJSON)
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Senders, "senders", def.Senders, "senders (flows) of incast and fairness")
 	f.Var(bytesValue{&cfg.FlowSize}, "flow-size", "bytes per flow of incast and fairness (500KB, 1MiB)")
 	f.Var(rateValue{&cfg.LinkRate}, "link-rate", "line rate of every link; of host links in mix (100G, 25Gbps)")
-	f.Var(rateValue{&cfg.FabricRate}, "fabric-rate", "mix: line rate of switch-to-switch links (default --link-rate)")
+	f.Var(rateValue{&cfg.FabricRate}, "fabric-rate", "mix: line rate of switch-to-switch links (default --link-rate; fat-tree-3tier: from --oversubscription)")
 	f.Var(durationValue{&cfg.LinkDelay}, "link-delay", "one-way delay of every link")
 	f.IntVar(&mtu, "mtu", int(def.MTU), "path MTU: 256, 512, 1024, 2048 or 4096")
 	f.StringVar(&cc, "cc", "hpcc", "congestion control: hpcc, dcqcn or none")
@@ -158,11 +171,18 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.Var(durationValue{&cfg.Stagger}, "stagger", "time between flow starts (fairness)")
 	f.Var(durationValue{&cfg.Sample}, "sample", "time-series sampling interval (mix default 1µs)")
 	f.Var(durationValue{&cfg.Limit}, "limit", "stop the run at this virtual time if flows are unfinished (mix default 1s)")
-	f.StringVar(&cfg.Topology, "topology", cfg.Topology, "mix: leaf-spine or fat-tree")
+	f.StringVar(&cfg.Topology, "topology", cfg.Topology, "mix: leaf-spine, fat-tree or fat-tree-3tier (the HPCC paper's 320 hosts)")
 	f.IntVar(&cfg.Leaves, "leaves", cfg.Leaves, "mix: leaf switches of the leaf-spine")
 	f.IntVar(&cfg.Spines, "spines", cfg.Spines, "mix: spine switches of the leaf-spine")
 	f.IntVar(&cfg.HostsPerLeaf, "hosts-per-leaf", cfg.HostsPerLeaf, "mix: hosts on each leaf")
 	f.IntVar(&cfg.K, "k", cfg.K, "mix: k of the fat-tree (even; k³/4 hosts)")
+	f.IntVar(&cfg.ThreeTier.Pods, "pods", cfg.ThreeTier.Pods, "mix fat-tree-3tier: pods (ToRs and aggregation switches divide among them)")
+	f.IntVar(&cfg.ThreeTier.ToRs, "tors", cfg.ThreeTier.ToRs, "mix fat-tree-3tier: ToR switches")
+	f.IntVar(&cfg.ThreeTier.Aggs, "aggs", cfg.ThreeTier.Aggs, "mix fat-tree-3tier: aggregation switches")
+	f.IntVar(&cfg.ThreeTier.Cores, "cores", cfg.ThreeTier.Cores, "mix fat-tree-3tier: core switches")
+	f.IntVar(&cfg.ThreeTier.HostsPerToR, "hosts-per-tor", cfg.ThreeTier.HostsPerToR, "mix fat-tree-3tier: hosts on each ToR")
+	f.Float64Var(&cfg.Oversubscription, "oversubscription", cfg.Oversubscription,
+		"mix fat-tree-3tier: a ToR's host capacity over its uplink capacity; sets the fabric rate")
 	f.StringVar(&cfg.CDF, "cdf", cfg.CDF, "mix: flow sizes: "+strings.Join(experiment.CDFNames, ", ")+" or a CDF file")
 	f.Float64Var(&cfg.Load, "load", cfg.Load, "mix: offered load, a fraction of each host link's rate")
 	f.Var(durationValue{&cfg.Duration}, "duration", "mix: arrival window (0: none, with --flows)")
@@ -172,6 +192,7 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.IntVar(&cfg.Payload, "payload", 0, "payload bytes of a full data packet, at most --mtu (0: the MTU; ns3: 1000)")
 	f.IntVar(&cfg.HeaderOverhead, "header-overhead", 0, "header bytes per packet the ideal FCT counts (0: the frames' own; ns3: 48)")
 	f.Var(ecnValue{&cfg.ECN}, "ecn", "DCQCN's RED marking K_min,K_max,P_max (not given: 100KB,400KB,0.2 per 25 Gb/s of --link-rate, the default shown at 100G)")
+	f.BoolVar(&cfg.Verify, "verify", false, "move real payload bytes (with ICRCs) and check every flow's data at its receiver")
 	f.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
 	f.StringVar(&out, "out", "experiment-out", "output directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout")
@@ -213,7 +234,8 @@ func checkFileFlags(flags *pflag.FlagSet, cfg *experiment.Config) error {
 		file, what string
 		replaced   []string
 	}{{cfg.FlowFile, "a flow file (--flows FILE)", arrivalFlags},
-		{cfg.TopologyFile, "--topology-file", []string{"topology", "leaves", "spines", "hosts-per-leaf", "k", "fabric-rate", "link-rate", "link-delay"}}} {
+		{cfg.TopologyFile, "--topology-file", []string{"topology", "leaves", "spines", "hosts-per-leaf", "k", "pods", "tors", "aggs",
+			"cores", "hosts-per-tor", "oversubscription", "fabric-rate", "link-rate", "link-delay"}}} {
 		if d.file == "" {
 			continue
 		}
@@ -301,11 +323,17 @@ func telemetryFormat(format string) (telemetry.Format, error) {
 	return "", fmt.Errorf("--telemetry %q: want int, ioam, ifa or hpcc", format)
 }
 
-// runAndReport runs cfg, writes its files into out and prints the summary (or the
-// JSON object) on w.
-func runAndReport(w io.Writer, run func(experiment.Config) (*experiment.Result, error), cfg experiment.Config, out string, asJSON bool) error {
+// runAndReport runs cfg with run, showing its progress on pr if not nil, writes its
+// files into out and prints the summary (or the JSON object) on w.
+func runAndReport(w io.Writer, pr *progress, run func(experiment.Config) (*experiment.Result, error), cfg experiment.Config, out string, asJSON bool) error {
 	start := time.Now()
+	if pr != nil {
+		cfg.Progress = pr.update
+	}
 	res, err := run(cfg)
+	if pr != nil {
+		pr.clear()
+	}
 	if err != nil {
 		return err
 	}

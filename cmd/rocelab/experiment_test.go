@@ -70,7 +70,7 @@ func TestExperimentBadFlags(t *testing.T) {
 		{[]string{"mix", "--cc", "tcp"}, `--cc "tcp": want hpcc, dcqcn or none`},
 		{[]string{"mix", "--mode", "fast"}, `--mode "fast"`},
 		{[]string{"mix", "--telemetry", "sflow"}, `--telemetry "sflow"`},
-		{[]string{"mix", "--topology", "torus"}, `--topology "torus": want leaf-spine or fat-tree`},
+		{[]string{"mix", "--topology", "torus"}, `--topology "torus": want leaf-spine, fat-tree or fat-tree-3tier`},
 		{[]string{"mix", "--topology", "fat-tree", "--k", "5"}, "--k 5"},
 		{[]string{"mix", "--load", "0"}, "--load 0"},
 		{[]string{"mix", "--cdf", "/nonexistent/cdf.txt"}, "websearch"},

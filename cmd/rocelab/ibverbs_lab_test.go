@@ -245,8 +245,8 @@ func TestLibibverbs(t *testing.T) {
 	}
 
 	// kill -9 of the receiving program mid-transfer: the service reclaims its objects and
-	// keeps serving. The sender, with perftest's retry_cnt 7 (unlimited, as in rxe),
-	// retransmits until it is stopped.
+	// keeps serving, and the sender, with perftest's retry_cnt 7 (7 retries, as the IBTA
+	// reads it), gets an error completion and exits saying so.
 	t.Run("kill-9", func(t *testing.T) {
 		const port = 18516
 		args := []string{"ib_write_bw", "-x", "1", "-D", "60", "-p", strconv.Itoa(port)}
@@ -259,13 +259,13 @@ func TestLibibverbs(t *testing.T) {
 		l.waitListening(t, "h2", port, srv, done)
 		before := l.rnicTX(t, "h1")
 		cli := l.exec("h1", append(args, "10.0.0.2")...)
+		var cliOut bytes.Buffer
+		cli.Stdout, cli.Stderr = &cliOut, &cliOut
 		if err := cli.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer func() {
-			syscall.Kill(child(t, cli), syscall.SIGKILL)
-			cli.Wait()
-		}()
+		cliDone := make(chan error, 1)
+		go func() { cliDone <- cli.Wait() }()
 		// perftest prints nothing before the end: the sender's RNIC counters say when
 		// the transfer runs
 		deadline := time.Now().Add(20 * time.Second)
@@ -278,6 +278,15 @@ func TestLibibverbs(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-done
+		select {
+		case err := <-cliDone:
+			if err == nil || !strings.Contains(cliOut.String(), "Failed status 12") { // IBV_WC_RETRY_EXC_ERR
+				t.Fatalf("the sender after its peer's kill -9: %v, want an exit on RETRY_EXC_ERR:\n%s", err, cliOut.String())
+			}
+		case <-time.After(30 * time.Second): // 8 × 67 ms of retries, far exceeded
+			syscall.Kill(child(t, cli), syscall.SIGKILL)
+			t.Fatalf("the sender still runs 30 s after its peer's kill -9:\n%s", cliOut.String())
+		}
 		_, pp := l.pair(t, pingpongPort, "h2", []string{"ibv_rc_pingpong", "-g", "1", "-n", "100", "-c"}, "h1",
 			[]string{"ibv_rc_pingpong", "-g", "1", "-n", "100", "-c"}, "10.0.0.2")
 		if !strings.Contains(pp, "100 iters in") {

@@ -367,13 +367,15 @@ links:
 	t.Cleanup(func() { c.cmd("down", name).Run() })
 	const sent = 400
 	err := netns.Do(netns.NamespaceName(name, "h1"), func() error {
-		conn, err := net.Dial("udp4", "10.0.0.2:9")
+		// Unconnected, so that h2's ICMP port unreachable does not fail the next write.
+		conn, err := net.ListenPacket("udp4", "10.0.0.1:0")
 		if err != nil {
 			return err
 		}
 		defer conn.Close()
+		to := &net.UDPAddr{IP: net.IPv4(10, 0, 0, 2), Port: 9}
 		for range sent {
-			if _, err := conn.Write([]byte("rocelab")); err != nil {
+			if _, err := conn.WriteTo([]byte("rocelab"), to); err != nil {
 				return err
 			}
 		}

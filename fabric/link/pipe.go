@@ -72,8 +72,11 @@ type End struct {
 	blocked atomic.Bool
 
 	// Receiver side: ring is the handoff from the peer's loop; the rest is touched
-	// only by this end's loop.
-	ring    ring
+	// only by this end's loop, or by the peer's when the two loops are synchronous
+	// (clock.Synchronous: one virtual clock), which then inserts arrivals directly
+	// and has no ring.
+	direct  bool
+	ring    *ring
 	drain   *clock.Task
 	rx      Receiver
 	arrived arrivals
@@ -89,6 +92,13 @@ func (e *End) Attach(loop clock.Loop, rx Receiver) {
 	e.drain = loop.NewTask(e.drainRing)
 	e.timer = loop.NewTimer(e.deliver)
 	e.flush = loop.NewTask(e.flushBacklog)
+	if p := e.peer; p.loop != nil {
+		e.direct = clock.Synchronous(loop, p.loop)
+		p.direct = e.direct
+		if !e.direct {
+			e.ring, p.ring = new(ring), new(ring)
+		}
+	}
 }
 
 // Rate implements Endpoint.
@@ -159,7 +169,11 @@ func (e *End) Send(frames []*Frame) {
 			e.push(far, fr.Clone(), arrival)
 		}
 	}
-	far.drain.Post()
+	if e.direct {
+		far.arm()
+	} else {
+		far.drain.Post()
+	}
 }
 
 // push queues fr for the far end, no earlier than the frame sent before it.
@@ -173,6 +187,10 @@ func (e *End) push(far *End, fr *Frame, arrival clock.Time) {
 
 func (e *End) pushAt(far *End, fr *Frame, arrival clock.Time) {
 	fr.Time = arrival
+	if e.direct {
+		far.arrived.insert(fr)
+		return
+	}
 	if len(e.backlog) == 0 && far.ring.push(fr) {
 		return
 	}
@@ -236,6 +254,11 @@ func (e *End) deliver() {
 		e.rx.Receive(e.batch)
 		clear(e.batch)
 	}
+	e.arm()
+}
+
+// arm sets the timer for the next arrival.
+func (e *End) arm() {
 	if fr := e.arrived.head(); fr != nil {
 		if !e.timer.Pending() || e.timer.When() != fr.Time {
 			e.timer.Reset(fr.Time)

@@ -185,6 +185,75 @@ func FatTree(k int, p Params) (*Topology, error) {
 	return b.done()
 }
 
+// ThreeTier describes the three-tier fat tree of the HPCC paper's evaluation (§5.1):
+// ToRs with their hosts, aggregation switches and core switches, grouped in pods.
+// Each ToR links to every aggregation switch of its pod; the a-th aggregation switch
+// of every pod links to the a-th group of Cores/(Aggs/Pods) core switches, so every
+// core switch reaches every pod once.
+type ThreeTier struct {
+	Pods, ToRs, Aggs, Cores, HostsPerToR int
+}
+
+// PaperThreeTier is the HPCC paper's topology: 320 hosts, 16 on each of 20 ToRs, 20
+// aggregation and 16 core switches in 5 pods (with 100 Gb/s host links and 400 Gb/s
+// fabric links it is not oversubscribed).
+var PaperThreeTier = ThreeTier{Pods: 5, ToRs: 20, Aggs: 20, Cores: 16, HostsPerToR: 16}
+
+// Validate says what is wrong with the counts, if anything.
+func (c ThreeTier) Validate() error {
+	switch {
+	case c.Pods < 1 || c.ToRs < 1 || c.Aggs < 1 || c.Cores < 1 || c.HostsPerToR < 1:
+		return fmt.Errorf("topo: three-tier %+v: every count must be at least 1", c)
+	case c.ToRs%c.Pods != 0 || c.Aggs%c.Pods != 0:
+		return fmt.Errorf("topo: three-tier: %d ToRs and %d aggregation switches do not divide into %d pods", c.ToRs, c.Aggs, c.Pods)
+	case c.Cores%(c.Aggs/c.Pods) != 0:
+		return fmt.Errorf("topo: three-tier: %d core switches do not divide among the %d aggregation switches of a pod", c.Cores, c.Aggs/c.Pods)
+	case c.ToRs*c.HostsPerToR < 2:
+		return fmt.Errorf("topo: three-tier: want at least two hosts")
+	}
+	return nil
+}
+
+// Oversubscription is a ToR's host capacity over its uplink capacity at the given host
+// and fabric rates (1: full bisection).
+func (c ThreeTier) Oversubscription(rate, fabricRate uint64) float64 {
+	return float64(uint64(c.HostsPerToR)*rate) / float64(uint64(c.Aggs/c.Pods)*fabricRate)
+}
+
+// FatTree3 generates the three-tier fat tree c: hosts at Rate, ToR–aggregation and
+// aggregation–core links at FabricRate. Hosts are numbered ToR by ToR.
+func FatTree3(c ThreeTier, p Params) (*Topology, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	b := newBuilder(p)
+	torsPerPod, aggsPerPod := c.ToRs/c.Pods, c.Aggs/c.Pods
+	coresPerAgg := c.Cores / aggsPerPod
+	for k := 1; k <= c.Cores; k++ {
+		b.sw(fmt.Sprintf("core%d", k))
+	}
+	host := 0
+	for pod := 1; pod <= c.Pods; pod++ {
+		for a := 1; a <= aggsPerPod; a++ {
+			agg := b.sw(fmt.Sprintf("agg%d-%d", pod, a))
+			for k := 1; k <= coresPerAgg; k++ {
+				b.link(agg, fmt.Sprintf("core%d", (a-1)*coresPerAgg+k), b.p.FabricRate)
+			}
+		}
+		for t := 1; t <= torsPerPod; t++ {
+			tor := b.sw(fmt.Sprintf("tor%d-%d", pod, t))
+			for a := 1; a <= aggsPerPod; a++ {
+				b.link(tor, fmt.Sprintf("agg%d-%d", pod, a), b.p.FabricRate)
+			}
+			for range c.HostsPerToR {
+				host++
+				b.link(b.host(fmt.Sprintf("h%d", host)), tor, b.p.Rate)
+			}
+		}
+	}
+	return b.done()
+}
+
 // YAML formats t as a topology file that Parse reads back to the same topology: one
 // line per host and per link (flow style), a block per switch. yaml.v3 quotes what
 // needs quoting (names with ": " or "#", addresses with colons).

@@ -3,6 +3,8 @@ package topo
 import (
 	"bytes"
 	"flag"
+	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -246,6 +248,38 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
+// TestFatTree3Paper checks the HPCC paper's three-tier fat tree: its counts, its
+// oversubscription and the ECMP fan-out at each tier towards a host in another pod.
+func TestFatTree3Paper(t *testing.T) {
+	c := PaperThreeTier
+	tp, err := FatTree3(c, Params{Rate: 100e9, FabricRate: 400e9, Delay: time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tp.Hosts) != 320 || len(tp.Switches) != 56 || len(tp.Links) != 320+80+80 {
+		t.Fatalf("%d hosts %d switches %d links, want 320, 56, 480", len(tp.Hosts), len(tp.Switches), len(tp.Links))
+	}
+	if got := c.Oversubscription(100e9, 400e9); got != 1 {
+		t.Errorf("oversubscription %v, want 1", got)
+	}
+	if d := tp.Diameter(); d != 6 {
+		t.Errorf("diameter %d links, want 6 (host, ToR, agg, core, agg, ToR, host)", d)
+	}
+	fwd := tp.Forwarding()
+	far := tp.Hosts[319].MAC.String() // on tor5-4
+	for sw, want := range map[string]int{"tor1-1": 4, "agg1-1": 4, "core1": 1, "agg5-1": 1, "tor5-4": 1} {
+		if got := len(fwd[sw].Routes[far]); got != want {
+			t.Errorf("%s: %d next hops to h320, want %d", sw, got, want)
+		}
+	}
+	for _, bad := range []ThreeTier{{Pods: 3, ToRs: 20, Aggs: 20, Cores: 16, HostsPerToR: 16},
+		{Pods: 5, ToRs: 20, Aggs: 20, Cores: 15, HostsPerToR: 16}, {Pods: 1, ToRs: 1, Aggs: 1, Cores: 1, HostsPerToR: 1}} {
+		if _, err := FatTree3(bad, Params{}); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
 func FuzzParseNS3(f *testing.F) {
 	f.Add([]byte("4 1 3\n3\n0 3 100Gbps 1000ns 0\n1 3 100Gbps 1000ns 0\n2 3 25Gbps 2000ns 0.001\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -268,4 +302,35 @@ func FuzzParseNS3(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSizeLimits (issue 20): a topology over the host limit is refused naming the limit,
+// not by a collision of wrapped MACs blamed on the file; generators refuse before they
+// build; addresses and MACs past 65,535 hosts do not wrap.
+func TestSizeLimits(t *testing.T) {
+	big := &Topology{Telemetry: "none", CongestionControl: "none"}
+	for i := range MaxHosts + 1 {
+		big.Hosts = append(big.Hosts, Host{Name: fmt.Sprintf("h%d", i+1), IPv4: netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})})
+	}
+	if err := big.Validate(); err == nil || !strings.Contains(err.Error(), "at most 65536 hosts") {
+		t.Errorf("%d hosts: %v", len(big.Hosts), err)
+	}
+	if _, err := FatTree(100, Params{}); err == nil || !strings.Contains(err.Error(), "at most 65536 hosts") {
+		t.Errorf("fat-tree k=100: %v", err)
+	}
+	if _, err := LeafSpine(2, 1, MaxHosts, Params{}); err == nil || !strings.Contains(err.Error(), "at most 65536 hosts") {
+		t.Errorf("leaf-spine of 131072 hosts: %v", err)
+	}
+	tp, err := LeafSpine(2, 1, 32770, Params{}) // 65,540 hosts: over the limit
+	if err == nil {
+		t.Fatalf("leaf-spine of %d hosts accepted", len(tp.Hosts))
+	}
+	tp, err = LeafSpine(2, 1, 32768, Params{}) // exactly the limit: every MAC and address distinct
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := tp.Hosts[len(tp.Hosts)-1]
+	if last.MAC.String() != "02:00:00:01:00:00" || last.IPv4 != netip.MustParseAddr("10.1.0.0") || last.IPv6 != netip.MustParseAddr("fd00::1:0") {
+		t.Errorf("host 65536: MAC %s, %v, %v", last.MAC, last.IPv4, last.IPv6)
+	}
 }

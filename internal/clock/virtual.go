@@ -68,6 +68,15 @@ func (v *Virtual) RunUntil(t Time) {
 // RunFor runs RunUntil(Now()+d).
 func (v *Virtual) RunFor(d time.Duration) { v.RunUntil(v.now.Add(d)) }
 
+// Synchronous reports whether loops a and b run on one goroutine in one event order
+// (two loops of one Virtual), so that code on a may touch b's state directly instead
+// of handing work over through a Task.
+func Synchronous(a, b Loop) bool {
+	va, ok := a.(*virtualLoop)
+	vb, ok2 := b.(*virtualLoop)
+	return ok && ok2 && va.v == vb.v
+}
+
 type virtualLoop struct {
 	v    *Virtual
 	name string
