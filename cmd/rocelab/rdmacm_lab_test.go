@@ -100,9 +100,9 @@ func (l *ibverbsLab) cmPair(t *testing.T, srvHost string, server []string, cliHo
 
 // TestLibrdmacm: unmodified programs linked against the system's librdmacm connect
 // through the soft-RNICs' CM agents: rdmacm-utils' rping (RDMA-CM connection, SEND,
-// RDMA READ and WRITE, disconnect) over IPv4 and IPv6, and perftest's ib_write_bw -R
-// (connection and its parameter exchange over rdma_cm), ucmatose, and cm_check (the
-// calls' behaviour and error paths).
+// RDMA READ and WRITE, the server seeing the client's disconnect) over IPv4 and IPv6,
+// perftest's ib_write_bw -R (connection and its parameter exchange over rdma_cm),
+// ucmatose, and cm_check (the calls' behaviour and error paths).
 func TestLibrdmacm(t *testing.T) {
 	l := newRDMACMLab(t)
 
@@ -114,8 +114,10 @@ func TestLibrdmacm(t *testing.T) {
 			if !strings.Contains(srv, "server ping data: "+last) || !strings.Contains(srv, "server DISCONNECT EVENT") {
 				t.Errorf("rping server did not see 10 pings and the disconnect:\n%s", srv)
 			}
-			if !strings.Contains(cli, "ping data: "+last) || !strings.Contains(cli, "client DISCONNECT EVENT") {
-				t.Errorf("rping client did not see 10 pings and the disconnect:\n%s", cli)
+			// The client disconnects and exits without waiting for its DISCONNECTED
+			// event, so whether it prints "client DISCONNECT EVENT" is a race in rping.
+			if !strings.Contains(cli, "ping data: "+last) {
+				t.Errorf("rping client did not see 10 pings:\n%s", cli)
 			}
 		})
 	}
