@@ -105,7 +105,11 @@ func cases() []interopCase {
 	// The real rping and ib_write_bw -R in h1 on rocelab's librdmacm.so.1 against the
 	// same on rxe. Their servers listen on no TCP socket (and rping prints nothing before
 	// it listens), so the VM's client tries again while h1 rejects it for want of a
-	// listener (at most 5 s).
+	// listener (at most 5 s). Not ib_write_bw -R with rxe as the server: perftest's
+	// server listens a second time after its rdma_cm parameter exchange, the client's
+	// second REQ can reach it first (REJ "invalid service ID"), and perftest 4.5-0.17's
+	// client then retries on identifiers it has just destroyed and freed
+	// (rdma_cm_client_connection) and crashes: 3 runs in about 25 here (docs/rdmacm.md).
 	const rping, bwR = " -v -C 10", " -s 65536 -n 200 --report_gbits"
 	out = append(out,
 		interopCase{name: "real-rping-client-ipv4", expect: rpingResult,
@@ -115,9 +119,6 @@ func cases() []interopCase {
 			server: side{cmd: "rping -s -a " + h1IPv4 + rping, real: true},
 			client: side{inVM: true, cmd: "i=0; until rping -c -a " + h1IPv4 + rping +
 				"; do i=$((i+1)); [ $i -ge 50 ] && exit 1; sleep 0.1; done"}},
-		interopCase{name: "real-ib_write_bw-R-client-ipv4", expect: perftestResult,
-			server: side{inVM: true, cmd: "ib_write_bw -R" + bwR}, vmListening: rxeCMListening,
-			client: side{cmd: "ib_write_bw -R" + bwR + " " + vmIPv4, real: true}},
 		interopCase{name: "real-ib_write_bw-R-server-ipv4", expect: perftestResult,
 			server: side{cmd: "ib_write_bw -R" + bwR, real: true},
 			client: side{inVM: true, cmd: "i=0; until ib_write_bw -R" + bwR + " " + h1IPv4 +
