@@ -10,12 +10,14 @@ import (
 )
 
 // LinkSample is one switch egress port's queue and the bytes it has sent as of a rate
-// sample's instant T: the switch's latest sample then, taken at T or one
-// Config.Sample before (the switch samples on its own loop). With the rate samples,
-// what a replay of the run shows of every link (rocelab web --experiment).
+// sample's instant T: the switch's latest sample then, taken at Sampled, T or up to
+// one Config.Sample before (the switch samples on its own loop). With the rate
+// samples, what a replay of the run shows of every link (rocelab web --experiment);
+// rates over time divide by the Sampled instants.
 type LinkSample struct {
 	T       clock.Time
 	Port    string // s1:p0, numbered as the lab numbers ports: in link order, per switch
+	Sampled clock.Time
 	Bytes   int
 	TxBytes uint64
 }
@@ -49,7 +51,7 @@ func (w *portWatch) appendNow(out []LinkSample, now clock.Time) []LinkSample {
 	for i, ps := range w.latest {
 		for j, s := range ps {
 			if w.seen[i][j] {
-				out = append(out, LinkSample{T: now, Port: w.names[i][j], Bytes: s.QLen, TxBytes: s.TxBytes})
+				out = append(out, LinkSample{T: now, Port: w.names[i][j], Sampled: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
 			}
 		}
 	}

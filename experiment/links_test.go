@@ -11,8 +11,8 @@ import (
 
 // TestReplayFiles: a small incast writes what a replay needs. topology.yaml reads back
 // as the star it ran (4 senders, a receiver, s1); links.csv has every port at every
-// rate sample, and its bottleneck rows are queue.csv's sample at that instant or the
-// one before it (the switch samples on its own loop); rates.csv gives every running flow its bytes in flight and HPCC++'s U.
+// rate sample, and its bottleneck rows are queue.csv's sample at the row's sampled_ns,
+// the instant itself or at most one sample interval before; rates.csv gives every running flow its bytes in flight and HPCC++'s U.
 func TestReplayFiles(t *testing.T) {
 	cfg := Defaults()
 	cfg.Senders, cfg.FlowSize = 4, 100_000
@@ -46,17 +46,20 @@ func TestReplayFiles(t *testing.T) {
 			continue
 		}
 		at, _ := strconv.ParseInt(row[0], 10, 64)
-		var before, last []string
-		for _, q := range queue {
-			if tq, _ := strconv.ParseInt(q[0], 10, 64); tq <= at {
-				before, last = last, q
+		sampled, _ := strconv.ParseInt(row[2], 10, 64)
+		if sampled > at || at-sampled > cfg.Sample.Nanoseconds() {
+			t.Fatalf("links.csv row %v: sampled %d ns, not within %v before %d ns", row, sampled, cfg.Sample, at)
+		}
+		var q []string
+		for _, s := range queue {
+			if s[0] == row[2] {
+				q = s
 			}
 		}
-		same := func(q []string) bool { return q != nil && q[1] == row[2] && q[2] == row[3] }
-		if !same(last) && !same(before) {
-			t.Fatalf("links.csv's bottleneck at %d ns is %v; queue.csv's samples up to then end %v, %v", at, row, before, last)
+		if q == nil || q[1] != row[3] || q[2] != row[4] {
+			t.Fatalf("links.csv's bottleneck at %d ns is %v; queue.csv's sample at %s ns %v", at, row, row[2], q)
 		}
-		if row[2] != "0" {
+		if row[3] != "0" {
 			busy++
 		}
 	}

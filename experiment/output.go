@@ -19,9 +19,10 @@ import (
 //	                 flow's payload delivered to its receiver since its previous sample),
 //	                 inflight_bytes, hpcc_u (HPCC++'s U; empty outside the HPCC modes
 //	                 and while the flow is not running)
-//	links.csv        t_ns, port, queue_bytes, tx_bytes: every switch egress port (s1:p0,
-//	                 numbered as topology.yaml's links give them) at each rate sample
-//	                 (the switch's latest sample: at t_ns or one sample interval before)
+//	links.csv        t_ns, port, sampled_ns, queue_bytes, tx_bytes: every switch egress
+//	                 port (s1:p0, numbered as topology.yaml's links give them) at each
+//	                 rate sample t_ns: the switch's latest sample, taken at sampled_ns
+//	                 (t_ns or up to one sample interval before)
 //	topology.yaml    the network the run built, as a lab topology (hosts h1…)
 //	flows.csv        id, src, dst, size_bytes, start_ns, finished, fct_ns,
 //	                 ideal_fct_ns, slowdown (fct_ns and slowdown empty when unfinished)
@@ -55,9 +56,9 @@ func (r *Result) WriteFiles(dir string) error {
 		rt = append(rt, []string{itoa(int64(s.T)), itoa(int64(s.Flow)), ftoa(s.Rate), ftoa(s.Window), ftoa(s.Measured),
 			strconv.FormatUint(s.InFlight, 10), u})
 	}
-	ln := [][]string{{"t_ns", "port", "queue_bytes", "tx_bytes"}}
+	ln := [][]string{{"t_ns", "port", "sampled_ns", "queue_bytes", "tx_bytes"}}
 	for _, s := range r.Links {
-		ln = append(ln, []string{itoa(int64(s.T)), s.Port, itoa(int64(s.Bytes)), strconv.FormatUint(s.TxBytes, 10)})
+		ln = append(ln, []string{itoa(int64(s.T)), s.Port, itoa(int64(s.Sampled)), itoa(int64(s.Bytes)), strconv.FormatUint(s.TxBytes, 10)})
 	}
 	fl := [][]string{{"id", "src", "dst", "size_bytes", "start_ns", "finished", "fct_ns", "ideal_fct_ns", "slowdown"}}
 	for _, f := range r.Flows {

@@ -31,6 +31,7 @@ type Replay struct {
 	ports   []replayPort   // every switch port, switch by switch, in port order
 	flows   []replayFlow   // by id
 	times   []int64        // the rate samples' instants, ns
+	at      []int64        // the frames' times: when the switches took the links' samples
 	links   [][]portSample // [instant][port]; valid false where the port has no sample
 	rates   [][]rateRow    // [instant], the flows sampled then
 }
@@ -42,6 +43,7 @@ type replayPort struct {
 
 type portSample struct {
 	valid   bool
+	sampled int64 // when the switch took it, ns
 	queue   int
 	txBytes uint64
 }
@@ -123,16 +125,16 @@ func (r *Replay) load() error {
 		}
 		return i
 	}
-	err = readTable(filepath.Join(r.dir, "links.csv"), []string{"t_ns", "port", "queue_bytes", "tx_bytes"}, func(c cells) error {
+	err = readTable(filepath.Join(r.dir, "links.csv"), []string{"t_ns", "port", "sampled_ns", "queue_bytes", "tx_bytes"}, func(c cells) error {
 		p, ok := index[c.str("port")]
 		if !ok {
 			return fmt.Errorf("port %q is not in topology.yaml", c.str("port"))
 		}
-		t, q, tx := c.int("t_ns"), c.int("queue_bytes"), c.uint("tx_bytes")
+		t, sampled, q, tx := c.int("t_ns"), c.int("sampled_ns"), c.int("queue_bytes"), c.uint("tx_bytes")
 		if c.err != nil {
 			return c.err
 		}
-		r.links[at(t)][p] = portSample{valid: true, queue: int(q), txBytes: tx}
+		r.links[at(t)][p] = portSample{valid: true, sampled: sampled, queue: int(q), txBytes: tx}
 		return nil
 	})
 	if err != nil {
@@ -172,6 +174,23 @@ func (r *Replay) load() error {
 		times[i], links[i], rates[i] = r.times[j], r.links[j], r.rates[j]
 	}
 	r.times, r.links, r.rates = times, links, rates
+	// A frame's time is its links' (the page divides the bytes they sent by it): the
+	// switches sample every sample interval, the rates every quarter of the base RTT,
+	// so a switch's latest sample may be up to an interval older than the rates. All
+	// switches sample at the same instants; a frame takes its first port's.
+	r.at = make([]int64, len(r.times))
+	for k, t := range r.times {
+		r.at[k] = t
+		for _, s := range r.links[k] {
+			if s.valid {
+				r.at[k] = s.sampled
+				break
+			}
+		}
+		if k > 0 && r.at[k] <= r.at[k-1] {
+			return fmt.Errorf("links.csv: the sample for %d ns was taken at %d ns, not after the one for %d ns (%d ns)", t, r.at[k], r.times[k-1], r.at[k-1])
+		}
+	}
 	return nil
 }
 
@@ -267,8 +286,8 @@ func (r *Replay) View(k int) View {
 		sw.Ports = append(sw.Ports, lab.PortStatus{Port: p.name, Peer: p.peer, Rate: topo.FormatRate(p.rate),
 			Stats: fabric.PortStats{TxBytes: s.txBytes, QLen: s.queue}})
 	}
-	return View{Time: t, Status: st, Captures: map[string]CaptureRef{},
-		Replay: &ReplayInfo{Frame: k, Frames: len(r.times), StartNs: r.times[0], EndNs: r.times[len(r.times)-1], Dir: r.dir}}
+	return View{Time: r.at[k], Status: st, Captures: map[string]CaptureRef{},
+		Replay: &ReplayInfo{Frame: k, Frames: len(r.times), StartNs: r.at[0], EndNs: r.at[len(r.at)-1], Dir: r.dir}}
 }
 
 // Handler serves the page (/), the replay stream (/events?from=K&every=MS&count=N:

@@ -118,16 +118,21 @@ func TestReplayEvents(t *testing.T) {
 		t.Error("the stream did not end with an end event")
 	}
 	links, rates, flows := table(t, filepath.Join(dir, "links.csv")), table(t, filepath.Join(dir, "rates.csv")), table(t, filepath.Join(dir, "flows.csv"))
-	var instants []string
+	var instants []string // a frame's time is when its links were sampled
 	for _, row := range links {
-		if len(instants) == 0 || instants[len(instants)-1] != row["t_ns"] {
-			instants = append(instants, row["t_ns"])
+		if row["port"] == "s1:p0" {
+			instants = append(instants, row["sampled_ns"])
 		}
 	}
 	if len(views) != len(instants) || len(views) < 10 {
 		t.Fatalf("%d views, links.csv has %d instants", len(views), len(instants))
 	}
-	byTime := map[int64]View{}
+	byTime, byInstant := map[int64]View{}, map[int64]View{}
+	for _, row := range links {
+		if row["port"] == "s1:p0" {
+			byInstant[int64(num(t, row["t_ns"]))] = views[len(byInstant)]
+		}
+	}
 	for k, v := range views {
 		if v.Replay == nil || v.Replay.Frame != k || v.Replay.Frames != len(views) || strconv.FormatInt(v.Time, 10) != instants[k] {
 			t.Fatalf("view %d: time %d, replay %+v; want frame %d of %d at %s ns", k, v.Time, v.Replay, k, len(views), instants[k])
@@ -146,7 +151,7 @@ func TestReplayEvents(t *testing.T) {
 
 	queued := 0
 	for _, row := range links {
-		v := byTime[int64(num(t, row["t_ns"]))]
+		v := byTime[int64(num(t, row["sampled_ns"]))]
 		i, _ := strconv.Atoi(strings.TrimPrefix(row["port"], "s1:p"))
 		st := v.Status.Switches[0].Ports[i].Stats
 		if strconv.Itoa(st.QLen) != row["queue_bytes"] || strconv.FormatUint(st.TxBytes, 10) != row["tx_bytes"] {
@@ -167,7 +172,7 @@ func TestReplayEvents(t *testing.T) {
 		host := "h" + strconv.Itoa(int(num(t, f["src"]))+1)
 		end := int64(num(t, f["start_ns"]) + num(t, f["fct_ns"]))
 		var qps []string
-		for _, h := range byTime[tn].Status.Hosts {
+		for _, h := range byInstant[tn].Status.Hosts {
 			for _, q := range h.QPs {
 				if int(q.QPN) != id {
 					continue
@@ -238,7 +243,7 @@ func TestReplayNeedsItsFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "links.csv"), []byte("t_ns,port\n0,s1:p0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadReplay(dir); err == nil || !strings.Contains(err.Error(), "links.csv has no queue_bytes column") {
+	if _, err := LoadReplay(dir); err == nil || !strings.Contains(err.Error(), "links.csv has no sampled_ns column") {
 		t.Errorf("old links.csv: %v", err)
 	}
 }
