@@ -175,7 +175,8 @@ var (
 // run's nodes (h1…h5, s1) and the replay's controls; a snapshot after 3 samples and one
 // after 20 differ as the replay advances (simulated time, the bottleneck's bytes sent,
 // a busy link, h1's flow with its rate, W and U); played to its end the page shows
-// every sample and says so. Screenshot: out/web-replay.png.
+// every sample and says so; started at a later sample (from=30, as the time slider
+// seeks) it goes on from there. Screenshot: out/web-replay.png.
 func TestWebReplayRealTime(t *testing.T) {
 	if raceEnabled {
 		t.Skip("Chromium takes seconds per page; the non-race pass runs this")
@@ -209,9 +210,10 @@ func TestWebReplayRealTime(t *testing.T) {
 	early, log1 := browse(t, browser, page+"&frames=3", "")
 	late, log2 := browse(t, browser, page+"&frames=20", "")
 	whole, log3 := browse(t, browser, page+"&every=20", "")
+	sought, log4 := browse(t, browser, page+"&from=30&frames=3", "")
 	browse(t, browser, page+"&frames=20", filepath.Join(shots, "web-replay.png"))
 
-	for i, d := range []string{early, late, whole} {
+	for i, d := range []string{early, late, whole, sought} {
 		if !strings.Contains(d, `<ul id="errors"></ul>`) {
 			t.Errorf("page %d: the page reported errors:\n%s", i, d)
 		}
@@ -224,10 +226,13 @@ func TestWebReplayRealTime(t *testing.T) {
 			t.Errorf("page %d: no replay controls:\n%s", i, d)
 		}
 	}
-	for _, l := range []string{log1, log2, log3} {
+	for _, l := range []string{log1, log2, log3, log4} {
 		if strings.Contains(l, "Uncaught") {
 			t.Errorf("Chromium logged an uncaught exception:\n%s", l)
 		}
+	}
+	if m := replayFrameRe.FindStringSubmatch(sought); m == nil || m[3] != "33" {
+		t.Errorf("from=30, after 3 samples the page is not at sample 33: %v", m)
 	}
 	a, b := replayFrameRe.FindStringSubmatch(early), replayFrameRe.FindStringSubmatch(late)
 	if a == nil || b == nil || a[3] != "3" || b[3] != "20" || a[4] != strconv.Itoa(frames) || a[1] == b[1] {

@@ -209,7 +209,7 @@ function pause() {
 function play() {
   const next = replay.frame + 1 < replay.frames ? replay.frame + 1 : 0;
   if (next === 0) prev = null;
-  open(`?from=${next}&every=${every}`);
+  follow(`?from=${next}&every=${every}`);
   setPlaying(true, "replaying");
 }
 
@@ -218,10 +218,10 @@ function play() {
 function seekTo(k) {
   prev = null;
   const from = Math.max(0, k - 1);
-  open(`?from=${from}&every=${every}` + (playing ? "" : `&count=${k - from + 1}`));
+  follow(`?from=${from}&every=${every}` + (playing ? "" : `&count=${k - from + 1}`));
 }
 
-function open(query) {
+function follow(query) {
   if (es) es.close();
   es = new EventSource("/events" + query);
   es.onopen = () => { if (!replay) document.getElementById("state").textContent = "live"; };
@@ -240,4 +240,4 @@ function open(query) {
   });
 }
 
-open(location.search);
+follow(location.search);
