@@ -115,14 +115,29 @@ func ListNamespaces() ([]string, error) {
 	return names, nil
 }
 
-// onFreshThread runs fn on a new OS thread that is thrown away afterwards, so that
-// whatever fn does to the thread (unshare, setns) never leaks to other goroutines.
+// onFreshThread runs fn on a locked OS thread and then puts the thread back into the
+// network namespace it started in, so that what fn does to it (unshare) never leaks.
+// Merely exiting locked is not enough: the runtime terminates such a thread, except the
+// process's main thread, which it parks for good — and a main thread parked inside a
+// host's namespace makes the whole process look like it lives there (clean saw its own
+// test process as a holder). If the thread cannot go back it is discarded, locked.
 func onFreshThread(fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
-		// Never unlocked: the runtime terminates a thread whose goroutine exits locked.
 		runtime.LockOSThread()
-		done <- fn()
+		home, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			done <- fmt.Errorf("open current namespace: %w", err)
+			return // discarded: still locked
+		}
+		defer unix.Close(home)
+		fnErr := fn()
+		if err := unix.Setns(home, unix.CLONE_NEWNET); err != nil {
+			done <- errors.Join(fnErr, fmt.Errorf("back to the original namespace: %w", err))
+			return // discarded: still locked
+		}
+		runtime.UnlockOSThread()
+		done <- fnErr
 	}()
 	return <-done
 }

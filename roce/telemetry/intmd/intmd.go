@@ -266,8 +266,8 @@ func (c *Codec) Request(frame []byte) ([]byte, error) {
 		return frame, telemetry.ErrAlreadyPresent
 	}
 	ml := HopWords(c.Instructions, c.DomainID, c.DSInstructions)
-	if !c.MX && ml > 31 {
-		return frame, telemetry.Malformed("instructions need %d words per hop, Hop ML holds 31", ml)
+	if !c.MX && (ml == 0 || ml > 31) {
+		return frame, telemetry.Malformed("instructions need %d words per hop, Hop ML holds 1 to 31", ml)
 	}
 	const n = ShimSize + MDHeaderSize
 	off := l.L4 + roce.UDPSize
@@ -316,6 +316,9 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 		return frame, telemetry.HopCountExceeded, nil
 	}
 	n := 4 * md.HopML()
+	if n == 0 {
+		return frame, 0, telemetry.Malformed("INT-MD Hop ML 0: a hop has nothing to record")
+	}
 	if 4*x.shim.Length()+n > 255*4 || c.MTU > 0 && x.l.End-x.l.L3+n > c.MTU || len(frame)+n > cap(frame) {
 		md.SetM()
 		return frame, telemetry.MTUExceeded, nil
