@@ -241,6 +241,9 @@ func (r *Replay) View(k int) View {
 	for _, row := range r.rates[k] {
 		sampled[row.flow] = row
 	}
+	// The mix releases a flow's QPs when it completes (a long mix would otherwise list
+	// thousands); the incast and fairness keep theirs, shown as done.
+	released := r.summary.Scenario == "mix"
 	for _, f := range r.flows {
 		if t < f.start {
 			continue
@@ -248,6 +251,8 @@ func (r *Replay) View(k int) View {
 		q := lab.QPStatus{QPN: uint32(f.id)}
 		row, ok := sampled[f.id]
 		switch {
+		case f.end >= 0 && t >= f.end && released:
+			continue
 		case f.end >= 0 && t >= f.end:
 			q.State = "done"
 			zero := 0.0
