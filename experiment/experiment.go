@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rocelab/rocelab/fabric"
+	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/rnic"
@@ -291,13 +292,19 @@ type QueueSample struct {
 	TxBytes uint64
 }
 
-// RateSample is one flow's pacing rate and window at one instant, and the rate its
-// payload delivered to its receiver grew at since the flow's previous sample.
+// RateSample is one flow's pacing rate, window, bytes in flight and HPCC++'s U at one
+// instant, and the rate its payload delivered to its receiver grew at since the
+// flow's previous sample.
 type RateSample struct {
 	T            clock.Time
 	Flow         int
 	Rate, Window float64 // paced bit/s and bytes; 0 for a finished flow
 	Measured     float64 // bit/s of payload delivered since the previous sample
+	InFlight     uint64  // payload sent and not yet acknowledged
+	// U is HPCC++'s normalized inflight of the most loaded hop when HasU: the flow
+	// runs an HPCC mode and is under way.
+	U    float64
+	HasU bool
 }
 
 // Result is what an experiment measured.
@@ -318,6 +325,10 @@ type Result struct {
 	Packets uint64
 	// MixInfo describes the mix scenario's network and arrivals; nil for the others.
 	MixInfo *MixInfo
+	// Topology is the network the run built, as a lab would (topology.yaml).
+	Topology *topo.Topology
+	// Links is every switch egress port's queue and bytes sent at each rate sample.
+	Links []LinkSample
 }
 
 // Run runs the experiment in virtual time.
@@ -334,7 +345,11 @@ func Run(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Config: cfg, BaseRTT: cfg.baseRTT()}
+	t, err := cfg.starTopology()
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Config: cfg, BaseRTT: cfg.baseRTT(), Topology: t}
 	flows := makeFlows(&cfg)
 	left := len(flows)
 	var last clock.Time
@@ -357,10 +372,14 @@ func Run(cfg Config) (*Result, error) {
 		})
 		t.Reset(f.Start)
 	}
-	bottleneck := st.sw.Ports()[cfg.Senders]
+	bottleneck := uint16(cfg.Senders)
+	ports := newPortWatch(starPorts(n))
 	stopQ := st.sw.Sample(cfg.Sample, func(s fabric.Sample) {
-		res.Queue = append(res.Queue, QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
-	}, bottleneck.Index())
+		if s.Port == bottleneck {
+			res.Queue = append(res.Queue, QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
+		}
+		ports.record(0, s)
+	})
 	mon := v.NewLoop("monitor")
 	rateEvery := max(cfg.Sample, res.BaseRTT/4)
 	var rt *clock.Timer
@@ -376,6 +395,7 @@ func Run(cfg Config) (*Result, error) {
 			delivered += f.deliveredBytes()
 		}
 		res.Delivered = append(res.Delivered, DeliveredSample{T: now, Bytes: delivered})
+		res.Links = ports.appendNow(res.Links, now)
 		rt.Reset(now.Add(rateEvery))
 	})
 	rt.Reset(0)

@@ -142,9 +142,10 @@ func (f *flow) post() error {
 		SGL: f.sgl[:], RemoteAddr: f.rmr.Addr(), RKey: f.rmr.RKey()})
 }
 
-// rateSample is the flow's pacing rate and window at t, and the rate of its payload
-// delivered since its previous sample; an unpaced flow's rate is the line rate and a
-// flow without a window has window 0.
+// rateSample is the flow's pacing rate, window, bytes in flight and HPCC++'s U at t,
+// and the rate of its payload delivered since its previous sample; an unpaced flow's
+// rate is the line rate, a flow without a window has window 0, and outside the HPCC
+// modes it has no U.
 func (f *flow) rateSample(t clock.Time, lineRate uint64) RateSample {
 	r := RateSample{T: t, Flow: f.ID}
 	r.Rate, r.Window = f.sq.Rate()
@@ -153,6 +154,10 @@ func (f *flow) rateSample(t clock.Time, lineRate uint64) RateSample {
 	}
 	if math.IsInf(r.Window, 1) {
 		r.Window = 0
+	}
+	r.InFlight = f.sq.InFlightBytes()
+	if st, ok := f.sq.HPCC(); ok {
+		r.U, r.HasU = st.U, true
 	}
 	d := f.deliveredBytes()
 	if f.sampled && t > f.lastT {

@@ -197,22 +197,12 @@ func topologyTelemetry(f telemetry.Format) (string, error) {
 // under DCQCN. It returns a description and the map from a flow file's node IDs to
 // host indexes (for a generated topology the host's position, from 0).
 func (c *Config) mixTopology() (*topo.Topology, string, func(int) (int, bool), error) {
-	p := topo.Params{Rate: c.LinkRate, FabricRate: c.FabricRate, Delay: c.LinkDelay, MTU: c.linkMTU(),
-		Buffer: c.Buffer, Telemetry: "none", CongestionControl: "none"}
-	switch c.CC {
-	case rnic.ModeNone:
-	case rnic.ModeDCQCN:
-		p.CongestionControl = "dcqcn"
-	default:
-		name, err := topologyTelemetry(c.Telemetry)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		p.Telemetry, p.CongestionControl = name, "hpcc"
+	p, err := c.topoParams()
+	if err != nil {
+		return nil, "", nil, err
 	}
 	var (
 		t      *topo.Topology
-		err    error
 		desc   string
 		hostOf func(int) (int, bool)
 	)
@@ -250,11 +240,7 @@ func (c *Config) mixTopology() (*topo.Topology, string, func(int) (int, bool), e
 	if hostOf == nil {
 		hostOf = func(n int) (int, bool) { return n, n >= 0 && n < len(t.Hosts) }
 	}
-	if c.CC == rnic.ModeDCQCN && c.ECN.Enabled {
-		for i := range t.Switches {
-			t.Switches[i].ECN = &topo.ECN{KMin: c.ECN.KMin, KMax: c.ECN.KMax, PMax: c.ECN.PMax}
-		}
-	}
+	c.markECN(t)
 	return t, desc, hostOf, nil
 }
 
@@ -437,7 +423,8 @@ func gidIndex(d *rnic.Device, addr netip.Addr) (int, error) {
 
 // mixPort is one switch egress port the mix watches.
 type mixPort struct {
-	name  string
+	id    string // s1:p0
+	name  string // s1:p0 (to h1)
 	rate  uint64
 	queue []QueueSample
 	peak  int
@@ -462,8 +449,8 @@ func mixPorts(t *topo.Topology) [][]*mixPort {
 	for _, l := range t.Links {
 		for i, end := range l.Endpoints {
 			if s, ok := sw[end]; ok {
-				name := fmt.Sprintf("%s:p%d (to %s)", end, len(ports[s]), l.Endpoints[1-i])
-				ports[s] = append(ports[s], &mixPort{name: name, rate: l.Rate})
+				id := fmt.Sprintf("%s:p%d", end, len(ports[s]))
+				ports[s] = append(ports[s], &mixPort{id: id, name: id + " (to " + l.Endpoints[1-i] + ")", rate: l.Rate})
 			}
 		}
 	}
@@ -488,6 +475,7 @@ type mixRun struct {
 	active   []*flow    // started and unfinished, in arrival order
 	finished uint64     // the payload of the flows finished
 	ports    [][]*mixPort
+	watch    *portWatch // every port's latest sample, for Result.Links
 }
 
 // runMix runs the mix scenario.
@@ -549,7 +537,7 @@ func newMixRun(cfg *Config, t *topo.Topology, info *MixInfo) *mixRun {
 	if cfg.BaseRTT > 0 {
 		T = cfg.BaseRTT
 	}
-	m.res = &Result{Config: *cfg, BaseRTT: T, MixInfo: info}
+	m.res = &Result{Config: *cfg, BaseRTT: T, MixInfo: info, Topology: t}
 	return m
 }
 
@@ -676,6 +664,15 @@ func (m *mixRun) scheduleArrivals() *clock.Timer {
 // functions that stop the sampling.
 func (m *mixRun) watchPorts() ([]func(), error) {
 	m.ports = mixPorts(m.topo)
+	var names [][]string
+	for _, ps := range m.ports {
+		var ns []string
+		for _, p := range ps {
+			ns = append(ns, p.id)
+		}
+		names = append(names, ns)
+	}
+	m.watch = newPortWatch(names)
 	var stops []func()
 	for i, s := range m.nw.Switches {
 		ps := m.ports[i]
@@ -686,6 +683,7 @@ func (m *mixRun) watchPorts() ([]func(), error) {
 			p := ps[smp.Port]
 			p.queue = append(p.queue, QueueSample{T: smp.Time, Bytes: smp.QLen, TxBytes: smp.TxBytes})
 			p.peak = max(p.peak, smp.QLen)
+			m.watch.record(i, smp)
 		}))
 	}
 	return stops, nil
@@ -705,6 +703,7 @@ func (m *mixRun) sampleRates() *clock.Timer {
 			delivered += f.deliveredBytes()
 		}
 		m.res.Delivered = append(m.res.Delivered, DeliveredSample{T: now, Bytes: delivered})
+		m.res.Links = m.watch.appendNow(m.res.Links, now)
 		rt.Reset(now.Add(every))
 	})
 	rt.Reset(m.flows[0].Start)

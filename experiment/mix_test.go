@@ -194,8 +194,8 @@ func TestMixDeterministic(t *testing.T) {
 		dirs = append(dirs, dir)
 	}
 	names, _ := os.ReadDir(dirs[0])
-	want := []string{"fct.png", "fct.svg", "fct_buckets.csv", "flows.csv", "port_queues.csv", "ports.csv", "queue.csv",
-		"queue.png", "queue.svg", "rates.csv", "rates.png", "rates.svg", "summary.json"}
+	want := []string{"fct.png", "fct.svg", "fct_buckets.csv", "flows.csv", "links.csv", "port_queues.csv", "ports.csv", "queue.csv",
+		"queue.png", "queue.svg", "rates.csv", "rates.png", "rates.svg", "summary.json", "topology.yaml"}
 	if len(names) != len(want) {
 		t.Errorf("files %v, want %v", names, want)
 	}

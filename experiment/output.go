@@ -16,7 +16,14 @@ import (
 //
 //	queue.csv        t_ns, bottleneck queue bytes, bytes it has sent (tx_bytes)
 //	rates.csv        t_ns, flow, paced_rate_bps, window_bytes, measured_rate_bps (the
-//	                 flow's payload delivered to its receiver since its previous sample)
+//	                 flow's payload delivered to its receiver since its previous sample),
+//	                 inflight_bytes, hpcc_u (HPCC++'s U; empty outside the HPCC modes
+//	                 and while the flow is not running)
+//	links.csv        t_ns, port, sampled_ns, queue_bytes, tx_bytes: every switch egress
+//	                 port (s1:p0, numbered as topology.yaml's links give them) at each
+//	                 rate sample t_ns: the switch's latest sample, taken at sampled_ns
+//	                 (t_ns or up to one sample interval before)
+//	topology.yaml    the network the run built, as a lab topology (hosts h1…)
 //	flows.csv        id, src, dst, size_bytes, start_ns, finished, fct_ns,
 //	                 ideal_fct_ns, slowdown (fct_ns and slowdown empty when unfinished)
 //	fct_buckets.csv  (mix) from_pct, to_pct, min_size_bytes, max_size_bytes, flows,
@@ -40,9 +47,18 @@ func (r *Result) WriteFiles(dir string) error {
 	for _, s := range r.Queue {
 		q = append(q, []string{itoa(int64(s.T)), itoa(int64(s.Bytes)), strconv.FormatUint(s.TxBytes, 10)})
 	}
-	rt := [][]string{{"t_ns", "flow", "paced_rate_bps", "window_bytes", "measured_rate_bps"}}
+	rt := [][]string{{"t_ns", "flow", "paced_rate_bps", "window_bytes", "measured_rate_bps", "inflight_bytes", "hpcc_u"}}
 	for _, s := range r.Rates {
-		rt = append(rt, []string{itoa(int64(s.T)), itoa(int64(s.Flow)), ftoa(s.Rate), ftoa(s.Window), ftoa(s.Measured)})
+		u := ""
+		if s.HasU {
+			u = ftoa(s.U)
+		}
+		rt = append(rt, []string{itoa(int64(s.T)), itoa(int64(s.Flow)), ftoa(s.Rate), ftoa(s.Window), ftoa(s.Measured),
+			strconv.FormatUint(s.InFlight, 10), u})
+	}
+	ln := [][]string{{"t_ns", "port", "sampled_ns", "queue_bytes", "tx_bytes"}}
+	for _, s := range r.Links {
+		ln = append(ln, []string{itoa(int64(s.T)), s.Port, itoa(int64(s.Sampled)), itoa(int64(s.Bytes)), strconv.FormatUint(s.TxBytes, 10)})
 	}
 	fl := [][]string{{"id", "src", "dst", "size_bytes", "start_ns", "finished", "fct_ns", "ideal_fct_ns", "slowdown"}}
 	for _, f := range r.Flows {
@@ -53,7 +69,7 @@ func (r *Result) WriteFiles(dir string) error {
 		fl = append(fl, []string{itoa(int64(f.ID)), itoa(int64(f.Src)), itoa(int64(f.Dst)), itoa(int64(f.Size)), itoa(f.StartNs),
 			strconv.FormatBool(f.Finished), fct, itoa(f.IdealNs), sd})
 	}
-	files := map[string][][]string{"queue.csv": q, "rates.csv": rt, "flows.csv": fl}
+	files := map[string][][]string{"queue.csv": q, "rates.csv": rt, "flows.csv": fl, "links.csv": ln}
 	if r.MixInfo != nil {
 		b := [][]string{{"from_pct", "to_pct", "min_size_bytes", "max_size_bytes", "flows", "slowdown_p50", "slowdown_p95", "slowdown_p99"}}
 		for _, k := range sizeBuckets(r.Flows, percentSteps(5)) {
@@ -84,6 +100,11 @@ func (r *Result) WriteFiles(dir string) error {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "summary.json"), append(sum, '\n'), 0o644); err != nil {
 		return err
+	}
+	if r.Topology != nil {
+		if err := os.WriteFile(filepath.Join(dir, "topology.yaml"), r.Topology.YAML(), 0o644); err != nil {
+			return err
+		}
 	}
 	return r.plot(dir)
 }

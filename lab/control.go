@@ -422,7 +422,7 @@ func (l *Lab) Status() Status {
 			st.Hosts[i].Capture = captureStatus(h.Monitor.Last())
 		}
 	}
-	peers := peerNames(l.cfg.Topology)
+	peers := Peers(l.cfg.Topology)
 	for _, s := range l.Network.Switches {
 		ch := make(chan []PortStatus, 1)
 		l.inboxes[s.Name].Do(func() {
@@ -437,7 +437,7 @@ func (l *Lab) Status() Status {
 		case ps := <-ch:
 			for i, p := range ps {
 				pe := peers[s.Name][i]
-				p.Port, p.Peer, p.Rate = fmt.Sprintf("%s:p%d", s.Name, i), pe.name, topo.FormatRate(pe.rate)
+				p.Port, p.Peer, p.Rate = fmt.Sprintf("%s:p%d", s.Name, i), pe.Name, topo.FormatRate(pe.Rate)
 				if i < len(s.Monitors) {
 					p.Capture = captureStatus(s.Monitors[i].Last())
 				}
@@ -471,18 +471,21 @@ func hostStatuses(rec *netns.Lab) []HostStatus {
 	return out
 }
 
-type peer struct {
-	name string
-	rate uint64
+// Peer is the far end of a node's port and the link's rate.
+type Peer struct {
+	Name string
+	Rate uint64
 }
 
-// peerNames lists, per switch, the far end of each port in port order.
-func peerNames(t *topo.Topology) map[string][]peer {
-	out := map[string][]peer{}
+// Peers lists, per node, the far end of each port in port order: a switch's port i
+// (s1:pi) is its i-th link in the topology. A replay of an experiment (lab/web) names
+// ports as the lab does through it.
+func Peers(t *topo.Topology) map[string][]Peer {
+	out := map[string][]Peer{}
 	for _, lk := range t.Links {
 		a, b := lk.Endpoints[0], lk.Endpoints[1]
-		out[a] = append(out[a], peer{b, lk.Rate})
-		out[b] = append(out[b], peer{a, lk.Rate})
+		out[a] = append(out[a], Peer{b, lk.Rate})
+		out[b] = append(out[b], Peer{a, lk.Rate})
 	}
 	return out
 }

@@ -31,11 +31,26 @@ func serveWeb(addr string, store netns.Store, name, captureDir string) (string, 
 	return ln.Addr().String(), nil
 }
 
+// serveReplay serves the replay of the experiment output directory dir at http://addr/
+// in the background and returns the address it listens on and the frames it has.
+func serveReplay(addr, dir string) (string, int, error) {
+	r, err := web.LoadReplay(dir)
+	if err != nil {
+		return "", 0, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("web: %w", err)
+	}
+	go http.Serve(ln, r.Handler())
+	return ln.Addr().String(), r.Frames(), nil
+}
+
 func newWebCmd() *cobra.Command {
-	var labName, listen, captureDir string
+	var labName, listen, captureDir, expDir string
 	cmd := &cobra.Command{
-		Use:   "web [--lab LAB] --listen ADDR [--capture-dir DIR]",
-		Short: "Serve a live web view of a running lab",
+		Use:   "web [--lab LAB | --experiment DIR] --listen ADDR [--capture-dir DIR]",
+		Short: "Serve a live web view of a running lab, or replay a finished experiment",
 		Long: `web serves a page at http://ADDR/ that shows the running lab (the one --lab names,
 or the only one) live: the topology as a graph whose links show their utilization and
 queue depth, each switch port's rate, queue, drops and ECN marks, the flows (QPs) of a
@@ -43,12 +58,33 @@ selected host with their paced rate, HPCC++'s window W and U, and a button per p
 that starts and stops a capture (written to --capture-dir as PORT-TIME.pcapng). The
 page follows the lab through server-sent events, twice a second; it is plain JS and
 SVG embedded in the binary (no CDN). rocelab up --web ADDR serves the same from the lab
-process. See docs/observability.md.`,
-		Example: `  sudo rocelab web --listen 127.0.0.1:8080     # then open http://127.0.0.1:8080/`,
-		Args:    cobra.NoArgs,
+process. See docs/observability.md.
+
+With --experiment DIR it serves the same page for a finished virtual-time experiment
+(the --out directory of rocelab experiment incast|fairness|mix) instead of a lab: the
+run's topology, and its links' utilization and queue depth and each flow's paced rate,
+window, bytes in flight and HPCC++'s U, replayed sample by sample over the run's
+simulated time (one sample every quarter of the base RTT), with play/pause, a time
+slider and a speed. It needs no root and no lab. The directory must come from a rocelab
+that writes topology.yaml and links.csv.`,
+		Example: `  sudo rocelab web --listen 127.0.0.1:8080     # then open http://127.0.0.1:8080/
+  rocelab experiment incast --senders 4 --flow-size 100KB --out out/incast4
+  rocelab web --experiment out/incast4 --listen 127.0.0.1:8081`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if listen == "" {
 				return fmt.Errorf("web: --listen ADDR (host:port) is required")
+			}
+			if expDir != "" {
+				if labName != "" {
+					return fmt.Errorf("web: --lab and --experiment: give one (a running lab, or a finished experiment's directory)")
+				}
+				addr, n, err := serveReplay(listen, expDir)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "experiment %s: replay of %d samples at http://%s/ (Ctrl-C stops)\n", expDir, n, addr)
+				select {} // until Ctrl-C
 			}
 			store := netns.DefaultStore()
 			name, err := pickLab(store, labName)
@@ -64,6 +100,7 @@ process. See docs/observability.md.`,
 		},
 	}
 	cmd.Flags().StringVar(&labName, "lab", "", "the lab (default: the only running one)")
+	cmd.Flags().StringVar(&expDir, "experiment", "", "replay the finished experiment whose --out directory this is, instead of a lab")
 	cmd.Flags().StringVar(&listen, "listen", "", "address to serve the page on (host:port)")
 	cmd.Flags().StringVar(&captureDir, "capture-dir", defaultCaptureDir, "where captures started from the page are written")
 	return cmd

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,5 +161,103 @@ func TestWebViewRealTime(t *testing.T) {
 		if fi, err := os.Stat(filepath.Join(shots, s)); err != nil || fi.Size() == 0 {
 			t.Errorf("screenshot %s: %v", s, err)
 		}
+	}
+}
+
+var (
+	replayTxRe    = regexp.MustCompile(`id="port-s1:p4" data-tx-bytes="(\d+)"`)
+	replayFrameRe = regexp.MustCompile(`<span id="simtime">([\d.]+) of ([\d.]+) µs simulated, sample (\d+) of (\d+)</span>`)
+	replayQPRe    = regexp.MustCompile(`<tr id="qp-h1-0"><td>0</td><td>RTS</td><td>[\d.]+</td><td>\d+</td><td>[\d.]+</td><td>\d+</td>`)
+)
+
+// TestWebReplayRealTime: `rocelab web --experiment DIR` replays a small incast in the
+// live view's page. Headless Chromium loads it without errors; the graph shows the
+// run's nodes (h1…h5, s1) and the replay's controls; a snapshot after 3 samples and one
+// after 20 differ as the replay advances (simulated time, the bottleneck's bytes sent,
+// a busy link, h1's flow with its rate, W and U); played to its end the page shows
+// every sample and says so; started at a later sample (from=30, as the time slider
+// seeks) it goes on from there. Screenshot: out/web-replay.png.
+func TestWebReplayRealTime(t *testing.T) {
+	if raceEnabled {
+		t.Skip("Chromium takes seconds per page; the non-race pass runs this")
+	}
+	browser := chromium(t)
+	dir := filepath.Join(t.TempDir(), "incast4")
+	// The commands of docs/observability.md, the web one in-process (it serves until Ctrl-C).
+	if out, err := runExperiment(t, "incast", "--senders", "4", "--flow-size", "100KB", "--out", dir); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	cmd := newWebCmd()
+	cmd.SetArgs([]string{"--experiment", dir, "--lab", "x", "--listen", "127.0.0.1:0"})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "give one") {
+		t.Errorf("--lab with --experiment: %v", err)
+	}
+	addr, frames, err := serveReplay("127.0.0.1:0", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shots, err := filepath.Abs("../../out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	page := "http://" + addr + "/?host=h1"
+
+	early, log1 := browse(t, browser, page+"&frames=3", "")
+	late, log2 := browse(t, browser, page+"&frames=20", "")
+	whole, log3 := browse(t, browser, page+"&every=20", "")
+	sought, log4 := browse(t, browser, page+"&from=30&frames=3", "")
+	browse(t, browser, page+"&frames=20", filepath.Join(shots, "web-replay.png"))
+
+	for i, d := range []string{early, late, whole, sought} {
+		if !strings.Contains(d, `<ul id="errors"></ul>`) {
+			t.Errorf("page %d: the page reported errors:\n%s", i, d)
+		}
+		for _, n := range []string{"h1", "h2", "h3", "h4", "h5", "s1"} {
+			if !strings.Contains(d, `id="node-`+n+`"`) {
+				t.Errorf("page %d: the graph has no node %s", i, n)
+			}
+		}
+		if !strings.Contains(d, `<div id="replay">`) || !strings.Contains(d, `<span id="kind">experiment</span>`) {
+			t.Errorf("page %d: no replay controls:\n%s", i, d)
+		}
+	}
+	for _, l := range []string{log1, log2, log3, log4} {
+		if strings.Contains(l, "Uncaught") {
+			t.Errorf("Chromium logged an uncaught exception:\n%s", l)
+		}
+	}
+	if m := replayFrameRe.FindStringSubmatch(sought); m == nil || m[3] != "33" {
+		t.Errorf("from=30, after 3 samples the page is not at sample 33: %v", m)
+	}
+	a, b := replayFrameRe.FindStringSubmatch(early), replayFrameRe.FindStringSubmatch(late)
+	if a == nil || b == nil || a[3] != "3" || b[3] != "20" || a[4] != strconv.Itoa(frames) || a[1] == b[1] {
+		t.Errorf("simulated time did not advance from sample 3 to 20 of %d: %v then %v", frames, a, b)
+	}
+	x, y := replayTxRe.FindStringSubmatch(early), replayTxRe.FindStringSubmatch(late)
+	if x == nil || y == nil || x[1] == y[1] {
+		t.Errorf("the bottleneck s1:p4's bytes sent did not move between samples 3 and 20: %v then %v", x, y)
+	} else {
+		t.Logf("s1:p4 tx bytes %s at sample 3, %s at sample 20 (%s µs)", x[1], y[1], b[1])
+	}
+	busy := false
+	for _, m := range linkRe.FindAllStringSubmatch(late, -1) {
+		busy = busy || strings.Trim(m[1], "0.") != ""
+	}
+	if !busy {
+		t.Errorf("no link showed utilization at sample 20: %q", linkRe.FindAllString(late, -1))
+	}
+	if !replayQPRe.MatchString(late) {
+		t.Errorf("h1's flow 0 is not shown running with rate, W, U and bytes in flight at sample 20:\n%s", late)
+	}
+	if !strings.Contains(whole, `<span id="state">ended</span>`) || !strings.Contains(whole, `<span id="updates">`+strconv.Itoa(frames)+`</span>`) {
+		t.Errorf("played to its end, the page did not show all %d samples and say ended:\n%s", frames, whole)
+	}
+	if fi, err := os.Stat(filepath.Join(shots, "web-replay.png")); err != nil || fi.Size() == 0 {
+		t.Errorf("screenshot web-replay.png: %v", err)
 	}
 }

@@ -3,6 +3,8 @@
 // host, and capture start/stop per port. The page (plain JS and SVG, embedded in the
 // binary) follows the lab through server-sent events; the server reads the lab only
 // through its control socket, so `rocelab up --web` and `rocelab web` are the same.
+// Replay serves the same page for a finished virtual-time experiment, its series
+// streamed as the same events over the run's simulated time.
 package web
 
 import (
@@ -79,10 +81,12 @@ func (s *Server) Handler() http.Handler {
 }
 
 // View is what the page draws: the lab's status and the captures started from it.
+// A replay's views (Replay) carry the run's simulated time and where they stand.
 type View struct {
 	Time     int64                 `json:"time_ns"` // when the status was read
 	Status   lab.Status            `json:"status"`
 	Captures map[string]CaptureRef `json:"captures"`
+	Replay   *ReplayInfo           `json:"replay,omitempty"`
 }
 
 // CaptureRef is a capture started from the page.

@@ -3,6 +3,12 @@
 // every message updates each link's utilization and queue, the ports table and the
 // selected host's flows. ?frames=N stops after N messages (a snapshot, as the headless
 // test takes). Errors land in #errors, so a headless browser's DOM shows them.
+//
+// The same page replays a finished experiment (rocelab web --experiment DIR): its
+// messages have the same shape plus a "replay" field (frame, frames, simulated time
+// span), which turns on the play/pause button, the time slider and the speed; the
+// page then reopens /events?from=K&every=MS to seek, pause and change speed. Times
+// are then the run's simulated nanoseconds, so rates come out as the run had them.
 "use strict";
 
 const errorsEl = document.getElementById("errors");
@@ -20,6 +26,7 @@ const SVG = "http://www.w3.org/2000/svg";
 const params = new URLSearchParams(location.search);
 const maxFrames = Number(params.get("frames") || 0);
 let frames = 0, prev = null, drawn = false, selected = params.get("host") || "";
+let es = null, replay = null, playing = true, every = Number(params.get("every") || 100);
 const links = new Map();   // "a|b" -> {line, label, ports: [port names]}
 const nodes = new Map();   // name -> g
 
@@ -117,6 +124,8 @@ function update(v) {
   const st = v.status;
   if (!drawn) { draw(st); drawn = true; }
   document.getElementById("lab").textContent = st.name;
+  if (v.replay) showReplay(v);
+  if (prev && v.time_ns <= prev.time_ns) prev = null; // a replay sought back: no rate yet
   const dt = prev ? (v.time_ns - prev.time_ns) / 1e9 : 0;
   const old = new Map();
   if (prev) for (const s of prev.status.switches || []) for (const p of s.ports) old.set(p.port, p.stats);
@@ -133,8 +142,11 @@ function update(v) {
       const tr = body.insertRow();
       tr.id = "port-" + p.port;
       tr.dataset.txBytes = tx;
+      // a replay has no drops, ECN marks or captures: the runs do not record them per port
+      const na = (x) => (replay ? "–" : x);
       for (const x of [p.port, p.peer, (rate / 1e9).toFixed(2), (100 * u).toFixed(1) + "%", q,
-        stat(p.stats, "Drops", "drops"), stat(p.stats, "ECNMarks", "ecn_marks"), tx]) tr.insertCell().textContent = x;
+        na(stat(p.stats, "Drops", "drops")), na(stat(p.stats, "ECNMarks", "ecn_marks")), tx]) tr.insertCell().textContent = x;
+      if (replay) { tr.insertCell().textContent = "–"; continue; }
       const c = v.captures[p.port];
       const running = !!(c && c.running);
       const cell = tr.insertCell();
@@ -161,13 +173,71 @@ function update(v) {
   document.getElementById("updates").textContent = ++frames;
 }
 
-const es = new EventSource("/events");
-es.onopen = () => { document.getElementById("state").textContent = "live"; };
-es.onmessage = (e) => {
-  update(JSON.parse(e.data));
-  if (maxFrames && frames >= maxFrames) {
-    es.close();
-    document.getElementById("state").textContent = "snapshot";
+// showReplay sets up the replay's controls on its first message and moves them along.
+function showReplay(v) {
+  const r = v.replay;
+  const seek = document.getElementById("seek");
+  if (!replay) {
+    document.getElementById("kind").textContent = "experiment";
+    document.getElementById("qpcol").textContent = "flow";
+    document.getElementById("replay").hidden = false;
+    seek.max = r.frames - 1;
+    seek.addEventListener("input", () => seekTo(Number(seek.value)));
+    document.getElementById("play").addEventListener("click", () => (playing ? pause() : play()));
+    const speed = document.getElementById("speed");
+    speed.value = String(every);
+    speed.addEventListener("change", () => { every = Number(speed.value); if (playing) play(); });
   }
-};
-es.addEventListener("failure", (e) => report("lab: " + e.data));
+  replay = r;
+  seek.value = r.frame;
+  document.getElementById("simtime").textContent =
+    `${((v.time_ns - r.start_ns) / 1e3).toFixed(2)} of ${((r.end_ns - r.start_ns) / 1e3).toFixed(2)} µs simulated, sample ${r.frame + 1} of ${r.frames}`;
+}
+
+function setPlaying(p, state) {
+  playing = p;
+  document.getElementById("play").textContent = p ? "pause" : "play";
+  document.getElementById("state").textContent = state;
+}
+
+function pause() {
+  if (es) es.close();
+  setPlaying(false, "paused");
+}
+
+// play goes on from the frame shown (from the start once at the end).
+function play() {
+  const next = replay.frame + 1 < replay.frames ? replay.frame + 1 : 0;
+  if (next === 0) prev = null;
+  follow(`?from=${next}&every=${every}`);
+  setPlaying(true, "replaying");
+}
+
+// seekTo shows frame k: paused, the frame before it and k (a rate needs two); playing,
+// the replay goes on from there.
+function seekTo(k) {
+  prev = null;
+  const from = Math.max(0, k - 1);
+  follow(`?from=${from}&every=${every}` + (playing ? "" : `&count=${k - from + 1}`));
+}
+
+function follow(query) {
+  if (es) es.close();
+  es = new EventSource("/events" + query);
+  es.onopen = () => { if (!replay) document.getElementById("state").textContent = "live"; };
+  es.onmessage = (e) => {
+    update(JSON.parse(e.data));
+    if (replay && playing) document.getElementById("state").textContent = "replaying";
+    if (maxFrames && frames >= maxFrames) {
+      es.close();
+      document.getElementById("state").textContent = "snapshot";
+    }
+  };
+  es.addEventListener("failure", (e) => report("lab: " + e.data));
+  es.addEventListener("end", () => { // the replay's last frame (or the frames asked for) was sent
+    es.close();
+    if (playing) setPlaying(false, replay.frame + 1 === replay.frames ? "ended" : "paused");
+  });
+}
+
+follow(location.search);

@@ -1,0 +1,89 @@
+package experiment
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/rocelab/rocelab/fabric/topo"
+)
+
+// TestReplayFiles: a small incast writes what a replay needs. topology.yaml reads back
+// as the star it ran (4 senders, a receiver, s1); links.csv has every port at every
+// rate sample, and its bottleneck rows are queue.csv's sample at the row's sampled_ns,
+// the instant itself or at most one sample interval before; rates.csv gives every running flow its bytes in flight and HPCC++'s U.
+func TestReplayFiles(t *testing.T) {
+	cfg := Defaults()
+	cfg.Senders, cfg.FlowSize = 4, 100_000
+	res := runOK(t, cfg)
+	dir := t.TempDir()
+	if err := res.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	yml, err := os.ReadFile(filepath.Join(dir, "topology.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := topo.Parse(yml)
+	if err != nil {
+		t.Fatalf("topology.yaml does not parse: %v\n%s", err, yml)
+	}
+	if len(tp.Hosts) != 5 || len(tp.Switches) != 1 || tp.Switches[0].Name != "s1" || len(tp.Links) != 5 ||
+		tp.Links[4].Endpoints != [2]string{"h5", "s1"} || tp.Links[4].Rate != cfg.LinkRate {
+		t.Errorf("topology.yaml is not the 4:1 star:\n%s", yml)
+	}
+
+	instants := len(res.Delivered)
+	links := readCSV(t, filepath.Join(dir, "links.csv"))
+	if got, want := len(links)-1, 5*instants; got != want {
+		t.Fatalf("links.csv has %d rows, want 5 ports × %d rate samples", got, instants)
+	}
+	queue := readCSV(t, filepath.Join(dir, "queue.csv"))[1:]
+	busy := 0
+	for _, row := range links[1:] {
+		if row[1] != "s1:p4" {
+			continue
+		}
+		at, _ := strconv.ParseInt(row[0], 10, 64)
+		sampled, _ := strconv.ParseInt(row[2], 10, 64)
+		if sampled > at || at-sampled > cfg.Sample.Nanoseconds() {
+			t.Fatalf("links.csv row %v: sampled %d ns, not within %v before %d ns", row, sampled, cfg.Sample, at)
+		}
+		var q []string
+		for _, s := range queue {
+			if s[0] == row[2] {
+				q = s
+			}
+		}
+		if q == nil || q[1] != row[3] || q[2] != row[4] {
+			t.Fatalf("links.csv's bottleneck at %d ns is %v; queue.csv's sample at %s ns %v", at, row, row[2], q)
+		}
+		if row[3] != "0" {
+			busy++
+		}
+	}
+	if busy == 0 {
+		t.Error("links.csv never shows the bottleneck's queue")
+	}
+
+	rates := readCSV(t, filepath.Join(dir, "rates.csv"))
+	if got := rates[0]; got[5] != "inflight_bytes" || got[6] != "hpcc_u" {
+		t.Fatalf("rates.csv header %v", got)
+	}
+	withU, inflight := 0, 0
+	for _, row := range rates[1:] {
+		if row[6] != "" {
+			if u, err := strconv.ParseFloat(row[6], 64); err != nil || u < 0 {
+				t.Errorf("rates.csv row %v: U %q", row, row[6])
+			}
+			withU++
+		}
+		if row[5] != "0" {
+			inflight++
+		}
+	}
+	if withU == 0 || inflight == 0 {
+		t.Errorf("rates.csv: %d rows with U, %d with bytes in flight, of %d", withU, inflight, len(rates)-1)
+	}
+}
