@@ -17,24 +17,6 @@ import (
 // (libibverbs/wire.h, packed structs). Its encodings of sample messages and ring
 // entries, printed by libibverbs/test/wire_dump.c, must equal this package's.
 func TestCEncodings(t *testing.T) {
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc is not installed: the C side of the protocol cannot be built")
-	}
-	bin := filepath.Join(t.TempDir(), "wire_dump")
-	if out, err := exec.Command(gcc, "-Wall", "-Werror", "-o", bin, "../../../libibverbs/test/wire_dump.c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		name, h, _ := strings.Cut(sc.Text(), " ")
-		c[name] = h
-	}
 
 	var dgid, sgid, ahGID [16]byte
 	for i := range dgid {
@@ -83,42 +65,12 @@ func TestCEncodings(t *testing.T) {
 		"recv_wqe":    recv,
 		"cqe":         cqe,
 	}
-	for name, w := range want {
-		got, ok := c[name]
-		if !ok {
-			t.Errorf("%s: wire_dump printed nothing", name)
-			continue
-		}
-		if got != hex.EncodeToString(w) {
-			t.Errorf("%s:\n C  %s\n Go %s", name, got, hex.EncodeToString(w))
-		}
-	}
-	if len(c) != len(want) {
-		t.Errorf("wire_dump printed %d encodings, the test compares %d", len(c), len(want))
-	}
+	compareC(t, "libibverbs/test/wire_dump.c", want)
 }
 
 // TestCMCEncodings: the RDMA-CM calls as librdmacm/wire_cm.h lays them out, printed by
 // librdmacm/test/wire_dump.c, must equal this package's encodings.
 func TestCMCEncodings(t *testing.T) {
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc is not installed: the C side of the protocol cannot be built")
-	}
-	bin := filepath.Join(t.TempDir(), "wire_dump")
-	if out, err := exec.Command(gcc, "-Wall", "-Werror", "-o", bin, "../../../librdmacm/test/wire_dump.c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		name, h, _ := strings.Cut(sc.Text(), " ")
-		c[name] = h
-	}
 	addr := func(n byte, port uint16) CMAddr {
 		return FromAddrPort(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, n}), port))
 	}
@@ -135,12 +87,41 @@ func TestCMCEncodings(t *testing.T) {
 		"cm_event": AppendRequest(nil, 0, 0, &CMEvent{Type: 4, Status: -110, ID: 7, Listener: 4, Local: addr(1, 7174),
 			Remote: addr(2, 42570), QPN: 0x11, Param: param})[HeaderSize:],
 	}
+	compareC(t, "librdmacm/test/wire_dump.c", want)
+}
+
+// compareC builds the C program src (a path from the repository's root), runs it and
+// compares each "NAME HEX" line it prints with want[NAME], the Go encoding.
+func compareC(t *testing.T, src string, want map[string][]byte) {
+	t.Helper()
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc is not installed: the C side of the protocol cannot be built")
+	}
+	bin := filepath.Join(t.TempDir(), "wire_dump")
+	if out, err := exec.Command(gcc, "-Wall", "-Werror", "-o", bin, filepath.Join("../../..", src)).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", src, err, out)
+	}
+	out, err := exec.Command(bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := map[string]string{}
+	for sc := bufio.NewScanner(bytes.NewReader(out)); sc.Scan(); {
+		name, h, _ := strings.Cut(sc.Text(), " ")
+		c[name] = h
+	}
 	for name, w := range want {
-		if got := c[name]; got != hex.EncodeToString(w) {
+		got, ok := c[name]
+		if !ok {
+			t.Errorf("%s: %s printed nothing", name, src)
+			continue
+		}
+		if got != hex.EncodeToString(w) {
 			t.Errorf("%s:\n C  %s\n Go %s", name, got, hex.EncodeToString(w))
 		}
 	}
 	if len(c) != len(want) {
-		t.Errorf("wire_dump printed %d encodings, the test compares %d", len(c), len(want))
+		t.Errorf("%s printed %d encodings, the test compares %d", src, len(c), len(want))
 	}
 }
