@@ -188,6 +188,14 @@ func FuzzDecode(f *testing.F) {
 		if _, err := c.Decode(b, &s); err != nil {
 			return
 		}
+		if x, err := c.find(b); err == nil && x.shim.Type() == TypeMD && MD(x.hdr).HopML() == 0 {
+			// A request for no per-hop data is well formed and decodes, but a switch has
+			// nothing to record in it: Push refuses it and the frame goes on unstamped.
+			if _, _, err := c.Push(b, &h); err == nil {
+				t.Fatal("Push recorded a hop of Hop ML 0")
+			}
+			return
+		}
 		b = append(b[:len(b):len(b)], make([]byte, 64)...)[:len(b)]
 		b, _, err := c.Push(b, &h)
 		if err != nil {
