@@ -161,13 +161,19 @@ func (l *ibverbsLab) pair(t testing.TB, port int, srvHost string, server []strin
 	cmd := exec.CommandContext(ctx, cli.Path, cli.Args[1:]...)
 	cmd.Env = cli.Env
 	out, err := cmd.CombinedOutput()
+	// srvOut is written by exec's copying goroutine until the server is waited for.
+	stopServer := func() string {
+		srv.Process.Kill()
+		<-done
+		return srvOut.String()
+	}
 	if err != nil {
-		t.Fatalf("client %v: %v\n%s\nserver:\n%s", client, err, out, srvOut.String())
+		t.Fatalf("client %v: %v\n%s\nserver:\n%s", client, err, out, stopServer())
 	}
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("server %v did not finish\n%s", server, srvOut.String())
+		t.Fatalf("server %v did not finish\n%s", server, stopServer())
 	}
 	if srvErr != nil {
 		t.Fatalf("server %v: %v\n%s\nclient:\n%s", server, srvErr, srvOut.String(), out)

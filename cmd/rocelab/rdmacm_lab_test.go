@@ -84,12 +84,16 @@ func (l *ibverbsLab) cmPair(t *testing.T, srvHost string, server []string, cliHo
 		default:
 		}
 		if !rejected || time.Now().After(deadline) {
+			srv.Process.Kill() // srvOut is written until the server is waited for
+			<-done
 			t.Fatalf("client %v: %v\n%s\nserver:\n%s", client, err, out, srvOut.String())
 		}
 	}
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
+		srv.Process.Kill()
+		<-done
 		t.Fatalf("server %v did not finish\n%s", server, srvOut.String())
 	}
 	if srvErr != nil {
