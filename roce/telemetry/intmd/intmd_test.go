@@ -191,7 +191,7 @@ func FuzzDecode(f *testing.F) {
 		if x, err := c.find(b); err == nil && x.shim.Type() == TypeMD && MD(x.hdr).HopML() == 0 {
 			// A request for no per-hop data is well formed and decodes, but a switch has
 			// nothing to record in it: Push refuses it and the frame goes on unstamped.
-			if _, _, err := c.Push(b, &h); err == nil {
+			if _, st, err := c.Push(b, &h); err == nil && st == telemetry.Pushed {
 				t.Fatal("Push recorded a hop of Hop ML 0")
 			}
 			return
