@@ -18,8 +18,11 @@ import (
 // insert headers and per-hop records in place (Grow) without copying the packet to a new
 // buffer. A frame never grows beyond its buffer: Grow fails with ErrNoRoom instead.
 const (
-	// Headroom is the free space before a fresh frame's first byte.
-	Headroom = 128
+	// Headroom is the free space before a fresh frame's first byte: room for a
+	// switch to open each hop's telemetry by moving the headers in front of it
+	// rather than the payload behind it (five INT-MD hops of 48 bytes, the
+	// three-tier fat tree's longest path, and the request's 16).
+	Headroom = 320
 	// MaxFrame is the largest frame size a pool supports: a 9000-byte jumbo MTU plus
 	// an Ethernet header with one VLAN tag.
 	MaxFrame = 9000 + 18

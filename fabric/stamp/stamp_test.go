@@ -122,3 +122,53 @@ func TestStampHPCCLabRates(t *testing.T) {
 		t.Fatalf("1.5 Mb/s stamp: %v %v, %d bytes; decode %+v %v", ok, err, f.Len(), hd, derr)
 	}
 }
+
+// A codec that opens its gaps with an Opener (INT-MD, IFA) stamps a pooled frame by
+// moving the headers in front of the gap into the headroom, leaving the payload where
+// it is, and gives byte for byte the frames its Push gives; a frame without headroom
+// left grows into its tailroom instead.
+func TestStampMovesHeaders(t *testing.T) {
+	pool := link.NewPool(2048)
+	for _, c := range []telemetry.Codec{intmd.New(), ifa.New()} {
+		if _, ok := c.(telemetry.PushOpener); !ok {
+			t.Fatalf("%T does not open its gaps with an Opener", c)
+		}
+		st := New(c)
+		req, err := c.Request(append(make([]byte, 0, telemetrytest.BufSize), telemetrytest.RoCEFrame(false)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, headroom := range []int{link.Headroom, 0} {
+			f := pool.Get()
+			if headroom == 0 {
+				f.Grow(0, link.Headroom) // an empty frame grows at its head: it starts where the buffer does
+			}
+			b, _ := f.SetLen(len(req))
+			copy(b, req)
+			want := append(make([]byte, 0, telemetrytest.BufSize), req...)
+			for i := range 8 {
+				// What the switch hook supplies of a hop: its HPCC fields, the ingress
+				// port and the TTL it read.
+				hop := telemetry.Hop{Hop: telemetrytest.Hop(i + 1).Hop, IngressPort: uint32(f.InPort), TTL: 64}
+				room, tail := f.Headroom(), f.Tailroom()
+				ok, err := st.Stamp(f, hop.Hop)
+				if !ok || err != nil {
+					t.Fatalf("%T, hop %d: stamp %v %v", c, i, ok, err)
+				}
+				if want, _, err = c.Push(want, &hop); err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case !bytes.Equal(f.Bytes(), want):
+					t.Fatalf("%T, hop %d, headroom %d: the stamped frame differs from Push's\n%x\n%x", c, i, headroom, f.Bytes(), want)
+				case room >= len(want)-len(b) && (f.Tailroom() != tail || f.Headroom() >= room):
+					t.Errorf("%T, hop %d: headroom %d → %d, tailroom %d → %d: the payload moved", c, i, room, f.Headroom(), tail, f.Tailroom())
+				case room < len(want)-len(b) && f.Headroom() != room:
+					t.Errorf("%T, hop %d: grew into a headroom of %d bytes", c, i, room)
+				}
+				b = f.Bytes()
+			}
+			f.Release()
+		}
+	}
+}

@@ -71,6 +71,20 @@ func Open(frame []byte, off, n int) ([]byte, error) {
 	return grown, nil
 }
 
+// Opener opens n zero bytes at off in frame and returns the longer frame, as Open
+// does; the frame's bytes before off keep their offsets from its start, and so do its
+// headers. A switch stamping a pooled frame opens the gap by moving whichever side of
+// it is shorter into the buffer's room before or after the frame (fabric/stamp, with
+// link.Frame.Grow): a hop goes in a few dozen bytes after the frame's start, so it
+// moves the headers, not the payload.
+type Opener func(frame []byte, off, n int) ([]byte, error)
+
+// PushOpener is a Codec whose Push can open its gap with an Opener: PushWith(frame,
+// h, Open) is Push(frame, h).
+type PushOpener interface {
+	PushWith(frame []byte, h *Hop, open Opener) ([]byte, Status, error)
+}
+
 // Close removes n bytes at off and returns the shorter frame.
 func Close(frame []byte, off, n int) []byte {
 	copy(frame[off:], frame[off+n:])

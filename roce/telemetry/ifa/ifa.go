@@ -189,6 +189,11 @@ func (c *Codec) Request(frame []byte) ([]byte, error) {
 // Max Length or the MTU sets MF; otherwise the record goes on top of the stack,
 // Current Length grows by 8 words and Hop Limit drops by one.
 func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, error) {
+	return c.PushWith(frame, h, telemetry.Open)
+}
+
+// PushWith is Push opening the record's gap with open (telemetry.PushOpener).
+func (c *Codec) PushWith(frame []byte, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
 	x, err := c.find(frame)
 	if err != nil {
 		return frame, 0, err
@@ -206,8 +211,11 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 		return frame, telemetry.MTUExceeded, nil
 	}
 	at := x.md + MDHeaderSize
-	frame, _ = telemetry.Open(frame, at, HopSize) // capacity checked above
+	if frame, err = open(frame, at, HopSize); err != nil {
+		return frame, 0, err // the check above left room: only an opener that ignores it fails
+	}
 	c.writeHop(frame[at:at+HopSize], h)
+	m = frame[x.md : x.md+MDHeaderSize] // open may have moved the headers
 	m[2]--
 	m[3] += HopSize / 4
 	telemetry.AddUDPLength(frame, x.udp, HopSize)

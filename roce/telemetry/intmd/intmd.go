@@ -303,6 +303,11 @@ func (c *Codec) Request(frame []byte) ([]byte, error) {
 // instruction bitmap asks, and decrements Remaining Hop Count. INT-MX packets are left
 // unchanged (telemetry.NotStacked).
 func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, error) {
+	return c.PushWith(frame, h, telemetry.Open)
+}
+
+// PushWith is Push opening the hop's gap with open (telemetry.PushOpener).
+func (c *Codec) PushWith(frame []byte, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
 	x, err := c.find(frame)
 	if err != nil {
 		return frame, 0, err
@@ -323,12 +328,14 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 		md.SetM()
 		return frame, telemetry.MTUExceeded, nil
 	}
-	at := x.off + ShimSize + MDHeaderSize
-	frame, _ = telemetry.Open(frame, at, n) // capacity checked above
-	md = MD(frame[x.off+ShimSize:])
+	at, words := x.off+ShimSize+MDHeaderSize, x.shim.Length()
+	if frame, err = open(frame, at, n); err != nil {
+		return frame, 0, err // the check above left room: only an opener that ignores it fails
+	}
+	md = MD(frame[x.off+ShimSize:]) // open may have moved the headers
 	writeHop(frame[at:at+n], md.Instructions(), md.DomainID(), md.DSInstructions(), h)
 	md.SetRemainingHops(md.RemainingHops() - 1)
-	Shim(frame[x.off:]).SetLength(x.shim.Length() + n/4)
+	Shim(frame[x.off:]).SetLength(words + n/4)
 	telemetry.AddUDPLength(frame, x.l.L4, n)
 	x.l.AddIPLength(frame, n)
 	return frame, telemetry.Pushed, nil
