@@ -372,13 +372,15 @@ func Run(cfg Config) (*Result, error) {
 		})
 		t.Reset(f.Start)
 	}
-	bottleneck := uint16(cfg.Senders)
-	ports := newPortWatch(starPorts(n))
+	names := starPorts(n)
+	ports := make([]portSeries, n)
+	for i := range ports {
+		ports[i] = newPortSeries(cfg.Sample)
+	}
 	stopQ := st.sw.Sample(cfg.Sample, func(s fabric.Sample) {
-		if s.Port == bottleneck {
-			res.Queue = append(res.Queue, QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
+		if int(s.Port) < len(ports) {
+			ports[s.Port].record(s)
 		}
-		ports.record(0, s)
 	})
 	mon := v.NewLoop("monitor")
 	rateEvery := max(cfg.Sample, res.BaseRTT/4)
@@ -395,7 +397,9 @@ func Run(cfg Config) (*Result, error) {
 			delivered += f.deliveredBytes()
 		}
 		res.Delivered = append(res.Delivered, DeliveredSample{T: now, Bytes: delivered})
-		res.Links = ports.appendNow(res.Links, now)
+		for i := range ports {
+			res.Links = ports[i].appendLink(res.Links, now, names[i])
+		}
 		rt.Reset(now.Add(rateEvery))
 	})
 	rt.Reset(0)
@@ -407,6 +411,7 @@ func Run(cfg Config) (*Result, error) {
 	for _, h := range st.hosts {
 		res.Packets += h.Stats().TxFrames
 	}
+	res.Queue = ports[cfg.Senders].all() // the receiver's port, the bottleneck
 	finish(res, flows, last, left)
 	return res, nil
 }

@@ -2,6 +2,8 @@ package experiment
 
 import (
 	"fmt"
+	"sort"
+	"time"
 
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/topo"
@@ -22,49 +24,71 @@ type LinkSample struct {
 	TxBytes uint64
 }
 
-// portWatch keeps every switch port's latest sample, so that the rate monitor can
-// record all links at its own instants (the switches sample every Config.Sample).
-type portWatch struct {
-	names  [][]string // by switch, then port
-	latest [][]fabric.Sample
-	seen   [][]bool
+// portSeries is one switch egress port's samples — its queue and the bytes it has
+// sent, taken every Config.Sample — kept as change points: a sample is stored only
+// when it differs from the one before, so a port costs memory only while it sends
+// (a dense series of every port was the largest part of a long mix's memory). Its
+// dense form repeats each stored sample at every sampling instant up to the next
+// one, to the latest: exactly the samples the switch took.
+type portSeries struct {
+	every   clock.Time    // the sampling interval
+	changes []QueueSample // the first sample and every one that differs from its predecessor
+	latest  QueueSample   // the latest sample
+	seen    bool
 }
 
-func newPortWatch(names [][]string) *portWatch {
-	w := &portWatch{names: names}
-	for _, ps := range names {
-		w.latest = append(w.latest, make([]fabric.Sample, len(ps)))
-		w.seen = append(w.seen, make([]bool, len(ps)))
+func newPortSeries(every time.Duration) portSeries { return portSeries{every: clock.Time(every)} }
+
+// record takes the switch's sample s of the port.
+func (p *portSeries) record(s fabric.Sample) {
+	q := QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes}
+	if !p.seen || q.Bytes != p.latest.Bytes || q.TxBytes != p.latest.TxBytes {
+		p.changes = append(p.changes, q)
 	}
-	return w
+	p.latest, p.seen = q, true
 }
 
-// record keeps s, a sample of switch number sw (in the topology's order).
-func (w *portWatch) record(sw int, s fabric.Sample) {
-	if int(s.Port) < len(w.latest[sw]) {
-		w.latest[sw][s.Port], w.seen[sw][s.Port] = s, true
+// dense appends to buf the samples taken from from to to (both included) and
+// returns it.
+func (p *portSeries) dense(buf []QueueSample, from, to clock.Time) []QueueSample {
+	if !p.seen {
+		return buf
 	}
-}
-
-// appendNow appends every sampled port's latest sample as of now.
-func (w *portWatch) appendNow(out []LinkSample, now clock.Time) []LinkSample {
-	for i, ps := range w.latest {
-		for j, s := range ps {
-			if w.seen[i][j] {
-				out = append(out, LinkSample{T: now, Port: w.names[i][j], Sampled: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
-			}
+	to = min(to, p.latest.T)
+	t := p.changes[0].T
+	if from > t {
+		t += (from - t + p.every - 1) / p.every * p.every
+	}
+	i := sort.Search(len(p.changes), func(i int) bool { return p.changes[i].T > t }) - 1
+	for ; t <= to; t += p.every {
+		for i+1 < len(p.changes) && p.changes[i+1].T <= t {
+			i++
 		}
+		q := p.changes[i]
+		q.T = t
+		buf = append(buf, q)
 	}
-	return out
+	return buf
+}
+
+// all returns the whole dense series.
+func (p *portSeries) all() []QueueSample { return p.dense(nil, 0, p.latest.T) }
+
+// appendLink appends the port's latest sample as of now, if it has been sampled.
+func (p *portSeries) appendLink(out []LinkSample, now clock.Time, port string) []LinkSample {
+	if !p.seen {
+		return out
+	}
+	return append(out, LinkSample{T: now, Port: port, Sampled: p.latest.T, Bytes: p.latest.Bytes, TxBytes: p.latest.TxBytes})
 }
 
 // starPorts names the star's switch ports: port i leads to host i.
-func starPorts(hosts int) [][]string {
+func starPorts(hosts int) []string {
 	names := make([]string, hosts)
 	for i := range names {
 		names[i] = fmt.Sprintf("s1:p%d", i)
 	}
-	return [][]string{names}
+	return names
 }
 
 // topoParams are the links, buffers, telemetry and congestion control of the

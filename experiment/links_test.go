@@ -1,12 +1,16 @@
 package experiment
 
 import (
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
+	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/topo"
+	"github.com/rocelab/rocelab/internal/clock"
 )
 
 // TestReplayFiles: a small incast writes what a replay needs. topology.yaml reads back
@@ -85,5 +89,46 @@ func TestReplayFiles(t *testing.T) {
 	}
 	if withU == 0 || inflight == 0 {
 		t.Errorf("rates.csv: %d rows with U, %d with bytes in flight, of %d", withU, inflight, len(rates)-1)
+	}
+}
+
+// TestPortSeriesDense: a port's series kept as change points gives back, over the
+// whole run and over any window, exactly the samples the switch took, and only the
+// samples that differ from their predecessor take memory.
+func TestPortSeriesDense(t *testing.T) {
+	const every = 100
+	rng := rand.New(rand.NewPCG(1, 2))
+	p := newPortSeries(every)
+	var taken []QueueSample
+	q, tx := 0, uint64(0)
+	for i := range 1000 {
+		if rng.IntN(4) == 0 { // idle stretches repeat the sample before
+			q = rng.IntN(3) * 1000
+			tx += uint64(rng.IntN(2) * 1500)
+		}
+		s := fabric.Sample{Time: clock.Time(50 + i*every), QLen: q, TxBytes: tx}
+		p.record(s)
+		taken = append(taken, QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
+	}
+	if !slices.Equal(p.all(), taken) {
+		t.Fatal("the dense series differs from the samples taken")
+	}
+	if len(p.changes) >= len(taken)/2 {
+		t.Errorf("%d change points for %d samples", len(p.changes), len(taken))
+	}
+	for range 200 {
+		from := clock.Time(rng.IntN(110_000))
+		w := span{from: from, to: from + clock.Time(rng.IntN(50_000))}
+		if got, want := p.dense(nil, w.from, w.to), queueOver(taken, w); !slices.Equal(got, want) {
+			t.Fatalf("window %v–%v: %d samples, want %d", w.from, w.to, len(got), len(want))
+		}
+	}
+	links := p.appendLink(nil, 200_000, "s1:p0")
+	if last := taken[len(taken)-1]; len(links) != 1 || links[0] != (LinkSample{T: 200_000, Port: "s1:p0", Sampled: last.T, Bytes: last.Bytes, TxBytes: last.TxBytes}) {
+		t.Errorf("link sample %+v, want the latest of %+v", links, last)
+	}
+	idle := newPortSeries(every)
+	if got := idle.appendLink(nil, 0, "s1:p0"); len(got) != 0 {
+		t.Errorf("a port never sampled gave link samples %+v", got)
 	}
 }

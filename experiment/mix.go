@@ -423,20 +423,15 @@ func gidIndex(d *rnic.Device, addr netip.Addr) (int, error) {
 
 // mixPort is one switch egress port the mix watches.
 type mixPort struct {
-	id    string // s1:p0
-	name  string // s1:p0 (to h1)
-	rate  uint64
-	queue []QueueSample
-	peak  int
+	id     string // s1:p0
+	name   string // s1:p0 (to h1)
+	rate   uint64
+	series portSeries
+	peak   int
 }
 
 // sent is the bytes the port sent during the run.
-func (p *mixPort) sent() uint64 {
-	if len(p.queue) == 0 {
-		return 0
-	}
-	return p.queue[len(p.queue)-1].TxBytes
-}
+func (p *mixPort) sent() uint64 { return p.series.latest.TxBytes }
 
 // mixPorts names every switch port as lab.Build numbers them: in link order,
 // per switch.
@@ -475,7 +470,6 @@ type mixRun struct {
 	active   []*flow    // started and unfinished, in arrival order
 	finished uint64     // the payload of the flows finished
 	ports    [][]*mixPort
-	watch    *portWatch // every port's latest sample, for Result.Links
 }
 
 // runMix runs the mix scenario.
@@ -664,26 +658,19 @@ func (m *mixRun) scheduleArrivals() *clock.Timer {
 // functions that stop the sampling.
 func (m *mixRun) watchPorts() ([]func(), error) {
 	m.ports = mixPorts(m.topo)
-	var names [][]string
-	for _, ps := range m.ports {
-		var ns []string
-		for _, p := range ps {
-			ns = append(ns, p.id)
-		}
-		names = append(names, ns)
-	}
-	m.watch = newPortWatch(names)
 	var stops []func()
 	for i, s := range m.nw.Switches {
 		ps := m.ports[i]
 		if len(ps) != len(s.Switch.Ports()) {
 			return nil, fmt.Errorf("experiment: switch %s has %d ports, the topology %d", s.Name, len(s.Switch.Ports()), len(ps))
 		}
+		for _, p := range ps {
+			p.series = newPortSeries(m.cfg.Sample)
+		}
 		stops = append(stops, s.Switch.Sample(m.cfg.Sample, func(smp fabric.Sample) {
 			p := ps[smp.Port]
-			p.queue = append(p.queue, QueueSample{T: smp.Time, Bytes: smp.QLen, TxBytes: smp.TxBytes})
+			p.series.record(smp)
 			p.peak = max(p.peak, smp.QLen)
-			m.watch.record(i, smp)
 		}))
 	}
 	return stops, nil
@@ -703,7 +690,11 @@ func (m *mixRun) sampleRates() *clock.Timer {
 			delivered += f.deliveredBytes()
 		}
 		m.res.Delivered = append(m.res.Delivered, DeliveredSample{T: now, Bytes: delivered})
-		m.res.Links = m.watch.appendNow(m.res.Links, now)
+		for _, ps := range m.ports {
+			for _, p := range ps {
+				m.res.Links = p.series.appendLink(m.res.Links, now, p.id)
+			}
+		}
 		rt.Reset(now.Add(every))
 	})
 	rt.Reset(m.flows[0].Start)
@@ -714,7 +705,7 @@ func (m *mixRun) sampleRates() *clock.Timer {
 func (m *mixRun) results() *Result {
 	res := m.res
 	b := m.bottleneck()
-	res.Queue = b.queue
+	res.Queue = b.series.all()
 	m.flowRecords()
 	for _, h := range m.nw.Hosts {
 		if s := h.Device.Stats(); s.RxMalformed+s.RxBadICRC > 0 {
@@ -758,16 +749,17 @@ func (m *mixRun) summarizePorts() {
 	info := m.info
 	mw := m.res.Metrics.Window
 	w := span{clock.Time(mw.StartNs), clock.Time(mw.EndNs), mw.What}
+	var in []QueueSample
 	for _, ps := range m.ports {
 		for _, p := range ps {
 			rec := PortRecord{Name: p.name, Rate: p.rate, PeakQueue: p.peak}
-			if in := queueOver(p.queue, w); len(in) >= 2 {
+			if in = p.series.dense(in[:0], w.from, w.to); len(in) >= 2 {
 				rec.MeanQueue = meanQueue(in)
 				rec.TxBytes = in[len(in)-1].TxBytes - in[0].TxBytes
 				rec.Utilization = wireRate(in) / float64(p.rate)
 			}
 			prev := -1
-			for _, q := range p.queue {
+			for _, q := range p.series.changes {
 				if q.Bytes != prev {
 					info.PortQueues = append(info.PortQueues, PortQueueSample{T: q.T, Port: info.Ports, Bytes: q.Bytes})
 					prev = q.Bytes
