@@ -58,9 +58,6 @@ func (s *Stamper) Last() telemetry.Status { return s.last }
 func (s *Stamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
 	b := f.Bytes()
 	s.hop = telemetry.Hop{Hop: hop, IngressPort: uint32(f.InPort)}
-	if l, err := telemetry.Locate(b); err == nil {
-		s.hop.TTL = l.TTL(b)
-	}
 	var out []byte
 	var st telemetry.Status
 	var err error
@@ -69,6 +66,9 @@ func (s *Stamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
 		out, st, err = s.opener.PushWith(b, &s.hop, s.grows)
 		s.frame = nil
 	} else {
+		if l, err := telemetry.Locate(b); err == nil {
+			s.hop.TTL = l.TTL(b)
+		}
 		out, st, err = s.codec.Push(b, &s.hop)
 	}
 	switch {

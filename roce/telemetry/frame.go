@@ -79,8 +79,9 @@ func Open(frame []byte, off, n int) ([]byte, error) {
 // moves the headers, not the payload.
 type Opener func(frame []byte, off, n int) ([]byte, error)
 
-// PushOpener is a Codec whose Push can open its gap with an Opener: PushWith(frame,
-// h, Open) is Push(frame, h).
+// PushOpener is a Codec that pushes a hop as a switch does, with one walk of the
+// headers: PushWith sets h.TTL to the TTL (or hop limit) of the frame's IP header
+// and opens the hop's gap with open; otherwise it is Push.
 type PushOpener interface {
 	PushWith(frame []byte, h *Hop, open Opener) ([]byte, Status, error)
 }

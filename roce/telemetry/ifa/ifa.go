@@ -189,11 +189,18 @@ func (c *Codec) Request(frame []byte) ([]byte, error) {
 // Max Length or the MTU sets MF; otherwise the record goes on top of the stack,
 // Current Length grows by 8 words and Hop Limit drops by one.
 func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, error) {
-	return c.PushWith(frame, h, telemetry.Open)
+	return c.push(frame, h, telemetry.Open, false)
 }
 
-// PushWith is Push opening the record's gap with open (telemetry.PushOpener).
+// PushWith is Push taking the hop's TTL from the frame and opening the record's gap with
+// open (telemetry.PushOpener).
 func (c *Codec) PushWith(frame []byte, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
+	return c.push(frame, h, open, true)
+}
+
+// push is Push with open opening the gap, and the hop's TTL read from the frame if
+// ttl is set.
+func (c *Codec) push(frame []byte, h *telemetry.Hop, open telemetry.Opener, ttl bool) ([]byte, telemetry.Status, error) {
 	x, err := c.find(frame)
 	if err != nil {
 		return frame, 0, err
@@ -209,6 +216,9 @@ func (c *Codec) PushWith(frame []byte, h *telemetry.Hop, open telemetry.Opener) 
 	if c.MTU > 0 && x.l.End-x.l.L3+HopSize > c.MTU || len(frame)+HopSize > cap(frame) {
 		frame[x.ifa+2] |= FlagMF
 		return frame, telemetry.MTUExceeded, nil
+	}
+	if ttl {
+		h.TTL = x.l.TTL(frame)
 	}
 	at := x.md + MDHeaderSize
 	if frame, err = open(frame, at, HopSize); err != nil {

@@ -303,11 +303,18 @@ func (c *Codec) Request(frame []byte) ([]byte, error) {
 // instruction bitmap asks, and decrements Remaining Hop Count. INT-MX packets are left
 // unchanged (telemetry.NotStacked).
 func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, error) {
-	return c.PushWith(frame, h, telemetry.Open)
+	return c.push(frame, h, telemetry.Open, false)
 }
 
-// PushWith is Push opening the hop's gap with open (telemetry.PushOpener).
+// PushWith is Push taking the hop's TTL from the frame and opening the hop's gap with
+// open (telemetry.PushOpener).
 func (c *Codec) PushWith(frame []byte, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
+	return c.push(frame, h, open, true)
+}
+
+// push is Push with open opening the gap, and the hop's TTL read from the frame if
+// ttl is set.
+func (c *Codec) push(frame []byte, h *telemetry.Hop, open telemetry.Opener, ttl bool) ([]byte, telemetry.Status, error) {
 	x, err := c.find(frame)
 	if err != nil {
 		return frame, 0, err
@@ -327,6 +334,9 @@ func (c *Codec) PushWith(frame []byte, h *telemetry.Hop, open telemetry.Opener) 
 	if 4*x.shim.Length()+n > 255*4 || c.MTU > 0 && x.l.End-x.l.L3+n > c.MTU || len(frame)+n > cap(frame) {
 		md.SetM()
 		return frame, telemetry.MTUExceeded, nil
+	}
+	if ttl {
+		h.TTL = x.l.TTL(frame)
 	}
 	at, words := x.off+ShimSize+MDHeaderSize, x.shim.Length()
 	if frame, err = open(frame, at, n); err != nil {
