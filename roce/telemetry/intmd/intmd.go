@@ -207,11 +207,16 @@ type located struct {
 }
 
 func (c *Codec) find(frame []byte) (located, error) {
-	var x located
 	l, err := telemetry.Locate(frame)
 	if err != nil {
-		return x, err
+		return located{}, err
 	}
+	return c.findIn(frame, l)
+}
+
+// findIn is find in a frame whose headers l locates.
+func (c *Codec) findIn(frame []byte, l roce.Layout) (located, error) {
+	var x located
 	x.l = l
 	if l.Proto != telemetry.ProtoUDP || l.DSCP(frame) != c.DSCP || !l.UDPAt(frame, l.L4) {
 		return x, telemetry.ErrNoTelemetry
@@ -262,7 +267,7 @@ func (c *Codec) Request(frame []byte) ([]byte, error) {
 	if l.Proto != telemetry.ProtoUDP || !l.UDPAt(frame, l.L4) {
 		return frame, telemetry.ErrUnsupported
 	}
-	if _, err := c.find(frame); err == nil {
+	if _, err := c.findIn(frame, l); err == nil {
 		return frame, telemetry.ErrAlreadyPresent
 	}
 	ml := HopWords(c.Instructions, c.DomainID, c.DSInstructions)
