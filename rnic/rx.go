@@ -105,7 +105,7 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte) {
 				continue
 			}
 			var err error
-			if b, err = c.c.Strip(b); err != nil {
+			if b, err = d.tel.strip(c.c, f, b); err != nil {
 				d.stats.RxMalformed++
 				return
 			}

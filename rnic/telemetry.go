@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/roce/telemetry"
 	"github.com/rocelab/rocelab/roce/telemetry/hpcchop"
@@ -33,7 +34,8 @@ const (
 // codec is one direction of a format: the generic operations and its decoder.
 type codec struct {
 	telemetry.Codec
-	decode func(frame []byte, st *telemetry.Stack) error
+	decode  func(frame []byte, st *telemetry.Stack) error
+	inPlace telemetry.InPlace // the codec, if it edits frames in place
 }
 
 // telemetryCodecs is a device's format: request and echo codecs and the wrap of the
@@ -43,6 +45,30 @@ type telemetryCodecs struct {
 	request codec
 	echo    codec
 	wrap    hpcc.Wrap
+	editor  *link.Editor // for the codecs that edit frames in place
+}
+
+// addRequest adds c's empty request stack to f. A codec that edits frames in place
+// moves the headers in front of the stack, not the payload behind it.
+func (t *telemetryCodecs) addRequest(c *codec, f *link.Frame) ([]byte, error) {
+	b := f.Bytes() // its capacity runs to the end of the buffer, as Request expects
+	if c.inPlace == nil {
+		return c.Request(b)
+	}
+	t.editor.Edit(f)
+	defer t.editor.Edit(nil)
+	return c.inPlace.RequestWith(b, t.editor.Open, t.editor.Close)
+}
+
+// strip removes c's telemetry from f, whose contents are b, and returns the packet
+// left: in f's buffer, where f.Bytes() has it too if c edits frames in place.
+func (t *telemetryCodecs) strip(c *codec, f *link.Frame, b []byte) ([]byte, error) {
+	if c.inPlace == nil {
+		return c.Strip(b)
+	}
+	t.editor.Edit(f)
+	defer t.editor.Edit(nil)
+	return c.inPlace.StripWith(b, t.editor.Close)
 }
 
 // Codecs returns the request codec of format as the switches of a lab must be
@@ -76,6 +102,18 @@ func CheckLineRate(format telemetry.Format, bps uint64) error {
 }
 
 func newTelemetryCodecs(format telemetry.Format) (*telemetryCodecs, error) {
+	t, err := formatCodecs(format)
+	if t == nil || err != nil {
+		return t, err
+	}
+	t.editor = link.NewEditor()
+	t.request.inPlace, _ = t.request.Codec.(telemetry.InPlace)
+	t.echo.inPlace, _ = t.echo.Codec.(telemetry.InPlace)
+	return t, nil
+}
+
+// formatCodecs returns the codecs of format.
+func formatCodecs(format telemetry.Format) (*telemetryCodecs, error) {
 	switch format {
 	case "":
 		return nil, nil
@@ -83,22 +121,22 @@ func newTelemetryCodecs(format telemetry.Format) (*telemetryCodecs, error) {
 		req, echo := intmd.New(), intmd.New()
 		req.DSCP, echo.DSCP = RequestDSCPINT, EchoDSCP
 		return &telemetryCodecs{format: format,
-			request: codec{req, func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
-			echo:    codec{echo, func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
+			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
+			echo:    codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
 		}, nil
 	case telemetry.FormatHPCC:
 		req, echo := hpcchop.New(), hpcchop.New()
 		echo.DSCP = EchoDSCP
 		return &telemetryCodecs{format: format, wrap: hpcc.CompactWrap(req.Multi),
-			request: codec{req, func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
-			echo:    codec{echo, func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
+			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
+			echo:    codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
 		}, nil
 	case telemetry.FormatIFA:
 		req, echo := ifa.New(), ifa.New()
 		echo.Protocol = EchoProtocol
 		return &telemetryCodecs{format: format, wrap: hpcc.Wrap{TxBytes: ifa.TxBytesWrap},
-			request: codec{req, func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
-			echo:    codec{echo, func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
+			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
+			echo:    codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
 		}, nil
 	case telemetry.FormatIOAM:
 		req, echo := ioam.New(), ioam.New()
@@ -113,7 +151,7 @@ func newTelemetryCodecs(format telemetry.Format) (*telemetryCodecs, error) {
 				return err
 			}
 		}
-		return &telemetryCodecs{format: format, request: codec{req, ns(req)}, echo: codec{echo, ns(echo)}}, nil
+		return &telemetryCodecs{format: format, request: codec{Codec: req, decode: ns(req)}, echo: codec{Codec: echo, decode: ns(echo)}}, nil
 	}
 	return nil, errorf(ErrNotSupported, "telemetry format %q: want %s, %s, %s or %s", format,
 		telemetry.FormatINTMD, telemetry.FormatIOAM, telemetry.FormatIFA, telemetry.FormatHPCC)

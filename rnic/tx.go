@@ -70,8 +70,7 @@ func (d *Device) buildRequest(x *QP, start clock.Time) *link.Frame {
 // requestTelemetry adds an empty request stack to f; a frame that cannot carry it
 // (IOAM over IPv4, no room) goes without and is counted.
 func (d *Device) requestTelemetry(f *link.Frame) {
-	b := f.Bytes()
-	out, err := d.tel.request.Request(b[: len(b) : len(b)+f.Tailroom()])
+	out, err := d.tel.addRequest(&d.tel.request, f)
 	if err != nil {
 		d.stats.TxTelemetryErrors++
 		return

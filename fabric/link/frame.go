@@ -115,6 +115,46 @@ func (f *Frame) Shrink(off, n int) error {
 	return nil
 }
 
+// Editor edits one frame at a time for code written for byte slices (the telemetry
+// codecs: roce/telemetry's Opener and Closer): Open and Close open and close a gap
+// by moving the frame's shorter side (Grow, Shrink), so that a header inserted or
+// removed a few dozen bytes into a frame moves the headers in front of it rather
+// than the payload behind it. They are bound once, so using them allocates nothing.
+type Editor struct {
+	frame *Frame
+	// Open opens n zero bytes at off in the frame being edited and returns its
+	// contents (b is the caller's view of them, unused), with their capacity running
+	// to the end of the buffer; ErrNoRoom when neither side has room.
+	Open func(b []byte, off, n int) ([]byte, error)
+	// Close removes n bytes at off from the frame being edited (off+n within it) and
+	// returns its contents.
+	Close func(b []byte, off, n int) []byte
+}
+
+// NewEditor returns an editor of no frame yet.
+func NewEditor() *Editor {
+	e := &Editor{}
+	e.Open, e.Close = e.open, e.close
+	return e
+}
+
+// Edit makes f the frame Open and Close edit.
+func (e *Editor) Edit(f *Frame) { e.frame = f }
+
+func (e *Editor) open(_ []byte, off, n int) ([]byte, error) {
+	gap, err := e.frame.Grow(off, n)
+	if err != nil {
+		return e.frame.Bytes(), err
+	}
+	clear(gap)
+	return e.frame.Bytes(), nil
+}
+
+func (e *Editor) close(_ []byte, off, n int) []byte {
+	e.frame.Shrink(off, n) // only bounds the caller checked can fail, and then nothing moves
+	return e.frame.Bytes()
+}
+
 // Clone returns a copy of f, contents and metadata, from f's pool.
 func (f *Frame) Clone() *Frame {
 	c := f.pool.Get()

@@ -330,3 +330,43 @@ func TestFullRingKeepsFrames(t *testing.T) {
 		}
 	}
 }
+
+// An Editor opens a gap near a frame's start by moving the bytes in front of it into
+// the headroom, clears it, and closes it by moving them back: the bytes behind the gap
+// never move.
+func TestEditor(t *testing.T) {
+	pool := NewPool(1500)
+	f := pool.Get()
+	b, _ := f.SetLen(1000)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	tail := &b[999]
+	e := NewEditor()
+	e.Edit(f)
+	got, err := e.Open(nil, 40, 16)
+	if err != nil || len(got) != 1016 || &got[1015] != tail || f.Headroom() != Headroom-16 {
+		t.Fatalf("Open: %d bytes, headroom %d, %v; the tail moved: %v", len(got), f.Headroom(), err, &got[1015] != tail)
+	}
+	for i, c := range got {
+		want := byte(i)
+		switch {
+		case i >= 40 && i < 56:
+			want = 0
+		case i >= 56:
+			want = byte(i - 16)
+		}
+		if c != want {
+			t.Fatalf("byte %d is %d after Open, want %d", i, c, want)
+		}
+	}
+	got = e.Close(nil, 40, 16)
+	if len(got) != 1000 || &got[999] != tail || f.Headroom() != Headroom {
+		t.Fatalf("Close: %d bytes, headroom %d", len(got), f.Headroom())
+	}
+	for i, c := range got {
+		if c != byte(i) {
+			t.Fatalf("byte %d is %d after Close, want %d", i, c, byte(i))
+		}
+	}
+}

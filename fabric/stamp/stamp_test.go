@@ -123,15 +123,15 @@ func TestStampHPCCLabRates(t *testing.T) {
 	}
 }
 
-// A codec that opens its gaps with an Opener (INT-MD, IFA) stamps a pooled frame by
+// A codec that edits frames in place (INT-MD, IFA) stamps a pooled frame by
 // moving the headers in front of the gap into the headroom, leaving the payload where
 // it is, and gives byte for byte the frames its Push gives; a frame without headroom
 // left grows into its tailroom instead.
 func TestStampMovesHeaders(t *testing.T) {
 	pool := link.NewPool(2048)
 	for _, c := range []telemetry.Codec{intmd.New(), ifa.New()} {
-		if _, ok := c.(telemetry.PushOpener); !ok {
-			t.Fatalf("%T does not open its gaps with an Opener", c)
+		if _, ok := c.(telemetry.InPlace); !ok {
+			t.Fatalf("%T does not edit frames in place", c)
 		}
 		st := New(c)
 		req, err := c.Request(append(make([]byte, 0, telemetrytest.BufSize), telemetrytest.RoCEFrame(false)...))

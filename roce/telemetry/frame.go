@@ -72,18 +72,26 @@ func Open(frame []byte, off, n int) ([]byte, error) {
 }
 
 // Opener opens n zero bytes at off in frame and returns the longer frame, as Open
-// does; the frame's bytes before off keep their offsets from its start, and so do its
-// headers. A switch stamping a pooled frame opens the gap by moving whichever side of
-// it is shorter into the buffer's room before or after the frame (fabric/stamp, with
-// link.Frame.Grow): a hop goes in a few dozen bytes after the frame's start, so it
-// moves the headers, not the payload.
-type Opener func(frame []byte, off, n int) ([]byte, error)
+// does; Closer removes n bytes at off and returns the shorter frame, as Close does.
+// Either may move the bytes before off instead of those after it: the frame's
+// headers keep their offsets from its start, whichever moves.
+type (
+	Opener func(frame []byte, off, n int) ([]byte, error)
+	Closer func(frame []byte, off, n int) []byte
+)
 
-// PushOpener is a Codec that pushes a hop as a switch does, with one walk of the
-// headers: PushWith sets h.TTL to the TTL (or hop limit) of the frame's IP header
-// and opens the hop's gap with open; otherwise it is Push.
-type PushOpener interface {
+// InPlace is a Codec that edits a pooled frame through an Opener and a Closer bound
+// to it, which move the frame's shorter side into the room its buffer has before or
+// after it (fabric/link's Editor): telemetry goes a few dozen bytes into a frame, so
+// a NIC adding or stripping it and a switch pushing a hop move the headers, not the
+// payload. RequestWith, PushWith and StripWith are Request, Push and Strip with every
+// gap opened by open and closed by close; PushWith also sets h.TTL to the TTL (or hop
+// limit) of the frame's IP header, as a switch does, which saves it walking the
+// headers a second time.
+type InPlace interface {
+	RequestWith(frame []byte, open Opener, close Closer) ([]byte, error)
 	PushWith(frame []byte, h *Hop, open Opener) ([]byte, Status, error)
+	StripWith(frame []byte, close Closer) ([]byte, error)
 }
 
 // Close removes n bytes at off and returns the shorter frame.

@@ -158,6 +158,12 @@ func (c *Codec) find(frame []byte) (located, error) {
 // headers (the IP protocol moves into its Next Header), the metadata header after the
 // UDP header.
 func (c *Codec) Request(frame []byte) ([]byte, error) {
+	return c.RequestWith(frame, telemetry.Open, telemetry.Close)
+}
+
+// RequestWith is Request opening its gaps with open (telemetry.InPlace); close
+// closes them again if the request cannot be completed.
+func (c *Codec) RequestWith(frame []byte, open telemetry.Opener, close telemetry.Closer) ([]byte, error) {
 	l, err := telemetry.Locate(frame)
 	if err != nil {
 		return frame, err
@@ -169,11 +175,11 @@ func (c *Codec) Request(frame []byte) ([]byte, error) {
 		return frame, telemetry.ErrUnsupported
 	}
 	md := l.L4 + roce.UDPSize
-	if frame, err = telemetry.Open(frame, md, MDHeaderSize); err != nil {
+	if frame, err = open(frame, md, MDHeaderSize); err != nil {
 		return frame, err
 	}
-	if frame, err = telemetry.Open(frame, l.L4, HeaderSize); err != nil {
-		return telemetry.Close(frame, md, MDHeaderSize), err
+	if frame, err = open(frame, l.L4, HeaderSize); err != nil {
+		return close(frame, md, MDHeaderSize), err
 	}
 	h := frame[l.L4 : l.L4+HeaderSize]
 	h[0], h[1], h[2], h[3] = Version<<4|c.GNS&0xF, l.Proto, 0, c.MaxLength
@@ -193,7 +199,7 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 }
 
 // PushWith is Push taking the hop's TTL from the frame and opening the record's gap with
-// open (telemetry.PushOpener).
+// open (telemetry.InPlace).
 func (c *Codec) PushWith(frame []byte, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
 	return c.push(frame, h, open, true)
 }
@@ -299,13 +305,18 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 // Strip removes the IFA header, the metadata header and the stack, and restores the
 // IP protocol and the IP and UDP lengths.
 func (c *Codec) Strip(frame []byte) ([]byte, error) {
+	return c.StripWith(frame, telemetry.Close)
+}
+
+// StripWith is Strip closing the gaps with close (telemetry.InPlace).
+func (c *Codec) StripWith(frame []byte, close telemetry.Closer) ([]byte, error) {
 	x, err := c.find(frame)
 	if err != nil {
 		return frame, err
 	}
 	next := frame[x.ifa+1]
-	frame = telemetry.Close(frame, x.md, MDHeaderSize+x.stack)
-	frame = telemetry.Close(frame, x.ifa, HeaderSize)
+	frame = close(frame, x.md, MDHeaderSize+x.stack)
+	frame = close(frame, x.ifa, HeaderSize)
 	telemetry.AddUDPLength(frame, x.ifa, -(MDHeaderSize + x.stack))
 	x.l.AddIPLength(frame, -(HeaderSize + MDHeaderSize + x.stack))
 	x.l.SetProto(frame, next)

@@ -260,6 +260,12 @@ func (c *Codec) findIn(frame []byte, l roce.Layout) (located, error) {
 // the UDP header, keeps the original DSCP in the shim and marks the packet with
 // c.DSCP.
 func (c *Codec) Request(frame []byte) ([]byte, error) {
+	return c.RequestWith(frame, telemetry.Open, telemetry.Close)
+}
+
+// RequestWith is Request opening its gap with open (telemetry.InPlace); the gap is
+// opened last, so nothing is ever closed again.
+func (c *Codec) RequestWith(frame []byte, open telemetry.Opener, _ telemetry.Closer) ([]byte, error) {
 	l, err := telemetry.Locate(frame)
 	if err != nil {
 		return frame, err
@@ -276,7 +282,7 @@ func (c *Codec) Request(frame []byte) ([]byte, error) {
 	}
 	const n = ShimSize + MDHeaderSize
 	off := l.L4 + roce.UDPSize
-	if frame, err = telemetry.Open(frame, off, n); err != nil {
+	if frame, err = open(frame, off, n); err != nil {
 		return frame, err
 	}
 	b := frame[off : off+n]
@@ -312,7 +318,7 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 }
 
 // PushWith is Push taking the hop's TTL from the frame and opening the hop's gap with
-// open (telemetry.PushOpener).
+// open (telemetry.InPlace).
 func (c *Codec) PushWith(frame []byte, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
 	return c.push(frame, h, open, true)
 }
@@ -542,12 +548,17 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 // Strip removes the INT headers and stack and restores the DSCP and the IP and UDP
 // lengths: the INT sink's job.
 func (c *Codec) Strip(frame []byte) ([]byte, error) {
+	return c.StripWith(frame, telemetry.Close)
+}
+
+// StripWith is Strip closing the gaps with close (telemetry.InPlace).
+func (c *Codec) StripWith(frame []byte, close telemetry.Closer) ([]byte, error) {
 	x, err := c.find(frame)
 	if err != nil {
 		return frame, err
 	}
 	dscp := x.shim.OrigDSCP()
-	frame = telemetry.Close(frame, x.off, x.size)
+	frame = close(frame, x.off, x.size)
 	telemetry.AddUDPLength(frame, x.l.L4, -x.size)
 	x.l.AddIPLength(frame, -x.size)
 	x.l.SetDSCP(frame, dscp)
