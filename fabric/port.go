@@ -168,7 +168,7 @@ func (p *Port) drop(f *link.Frame) {
 // advance runs the egress model up to t: every frame whose transmission starts at or
 // before t departs, at the exact time the line rate and pauses allow.
 func (p *Port) advance(t clock.Time) {
-	for {
+	for p.bytes > 0 { // an empty port has nothing to start: most ports, most of the time
 		free := max(p.busyUntil, p.modelTime)
 		if free > t {
 			break
