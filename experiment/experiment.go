@@ -327,8 +327,9 @@ type Result struct {
 	MixInfo *MixInfo
 	// Topology is the network the run built, as a lab would (topology.yaml).
 	Topology *topo.Topology
-	// Links is every switch egress port's queue and bytes sent at each rate sample.
-	Links []LinkSample
+	// links is every switch egress port's queue and bytes sent at each rate sample
+	// (Links).
+	links linkTable
 }
 
 // Run runs the experiment in virtual time.
@@ -372,10 +373,10 @@ func Run(cfg Config) (*Result, error) {
 		})
 		t.Reset(f.Start)
 	}
-	names := starPorts(n)
 	ports := make([]portSeries, n)
-	for i := range ports {
+	for i, name := range starPorts(n) {
 		ports[i] = newPortSeries(cfg.Sample)
+		res.links.add(name, 0, &ports[i])
 	}
 	stopQ := st.sw.Sample(cfg.Sample, func(s fabric.Sample) {
 		if int(s.Port) < len(ports) {
@@ -397,9 +398,7 @@ func Run(cfg Config) (*Result, error) {
 			delivered += f.deliveredBytes()
 		}
 		res.Delivered = append(res.Delivered, DeliveredSample{T: now, Bytes: delivered})
-		for i := range ports {
-			res.Links = ports[i].appendLink(res.Links, now, names[i])
-		}
+		res.links.record(now)
 		rt.Reset(now.Add(rateEvery))
 	})
 	rt.Reset(0)

@@ -74,12 +74,64 @@ func (p *portSeries) dense(buf []QueueSample, from, to clock.Time) []QueueSample
 // all returns the whole dense series.
 func (p *portSeries) all() []QueueSample { return p.dense(nil, 0, p.latest.T) }
 
-// appendLink appends the port's latest sample as of now, if it has been sampled.
-func (p *portSeries) appendLink(out []LinkSample, now clock.Time, port string) []LinkSample {
-	if !p.seen {
-		return out
+// linkTable is what links.csv holds — every switch egress port's latest sample at
+// each rate sample — kept as the instant of each rate sample and, per switch, the
+// instant of its latest sample then: a row's queue and bytes sent are the port's
+// series at that instant (every port of a switch is sampled in the same event), so
+// the rows take memory only as they are written, not 48 bytes per port per rate
+// sample for the whole run.
+type linkTable struct {
+	ports    []linkPort // in the lab's order: by switch, then port
+	switches int
+	at       []clock.Time // the rate samples' instants
+	sampled  []clock.Time // per rate sample, per switch: its latest sample's instant, or -1
+}
+
+// linkPort is one port of a linkTable.
+type linkPort struct {
+	name   string // s1:p0
+	sw     int
+	series *portSeries
+}
+
+// add adds a port of switch number sw (numbered from 0, in the lab's order).
+func (l *linkTable) add(name string, sw int, series *portSeries) {
+	l.ports = append(l.ports, linkPort{name: name, sw: sw, series: series})
+	l.switches = max(l.switches, sw+1)
+}
+
+// record takes a rate sample at now.
+func (l *linkTable) record(now clock.Time) {
+	l.at = append(l.at, now)
+	first := len(l.sampled)
+	for range l.switches {
+		l.sampled = append(l.sampled, -1)
 	}
-	return append(out, LinkSample{T: now, Port: port, Sampled: p.latest.T, Bytes: p.latest.Bytes, TxBytes: p.latest.TxBytes})
+	for _, p := range l.ports {
+		if p.series.seen {
+			l.sampled[first+p.sw] = p.series.latest.T
+		}
+	}
+}
+
+// each calls fn with every row, in time order and the lab's port order within a rate
+// sample; a port not sampled yet at a rate sample has no row there.
+func (l *linkTable) each(fn func(LinkSample)) {
+	next := make([]int, len(l.ports)) // per port: the change point after the one in effect
+	for k, t := range l.at {
+		for i, p := range l.ports {
+			sampled := l.sampled[k*l.switches+p.sw]
+			if sampled < 0 {
+				continue
+			}
+			ch := p.series.changes
+			for next[i] < len(ch) && ch[next[i]].T <= sampled {
+				next[i]++
+			}
+			q := ch[next[i]-1]
+			fn(LinkSample{T: t, Port: p.name, Sampled: sampled, Bytes: q.Bytes, TxBytes: q.TxBytes})
+		}
+	}
 }
 
 // starPorts names the star's switch ports: port i leads to host i.

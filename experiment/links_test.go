@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -123,12 +124,56 @@ func TestPortSeriesDense(t *testing.T) {
 			t.Fatalf("window %v–%v: %d samples, want %d", w.from, w.to, len(got), len(want))
 		}
 	}
-	links := p.appendLink(nil, 200_000, "s1:p0")
-	if last := taken[len(taken)-1]; len(links) != 1 || links[0] != (LinkSample{T: 200_000, Port: "s1:p0", Sampled: last.T, Bytes: last.Bytes, TxBytes: last.TxBytes}) {
-		t.Errorf("link sample %+v, want the latest of %+v", links, last)
+}
+
+// TestLinkTable: links.csv's rows, derived from the ports' change points and each
+// switch's latest sampling instant at every rate sample, are every sampled port's
+// latest sample at each rate sample, as if copied then; switches sample on their own
+// instants, and a switch not sampled yet has no rows.
+func TestLinkTable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const switches, perSwitch = 3, 4
+	series := make([]portSeries, switches*perSwitch)
+	var l linkTable
+	for i := range series {
+		series[i] = newPortSeries(100)
+		l.add(fmt.Sprintf("s%d:p%d", i/perSwitch+1, i%perSwitch), i/perSwitch, &series[i])
 	}
-	idle := newPortSeries(every)
-	if got := idle.appendLink(nil, 0, "s1:p0"); len(got) != 0 {
-		t.Errorf("a port never sampled gave link samples %+v", got)
+	latest := make([]*LinkSample, len(series))
+	var want []LinkSample
+	for step := range 3000 {
+		now := clock.Time(step * 10)
+		if sw := step % 10; sw < switches && now >= clock.Time(sw*300) { // switch sw samples every 100 ns from sw·300
+			for j := range perSwitch {
+				i := sw*perSwitch + j
+				q, tx := rng.IntN(2)*1000, uint64(step/(1+rng.IntN(3))*100)
+				series[i].record(fabric.Sample{Time: now, QLen: q, TxBytes: tx})
+				latest[i] = &LinkSample{Port: l.ports[i].name, Sampled: now, Bytes: q, TxBytes: tx}
+			}
+		}
+		if step%37 == 0 { // a rate sample
+			l.record(now)
+			for _, s := range latest {
+				if s != nil {
+					r := *s
+					r.T = now
+					want = append(want, r)
+				}
+			}
+		}
 	}
+	var got []LinkSample
+	l.each(func(s LinkSample) { got = append(got, s) })
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d rows, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+	}
+}
+
+func firstDiff(a, b []LinkSample) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }

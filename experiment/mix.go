@@ -666,6 +666,7 @@ func (m *mixRun) watchPorts() ([]func(), error) {
 		}
 		for _, p := range ps {
 			p.series = newPortSeries(m.cfg.Sample)
+			m.res.links.add(p.id, i, &p.series)
 		}
 		stops = append(stops, s.Switch.Sample(m.cfg.Sample, func(smp fabric.Sample) {
 			p := ps[smp.Port]
@@ -690,11 +691,7 @@ func (m *mixRun) sampleRates() *clock.Timer {
 			delivered += f.deliveredBytes()
 		}
 		m.res.Delivered = append(m.res.Delivered, DeliveredSample{T: now, Bytes: delivered})
-		for _, ps := range m.ports {
-			for _, p := range ps {
-				m.res.Links = p.series.appendLink(m.res.Links, now, p.id)
-			}
-		}
+		m.res.links.record(now)
 		rt.Reset(now.Add(every))
 	})
 	rt.Reset(m.flows[0].Start)
