@@ -34,8 +34,9 @@ const (
 // codec is one direction of a format: the generic operations and its decoder.
 type codec struct {
 	telemetry.Codec
-	decode  func(frame []byte, st *telemetry.Stack) error
-	inPlace telemetry.InPlace // the codec, if it edits frames in place
+	decode     func(frame []byte, st *telemetry.Stack) error
+	inPlace    telemetry.InPlace    // the codec, if it edits frames in place
+	hopsPusher telemetry.HopsPusher // the codec, if it pushes several hops at once
 }
 
 // telemetryCodecs is a device's format: request and echo codecs and the wrap of the
@@ -109,6 +110,7 @@ func newTelemetryCodecs(format telemetry.Format) (*telemetryCodecs, error) {
 	t.editor = link.NewEditor()
 	t.request.inPlace, _ = t.request.Codec.(telemetry.InPlace)
 	t.echo.inPlace, _ = t.echo.Codec.(telemetry.InPlace)
+	t.echo.hopsPusher, _ = t.echo.Codec.(telemetry.HopsPusher)
 	return t, nil
 }
 

@@ -116,10 +116,16 @@ func (d *Device) echoTelemetry(f *link.Frame, cc *flowCC) {
 		d.stats.TxTelemetryErrors++
 		return
 	}
-	for i := range cc.echo.N {
-		if out, _, err = d.tel.echo.Push(out, &cc.echo.Hops[i]); err != nil {
+	if p := d.tel.echo.hopsPusher; p != nil {
+		if out, err = p.PushHops(out, cc.echo.HopList()); err != nil {
 			d.stats.TxTelemetryErrors++
-			break
+		}
+	} else {
+		for i := range cc.echo.N {
+			if out, _, err = d.tel.echo.Push(out, &cc.echo.Hops[i]); err != nil {
+				d.stats.TxTelemetryErrors++
+				break
+			}
 		}
 	}
 	f.SetLen(len(out))

@@ -94,6 +94,12 @@ type InPlace interface {
 	StripWith(frame []byte, close Closer) ([]byte, error)
 }
 
+// HopsPusher is a Codec that pushes several hops at once: PushHops(frame, hops) is
+// Push called on each of hops in turn, first to last, stopping at the first error.
+type HopsPusher interface {
+	PushHops(frame []byte, hops []Hop) ([]byte, error)
+}
+
 // Close removes n bytes at off and returns the shorter frame.
 func Close(frame []byte, off, n int) []byte {
 	copy(frame[off:], frame[off+n:])

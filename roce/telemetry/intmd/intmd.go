@@ -362,6 +362,41 @@ func (c *Codec) push(frame []byte, h *telemetry.Hop, open telemetry.Opener, ttl 
 	return frame, telemetry.Pushed, nil
 }
 
+// PushHops pushes hops, first switch first, as Push called on each in turn would,
+// and returns the first error it would return (telemetry.HopsPusher): a NIC echoing a
+// request's hops back in an ACK. When every hop fits it walks the headers and moves
+// the bytes after the stack once for all of them.
+func (c *Codec) PushHops(frame []byte, hops []telemetry.Hop) ([]byte, error) {
+	x, err := c.find(frame)
+	if err != nil {
+		return frame, err
+	}
+	md := MD(x.hdr)
+	n, k := 4*md.HopML(), len(hops)
+	if x.shim.Type() != TypeMD || n == 0 || int(md.RemainingHops()) < k ||
+		4*x.shim.Length()+n*k > 255*4 || c.MTU > 0 && x.l.End-x.l.L3+n*k > c.MTU || len(frame)+n*k > cap(frame) {
+		for i := range hops { // one of the hops meets a limit: as Push meets it
+			if frame, _, err = c.Push(frame, &hops[i]); err != nil {
+				return frame, err
+			}
+		}
+		return frame, nil
+	}
+	at, words := x.off+ShimSize+MDHeaderSize, x.shim.Length()
+	if frame, err = telemetry.Open(frame, at, n*k); err != nil {
+		return frame, err // the check above left room
+	}
+	md = MD(frame[x.off+ShimSize:])
+	for i := range hops { // the stack is newest first: the last hop pushed on top
+		writeHop(frame[at+(k-1-i)*n:at+(k-i)*n], md.Instructions(), md.DomainID(), md.DSInstructions(), &hops[i])
+	}
+	md.SetRemainingHops(md.RemainingHops() - uint8(k))
+	Shim(frame[x.off:]).SetLength(words + n*k/4)
+	telemetry.AddUDPLength(frame, x.l.L4, n*k)
+	x.l.AddIPLength(frame, n*k)
+	return frame, nil
+}
+
 // writeHop encodes one hop's metadata into b (Hop ML words). Values that do not fit
 // their field saturate just below all ones, which means "not supplied".
 func writeHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {

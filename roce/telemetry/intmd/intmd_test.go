@@ -279,3 +279,45 @@ func TestAllOnesNotSupplied(t *testing.T) {
 		t.Errorf("hop %+v", got)
 	}
 }
+
+// PushHops gives byte for byte the frame and the error of Push called on each hop in
+// turn: when every hop fits, when the hop count runs out part way (E), when the frame
+// has room for only some (M), for no hops and for INT-MX.
+func TestPushHopsIsPushes(t *testing.T) {
+	hops := []telemetry.Hop{telemetrytest.Hop(1), telemetrytest.Hop(2), telemetrytest.Hop(3), telemetrytest.Hop(4)}
+	cases := []struct {
+		name    string
+		codec   func() *Codec
+		hops    int
+		room    int // spare capacity
+		wantAll bool
+	}{
+		{"all fit", New, 4, telemetrytest.Tailroom, true},
+		{"none", New, 0, telemetrytest.Tailroom, true},
+		{"hop count", func() *Codec { c := New(); c.MaxHops = 2; return c }, 4, telemetrytest.Tailroom, false},
+		{"room for two", New, 4, 2 * 48, false},
+		{"mx", func() *Codec { c := New(); c.MX = true; return c }, 3, telemetrytest.Tailroom, false},
+	}
+	for _, tc := range cases {
+		c := tc.codec()
+		req, err := c.Request(append(make([]byte, 0, telemetrytest.BufSize), telemetrytest.RoCEFrame(false)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req = req[: len(req) : len(req)+tc.room]
+		one := append(make([]byte, 0, cap(req)), req...)
+		var wantErr error
+		for i := range tc.hops {
+			if one, _, wantErr = c.Push(one, &hops[i]); wantErr != nil {
+				break
+			}
+		}
+		all, err := c.PushHops(append(make([]byte, 0, cap(req)), req...), hops[:tc.hops])
+		if !bytes.Equal(all, one) || !errors.Is(err, wantErr) && err != wantErr {
+			t.Errorf("%s: PushHops gave %d bytes, %v; Push one by one %d bytes, %v", tc.name, len(all), err, len(one), wantErr)
+		}
+		if tc.wantAll && len(all) != len(req)+48*tc.hops {
+			t.Errorf("%s: %d bytes after pushing %d hops onto %d", tc.name, len(all), tc.hops, len(req))
+		}
+	}
+}
