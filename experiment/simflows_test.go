@@ -43,6 +43,29 @@ func TestSimFlowsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestGeneratedFlowsRoundTrip: the flows `experiment flows` draws (WebSearch at 30 %
+// among 320 hosts for 5 ms, some 3500 of them, start times to the nanosecond) written
+// as a flow file read back into the same flows.
+func TestGeneratedFlowsRoundTrip(t *testing.T) {
+	cfg := MixDefaults()
+	cfg.Duration = 5 * time.Millisecond
+	flows, err := GenerateFlows(cfg, 320)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file bytes.Buffer
+	if err := WriteSimFlows(&file, flows); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseSimFlows(&file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(flows) < 3000 || !reflect.DeepEqual(back, flows) {
+		t.Errorf("%d flows written, %d read back (equal: %v): want the same, about 3500", len(flows), len(back), reflect.DeepEqual(back, flows))
+	}
+}
+
 // simTopoText is a star in the simulator's topology format: switch 3, hosts 0–2.
 const simTopoText = `4 1 3
 3
