@@ -146,9 +146,9 @@ func TestIncastEveryModeAndFormat(t *testing.T) {
 // least 93 Gb/s, eta 0.95 less the control's slack.
 //
 // To the last completion the preset's wire rate is lower (logged, about 92 Gb/s), and
-// so is the simulator's (docs/hpcc.md, "The 16:1 incast under the preset"): with
+// so is the simulator's (docs/hpcc.md, "The 16:1 incast under the preset, and the simulator"): with
 // MI_THRESH 0 a commit maps R ← R·η/U + RATE_AI, so the flows' rates draw together
-// only by RATE_AI/R per commit (0.7 % at 40 Mb/s and 6 Gb/s), while every commit
+// only by RATE_AI/R per commit (0.64 % at 40 Mb/s and 6.25 Gb/s), while every commit
 // takes U from per-ACK samples that differ from flow to flow by a few percent; the
 // rates stay spread (4–8 Gb/s), the flows finish over some 200 µs and the last ones
 // ramp up alone. The second run shows that W_ai is the cause: the same preset with the
