@@ -143,8 +143,9 @@ func readCSV(t *testing.T, path string) [][]string {
 //     1024 + 58 bytes (Ethernet 14, IPv4 20, UDP 8, BTH 12, ICRC 4; the first
 //     packet's 16-byte RETH is one in 1954), so in any window the goodput is
 //     1024/1082 = 0.9464 of the wire rate, which is the line rate while the flow sends;
-//   - under the ns-3 preset (HPCC, 1000-byte payloads, the simulator's 44-byte hop
-//     block in every data frame) the frame is 1000 + 58 + 44 bytes, so telemetry and
+//   - under the ns-3 preset (HPCC, 1000-byte payloads, and in every data frame the
+//     44-byte HPCC block: a 4-byte shim and the simulator's five 8-byte hop slots)
+//     the frame is 1000 + 58 + 44 bytes, so telemetry and
 //     headers take the goodput to 1000/1102 = 0.9074 of the wire rate, which HPCC
 //     holds near η = 0.95 of the line rate (a lone flow: at least 90 Gb/s).
 //
