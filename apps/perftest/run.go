@@ -65,7 +65,7 @@ type run struct {
 	vc             *verbs.Context
 	pd             *verbs.PD
 	mr             *verbs.MR
-	sendCQ, recvCQ *verbs.CQ // recvCQ is sendCQ except in the SEND tests
+	sendCQ, recvCQ *verbs.CQ          // recvCQ is sendCQ except in the SEND tests
 	channel        *verbs.CompChannel // -e: both CQs' completion channel
 	qps            []*verbs.QP
 	ahs            []*verbs.AH // UD: one per QP
