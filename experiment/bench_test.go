@@ -28,8 +28,9 @@ func benchWrite(b *testing.B, size int, mtu roce.MTU) {
 	cfg := Defaults()
 	cfg.Senders, cfg.CC, cfg.MTU, cfg.LinkRate = 1, rnic.ModeNone, mtu, 100e9
 	cfg.TxLookahead = 50 * time.Microsecond
-	r := clock.NewReal(clock.RealOptions{Seed: 1})
-	st, err := buildStar(r, 2, &cfg)
+	cfg.Verify = true // real payload bytes and ICRCs: the data path a lab runs
+	r := clock.NewReal(clock.RealOptions{Seed: 1, GrowProcs: true})
+	st, err := buildStar(planned(r), 2, &cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -416,3 +417,35 @@ func BenchmarkIncastTwin(b *testing.B) {
 		}
 	}
 }
+
+// TEMP plan experiment
+type planClock struct {
+	clock.Clock
+	plan  []int
+	loops map[int]clock.Loop
+	n     int
+}
+
+func (p *planClock) NewLoop(name string) clock.Loop {
+	k := p.plan[p.n%len(p.plan)]
+	p.n++
+	if l, ok := p.loops[k]; ok {
+		return l
+	}
+	l := p.Clock.NewLoop(name)
+	p.loops[k] = l
+	return l
+}
+
+func planned(r clock.Clock) clock.Clock {
+	s := os.Getenv("PLAN")
+	if s == "" {
+		return r
+	}
+	p := &planClock{Clock: r, loops: map[int]clock.Loop{}}
+	for _, c := range s {
+		p.plan = append(p.plan, int(c-'0'))
+	}
+	return p
+}
+
