@@ -135,7 +135,7 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte) {
 		d.stats.RxUnknownQP++
 		return
 	}
-	now := int64(d.loop.Now())
+	now := int64(d.rxNow)
 	cc := x.cc
 	switch p.BTH.Opcode() {
 	case roce.OpCNP:
@@ -166,7 +166,7 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte) {
 // rateChanged re-times x's next departure after an HPCC update and wakes the
 // scheduler if it moved earlier than the scheduler was going to look.
 func (d *Device) rateChanged(x *QP) {
-	if x.retime(d.loop.Now()) {
+	if x.retime(d.rxNow) {
 		d.sched.kick()
 	}
 }
