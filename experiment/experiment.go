@@ -447,7 +447,13 @@ func (r *Result) Measure(last clock.Time, unfinished int) {
 func starWindows(res *Result, cfg *Config, last clock.Time, unfinished int) []span {
 	end, until := runEnd(res, last, unfinished)
 	var spans []span
-	if t := firstDrain(res.Queue, cfg.segment()+100); t >= 0 {
+	first := clock.Never
+	for _, f := range res.Flows {
+		if f.Finished {
+			first = min(first, clock.Time(f.StartNs+f.FCTNs))
+		}
+	}
+	if t := firstDrain(res.Queue, cfg.segment()+100, first); t >= 0 {
 		spans = append(spans, span{t, end, "after the first drain of the bottleneck queue to " + until})
 	}
 	for _, s := range res.Queue {

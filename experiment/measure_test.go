@@ -37,7 +37,7 @@ func TestMeasureWindowAfterDrain(t *testing.T) {
 		res.Delivered = append(res.Delivered, DeliveredSample{T: clock.Time(i * 1000), Bytes: uint64(i * 1000)})
 	}
 	last := clock.Time(6000)
-	drain := firstDrain(res.Queue, 1100)
+	drain := firstDrain(res.Queue, 1100, last)
 	if drain != 4000 {
 		t.Fatalf("first drain at %d ns, want 4000", drain)
 	}
@@ -50,6 +50,28 @@ func TestMeasureWindowAfterDrain(t *testing.T) {
 	}
 	if m.FlowsFinished != 1 || m.FlowsTotal != 1 || m.Jain != 1 {
 		t.Errorf("%d of %d finished, Jain %v: want 1 of 1, 1", m.FlowsFinished, m.FlowsTotal, m.Jain)
+	}
+}
+
+// TestFirstDrainToStandingQueue: with more flows than the path's bandwidth-delay
+// product has packets, every flow at HPCC's minimum window, the queue settles at a
+// standing level above one packet and never drains to it while the flows run. By
+// hand: queue 0, 9000, 5000, 2300, 2400, 1200, 2400, 0 at 0…7 µs, the first flow done
+// at 6 µs: from the peak to 6 µs the queue holds 9000, 5000, 2300, 2400, 1200, 2400,
+// lower quartile (the second of six) 2300, first reached at 3 µs — not the 0 at 7 µs, after the
+// flows finished, that a 1100-byte level waits for. A queue that empties while the
+// flows run keeps the 1100-byte level: 0, 9000, 4000, 0, 0 drains at 3 µs.
+func TestFirstDrainToStandingQueue(t *testing.T) {
+	q := queueSeries([]int{0, 9000, 5000, 2300, 2400, 1200, 2400, 0}, make([]uint64, 8))
+	if got := firstDrain(q, 1100, 6000); got != 3000 {
+		t.Errorf("first drain at %d ns, want 3000 (the standing 2300 B)", got)
+	}
+	q = queueSeries([]int{0, 9000, 4000, 0, 0}, make([]uint64, 5))
+	if got := firstDrain(q, 1100, 4000); got != 3000 {
+		t.Errorf("first drain at %d ns, want 3000 (the queue's 0)", got)
+	}
+	if got := firstDrain(q[:1], 1100, 6000); got != -1 {
+		t.Errorf("a queue that never exceeds the level drains at %d, want -1", got)
 	}
 }
 

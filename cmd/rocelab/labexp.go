@@ -96,8 +96,15 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		return nil, err
 	}
 	writeBW := filepath.Join(filepath.Dir(self), "write_bw")
+	// -e: the apps sleep on completion events between completions instead of
+	// spinning, so that on a machine of few cores the lab's loops get the CPU the
+	// experiment measures (ROCELAB_LAB_POLL=1 keeps perftest's default busy polling).
+	events := []string{"-e"}
+	if os.Getenv("ROCELAB_LAB_POLL") != "" {
+		events = nil
+	}
 	app := func(args ...string) *exec.Cmd {
-		c := exec.Command(writeBW, append([]string{"-x", "1", "-s", size, "-n", fmt.Sprint(iters)}, args...)...)
+		c := exec.Command(writeBW, append(append([]string{"-x", "1", "-s", size, "-n", fmt.Sprint(iters)}, events...), args...)...)
 		c.Env = os.Environ()
 		return c
 	}

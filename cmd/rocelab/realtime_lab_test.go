@@ -19,7 +19,7 @@ import (
 
 // writeTopology writes a star of hosts around s1, every link at rate with 10 µs of
 // delay, and returns the file's path.
-func writeTopology(t *testing.T, hosts int, rate, telemetry, cc string) string {
+func writeTopology(t testing.TB, hosts int, rate, telemetry, cc string) string {
 	t.Helper()
 	y := fmt.Sprintf("telemetry: %s\ncongestion_control: %s\nhosts:\n", telemetry, cc)
 	for i := 1; i <= hosts; i++ {
@@ -105,29 +105,8 @@ func TestLabRealTimeIncastTwin(t *testing.T) {
 		t.Skip("real-time lab: not under the race detector, which slows the loops below real time")
 	}
 	needQuietMachine(t)
-	c := newCLI(t)
-	if out, err := exec.Command("go", "build", "-o", filepath.Dir(c.bin)+"/", "../write_bw").CombinedOutput(); err != nil {
-		t.Fatalf("go build write_bw: %v\n%s", err, out)
-	}
-	name := labName("twin")
-	c.run("up", "-f", writeTopology(t, 3, "1G", "int", "hpcc"), "--name", name)
-	defer c.run("down", name)
-	args := []string{"experiment", "incast", "--senders", "2", "--flow-size", "4MiB", "--json"}
-	var lab, virt experiment.JSON
-	for _, x := range []struct {
-		into  *experiment.JSON
-		extra []string
-	}{
-		{&lab, []string{"--lab", name, "--out", t.TempDir()}},
-		{&virt, []string{"--link-rate", "1G", "--link-delay", "10us", "--mode", "probe", "--telemetry", "int", "--out", t.TempDir()}},
-	} {
-		if err := json.Unmarshal([]byte(c.run(append(args, x.extra...)...)), x.into); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lab, virt := labIncastTwin(t, newCLI(t), "1G", 2)
 	lm, vm := lab.Metrics, virt.Metrics
-	t.Logf("lab: utilization %.3f, mean queue %.0f B, Jain %.4f; virtual: %.3f, %.0f B, %.4f",
-		lm.Utilization, lm.MeanQueue, lm.Jain, vm.Utilization, vm.MeanQueue, vm.Jain)
 	if math.Abs(lm.Utilization/vm.Utilization-1) > 0.1 {
 		t.Errorf("utilization %.3f in the lab, %.3f in virtual time: more than 10%% apart", lm.Utilization, vm.Utilization)
 	}
@@ -140,6 +119,63 @@ func TestLabRealTimeIncastTwin(t *testing.T) {
 		vr := float64(virt.Flows[i].Size) / float64(virt.Flows[i].FCTNs)
 		if math.Abs(lr/vr-1) > 0.1 {
 			t.Errorf("flow %d: %.3f Gb/s in the lab, %.3f Gb/s in virtual time", i, 8*lr, 8*vr)
+		}
+	}
+}
+
+// labIncastTwin runs an N:1 incast (4 MiB per sender, HPCC with a probe per RTT, INT)
+// in a lab of N+1 hosts around one switch at rate with 10 µs links — real write_bw
+// processes sampled by `rocelab experiment incast --lab` — and the same incast in
+// virtual time with the lab's parameters, and returns both summaries.
+func labIncastTwin(tb testing.TB, c *cli, rate string, senders int) (lab, virt experiment.JSON) {
+	tb.Helper()
+	if out, err := exec.Command("go", "build", "-o", filepath.Dir(c.bin)+"/", "../write_bw").CombinedOutput(); err != nil {
+		tb.Fatalf("go build write_bw: %v\n%s", err, out)
+	}
+	name := labName("twin")
+	c.run("up", "-f", writeTopology(tb, senders+1, rate, "int", "hpcc"), "--name", name)
+	defer c.run("down", name)
+	args := []string{"experiment", "incast", "--senders", fmt.Sprint(senders), "--flow-size", "4MiB", "--json"}
+	for _, x := range []struct {
+		into  *experiment.JSON
+		extra []string
+	}{
+		{&lab, []string{"--lab", name, "--out", tb.TempDir()}},
+		{&virt, []string{"--link-rate", rate, "--link-delay", "10us", "--mode", "probe", "--telemetry", "int", "--out", tb.TempDir()}},
+	} {
+		if err := json.Unmarshal([]byte(c.run(append(args, x.extra...)...)), x.into); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	lm, vm := lab.Metrics, virt.Metrics
+	tb.Logf("%s %d:1: lab: utilization %.3f, mean queue %.0f B, Jain %.4f; virtual: %.3f, %.0f B, %.4f",
+		rate, senders, lm.Utilization, lm.MeanQueue, lm.Jain, vm.Utilization, vm.MeanQueue, vm.Jain)
+	return lab, virt
+}
+
+// BenchmarkLabIncastTwin runs the lab incast of TestLabRealTimeIncastTwin at 1 and
+// 10 Gb/s with 2 and 4 senders, and reports the lab's bottleneck utilization,
+// time-averaged queue and Jain's index next to its virtual-time twin's from the same
+// run (root: it starts labs).
+func BenchmarkLabIncastTwin(b *testing.B) {
+	if raceEnabled {
+		b.Skip("real-time lab: not under the race detector")
+	}
+	c := newCLI(b)
+	for _, rate := range []string{"1G", "10G"} {
+		for _, n := range []int{2, 4} {
+			b.Run(fmt.Sprintf("%s/%d:1", rate, n), func(b *testing.B) {
+				var lab, virt experiment.JSON
+				for b.Loop() {
+					lab, virt = labIncastTwin(b, c, rate, n)
+				}
+				b.ReportMetric(lab.Metrics.Utilization, "lab-util")
+				b.ReportMetric(virt.Metrics.Utilization, "virt-util")
+				b.ReportMetric(lab.Metrics.MeanQueue, "lab-queue-B")
+				b.ReportMetric(virt.Metrics.MeanQueue, "virt-queue-B")
+				b.ReportMetric(lab.Metrics.Jain, "lab-jain")
+				b.ReportMetric(virt.Metrics.Jain, "virt-jain")
+			})
 		}
 	}
 }
