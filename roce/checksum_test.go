@@ -87,3 +87,31 @@ func TestIPv4ChecksumRFC1071(t *testing.T) {
 		}
 	}
 }
+
+// TestIPv4AdjustChecksum: after any change of one 16-bit word of a header whose
+// checksum is right, the incremental update (RFC 1624) equals the checksum summed
+// again, for every word the codecs change (TOS, total length, TTL and protocol).
+func TestIPv4AdjustChecksum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 200000 {
+		h := make(IPv4, IPv4MinSize)
+		for j := range h {
+			h[j] = byte(rng.Uint32())
+		}
+		h[0] = 0x45
+		if i%1000 == 0 { // headers whose sum is all ones or all zeros but for one word
+			clear(h[1:])
+		}
+		h.UpdateChecksum()
+		off := []int{0, 2, 8}[i%3]
+		old := binary.BigEndian.Uint16(h[off:])
+		binary.BigEndian.PutUint16(h[off:], uint16(rng.Uint32()))
+		if off == 0 {
+			h[0] = 0x45
+		}
+		h.AdjustChecksum(off, old)
+		if got, want := h.Checksum(), h.CalculateChecksum(); got != want {
+			t.Fatalf("header % x: word %d changed from %#04x: adjusted %#04x, summed %#04x", []byte(h), off, old, got, want)
+		}
+	}
+}

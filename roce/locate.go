@@ -177,8 +177,9 @@ func (l *Layout) SetDSCP(frame []byte, dscp uint8) {
 		return
 	}
 	h := IPv4(frame[l.L3:])
+	old := binary.BigEndian.Uint16(h)
 	h.SetTOS(dscp, h.ECN())
-	h.UpdateChecksum()
+	h.AdjustChecksum(0, old)
 }
 
 // TTL returns the IPv4 TTL or IPv6 hop limit.
@@ -205,8 +206,9 @@ func (l *Layout) SetProto(frame []byte, p uint8) {
 		return
 	}
 	h := IPv4(frame[l.L3:])
+	old := binary.BigEndian.Uint16(h[8:])
 	h.SetProtocol(p)
-	h.UpdateChecksum()
+	h.AdjustChecksum(8, old)
 }
 
 // AddIPLength adds delta bytes to the IP length field (and fixes the IPv4 checksum).
@@ -218,8 +220,9 @@ func (l *Layout) AddIPLength(frame []byte, delta int) {
 		return
 	}
 	h := IPv4(frame[l.L3:])
+	old := binary.BigEndian.Uint16(h[2:])
 	h.SetTotalLen(h.TotalLen() + delta)
-	h.UpdateChecksum()
+	h.AdjustChecksum(2, old)
 }
 
 // UDPAt reports whether a UDP header starts at off and its length ends exactly where

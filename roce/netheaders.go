@@ -93,6 +93,18 @@ func (h IPv4) CalculateChecksum() uint16 {
 // UpdateChecksum recomputes and stores the header checksum.
 func (h IPv4) UpdateChecksum() { binary.BigEndian.PutUint16(h[10:], h.CalculateChecksum()) }
 
+// AdjustChecksum updates the header checksum after the 16-bit word at the even offset
+// off changed from old to what it holds now, without summing the header again
+// (RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m')). Telemetry codecs change a length, the
+// DSCP or the protocol of every frame they stamp, strip or request; a router's update
+// also keeps a wrong checksum wrong instead of making it right.
+func (h IPv4) AdjustChecksum(off int, old uint16) {
+	sum := uint32(^h.Checksum()) + uint32(^old) + uint32(binary.BigEndian.Uint16(h[off:]))
+	sum = sum&0xFFFF + sum>>16
+	sum = sum&0xFFFF + sum>>16
+	binary.BigEndian.PutUint16(h[10:], ^uint16(sum))
+}
+
 // IPv6Size is the size of the IPv6 fixed header.
 const IPv6Size = 40
 
