@@ -64,7 +64,7 @@ func (d *Device) receive(f *link.Frame) {
 		d.toHost(f)
 		return
 	}
-	d.receiveRoCE(f, b)
+	d.receiveRoCE(f, b, &l)
 }
 
 // toHost relays a frame the device does not terminate to the host's netdev.
@@ -87,7 +87,9 @@ const (
 	echoTelemetry
 )
 
-func (d *Device) receiveRoCE(f *link.Frame, b []byte) {
+// receiveRoCE runs steps 2–6 on a frame for one of the device's addresses; l is its
+// layout (roce.Locate).
+func (d *Device) receiveRoCE(f *link.Frame, b []byte, l *roce.Layout) {
 	kind := noTelemetry
 	st := &d.rxStack
 	st.N = 0
@@ -96,6 +98,9 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte) {
 			c    *codec
 			kind telemetryKind
 		}{{&d.tel.request, requestTelemetry}, {&d.tel.echo, echoTelemetry}} {
+			if !c.c.signalled(b, l) {
+				continue
+			}
 			present, bad := found(c.c.decode(b, st))
 			if bad {
 				d.stats.RxMalformed++
