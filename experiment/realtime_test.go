@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/rnic"
 )
 
@@ -44,7 +45,7 @@ func incastConfig(rate uint64, mode rnic.Mode, n int) Config {
 	cfg.Senders, cfg.LinkRate, cfg.CC = n, rate, mode
 	cfg.LinkDelay = 10 * cfg.LinkDelay
 	cfg.FlowSize = int(rate/8) * 40 / 1000 / n
-	cfg.ECN = SimECN(rate) // as the CLI scales it with --link-rate
+	cfg.ECN = fabric.SimECN(rate) // as the CLI scales it with --link-rate
 	return cfg
 }
 
