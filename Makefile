@@ -88,10 +88,11 @@ tidy-check:
 ## unit: the Go test suite with the race detector (fuzz seed corpora included), then
 ## without it what skips under -race: the real-time tests and the rxe interop suite (the
 ## detector slows their loops below real time), the data path's allocation tests (it
-## allocates) and the verbs-socket flood's memory check (its shadow memory grows)
+## allocates), the verbs-socket flood's memory check (its shadow memory grows) and the
+## experiments' golden output hashes (16 s under the detector, and it changes no output)
 unit:
 	$(GO) test -race -count=1 $(PKGS)
-	$(GO) test -count=1 -run 'RealTime' ./experiment/ ./cmd/rocelab/
+	$(GO) test -count=1 -run 'RealTime|^TestGoldenOutputs$$' ./experiment/ ./cmd/rocelab/
 	@# -v streams each interop case as it passes or fails (70 cases, ~6.5 min in all)
 	$(GO) test -count=1 -timeout 30m -v -run 'TestInteropRXE' ./conformance/interop/
 	$(GO) test -count=1 -run '^(TestDataPathAllocs|TestDataPathAllocatesNothing|TestFlood.*)$$' ./rnic/ ./rnic/verbs/
