@@ -158,7 +158,7 @@ static struct rl_cm_id *new_id(struct rl_cm_channel *c, uint32_t h, void *contex
 	x->id.context = context;
 	x->id.ps = ps;
 	x->id.port_num = 1;
-	x->id.qp_type = IBV_QPT_RC;
+	x->id.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
 	pthread_mutex_lock(&c->mu);
 	x->next = c->ids;
 	c->ids = x;
@@ -173,8 +173,8 @@ int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, v
 		UNSUPPORTED("rdma_create_id without an event channel (synchronous identifiers)");
 		return fail(EOPNOTSUPP);
 	}
-	if (ps != RDMA_PS_TCP) { /* the CM agent connects RC QPs only (no SIDR for UD) */
-		UNSUPPORTED("rdma_create_id for a port space other than RDMA_PS_TCP");
+	if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP) { /* RC connections, UD through SIDR */
+		UNSUPPORTED("rdma_create_id for a port space other than RDMA_PS_TCP and RDMA_PS_UDP");
 		return fail(EOPNOTSUPP);
 	}
 	struct rl_cm_channel *c = cm_channel(channel);
@@ -343,15 +343,25 @@ __be16 rdma_get_dst_port(struct rdma_cm_id *id)
 
 /* ---- QPs ---- */
 
-/* init_qp moves a new QP to INIT as librdmacm does, with the access the CM agent
- * gives the QPs it moves itself (rnic/cm.go initQP): the peer's RDMA READ and WRITE
- * (rping) need it, since the agent sets no access flags at RTR. */
-static int init_qp(struct ibv_qp *qp)
+/* init_qp moves a new QP as librdmacm does: an RC QP to INIT, with the access the
+ * CM agent gives the QPs it moves itself (rnic/cm.go initQP): the peer's RDMA READ
+ * and WRITE (rping) need it, since the agent sets no access flags at RTR. A UD QP
+ * goes on to RTS at once with rdma_cm's UDP Q_Key (ucma_init_ud_qp): SIDR only tells
+ * the peer its QPN. */
+static int init_qp(struct rdma_cm_id *id, struct ibv_qp *qp)
 {
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-						   IBV_ACCESS_REMOTE_ATOMIC};
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT};
+	int mask, err = rdma_init_qp_attr(id, &a, &mask) ? errno : 0;
+	if (!err)
+		err = ibv_modify_qp(qp, &a, mask);
+	if (err || qp->qp_type != IBV_QPT_UD)
+		return err;
+	a.qp_state = IBV_QPS_RTR;
+	if ((err = ibv_modify_qp(qp, &a, IBV_QP_STATE)))
+		return err;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
 }
 
 int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
@@ -360,8 +370,8 @@ int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
 		UNSUPPORTED("rdma_create_qp without CQs (the library creating them)");
 		return fail(EOPNOTSUPP);
 	}
-	if (attr->qp_type != IBV_QPT_RC) {
-		UNSUPPORTED("rdma_create_qp of a QP type other than RC");
+	if (attr->qp_type != id->qp_type) {
+		UNSUPPORTED("rdma_create_qp of a QP type other than the port space's (RC for RDMA_PS_TCP, UD for RDMA_PS_UDP)");
 		return fail(EOPNOTSUPP);
 	}
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
@@ -373,7 +383,7 @@ int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
 	struct ibv_qp *qp = ibv_create_qp_ex(id->verbs, attr);
 	if (!qp)
 		return -1;
-	int err = init_qp(qp);
+	int err = init_qp(id, qp);
 	if (err) {
 		ibv_destroy_qp(qp);
 		return fail(err);
@@ -415,6 +425,11 @@ int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *q
 	}
 	qp_attr->pkey_index = 0;
 	qp_attr->port_num = 1;
+	if (id->qp_type == IBV_QPT_UD) { /* cma_ib_init_qp_attr */
+		qp_attr->qkey = RDMA_UDP_QKEY;
+		*qp_attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+		return 0;
+	}
 	qp_attr->qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 	*qp_attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
 	return 0;
@@ -469,13 +484,14 @@ int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 	static const struct rdma_conn_param dflt = {
 		.responder_resources = RDMA_MAX_RESP_RES, .initiator_depth = RDMA_MAX_INIT_DEPTH,
 		.retry_count = 7, .rnr_retry_count = 7};
-	/* 92 bytes of a REQ's private data, less the CMA header */
-	return connecting(id, RL_OP_CM_CONNECT, conn_param, &dflt, 56);
+	/* a REQ's 92 bytes of private data or a SIDR_REQ's 216, less the CMA header */
+	return connecting(id, RL_OP_CM_CONNECT, conn_param, &dflt, id->ps == RDMA_PS_UDP ? 180 : 56);
 }
 
 int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
-	return connecting(id, RL_OP_CM_ACCEPT, conn_param, &cm_id(id)->offer, 196);
+	/* a REP's private data, or a SIDR_REP's */
+	return connecting(id, RL_OP_CM_ACCEPT, conn_param, &cm_id(id)->offer, id->ps == RDMA_PS_UDP ? 136 : 196);
 }
 
 int rdma_reject(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
@@ -504,6 +520,44 @@ static struct rl_cm_id *find_id(struct rl_cm_channel *c, uint32_t h)
 		;
 	pthread_mutex_unlock(&c->mu);
 	return x;
+}
+
+/* sgid_index is the index of gid's RoCEv2 entry in the port's GID table (the AH of
+ * a UD event names its source GID by index, as the kernel's). */
+static uint8_t sgid_index(struct ibv_context *c, const union ibv_gid *gid)
+{
+	struct ibv_port_attr pa;
+	struct ibv_gid_entry g;
+	if (ibv_query_port(c, 1, &pa))
+		return 0;
+	for (int i = 0; i < pa.gid_tbl_len; i++)
+		if (ibv_query_gid_ex(c, 1, i, &g, 0) == 0 && g.gid_type == IBV_GID_TYPE_ROCE_V2 &&
+		    memcmp(g.gid.raw, gid->raw, 16) == 0)
+			return i;
+	return 0;
+}
+
+/* ud_event fills the UD parameters of an event of an RDMA_PS_UDP identifier
+ * (ucma_copy_ud_event): the private data, and for ESTABLISHED the SIDR_REP's QPN and
+ * Q_Key and the address handle of the route, as the kernel builds it from the path:
+ * global, the resolved GIDs, the flow label of the ports, hop limit 64. */
+static void ud_event(struct rdma_cm_id *id, const struct rl_cm_event *w, struct rdma_cm_event *e,
+		     const void *private_data, uint8_t private_data_len)
+{
+	struct rdma_ud_param *u = &e->param.ud;
+	memset(u, 0, sizeof(*u));
+	u->private_data = private_data;
+	u->private_data_len = private_data_len;
+	if (w->type != RDMA_CM_EVENT_ESTABLISHED)
+		return;
+	u->qp_num = w->remote_qpn;
+	u->qkey = w->qkey;
+	u->ah_attr.is_global = 1;
+	u->ah_attr.port_num = id->port_num;
+	u->ah_attr.grh.dgid = id->route.addr.addr.ibaddr.dgid;
+	u->ah_attr.grh.sgid_index = sgid_index(id->verbs, &id->route.addr.addr.ibaddr.sgid);
+	u->ah_attr.grh.flow_label = w->flow_label;
+	u->ah_attr.grh.hop_limit = 64;
 }
 
 int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
@@ -558,6 +612,8 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 	p->retry_count = w->param.retry_count;
 	p->rnr_retry_count = w->param.rnr_retry_count;
 	p->qp_num = w->qpn;
+	if (x->id.ps == RDMA_PS_UDP)
+		ud_event(&x->id, w, &e->ev, pdlen ? e->private_data : NULL, pdlen);
 	if (w->type == RDMA_CM_EVENT_CONNECT_REQUEST) {
 		x->offer = *p;
 		x->offer.private_data = NULL;
@@ -598,7 +654,7 @@ const char *rdma_event_str(enum rdma_cm_event_type event)
 	return "UNKNOWN EVENT";
 }
 
-/* ---- rdma_getaddrinfo: the system resolver's answer as one RC/TCP-port-space entry ---- */
+/* ---- rdma_getaddrinfo: the system resolver's answer as one entry of the hints' port space (TCP by default) ---- */
 
 int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
 		     struct rdma_addrinfo **res)
@@ -612,8 +668,8 @@ int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_ad
 			UNSUPPORTED("rdma_getaddrinfo with RAI_FAMILY");
 			return EAI_BADFLAGS;
 		}
-		if (hints->ai_port_space && hints->ai_port_space != RDMA_PS_TCP) {
-			UNSUPPORTED("rdma_getaddrinfo for a port space other than RDMA_PS_TCP");
+		if (hints->ai_port_space && hints->ai_port_space != RDMA_PS_TCP && hints->ai_port_space != RDMA_PS_UDP) {
+			UNSUPPORTED("rdma_getaddrinfo for a port space other than RDMA_PS_TCP and RDMA_PS_UDP");
 			return EAI_SERVICE;
 		}
 	}
@@ -631,8 +687,8 @@ int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_ad
 	memcpy(sa, ai->ai_addr, ai->ai_addrlen);
 	r->ai_flags = hints ? hints->ai_flags : 0;
 	r->ai_family = ai->ai_family;
-	r->ai_qp_type = IBV_QPT_RC;
-	r->ai_port_space = RDMA_PS_TCP;
+	r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
+	r->ai_qp_type = r->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
 	if (r->ai_flags & RAI_PASSIVE) {
 		r->ai_src_addr = sa;
 		r->ai_src_len = ai->ai_addrlen;

@@ -33,7 +33,7 @@ struct RL_PACKED rl_cm_addr {
 
 struct RL_PACKED rl_cm_create_id {
 	uint32_t channel;
-	uint16_t port_space; /* RDMA_PS_TCP (0x0106) only */
+	uint16_t port_space; /* RDMA_PS_TCP (0x0106) or RDMA_PS_UDP (0x0111) */
 	uint16_t pad;
 };
 
@@ -73,10 +73,11 @@ struct RL_PACKED rl_cm_event {
 	struct rl_cm_addr local, remote;
 	uint32_t qpn;
 	struct rl_cm_conn_param param;
+	uint32_t remote_qpn, qkey, flow_label; /* RDMA_PS_UDP's ESTABLISHED: the SIDR_REP's */
 };
 
 _Static_assert(sizeof(struct rl_cm_addr) == 20, "cm addr");
 _Static_assert(sizeof(struct rl_cm_conn_param) == 204, "cm conn param");
-_Static_assert(sizeof(struct rl_cm_event) == 264, "cm event");
+_Static_assert(sizeof(struct rl_cm_event) == 276, "cm event");
 
 #endif

@@ -26,6 +26,11 @@ import (
 //	Disconnect   ---------- DREQ --------->  Disconnected
 //	Disconnected <--------- DREP ----------  Disconnect
 //
+// In the UDP port space (UD QPs, udaddy) a connection is one exchange, service ID
+// resolution (IBTA 12.11): Connect sends a SIDR_REQ, Accept answers with a SIDR_REP
+// naming its UD QP and the Q_Key, and the active side reports Established with them;
+// the passive side reports nothing more, as the kernel's rdma_cm.
+//
 // The agent drives the QPs itself, with the values the kernel's CM and librdmacm
 // negotiate (cm_init_qp_*_attr): each side's Starting PSN is its receive PSN, the
 // peer's is its send PSN; responder resources and initiator depth are exchanged
@@ -82,6 +87,10 @@ type CMEvent struct {
 	// Param is the peer's offer (ConnectRequest, Established on the active side,
 	// Rejected: its private data).
 	Param CMConnParam
+	// RemoteQPN and QKey are the peer's UD QP and its Q_Key (Established of a UDP
+	// identifier: the SIDR_REP's).
+	RemoteQPN roce.QPN
+	QKey      uint32
 }
 
 // MaxCMRetries is how often the agent resends an unanswered REQ, REP or DREQ.
@@ -98,6 +107,7 @@ const (
 	// addrRetry is how often address resolution looks for the neighbour's MAC.
 	addrRetry   = time.Millisecond
 	errTimedOut = -110 // -ETIMEDOUT
+	errInvalid  = -22  // -EINVAL
 	// Ephemeral ports, as Linux's ip_local_port_range.
 	portLow, portHigh = 32768, 60999
 )
@@ -117,6 +127,8 @@ const (
 	cmDreqSent
 	cmDreqRcvd
 	cmTimeWait
+	cmSIDRReqSent
+	cmSIDRReqRcvd
 	cmDestroyed
 )
 
@@ -124,6 +136,7 @@ const (
 type CMID struct {
 	dev      *Device
 	handler  func(CMEvent)
+	ps       cm.PortSpace
 	state    cmState
 	local    netip.AddrPort
 	remote   netip.AddrPort
@@ -156,6 +169,21 @@ func (id *CMID) Remote() netip.AddrPort { return id.remote }
 
 // QP returns the QP the identifier connects.
 func (id *CMID) QP() *QP { return id.qp }
+
+// PortSpace returns the identifier's port space.
+func (id *CMID) PortSpace() cm.PortSpace { return id.ps }
+
+// FlowLabel returns the flow label of the identifier's path (zero before Connect or
+// a connection request): rdma_cm's hash of the two ports.
+func (id *CMID) FlowLabel() uint32 { return id.flowLabel }
+
+// qpType is the QP type of the identifier's port space.
+func (id *CMID) qpType() qp.Type {
+	if id.ps == cm.PortSpaceUDP {
+		return qp.UD
+	}
+	return qp.RC
+}
 
 // cmAgent is the device's connection manager.
 type cmAgent struct {
@@ -200,13 +228,17 @@ func (a *cmAgent) flush() {
 	}
 }
 
-// CreateCMID creates a communication identifier whose events go to handler, on the
-// device's loop (rdma_create_id in the TCP port space).
-func (d *Device) CreateCMID(handler func(CMEvent)) (*CMID, error) {
-	if handler == nil {
+// CreateCMID creates a communication identifier of port space ps (TCP: RC
+// connections; UDP: UD QPs through SIDR) whose events go to handler, on the device's
+// loop (rdma_create_id).
+func (d *Device) CreateCMID(ps cm.PortSpace, handler func(CMEvent)) (*CMID, error) {
+	switch {
+	case handler == nil:
 		return nil, errorf(ErrInvalidArgument, "CM identifier needs an event handler")
+	case ps != cm.PortSpaceTCP && ps != cm.PortSpaceUDP:
+		return nil, errorf(ErrNotSupported, "port space %#x: the CM agent serves RDMA_PS_TCP and RDMA_PS_UDP", uint16(ps))
 	}
-	id := &CMID{dev: d, handler: handler}
+	id := &CMID{dev: d, handler: handler, ps: ps}
 	id.timer = d.loop.NewTimer(id.onTimer)
 	return id, nil
 }
@@ -222,6 +254,8 @@ func (d *Device) DestroyCMID(id *CMID) error {
 		id.sendDREQ()
 	case cmReqRcvd:
 		id.reject(cm.RejConsumerDefined, nil)
+	case cmSIDRReqRcvd:
+		id.sendSIDRREP(cm.SIDRRejected, 0, nil)
 	}
 	id.timer.Stop()
 	d.cm.release(id)
@@ -329,31 +363,44 @@ func (d *Device) ResolveRoute(id *CMID) error {
 	return nil
 }
 
-// Connect sends a connection request for x, an RC QP of the device, to the resolved
-// peer (rdma_connect). The outcome is Established, Rejected or Unreachable.
+// Connect sends a connection request for x, a QP of the device of the identifier's
+// port space's type, to the resolved peer (rdma_connect). The outcome is Established,
+// Rejected or Unreachable.
 func (d *Device) Connect(id *CMID, x *QP, p CMConnParam) error {
+	maxPrivate := cm.REQPrivateDataSize - cm.CMAHeaderSize
+	if id.ps == cm.PortSpaceUDP {
+		maxPrivate = cm.SIDRREQPrivateDataSize - cm.CMAHeaderSize
+	}
 	switch {
 	case id.dev != d || id.state != cmRouteResolved:
 		return errorf(ErrInvalidArgument, "connect: route not resolved")
-	case x == nil || x.dev != d || x.q.Type() != qp.RC:
-		return errorf(ErrInvalidArgument, "connect: needs an RC QP of %s", d.cfg.Name)
-	case len(p.PrivateData) > cm.REQPrivateDataSize-cm.CMAHeaderSize:
-		return errorf(ErrInvalidArgument, "connect: %d bytes of private data, at most %d", len(p.PrivateData), cm.REQPrivateDataSize-cm.CMAHeaderSize)
+	case x == nil || x.dev != d || x.q.Type() != id.qpType():
+		return errorf(ErrInvalidArgument, "connect: needs a %v QP of %s", id.qpType(), d.cfg.Name)
+	case len(p.PrivateData) > maxPrivate:
+		return errorf(ErrInvalidArgument, "connect: %d bytes of private data, at most %d", len(p.PrivateData), maxPrivate)
+	}
+	id.flowLabel = (uint32(id.local.Port())*31 + uint32(id.remote.Port())) & 0xFFFFF
+	if id.ps == cm.PortSpaceUDP {
+		id.qp = x
+		id.newRequest()
+		m := id.message(cm.AttrSIDRREQ)
+		cm.SIDRREQ(m).Encode(id.localComm, roce.DefaultPKey, cm.IPServiceID(cm.PortSpaceUDP, id.remote.Port()))
+		if err := id.putCMAHeader(cm.SIDRREQ(m).PrivateData(), p.PrivateData); err != nil {
+			return err
+		}
+		id.state = cmSIDRReqSent
+		id.send(true)
+		return nil
 	}
 	if err := id.initQP(x); err != nil {
 		return err
 	}
-	a := &d.cm
 	id.qp = x
-	id.localComm = a.newCommID()
-	a.ids[id.localComm] = id
-	id.tid = a.nextTID
-	a.nextTID++
+	id.newRequest()
 	id.rqPSN = roce.PSN(d.loop.Rand().Uint32() & roce.PSNMask)
 	id.mtu = roce.MTUForLinkMTU(d.cfg.Link.MTU())
 	id.param = p
 	id.param.PrivateData = nil
-	id.flowLabel = (uint32(id.local.Port())*31 + uint32(id.remote.Port())) & 0xFFFFF
 	m := id.message(cm.AttrREQ)
 	r := cm.REQ(m)
 	mtuEnum := uint8(id.mtu.Enum())
@@ -370,27 +417,56 @@ func (d *Device) Connect(id *CMID, x *QP, p CMConnParam) error {
 			HopLimit: roce.DefaultTTL, LocalACKTimeout: localACKTimeout(),
 		},
 	})
-	pd := r.PrivateData()
-	clear(pd)
-	if err := cm.CMAHeader(pd).Encode(id.local.Addr(), id.local.Port(), id.remote.Addr()); err != nil {
-		return errorf(ErrInvalidArgument, "connect: %v", err)
+	if err := id.putCMAHeader(r.PrivateData(), p.PrivateData); err != nil {
+		return err
 	}
-	copy(pd[cm.CMAHeaderSize:], p.PrivateData)
 	id.state = cmReqSent
 	id.send(true)
 	return nil
 }
 
-// Accept answers a ConnectRequest with x, an RC QP of the device (rdma_accept): the
-// QP goes to RTR and RTS and a REP leaves. The outcome is Established (the RTU).
+// newRequest gives id, about to send a REQ or SIDR_REQ, its communication ID (a
+// SIDR_REQ's request ID) and transaction ID.
+func (id *CMID) newRequest() {
+	a := &id.dev.cm
+	id.localComm = a.newCommID()
+	a.ids[id.localComm] = id
+	id.tid = a.nextTID
+	a.nextTID++
+}
+
+// putCMAHeader fills pd, a REQ's or SIDR_REQ's private data, with rdma_cm's header
+// and then the consumer's private data.
+func (id *CMID) putCMAHeader(pd, consumer []byte) error {
+	clear(pd)
+	if err := cm.CMAHeader(pd).Encode(id.local.Addr(), id.local.Port(), id.remote.Addr()); err != nil {
+		return errorf(ErrInvalidArgument, "connect: %v", err)
+	}
+	copy(pd[cm.CMAHeaderSize:], consumer)
+	return nil
+}
+
+// Accept answers a ConnectRequest with x, a QP of the device of the identifier's
+// port space's type (rdma_accept). An RC QP goes to RTR and RTS and a REP leaves; the
+// outcome is Established (the RTU). For a UD QP a SIDR_REP leaves with its QPN and
+// the Q_Key, and that is all (the QP is the consumer's to bring to RTS).
 func (d *Device) Accept(id *CMID, x *QP, p CMConnParam) error {
+	maxPrivate := cm.REPPrivateDataSize
+	if id.ps == cm.PortSpaceUDP {
+		maxPrivate = cm.SIDRREPPrivateDataSize
+	}
 	switch {
-	case id.dev != d || id.state != cmReqRcvd:
+	case id.dev != d || id.state != cmReqRcvd && id.state != cmSIDRReqRcvd:
 		return errorf(ErrInvalidArgument, "accept: no connection request pending")
-	case x == nil || x.dev != d || x.q.Type() != qp.RC:
-		return errorf(ErrInvalidArgument, "accept: needs an RC QP of %s", d.cfg.Name)
-	case len(p.PrivateData) > cm.REPPrivateDataSize:
-		return errorf(ErrInvalidArgument, "accept: %d bytes of private data, at most %d", len(p.PrivateData), cm.REPPrivateDataSize)
+	case x == nil || x.dev != d || x.q.Type() != id.qpType():
+		return errorf(ErrInvalidArgument, "accept: needs a %v QP of %s", id.qpType(), d.cfg.Name)
+	case len(p.PrivateData) > maxPrivate:
+		return errorf(ErrInvalidArgument, "accept: %d bytes of private data, at most %d", len(p.PrivateData), maxPrivate)
+	}
+	if id.ps == cm.PortSpaceUDP {
+		id.qp = x
+		id.sendSIDRREP(cm.SIDRValid, x.QPN(), p.PrivateData)
+		return nil
 	}
 	if err := id.initQP(x); err != nil {
 		return err
@@ -421,8 +497,15 @@ func (d *Device) Accept(id *CMID, x *QP, p CMConnParam) error {
 // Reject refuses a ConnectRequest with a REJ of reason "consumer defined" carrying
 // privateData (rdma_reject).
 func (d *Device) Reject(id *CMID, privateData []byte) error {
-	if id.dev != d || id.state != cmReqRcvd {
+	if id.dev != d || id.state != cmReqRcvd && id.state != cmSIDRReqRcvd {
 		return errorf(ErrInvalidArgument, "reject: no connection request pending")
+	}
+	if id.state == cmSIDRReqRcvd {
+		if len(privateData) > cm.SIDRREPPrivateDataSize {
+			return errorf(ErrInvalidArgument, "reject: %d bytes of private data, at most %d", len(privateData), cm.SIDRREPPrivateDataSize)
+		}
+		id.sendSIDRREP(cm.SIDRRejected, 0, privateData)
+		return nil
 	}
 	if len(privateData) > 148 {
 		return errorf(ErrInvalidArgument, "reject: %d bytes of private data, at most 148", len(privateData))
@@ -479,6 +562,26 @@ func (id *CMID) reject(reason uint16, privateData []byte) {
 	id.send(false)
 }
 
+// sendSIDRREP answers a SIDR_REQ with status (for SIDRValid: the UD QP qpn and
+// rdma_cm's UDP Q_Key) and private data. The request is then done: a retransmitted
+// SIDR_REQ is a new request, as with the kernel's CM.
+func (id *CMID) sendSIDRREP(status uint8, qpn roce.QPN, privateData []byte) {
+	m := id.message(cm.AttrSIDRREP)
+	var qkey uint32
+	if status == cm.SIDRValid {
+		qkey = cm.UDPQKey
+	}
+	r := cm.SIDRREP(m)
+	r.Encode(id.remoteComm, status, qpn, cm.IPServiceID(cm.PortSpaceUDP, id.local.Port()), qkey)
+	clear(r.PrivateData())
+	copy(r.PrivateData(), privateData)
+	id.send(false)
+	if id.localComm != 0 {
+		delete(id.dev.cm.ids, id.localComm)
+	}
+	id.state = cmIdle
+}
+
 // message starts the next message of id in id.sent: the MAD header.
 func (id *CMID) message(attr cm.AttributeID) cm.MAD {
 	m := cm.MAD(id.sent[:])
@@ -492,16 +595,31 @@ func (id *CMID) send(answered bool) {
 	id.dev.sendMAD(id.sent[:], id.local.Addr(), id.remote.Addr(), id.dstMAC)
 	if answered {
 		id.retries = 0
-		id.timer.Reset(id.dev.loop.Now().Add(cmTimeout()))
+		id.timer.Reset(id.dev.loop.Now().Add(id.answerTimeout()))
 	}
+}
+
+// answerTimeout is how long id waits for the answer to what it sent.
+func (id *CMID) answerTimeout() time.Duration {
+	if id.state == cmSIDRReqSent {
+		return sidrTimeout()
+	}
+	return cmTimeout()
 }
 
 // cmTimeout is how long the kernel's CM waits for an answer: twice the packet
 // lifetime plus the peer's CM response time (cm_convert_to_ms).
 func cmTimeout() time.Duration {
-	ms := func(t int) time.Duration { return time.Duration(1<<max(t-8, 0)) * time.Millisecond }
-	return 2*ms(roceLifetime) + ms(cmResponseTimeout)
+	return 2*cmTimeUnits(roceLifetime) + cmTimeUnits(cmResponseTimeout)
 }
+
+// sidrTimeout is how long the kernel's rdma_cm waits for a SIDR_REP: the CM response
+// time alone (cma_resolve_ib_udp's timeout_ms).
+func sidrTimeout() time.Duration { return cmTimeUnits(cmResponseTimeout) }
+
+// cmTimeUnits converts an IB timeout exponent (4.096 µs × 2^t) to the kernel's
+// rounded milliseconds.
+func cmTimeUnits(t int) time.Duration { return time.Duration(1<<max(t-8, 0)) * time.Millisecond }
 
 // localACKTimeout is cm_ack_timeout(rxe's ACK delay, RoCE's packet lifetime).
 func localACKTimeout() uint8 {
@@ -524,7 +642,7 @@ func (id *CMID) onTimer() {
 	case cmAddrQuery:
 		id.resolveAddr()
 		return
-	case cmReqSent, cmRepSent, cmDreqSent:
+	case cmReqSent, cmRepSent, cmDreqSent, cmSIDRReqSent:
 	default:
 		return
 	}
@@ -532,10 +650,13 @@ func (id *CMID) onTimer() {
 		id.retries++
 		id.dev.stats.CMRetries++
 		id.dev.sendMAD(id.sent[:], id.local.Addr(), id.remote.Addr(), id.dstMAC)
-		id.timer.Reset(id.dev.loop.Now().Add(cmTimeout()))
+		id.timer.Reset(id.dev.loop.Now().Add(id.answerTimeout()))
 		return
 	}
 	switch id.state {
+	case cmSIDRReqSent: // no REJ in SIDR: the request just ends
+		id.state = cmIdle
+		id.dev.cm.post(CMEvent{Type: CMEventUnreachable, ID: id, Status: errTimedOut})
 	case cmReqSent, cmRepSent:
 		id.reject(cm.RejTimeout, nil)
 		id.errorQP()
@@ -600,6 +721,12 @@ func (a *cmAgent) receive(m cm.MAD, src, dst netip.Addr, srcMAC [6]byte, _ roce.
 	switch m.AttributeID() {
 	case cm.AttrREQ:
 		a.receiveREQ(cm.REQ(m), src.Unmap(), dst.Unmap(), srcMAC)
+		return
+	case cm.AttrSIDRREQ:
+		a.receiveSIDRREQ(cm.SIDRREQ(m), src.Unmap(), dst.Unmap(), srcMAC)
+		return
+	case cm.AttrSIDRREP:
+		a.receiveSIDRREP(cm.SIDRREP(m))
 		return
 	case cm.AttrREP, cm.AttrRTU, cm.AttrDREQ, cm.AttrDREP, cm.AttrREJ, cm.AttrMRA:
 	default:
@@ -744,4 +871,62 @@ func (id *CMID) receiveREP(r cm.REP) {
 	id.dev.cm.post(CMEvent{Type: CMEventEstablished, ID: id, Param: CMConnParam{
 		PrivateData:        append([]byte(nil), r.PrivateData()...),
 		ResponderResources: r.ResponderResources(), InitiatorDepth: r.InitiatorDepth(), RNRRetryCount: r.RNRRetryCount()}})
+}
+
+// receiveSIDRREQ takes a UD consumer's service ID resolution request: a listener of
+// the UDP port space gets a ConnectRequest for a new identifier, which Accept or
+// Reject answers with a SIDR_REP. A request for a service nobody listens on is
+// answered "unsupported" and one without rdma_cm's header "rejected", as the
+// kernel's CM and rdma_cm do; a retransmitted request still pending is dropped.
+func (a *cmAgent) receiveSIDRREQ(r cm.SIDRREQ, src, dst netip.Addr, srcMAC [6]byte) {
+	for _, id := range a.ids {
+		if id.state == cmSIDRReqRcvd && id.remoteComm == r.RequestID() && id.remote.Addr() == src {
+			return
+		}
+	}
+	sid := r.ServiceID()
+	child := &CMID{dev: a.d, ps: cm.PortSpaceUDP, remote: netip.AddrPortFrom(src, 0),
+		local: netip.AddrPortFrom(dst, sid.Port()), dstMAC: srcMAC, tid: r.MAD().TransactionID(),
+		remoteComm: r.RequestID(), state: cmSIDRReqRcvd}
+	child.timer = a.d.loop.NewTimer(child.onTimer)
+	l := a.listeners[sid.Port()]
+	if sid.PortSpace() != cm.PortSpaceUDP || l == nil || l.ps != cm.PortSpaceUDP ||
+		!l.local.Addr().IsUnspecified() && l.local.Addr() != dst {
+		child.sendSIDRREP(cm.SIDRUnsupported, 0, nil)
+		return
+	}
+	hdr, err := cm.ParseCMAHeader(r.PrivateData())
+	if err != nil {
+		child.sendSIDRREP(cm.SIDRRejected, 0, nil)
+		return
+	}
+	child.remote = netip.AddrPortFrom(hdr.SrcAddr(), hdr.SrcPort())
+	child.flowLabel = (uint32(child.remote.Port())*31 + uint32(child.local.Port())) & 0xFFFFF
+	child.handler = l.handler
+	child.localComm = a.newCommID()
+	a.ids[child.localComm] = child
+	a.post(CMEvent{Type: CMEventConnectRequest, ID: child, Listener: l,
+		Param: CMConnParam{PrivateData: append([]byte(nil), r.PrivateData()[cm.CMAHeaderSize:]...)}})
+}
+
+// receiveSIDRREP ends a SIDR_REQ of ours: Established with the peer's QPN, Q_Key and
+// private data, or Unreachable with the status the peer answered.
+func (a *cmAgent) receiveSIDRREP(r cm.SIDRREP) {
+	id := a.ids[r.RequestID()]
+	if id == nil || id.state != cmSIDRReqSent {
+		a.d.stats.CMUnhandled++
+		return
+	}
+	id.timer.Stop()
+	id.state = cmIdle
+	e := CMEvent{Type: CMEventEstablished, ID: id, RemoteQPN: r.QPN(), QKey: r.QKey(),
+		Param: CMConnParam{PrivateData: append([]byte(nil), r.PrivateData()...)}}
+	switch {
+	case r.Status() != cm.SIDRValid:
+		e = CMEvent{Type: CMEventUnreachable, ID: id, Status: int(r.Status()),
+			Param: CMConnParam{PrivateData: e.Param.PrivateData}}
+	case r.QKey() != cm.UDPQKey: // the kernel's cma_set_qkey refuses another Q_Key
+		e = CMEvent{Type: CMEventAddrError, ID: id, Status: errInvalid}
+	}
+	a.post(e)
 }

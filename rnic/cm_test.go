@@ -96,7 +96,7 @@ func TestCMConnectSendDisconnect(t *testing.T) {
 	v, h1, h2, mads := cmPair(t)
 	client, server := newCMEnd(t, h1), newCMEnd(t, h2)
 	var accepted *CMID
-	listener, _ := h2.CreateCMID(func(e CMEvent) {
+	listener, _ := h2.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		server.events = append(server.events, e)
 		switch e.Type {
 		case CMEventConnectRequest:
@@ -117,7 +117,7 @@ func TestCMConnectSendDisconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	var id *CMID
-	id, _ = h1.CreateCMID(func(e CMEvent) {
+	id, _ = h1.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		client.events = append(client.events, e)
 		var err error
 		switch e.Type {
@@ -224,7 +224,7 @@ func TestCMRejectsUnknownService(t *testing.T) {
 	v, h1, h2, _ := cmPair(t)
 	client := newCMEnd(t, h1)
 	var id *CMID
-	id, _ = h1.CreateCMID(func(e CMEvent) {
+	id, _ = h1.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		client.events = append(client.events, e)
 		switch e.Type {
 		case CMEventAddrResolved:
@@ -254,12 +254,12 @@ func TestCMRetriesThenUnreachable(t *testing.T) {
 	v, h1, h2, mads := cmPair(t)
 	client := newCMEnd(t, h1)
 	requests := 0
-	listener, _ := h2.CreateCMID(func(e CMEvent) { requests++ })
+	listener, _ := h2.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) { requests++ })
 	if err := h2.Listen(listener, netip.MustParseAddrPort("10.0.0.2:7174")); err != nil {
 		t.Fatal(err)
 	}
 	var id *CMID
-	id, _ = h1.CreateCMID(func(e CMEvent) {
+	id, _ = h1.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		client.events = append(client.events, e)
 		switch e.Type {
 		case CMEventAddrResolved:
@@ -293,7 +293,7 @@ func TestCMRetriesThenUnreachable(t *testing.T) {
 func TestCMAddrErrorWithoutNeighbour(t *testing.T) {
 	v, h1, _, _ := cmPair(t)
 	var events []CMEvent
-	id, _ := h1.CreateCMID(func(e CMEvent) { events = append(events, e) })
+	id, _ := h1.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) { events = append(events, e) })
 	if err := h1.ResolveAddr(id, netip.Addr{}, netip.MustParseAddrPort("10.0.0.9:1"), 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -344,14 +344,14 @@ func TestCMMatchesKernel(t *testing.T) {
 	v, h1, h2, mads := cmPair(t)
 	client, server := newCMEnd(t, h1), newCMEnd(t, h2)
 	param := CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
-	listener, _ := h2.CreateCMID(func(e CMEvent) {
+	listener, _ := h2.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		if e.Type == CMEventConnectRequest {
 			_ = h2.Accept(e.ID, server.qp, param)
 		}
 	})
 	_ = h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174"))
 	var id *CMID
-	id, _ = h1.CreateCMID(func(e CMEvent) {
+	id, _ = h1.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		switch e.Type {
 		case CMEventAddrResolved:
 			_ = h1.ResolveRoute(id)
@@ -445,7 +445,7 @@ func TestCMAnswersKernelClient(t *testing.T) {
 		v.RunFor(time.Millisecond)
 	}
 	server := newCMEnd(t, d)
-	listener, _ := d.CreateCMID(func(e CMEvent) {
+	listener, _ := d.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		server.events = append(server.events, e)
 		switch e.Type {
 		case CMEventConnectRequest:
@@ -522,14 +522,14 @@ func TestCMDeterministic(t *testing.T) {
 	run := func() []cm.MAD {
 		v, h1, h2, mads := cmPair(t)
 		client, server := newCMEnd(t, h1), newCMEnd(t, h2)
-		listener, _ := h2.CreateCMID(func(e CMEvent) {
+		listener, _ := h2.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 			if e.Type == CMEventConnectRequest {
 				_ = h2.Accept(e.ID, server.qp, CMConnParam{})
 			}
 		})
 		_ = h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174"))
 		var id *CMID
-		id, _ = h1.CreateCMID(func(e CMEvent) {
+		id, _ = h1.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 			switch e.Type {
 			case CMEventAddrResolved:
 				_ = h1.ResolveRoute(id)
@@ -551,5 +551,150 @@ func TestCMDeterministic(t *testing.T) {
 		if !bytes.Equal(a[i], b[i]) {
 			t.Errorf("MAD %d differs between runs:\n%x\n%x", i, []byte(a[i]), []byte(b[i]))
 		}
+	}
+}
+
+// udQP is a UD QP for the SIDR tests.
+func udQP(t *testing.T, d *Device) *QP {
+	t.Helper()
+	pd, _ := d.AllocPD()
+	cq, _ := d.CreateCQ(16, nil)
+	x, err := d.CreateQP(pd, QPInitAttr{Type: qp.UD, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// sidrClient resolves 10.0.0.2:port from h1 and connects x through SIDR, recording
+// its events.
+func sidrClient(t *testing.T, h1 *Device, x *QP, port uint16, events *[]CMEvent) *CMID {
+	t.Helper()
+	var id *CMID
+	id, err := h1.CreateCMID(cm.PortSpaceUDP, func(e CMEvent) {
+		*events = append(*events, e)
+		switch e.Type {
+		case CMEventAddrResolved:
+			_ = h1.ResolveRoute(id)
+		case CMEventRouteResolved:
+			if err := h1.Connect(id, x, CMConnParam{PrivateData: []byte("udaddy")}); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.ResolveAddr(id, netip.Addr{}, netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), port), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestCMSIDR runs udaddy's exchange in virtual time: the client's SIDR_REQ (rdma_cm's
+// header, then its private data) reaches the UDP listener as a ConnectRequest; the
+// server accepts with its UD QP and the SIDR_REP gives the client Established with
+// that QPN, rdma_cm's UDP Q_Key and the server's private data. A second server
+// rejects: the client sees UNREACHABLE with the SIDR status "rejected" (2); a port
+// without listener answers "unsupported" (5).
+func TestCMSIDR(t *testing.T) {
+	v, h1, h2, mads := cmPair(t)
+	srvQP := udQP(t, h2)
+	var server []CMEvent
+	listener, _ := h2.CreateCMID(cm.PortSpaceUDP, func(e CMEvent) {
+		server = append(server, e)
+		if e.Type != CMEventConnectRequest {
+			return
+		}
+		if !bytes.HasPrefix(e.Param.PrivateData, []byte("udaddy")) || len(e.Param.PrivateData) != cm.SIDRREQPrivateDataSize-cm.CMAHeaderSize {
+			t.Errorf("request's private data %q", e.Param.PrivateData)
+		}
+		var err error
+		if e.Listener.Local().Port() == 7174 {
+			err = h2.Accept(e.ID, srvQP, CMConnParam{PrivateData: []byte("welcome")})
+		} else {
+			err = h2.Reject(e.ID, []byte("go away"))
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	if err := h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174")); err != nil {
+		t.Fatal(err)
+	}
+	rejecter, _ := h2.CreateCMID(cm.PortSpaceUDP, listener.handler)
+	if err := h2.Listen(rejecter, netip.MustParseAddrPort("0.0.0.0:7175")); err != nil {
+		t.Fatal(err)
+	}
+
+	var accepted, rejected, unknown []CMEvent
+	cliQP := udQP(t, h1)
+	id := sidrClient(t, h1, cliQP, 7174, &accepted)
+	v.RunFor(10 * time.Millisecond)
+	sidrClient(t, h1, udQP(t, h1), 7175, &rejected)
+	v.RunFor(10 * time.Millisecond)
+	sidrClient(t, h1, udQP(t, h1), 7176, &unknown)
+	v.RunFor(10 * time.Millisecond)
+
+	if len(accepted) != 3 || accepted[2].Type != CMEventEstablished {
+		t.Fatalf("client events %v", accepted)
+	}
+	e := accepted[2]
+	if e.RemoteQPN != srvQP.QPN() || e.QKey != cm.UDPQKey || !bytes.HasPrefix(e.Param.PrivateData, []byte("welcome")) ||
+		len(e.Param.PrivateData) != cm.SIDRREPPrivateDataSize {
+		t.Errorf("established: QPN %v Q_Key %#x private data %q", e.RemoteQPN, e.QKey, e.Param.PrivateData)
+	}
+	if server[0].ID.Remote() != id.Local() || id.FlowLabel() != server[0].ID.FlowLabel() || id.FlowLabel() == 0 {
+		t.Errorf("server sees %v (flow label %#x), client is %v (%#x)", server[0].ID.Remote(), server[0].ID.FlowLabel(), id.Local(), id.FlowLabel())
+	}
+	if last := rejected[len(rejected)-1]; last.Type != CMEventUnreachable || last.Status != int(cm.SIDRRejected) ||
+		!bytes.HasPrefix(last.Param.PrivateData, []byte("go away")) {
+		t.Errorf("rejected client: %v status %d %q", last.Type, last.Status, last.Param.PrivateData)
+	}
+	if last := unknown[len(unknown)-1]; last.Type != CMEventUnreachable || last.Status != int(cm.SIDRUnsupported) {
+		t.Errorf("client of an unknown service: %v status %d", last.Type, last.Status)
+	}
+	if len(server) != 2 {
+		t.Errorf("server events %v", server)
+	}
+
+	want := []cm.AttributeID{cm.AttrSIDRREQ, cm.AttrSIDRREP, cm.AttrSIDRREQ, cm.AttrSIDRREP, cm.AttrSIDRREQ, cm.AttrSIDRREP}
+	if len(*mads) != len(want) {
+		t.Fatalf("%d MADs, want %v", len(*mads), want)
+	}
+	for i, m := range *mads {
+		if _, err := cm.Parse(m); err != nil || m.AttributeID() != want[i] {
+			t.Fatalf("MAD %d: %v %v, want %v", i, m.AttributeID(), err, want[i])
+		}
+	}
+	req, rep := cm.SIDRREQ((*mads)[0]), cm.SIDRREP((*mads)[1])
+	if req.ServiceID() != cm.IPServiceID(cm.PortSpaceUDP, 7174) || req.PKey() != roce.DefaultPKey ||
+		rep.RequestID() != req.RequestID() || rep.MAD().TransactionID() != req.MAD().TransactionID() ||
+		rep.ServiceID() != req.ServiceID() || rep.Status() != cm.SIDRValid {
+		t.Errorf("SIDR_REQ %x\nSIDR_REP %x", []byte(req), []byte(rep))
+	}
+}
+
+// TestCMSIDRRetriesThenUnreachable: an unanswered SIDR_REQ is resent every CM
+// response timeout (4.096 s), MaxCMRetries times, and then ends in UNREACHABLE with
+// -ETIMEDOUT and no REJ (SIDR has none).
+func TestCMSIDRRetriesThenUnreachable(t *testing.T) {
+	v, h1, h2, mads := cmPair(t)
+	listener, _ := h2.CreateCMID(cm.PortSpaceUDP, func(CMEvent) {}) // never answers
+	if err := h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174")); err != nil {
+		t.Fatal(err)
+	}
+	var events []CMEvent
+	sidrClient(t, h1, udQP(t, h1), 7174, &events)
+	v.RunFor(time.Duration(MaxCMRetries)*sidrTimeout() + time.Second)
+	if len(events) != 2 {
+		t.Fatalf("events before the last timeout: %v", events)
+	}
+	v.RunFor(sidrTimeout())
+	if last := events[len(events)-1]; last.Type != CMEventUnreachable || last.Status != errTimedOut {
+		t.Errorf("events %v", events)
+	}
+	if n := len(*mads); n != 1+MaxCMRetries || (*mads)[n-1].AttributeID() != cm.AttrSIDRREQ || h1.Stats().CMRetries != MaxCMRetries {
+		t.Errorf("%d MADs, %d retries", n, h1.Stats().CMRetries)
 	}
 }

@@ -60,7 +60,8 @@ int main(void)
 	struct rl_cm_reject j = {.id = 6, .private_data_len = 2};
 	j.private_data[0] = 0xab, j.private_data[1] = 0xcd;
 	request("cm_reject", RL_OP_CM_REJECT, 5, &j, sizeof(j));
-	struct rl_cm_event e = {.type = 4, .status = -110, .id = 7, .listener = 4, .qpn = 0x11};
+	struct rl_cm_event e = {.type = 4, .status = -110, .id = 7, .listener = 4, .qpn = 0x11,
+				.remote_qpn = 0x12, .qkey = 0x01234567, .flow_label = 0xabcde};
 	addr4(&e.local, 1, 7174);
 	addr4(&e.remote, 2, 42570);
 	param(&e.param);

@@ -47,11 +47,8 @@ func (c *conn) cmCreateID(body []byte) (any, int, error) {
 	if err != nil {
 		return nil, -1, err
 	}
-	if cm.PortSpace(r.PortSpace) != cm.PortSpaceTCP {
-		return nil, -1, fmt.Errorf("%w: port space %#x: the CM agent connects RC QPs (RDMA_PS_TCP) only", rnic.ErrNotSupported, r.PortSpace)
-	}
 	s := &sCMID{ch: ch}
-	id, err := c.s.dev.CreateCMID(func(e rnic.CMEvent) { c.cmEvent(e) })
+	id, err := c.s.dev.CreateCMID(cm.PortSpace(r.PortSpace), func(e rnic.CMEvent) { c.cmEvent(e) })
 	if err != nil {
 		return nil, -1, err
 	}
@@ -98,6 +95,7 @@ func (c *conn) cmEvent(e rnic.CMEvent) {
 		w.QPN = uint32(x.QPN())
 	}
 	w.Param = toWireParam(&e.Param)
+	w.RemoteQPN, w.QKey, w.FlowLabel = uint32(e.RemoteQPN), e.QKey, e.ID.FlowLabel()
 	s.ch.events = append(s.ch.events, w)
 	unix.Write(s.ch.fd, one[:])
 }

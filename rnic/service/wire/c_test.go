@@ -85,7 +85,7 @@ func TestCMCEncodings(t *testing.T) {
 		"cm_connect":      AppendRequest(nil, OpCMConnect, 4, &CMConnect{ID: 5, QP: 9, Param: param}),
 		"cm_reject":       AppendRequest(nil, OpCMReject, 5, &reject),
 		"cm_event": AppendRequest(nil, 0, 0, &CMEvent{Type: 4, Status: -110, ID: 7, Listener: 4, Local: addr(1, 7174),
-			Remote: addr(2, 42570), QPN: 0x11, Param: param})[HeaderSize:],
+			Remote: addr(2, 42570), QPN: 0x11, Param: param, RemoteQPN: 0x12, QKey: 0x01234567, FlowLabel: 0xabcde})[HeaderSize:],
 	}
 	compareC(t, "librdmacm/test/wire_dump.c", want)
 }

@@ -48,7 +48,7 @@ func (w *CMAddr) AddrPort() netip.AddrPort {
 }
 
 // CMCreateID creates a communication identifier whose events go to Channel. PortSpace
-// is rdma_cm's (0x0106, TCP: the only one the agent connects).
+// is rdma_cm's: 0x0106 (TCP, RC connections) or 0x0111 (UDP, UD QPs through SIDR).
 type CMCreateID struct {
 	Channel   uint32
 	PortSpace uint16
@@ -98,7 +98,9 @@ type CMReject struct {
 // Type is rdma_cm_event_type; Status a negative errno or a REJ reason; ID the
 // identifier the event is about (for CONNECT_REQUEST a new one), Listener the
 // listening identifier of a CONNECT_REQUEST; Local and Remote the identifier's
-// addresses; Param the peer's offer.
+// addresses; Param the peer's offer. For an identifier of the UDP port space,
+// Established carries the peer's UD QP, its Q_Key and the path's flow label (the
+// address handle's).
 type CMEvent struct {
 	Type          uint8
 	_             [3]byte
@@ -107,4 +109,7 @@ type CMEvent struct {
 	Local, Remote CMAddr
 	QPN           uint32 // the identifier's QP, if any
 	Param         CMConnParam
+	RemoteQPN     uint32
+	QKey          uint32
+	FlowLabel     uint32
 }
