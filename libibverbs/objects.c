@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "rocelab.h"
+#include "private.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -724,6 +725,39 @@ int ibv_modify_qp(struct ibv_qp *q, struct ibv_qp_attr *attr, int mask)
 	return err;
 }
 
+void rocelab_qp_attr(struct ibv_context *c, const struct rl_qp_attr *w, struct ibv_qp_attr *attr)
+{
+	struct rl_context *ctx = ctx_of(c);
+	memset(attr, 0, sizeof(*attr));
+	attr->qp_state = w->state;
+	attr->cur_qp_state = w->state;
+	attr->path_mtu = rl_mtu_enum(w->path_mtu);
+	attr->path_mig_state = w->path_mig_state;
+	attr->qkey = w->qkey;
+	attr->rq_psn = w->rq_psn;
+	attr->sq_psn = w->sq_psn;
+	attr->dest_qp_num = w->dest_qpn;
+	attr->qp_access_flags = w->access_flags;
+	attr->ah_attr.is_global = 1;
+	attr->ah_attr.port_num = w->port;
+	memcpy(attr->ah_attr.grh.dgid.raw, w->dgid, 16);
+	for (uint32_t i = 0; i < ctx->ngids; i++)
+		if (memcmp(ctx->gids[i].raw, w->sgid, 16) == 0)
+			attr->ah_attr.grh.sgid_index = i;
+	attr->ah_attr.grh.traffic_class = w->traffic_class;
+	attr->ah_attr.grh.hop_limit = w->hop_limit;
+	attr->ah_attr.grh.flow_label = w->flow_label;
+	attr->pkey_index = w->pkey_index;
+	attr->en_sqd_async_notify = w->en_sqd_async_notify;
+	attr->max_rd_atomic = w->max_rd_atomic;
+	attr->max_dest_rd_atomic = w->max_dest_rd_atomic;
+	attr->min_rnr_timer = w->min_rnr_timer;
+	attr->port_num = w->port;
+	attr->timeout = w->timeout;
+	attr->retry_cnt = w->retry_cnt;
+	attr->rnr_retry = w->rnr_retry;
+}
+
 int ibv_query_qp(struct ibv_qp *q, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
 {
 	struct rl_qp *qp = (struct rl_qp *)q;
@@ -734,35 +768,8 @@ int ibv_query_qp(struct ibv_qp *q, struct ibv_qp_attr *attr, int mask, struct ib
 	int err = rl_call(ctx, RL_OP_QUERY_QP, &h, sizeof(h), &w, sizeof(w), -1, NULL, 0);
 	if (err)
 		return err;
-	memset(attr, 0, sizeof(*attr));
-	attr->qp_state = w.state;
-	attr->cur_qp_state = w.state;
-	attr->path_mtu = rl_mtu_enum(w.path_mtu);
-	attr->path_mig_state = w.path_mig_state;
-	attr->qkey = w.qkey;
-	attr->rq_psn = w.rq_psn;
-	attr->sq_psn = w.sq_psn;
-	attr->dest_qp_num = w.dest_qpn;
-	attr->qp_access_flags = w.access_flags;
+	rocelab_qp_attr(q->context, &w, attr);
 	attr->cap = qp->cap;
-	attr->ah_attr.is_global = 1;
-	attr->ah_attr.port_num = w.port;
-	memcpy(attr->ah_attr.grh.dgid.raw, w.dgid, 16);
-	for (uint32_t i = 0; i < ctx->ngids; i++)
-		if (memcmp(ctx->gids[i].raw, w.sgid, 16) == 0)
-			attr->ah_attr.grh.sgid_index = i;
-	attr->ah_attr.grh.traffic_class = w.traffic_class;
-	attr->ah_attr.grh.hop_limit = w.hop_limit;
-	attr->ah_attr.grh.flow_label = w.flow_label;
-	attr->pkey_index = w.pkey_index;
-	attr->en_sqd_async_notify = w.en_sqd_async_notify;
-	attr->max_rd_atomic = w.max_rd_atomic;
-	attr->max_dest_rd_atomic = w.max_dest_rd_atomic;
-	attr->min_rnr_timer = w.min_rnr_timer;
-	attr->port_num = w.port;
-	attr->timeout = w.timeout;
-	attr->retry_cnt = w.retry_cnt;
-	attr->rnr_retry = w.rnr_retry;
 	if (init) {
 		memset(init, 0, sizeof(*init));
 		init->qp_context = q->qp_context;

@@ -102,9 +102,13 @@ struct rl_cm_channel {
 	struct rl_cm_id *ids; /* the channel's identifiers, for events to name them */
 };
 
+/* What an identifier has done, for rdma_set_option's checks (the kernel's states). */
+enum rl_cm_phase { RL_IDLE, RL_BOUND, RL_LISTENING, RL_ACTIVE };
+
 struct rl_cm_id {
 	struct rdma_cm_id id;
 	uint32_t h;
+	enum rl_cm_phase phase;
 	struct rl_cm_channel *chan;
 	struct rl_cm_id *next;
 	struct rdma_conn_param offer; /* a connection request's parameters, for rdma_accept(id, NULL) */
@@ -299,15 +303,17 @@ int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	/* The agent binds when the identifier listens or resolves: rdma_listen and
 	 * rdma_resolve_addr send this address. */
 	memcpy(&id->route.addr.src_storage, addr, n);
+	cm_id(id)->phase = RL_BOUND;
 	return 0;
 }
 
 int rdma_listen(struct rdma_cm_id *id, int backlog)
 {
 	struct rl_cm_listen req = {.id = cm_id(id)->h, .backlog = backlog > 0 ? (uint32_t)backlog : 0};
-	if (to_wire_addr(&id->route.addr.src_addr, &req.addr) < 0)
+	if (to_wire_addr(&id->route.addr.src_addr, &req.addr) < 0 || call(RL_OP_CM_LISTEN, &req, sizeof(req), NULL, 0, -1) < 0)
 		return -1;
-	return call(RL_OP_CM_LISTEN, &req, sizeof(req), NULL, 0, -1);
+	cm_id(id)->phase = RL_LISTENING;
+	return 0;
 }
 
 int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr, struct sockaddr *dst_addr, int timeout_ms)
@@ -320,7 +326,10 @@ int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr, struct s
 	if (to_wire_addr(&id->route.addr.src_addr, &req.src) < 0 || to_wire_addr(dst_addr, &req.dst) < 0)
 		return -1;
 	memcpy(&id->route.addr.dst_storage, dst_addr, addr_len(dst_addr));
-	return call(RL_OP_CM_RESOLVE_ADDR, &req, sizeof(req), NULL, 0, -1);
+	if (call(RL_OP_CM_RESOLVE_ADDR, &req, sizeof(req), NULL, 0, -1) < 0)
+		return -1;
+	cm_id(id)->phase = RL_ACTIVE;
+	return 0;
 }
 
 int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
@@ -416,22 +425,17 @@ void rdma_destroy_qp(struct rdma_cm_id *id)
 	id->qp = NULL;
 }
 
+/* rdma_init_qp_attr asks the CM agent, which holds what the connection negotiated
+ * (rnic/cm.go InitQPAttr): INIT before anything, RTR and RTS once the request (passive
+ * side) or the REP (active side) is in. */
 int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *qp_attr_mask)
 {
-	if (qp_attr->qp_state != IBV_QPS_INIT) {
-		/* The agent keeps the negotiated RTR/RTS values and moves the QPs itself. */
-		UNSUPPORTED("rdma_init_qp_attr for RTR or RTS (QPs the application moves itself)");
-		return fail(EOPNOTSUPP);
-	}
-	qp_attr->pkey_index = 0;
-	qp_attr->port_num = 1;
-	if (id->qp_type == IBV_QPT_UD) { /* cma_ib_init_qp_attr */
-		qp_attr->qkey = RDMA_UDP_QKEY;
-		*qp_attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
-		return 0;
-	}
-	qp_attr->qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-	*qp_attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+	struct rl_cm_init_qp_attr req = {.id = cm_id(id)->h, .state = qp_attr->qp_state};
+	struct rl_cm_qp_attr resp;
+	if (call(RL_OP_CM_INIT_QP_ATTR, &req, sizeof(req), &resp, sizeof(resp), -1) < 0)
+		return -1;
+	rocelab_qp_attr(id->verbs, &resp.attr, qp_attr);
+	*qp_attr_mask = resp.mask;
 	return 0;
 }
 
@@ -464,15 +468,19 @@ static int conn_param(struct ibv_context *verbs, const struct rdma_conn_param *p
 	return 0;
 }
 
+/* connecting is rdma_connect and rdma_accept: of id->qp, which the agent moves, or,
+ * for a QP the application created itself and moves with rdma_init_qp_attr, of the
+ * QP p->qp_num names (ucma_valid_param: EINVAL without p). */
 static int connecting(struct rdma_cm_id *id, uint16_t op, const struct rdma_conn_param *p,
 		      const struct rdma_conn_param *dflt, size_t max_private)
 {
-	if (!id->qp) {
-		UNSUPPORTED(op == RL_OP_CM_CONNECT ? "rdma_connect without rdma_create_qp"
-						   : "rdma_accept without rdma_create_qp");
-		return fail(EOPNOTSUPP);
-	}
-	struct rl_cm_connect req = {.id = cm_id(id)->h, .qp = rocelab_qp_handle(id->qp)};
+	struct rl_cm_connect req = {.id = cm_id(id)->h};
+	if (id->qp)
+		req.qp = rocelab_qp_handle(id->qp);
+	else if (p && id->qp_type == IBV_QPT_RC)
+		req.qpn = p->qp_num;
+	else
+		return fail(EINVAL);
 	if (conn_param(id->verbs, p, dflt, max_private, &req.param) < 0)
 		return -1;
 	return call(op, &req, sizeof(req), NULL, 0, -1);
@@ -508,6 +516,53 @@ int rdma_disconnect(struct rdma_cm_id *id)
 {
 	struct rl_handle h = {.handle = cm_id(id)->h};
 	return call(RL_OP_CM_DISCONNECT, &h, sizeof(h), NULL, 0, -1);
+}
+
+/* rdma_establish sends the RTU after CONNECT_RESPONSE, for an application that moves
+ * its QP itself; with id->qp the library does that, so it is EINVAL, as librdmacm. */
+int rdma_establish(struct rdma_cm_id *id)
+{
+	if (id->qp)
+		return fail(EINVAL);
+	struct rl_handle h = {.handle = cm_id(id)->h};
+	return call(RL_OP_CM_ESTABLISH, &h, sizeof(h), NULL, 0, -1);
+}
+
+/* rdma_set_option at level RDMA_OPTION_ID as the kernel's ucma takes it: the type of
+ * service and the ACK timeout (one byte each) reach the agent, which puts them in the
+ * path and the QP; REUSEADDR and AFONLY (an int each) are checked against the
+ * identifier's state as the kernel does, and change nothing here: the agent refuses
+ * a second listener on a port either way, and its wildcard listeners take both
+ * families. Anything else is ENOSYS, as the kernel answers unknown options. */
+int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval, size_t optlen)
+{
+	struct rl_cm_id *x = cm_id(id);
+	if (level != RDMA_OPTION_ID) {
+		UNSUPPORTED("rdma_set_option at a level other than RDMA_OPTION_ID");
+		return fail(ENOSYS);
+	}
+	switch (optname) {
+	case RDMA_OPTION_ID_TOS:
+	case RDMA_OPTION_ID_ACK_TIMEOUT: {
+		if (optlen != sizeof(uint8_t) || !optval)
+			return fail(EINVAL);
+		struct rl_cm_set_option req = {.id = x->h, .option = optname, .value = *(uint8_t *)optval};
+		return call(RL_OP_CM_SET_OPTION, &req, sizeof(req), NULL, 0, -1);
+	}
+	case RDMA_OPTION_ID_REUSEADDR:
+		if (optlen != sizeof(int) || !optval)
+			return fail(EINVAL);
+		if (x->phase != RL_IDLE && (!*(int *)optval || x->phase == RL_LISTENING))
+			return fail(EINVAL); /* rdma_set_reuseaddr */
+		return 0;
+	case RDMA_OPTION_ID_AFONLY:
+		if (optlen != sizeof(int) || !optval)
+			return fail(EINVAL);
+		if (x->phase != RL_IDLE && x->phase != RL_BOUND)
+			return fail(EINVAL); /* rdma_set_afonly */
+		return 0;
+	}
+	return fail(ENOSYS);
 }
 
 /* ---- events ---- */
@@ -550,7 +605,7 @@ static void ud_event(struct rdma_cm_id *id, const struct rl_cm_event *w, struct 
 	u->private_data_len = private_data_len;
 	if (w->type != RDMA_CM_EVENT_ESTABLISHED)
 		return;
-	u->qp_num = w->remote_qpn;
+	u->qp_num = w->qpn;
 	u->qkey = w->qkey;
 	u->ah_attr.is_global = 1;
 	u->ah_attr.port_num = id->port_num;
@@ -595,6 +650,7 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 			return fail(ENOMEM);
 		}
 		e->ev.listen_id = l ? &l->id : NULL;
+		x->phase = RL_ACTIVE;
 		x->id.route.addr.src_addr.sa_family = l ? l->id.route.addr.src_addr.sa_family : 0;
 	}
 	set_route(&x->id, &w->local, &w->remote);

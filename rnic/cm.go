@@ -45,19 +45,20 @@ type CMEventType uint8
 
 // CM events.
 const (
-	CMEventAddrResolved   CMEventType = 0
-	CMEventAddrError      CMEventType = 1
-	CMEventRouteResolved  CMEventType = 2
-	CMEventConnectRequest CMEventType = 4
-	CMEventUnreachable    CMEventType = 7
-	CMEventRejected       CMEventType = 8
-	CMEventEstablished    CMEventType = 9
-	CMEventDisconnected   CMEventType = 10
+	CMEventAddrResolved    CMEventType = 0
+	CMEventAddrError       CMEventType = 1
+	CMEventRouteResolved   CMEventType = 2
+	CMEventConnectRequest  CMEventType = 4
+	CMEventConnectResponse CMEventType = 5
+	CMEventUnreachable     CMEventType = 7
+	CMEventRejected        CMEventType = 8
+	CMEventEstablished     CMEventType = 9
+	CMEventDisconnected    CMEventType = 10
 )
 
 var cmEventNames = map[CMEventType]string{
 	CMEventAddrResolved: "ADDR_RESOLVED", CMEventAddrError: "ADDR_ERROR", CMEventRouteResolved: "ROUTE_RESOLVED",
-	CMEventConnectRequest: "CONNECT_REQUEST", CMEventUnreachable: "UNREACHABLE", CMEventRejected: "REJECTED",
+	CMEventConnectRequest: "CONNECT_REQUEST", CMEventConnectResponse: "CONNECT_RESPONSE", CMEventUnreachable: "UNREACHABLE", CMEventRejected: "REJECTED",
 	CMEventEstablished: "ESTABLISHED", CMEventDisconnected: "DISCONNECTED",
 }
 
@@ -71,6 +72,9 @@ type CMConnParam struct {
 	InitiatorDepth     uint8 // outstanding READs/atomics this side issues (max_rd_atomic)
 	RetryCount         uint8 // 0..7
 	RNRRetryCount      uint8 // 0..7, 7 = infinite
+	// QPN is the QP of a Connect or Accept without one: the consumer moves it through
+	// its states itself, with InitQPAttr (rdma_conn_param.qp_num).
+	QPN roce.QPN
 }
 
 // CMEvent is one rdma_cm_event.
@@ -87,10 +91,11 @@ type CMEvent struct {
 	// Param is the peer's offer (ConnectRequest, Established on the active side,
 	// Rejected: its private data).
 	Param CMConnParam
-	// RemoteQPN and QKey are the peer's UD QP and its Q_Key (Established of a UDP
-	// identifier: the SIDR_REP's).
+	// RemoteQPN is the peer's QP: the REQ's (ConnectRequest), the REP's
+	// (ConnectResponse, Established on the active side) or the SIDR_REP's.
 	RemoteQPN roce.QPN
-	QKey      uint32
+	// QKey is the Q_Key of the peer's UD QP (Established of a UDP identifier).
+	QKey uint32
 }
 
 // MaxCMRetries is how often the agent resends an unanswered REQ, REP or DREQ.
@@ -123,6 +128,7 @@ const (
 	cmReqSent
 	cmReqRcvd
 	cmRepSent
+	cmRepRcvd // the consumer moves its QP and calls Establish
 	cmEstablished
 	cmDreqSent
 	cmDreqRcvd
@@ -156,6 +162,8 @@ type CMID struct {
 	param                 CMConnParam // negotiated, this side's view
 	mtu                   roce.MTU
 	flowLabel             uint32
+	tos                   uint8 // the path's traffic class (SetTOS, or the REQ's)
+	ackTimeout            uint8 // SetACKTimeout's local ACK timeout; 0: localACKTimeout()
 
 	// Context is the application's context (rdma_cm_id.context).
 	Context any
@@ -252,7 +260,7 @@ func (d *Device) DestroyCMID(id *CMID) error {
 	switch id.state {
 	case cmEstablished:
 		id.sendDREQ()
-	case cmReqRcvd:
+	case cmReqRcvd, cmRepRcvd:
 		id.reject(cm.RejConsumerDefined, nil)
 	case cmSIDRReqRcvd:
 		id.sendSIDRREP(cm.SIDRRejected, 0, nil)
@@ -374,7 +382,7 @@ func (d *Device) Connect(id *CMID, x *QP, p CMConnParam) error {
 	switch {
 	case id.dev != d || id.state != cmRouteResolved:
 		return errorf(ErrInvalidArgument, "connect: route not resolved")
-	case x == nil || x.dev != d || x.q.Type() != id.qpType():
+	case !id.validQP(x, p):
 		return errorf(ErrInvalidArgument, "connect: needs a %v QP of %s", id.qpType(), d.cfg.Name)
 	case len(p.PrivateData) > maxPrivate:
 		return errorf(ErrInvalidArgument, "connect: %d bytes of private data, at most %d", len(p.PrivateData), maxPrivate)
@@ -406,14 +414,14 @@ func (d *Device) Connect(id *CMID, x *QP, p CMConnParam) error {
 	mtuEnum := uint8(id.mtu.Enum())
 	r.Encode(&cm.REQFields{
 		LocalCommID: id.localComm, ServiceID: cm.IPServiceID(cm.PortSpaceTCP, id.remote.Port()),
-		LocalCAGUID: d.QueryDevice().NodeGUID, LocalQPN: x.QPN(),
+		LocalCAGUID: d.QueryDevice().NodeGUID, LocalQPN: id.localQPN(p),
 		ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
 		RemoteCMResponseTimeout: cmResponseTimeout, TransportType: cm.TransportRC,
 		StartingPSN: id.rqPSN, LocalCMResponseTimeout: cmResponseTimeout, RetryCount: p.RetryCount & 7,
 		PKey: roce.DefaultPKey, PathMTU: mtuEnum, RNRRetryCount: p.RNRRetryCount & 7, MaxCMRetries: MaxCMRetries,
 		Primary: cm.PathFields{
 			LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: roce.GIDFromAddr(id.local.Addr()),
-			RemoteGID: roce.GIDFromAddr(id.remote.Addr()), FlowLabel: id.flowLabel,
+			RemoteGID: roce.GIDFromAddr(id.remote.Addr()), FlowLabel: id.flowLabel, TrafficClass: id.tos,
 			HopLimit: roce.DefaultTTL, LocalACKTimeout: localACKTimeout(),
 		},
 	})
@@ -423,6 +431,23 @@ func (d *Device) Connect(id *CMID, x *QP, p CMConnParam) error {
 	id.state = cmReqSent
 	id.send(true)
 	return nil
+}
+
+// validQP reports whether x is a QP of id's device of its port space's type, or,
+// for an RC connection whose QP the consumer moves itself, nil with p naming it.
+func (id *CMID) validQP(x *QP, p CMConnParam) bool {
+	if x == nil {
+		return id.ps == cm.PortSpaceTCP && p.QPN != 0
+	}
+	return x.dev == id.dev && x.q.Type() == id.qpType()
+}
+
+// localQPN is the QPN a REQ or REP announces: the agent's QP's or the consumer's.
+func (id *CMID) localQPN(p CMConnParam) roce.QPN {
+	if id.qp != nil {
+		return id.qp.QPN()
+	}
+	return p.QPN
 }
 
 // newRequest gives id, about to send a REQ or SIDR_REQ, its communication ID (a
@@ -458,7 +483,7 @@ func (d *Device) Accept(id *CMID, x *QP, p CMConnParam) error {
 	switch {
 	case id.dev != d || id.state != cmReqRcvd && id.state != cmSIDRReqRcvd:
 		return errorf(ErrInvalidArgument, "accept: no connection request pending")
-	case x == nil || x.dev != d || x.q.Type() != id.qpType():
+	case !id.validQP(x, p):
 		return errorf(ErrInvalidArgument, "accept: needs a %v QP of %s", id.qpType(), d.cfg.Name)
 	case len(p.PrivateData) > maxPrivate:
 		return errorf(ErrInvalidArgument, "accept: %d bytes of private data, at most %d", len(p.PrivateData), maxPrivate)
@@ -476,14 +501,13 @@ func (d *Device) Accept(id *CMID, x *QP, p CMConnParam) error {
 	// resources what we may issue.
 	id.param.ResponderResources = min(p.ResponderResources, id.param.ResponderResources)
 	id.param.InitiatorDepth = min(p.InitiatorDepth, id.param.InitiatorDepth)
-	id.rqPSN = roce.PSN(d.loop.Rand().Uint32() & roce.PSNMask)
 	if err := id.connectQP(); err != nil {
 		id.reject(cm.RejNoResources, nil)
 		return err
 	}
 	m := id.message(cm.AttrREP)
 	cm.REP(m).Encode(&cm.REPFields{
-		LocalCommID: id.localComm, RemoteCommID: id.remoteComm, LocalQPN: x.QPN(), StartingPSN: id.rqPSN,
+		LocalCommID: id.localComm, RemoteCommID: id.remoteComm, LocalQPN: id.localQPN(p), StartingPSN: id.rqPSN,
 		ResponderResources: id.param.ResponderResources, InitiatorDepth: id.param.InitiatorDepth,
 		TargetACKDelay: ackDelay, RNRRetryCount: p.RNRRetryCount & 7, LocalCAGUID: d.QueryDevice().NodeGUID,
 	})
@@ -680,6 +704,9 @@ func (a *cmAgent) newCommID() uint32 {
 // initQP moves a new QP to INIT as librdmacm's rdma_create_qp does; one already in
 // INIT is left as it is.
 func (id *CMID) initQP(x *QP) error {
+	if x == nil {
+		return nil // the consumer's, moved with InitQPAttr
+	}
 	switch x.State() {
 	case qp.StateInit:
 		return nil
@@ -690,20 +717,105 @@ func (id *CMID) initQP(x *QP) error {
 	return errorf(ErrInvalidArgument, "CM: QP %v is %v, not RESET or INIT", x.QPN(), x.State())
 }
 
-// connectQP moves id's QP to RTR and RTS with the negotiated values.
+// connectQP moves id's QP, if the agent holds it, to RTR and RTS with the
+// negotiated values.
 func (id *CMID) connectQP() error {
-	d, x := id.dev, id.qp
-	rtr := qp.Attr{State: qp.StateRTR, PathMTU: id.mtu, DestQPN: id.remoteQPN, RQPSN: id.rqPSN,
-		MaxDestRdAtomic: id.param.ResponderResources, MinRNRTimer: 12,
-		AV: qp.AddressVector{DGID: roce.GIDFromAddr(id.remote.Addr()), SGID: roce.GIDFromAddr(id.local.Addr()),
-			DstMAC: id.dstMAC, FlowLabel: id.flowLabel, HopLimit: roce.DefaultTTL}}
-	if err := d.ModifyQP(x, &rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|
-		qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
-		return err
+	if id.qp == nil {
+		return nil // the consumer's, moved with InitQPAttr
 	}
-	rts := qp.Attr{State: qp.StateRTS, Timeout: localACKTimeout(), RetryCnt: id.param.RetryCount & 7,
-		RNRRetry: id.param.RNRRetryCount & 7, SQPSN: id.sqPSN, MaxRdAtomic: id.param.InitiatorDepth}
-	return d.ModifyQP(x, &rts, qp.AttrState|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrSQPSN|qp.AttrMaxQPRdAtomic)
+	for _, s := range []qp.State{qp.StateRTR, qp.StateRTS} {
+		a, mask := id.connectedAttr(s)
+		if err := id.dev.ModifyQP(id.qp, &a, mask); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// connectedAttr is what brings an RC QP of the connection to RTR or RTS
+// (cm_init_qp_rtr_attr, cm_init_qp_rts_attr).
+func (id *CMID) connectedAttr(s qp.State) (qp.Attr, qp.AttrMask) {
+	if s == qp.StateRTR {
+		return qp.Attr{State: qp.StateRTR, PathMTU: id.mtu, DestQPN: id.remoteQPN, RQPSN: id.rqPSN,
+				MaxDestRdAtomic: id.param.ResponderResources, MinRNRTimer: 12,
+				AV: qp.AddressVector{DGID: roce.GIDFromAddr(id.remote.Addr()), SGID: roce.GIDFromAddr(id.local.Addr()),
+					DstMAC: id.dstMAC, FlowLabel: id.flowLabel, HopLimit: roce.DefaultTTL, TrafficClass: id.tos}},
+			qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+	}
+	timeout := localACKTimeout()
+	if id.ackTimeout != 0 {
+		timeout = id.ackTimeout
+	}
+	return qp.Attr{State: qp.StateRTS, Timeout: timeout, RetryCnt: id.param.RetryCount & 7,
+			RNRRetry: id.param.RNRRetryCount & 7, SQPSN: id.sqPSN, MaxRdAtomic: id.param.InitiatorDepth},
+		qp.AttrState | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrSQPSN | qp.AttrMaxQPRdAtomic
+}
+
+// InitQPAttr returns the attributes, and which of them to set, that bring a QP of
+// id's connection to state (rdma_init_qp_attr), for a consumer that moves its QP
+// itself: INIT as initQP; for RC, RTR and RTS with the values the CM negotiated,
+// known on the passive side from the connection request and on the active side from
+// the REP; for UD, RTR and RTS need nothing but the state and a send PSN of 0.
+func (d *Device) InitQPAttr(id *CMID, s qp.State) (qp.Attr, qp.AttrMask, error) {
+	if id.dev != d {
+		return qp.Attr{}, 0, errorf(ErrInvalidArgument, "init QP attributes: identifier is not on %s", d.cfg.Name)
+	}
+	switch {
+	case s == qp.StateInit && id.ps == cm.PortSpaceUDP:
+		return qp.Attr{State: s, Port: 1, QKey: cm.UDPQKey}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey, nil
+	case s == qp.StateInit:
+		return qp.Attr{State: s, Port: 1, AccessFlags: qp.AccessRemoteWrite | qp.AccessRemoteRead | qp.AccessRemoteAtomic},
+			qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags, nil
+	case s == qp.StateRTR && id.ps == cm.PortSpaceUDP:
+		return qp.Attr{State: s}, qp.AttrState, nil
+	case s == qp.StateRTS && id.ps == cm.PortSpaceUDP:
+		return qp.Attr{State: s}, qp.AttrState | qp.AttrSQPSN, nil
+	case s != qp.StateRTR && s != qp.StateRTS:
+		return qp.Attr{}, 0, errorf(ErrInvalidArgument, "init QP attributes for %v: only INIT, RTR and RTS", s)
+	}
+	switch id.state {
+	case cmReqRcvd, cmRepSent, cmRepRcvd, cmEstablished:
+		a, mask := id.connectedAttr(s)
+		return a, mask, nil
+	}
+	return qp.Attr{}, 0, errorf(ErrInvalidArgument, "init QP attributes for %v: no connection negotiated", s)
+}
+
+// Establish completes a connection whose QP the consumer moves itself
+// (rdma_establish): after ConnectResponse and the QP in RTS, the RTU leaves.
+func (d *Device) Establish(id *CMID) error {
+	if id.dev != d || id.state != cmRepRcvd {
+		return errorf(ErrInvalidArgument, "establish: no connection response pending")
+	}
+	id.sendPair(cm.AttrRTU)
+	id.state = cmEstablished
+	return nil
+}
+
+// SetTOS sets the type of service of id's path (rdma_set_option RDMA_OPTION_ID_TOS):
+// the REQ's traffic class and the QPs' (the passive side takes the REQ's).
+func (d *Device) SetTOS(id *CMID, tos uint8) error {
+	if id.dev != d {
+		return errorf(ErrInvalidArgument, "set TOS: identifier is not on %s", d.cfg.Name)
+	}
+	id.tos = tos
+	return nil
+}
+
+// SetACKTimeout sets the local ACK timeout (4.096 µs × 2^t) the QP of id's RC
+// connection gets at RTS instead of the CM's (rdma_set_option
+// RDMA_OPTION_ID_ACK_TIMEOUT).
+func (d *Device) SetACKTimeout(id *CMID, t uint8) error {
+	switch {
+	case id.dev != d:
+		return errorf(ErrInvalidArgument, "set ACK timeout: identifier is not on %s", d.cfg.Name)
+	case id.ps != cm.PortSpaceTCP:
+		return errorf(ErrInvalidArgument, "set ACK timeout: not an RC identifier")
+	case t > 31:
+		return errorf(ErrInvalidArgument, "set ACK timeout: %d, at most 31", t)
+	}
+	id.ackTimeout = t
+	return nil
 }
 
 // errorQP moves id's QP to the error state, flushing its work (librdmacm does it
@@ -809,9 +921,10 @@ func (a *cmAgent) receiveREQ(r cm.REQ, src, dst netip.Addr, srcMAC [6]byte) {
 			return
 		}
 	}
-	child := &CMID{dev: a.d, remote: netip.AddrPortFrom(src, 0), local: netip.AddrPortFrom(dst, r.ServiceID().Port()),
+	child := &CMID{dev: a.d, ps: cm.PortSpaceTCP, remote: netip.AddrPortFrom(src, 0), local: netip.AddrPortFrom(dst, r.ServiceID().Port()),
 		dstMAC: srcMAC, tid: r.MAD().TransactionID(), remoteComm: r.LocalCommID(), remoteGUID: r.LocalCAGUID(),
-		remoteQPN: r.LocalQPN(), sqPSN: r.StartingPSN(), flowLabel: r.Primary().FlowLabel(), state: cmReqRcvd}
+		remoteQPN: r.LocalQPN(), sqPSN: r.StartingPSN(), flowLabel: r.Primary().FlowLabel(), tos: r.Primary().TrafficClass(),
+		rqPSN: roce.PSN(a.d.loop.Rand().Uint32() & roce.PSNMask), state: cmReqRcvd}
 	child.timer = a.d.loop.NewTimer(child.onTimer)
 	child.localComm = a.newCommID()
 	sid := r.ServiceID()
@@ -840,7 +953,7 @@ func (a *cmAgent) receiveREQ(r cm.REQ, src, dst netip.Addr, srcMAC [6]byte) {
 	a.ids[child.localComm] = child
 	offer := child.param
 	offer.PrivateData = append([]byte(nil), r.PrivateData()[cm.CMAHeaderSize:]...)
-	a.post(CMEvent{Type: CMEventConnectRequest, ID: child, Listener: l, Param: offer})
+	a.post(CMEvent{Type: CMEventConnectRequest, ID: child, Listener: l, Param: offer, RemoteQPN: child.remoteQPN})
 }
 
 func (id *CMID) receiveREP(r cm.REP) {
@@ -866,11 +979,19 @@ func (id *CMID) receiveREP(r cm.REP) {
 		id.dev.cm.post(CMEvent{Type: CMEventRejected, ID: id, Status: int(cm.RejNoResources)})
 		return
 	}
+	// The REP's private data (all 196 bytes, as the kernel reports them) and offer.
+	e := CMEvent{Type: CMEventEstablished, ID: id, RemoteQPN: id.remoteQPN, Param: CMConnParam{
+		PrivateData:        append([]byte(nil), r.PrivateData()...),
+		ResponderResources: r.ResponderResources(), InitiatorDepth: r.InitiatorDepth(), RNRRetryCount: r.RNRRetryCount()}}
+	if id.qp == nil { // the consumer moves its QP, then Establish sends the RTU
+		id.state = cmRepRcvd
+		e.Type = CMEventConnectResponse
+		id.dev.cm.post(e)
+		return
+	}
 	id.sendPair(cm.AttrRTU)
 	id.state = cmEstablished
-	id.dev.cm.post(CMEvent{Type: CMEventEstablished, ID: id, Param: CMConnParam{
-		PrivateData:        append([]byte(nil), r.PrivateData()...),
-		ResponderResources: r.ResponderResources(), InitiatorDepth: r.InitiatorDepth(), RNRRetryCount: r.RNRRetryCount()}})
+	id.dev.cm.post(e)
 }
 
 // receiveSIDRREQ takes a UD consumer's service ID resolution request: a listener of

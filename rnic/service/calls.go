@@ -95,12 +95,15 @@ var handlers = [...]handler{
 	wire.OpCMDestroyID:       {run: destroying(kindCMID, wire.OpCMDestroyID)},
 	wire.OpCMListen:          {run: (*conn).cmListen},
 	wire.OpCMResolveAddr:     {run: (*conn).cmResolveAddr},
-	wire.OpCMResolveRoute:    {run: (*conn).cmResolveRoute},
+	wire.OpCMResolveRoute:    {run: cmIDCall((*rnic.Device).ResolveRoute)},
 	wire.OpCMConnect:         {run: cmConnecting(false)},
 	wire.OpCMAccept:          {run: cmConnecting(true)},
 	wire.OpCMReject:          {run: (*conn).cmReject},
-	wire.OpCMDisconnect:      {run: (*conn).cmDisconnect},
+	wire.OpCMDisconnect:      {run: cmIDCall((*rnic.Device).Disconnect)},
 	wire.OpCMGetEvent:        {run: (*conn).cmGetEvent},
+	wire.OpCMInitQPAttr:      {run: (*conn).cmInitQPAttr},
+	wire.OpCMEstablish:       {run: cmIDCall((*rnic.Device).Establish)},
+	wire.OpCMSetOption:       {run: (*conn).cmSetOption},
 }
 
 func (c *conn) queryDevice(body []byte) (any, int, error) {
