@@ -698,3 +698,105 @@ func TestCMSIDRRetriesThenUnreachable(t *testing.T) {
 		t.Errorf("%d MADs, %d retries", n, h1.Stats().CMRetries)
 	}
 }
+
+// TestCMConsumerMovesQPs: both sides move their QPs themselves with InitQPAttr, as
+// librdmacm's applications with QPs of their own do: the server from the connection
+// request (with the client's ToS and QPN), the client from the REP, which it gets as
+// ConnectResponse; Establish sends the RTU. A SEND then crosses, and the client's
+// ACK timeout is SetACKTimeout's.
+func TestCMConsumerMovesQPs(t *testing.T) {
+	v, h1, h2, mads := cmPair(t)
+	client, server := newCMEnd(t, h1), newCMEnd(t, h2)
+	move := func(d *Device, id *CMID, x *QP, s qp.State) qp.Attr {
+		t.Helper()
+		a, mask, err := d.InitQPAttr(id, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.ModifyQP(x, &a, mask); err != nil {
+			t.Fatalf("%v: %v", s, err)
+		}
+		return a
+	}
+	listener, _ := h2.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
+		server.events = append(server.events, e)
+		if e.Type != CMEventConnectRequest {
+			return
+		}
+		if e.RemoteQPN != client.qp.QPN() {
+			t.Errorf("request from QP %v, want %v", e.RemoteQPN, client.qp.QPN())
+		}
+		move(h2, e.ID, server.qp, qp.StateInit)
+		if a := move(h2, e.ID, server.qp, qp.StateRTR); a.DestQPN != client.qp.QPN() || a.AV.TrafficClass != 0x28 {
+			t.Errorf("server RTR %+v", a)
+		}
+		move(h2, e.ID, server.qp, qp.StateRTS)
+		if err := h2.Accept(e.ID, nil, CMConnParam{QPN: server.qp.QPN(), PrivateData: []byte("welcome"), ResponderResources: 1, InitiatorDepth: 1}); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174")); err != nil {
+		t.Fatal(err)
+	}
+	var id *CMID
+	id, _ = h1.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
+		client.events = append(client.events, e)
+		switch e.Type {
+		case CMEventAddrResolved:
+			_ = h1.ResolveRoute(id)
+		case CMEventRouteResolved:
+			if _, _, err := h1.InitQPAttr(id, qp.StateRTR); err == nil {
+				t.Error("RTR attributes before the REP")
+			}
+			move(h1, id, client.qp, qp.StateInit)
+			if err := h1.Connect(id, nil, CMConnParam{QPN: client.qp.QPN(), ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7}); err != nil {
+				t.Error(err)
+			}
+		case CMEventConnectResponse:
+			if e.RemoteQPN != server.qp.QPN() || !bytes.HasPrefix(e.Param.PrivateData, []byte("welcome")) {
+				t.Errorf("connect response %+v", e)
+			}
+			move(h1, id, client.qp, qp.StateRTR)
+			if a := move(h1, id, client.qp, qp.StateRTS); a.Timeout != 14 {
+				t.Errorf("client RTS timeout %d", a.Timeout)
+			}
+			if err := h1.Establish(id); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if err := h1.SetTOS(id, 0x28); err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.SetACKTimeout(id, 14); err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.ResolveAddr(id, netip.Addr{}, netip.MustParseAddrPort("10.0.0.2:7174"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	v.RunFor(10 * time.Millisecond)
+	if got := client.types(); !equalEvents(got, []CMEventType{CMEventAddrResolved, CMEventRouteResolved, CMEventConnectResponse}) {
+		t.Fatalf("client events %v", got)
+	}
+	if got := server.types(); !equalEvents(got, []CMEventType{CMEventConnectRequest, CMEventEstablished}) {
+		t.Fatalf("server events %v", got)
+	}
+	if err := h1.Establish(id); err == nil {
+		t.Error("a second Establish succeeded")
+	}
+	if tc := cm.REQ((*mads)[0]).Primary().TrafficClass(); tc != 0x28 {
+		t.Errorf("REQ's traffic class %#x", tc)
+	}
+	sge := func(e *cmEnd) []qp.SGE { return []qp.SGE{{Addr: e.mr.Addr(), Length: 64, LKey: e.mr.LKey()}} }
+	if err := server.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: sge(server)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: sge(client)}); err != nil {
+		t.Fatal(err)
+	}
+	v.RunFor(time.Millisecond)
+	wcs := make([]qp.WC, 2)
+	if n, _ := server.cq.PollCQ(wcs); n != 1 || wcs[0].Status != qp.WCSuccess {
+		t.Errorf("server completions %d: %+v", n, wcs[:n])
+	}
+}
