@@ -11,12 +11,15 @@ const (
 	EventQPFatal         EventType = 1  // IBV_EVENT_QP_FATAL: a QP entered ERR by itself
 	EventSQDrained       EventType = 5  // IBV_EVENT_SQ_DRAINED
 	EventPortActive      EventType = 9  // IBV_EVENT_PORT_ACTIVE
-	EventSRQLimitReached EventType = 14 // IBV_EVENT_SRQ_LIMIT_REACHED
+	EventSRQLimitReached EventType = 15 // IBV_EVENT_SRQ_LIMIT_REACHED
+	// EventLastWQEReached: a QP of an SRQ entered ERR; no receive of the SRQ will
+	// complete on it any more (IBV_EVENT_QP_LAST_WQE_REACHED).
+	EventLastWQEReached EventType = 16
 )
 
 var eventNames = map[EventType]string{
 	EventCQErr: "CQ_ERR", EventQPFatal: "QP_FATAL", EventSQDrained: "SQ_DRAINED",
-	EventPortActive: "PORT_ACTIVE", EventSRQLimitReached: "SRQ_LIMIT_REACHED",
+	EventPortActive: "PORT_ACTIVE", EventSRQLimitReached: "SRQ_LIMIT_REACHED", EventLastWQEReached: "QP_LAST_WQE_REACHED",
 }
 
 func (t EventType) String() string { return eventNames[t] }
@@ -38,6 +41,24 @@ func (d *Device) GetAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		return e, nil
 	case <-ctx.Done():
 		return AsyncEvent{}, ctx.Err()
+	}
+}
+
+// SetAsyncHandler makes h receive the device's asynchronous events on the loop
+// instead of GetAsyncEvent, as Config.AsyncHandler does (the verbs service sets it
+// once it serves the device); nil gives them back to GetAsyncEvent. Call it on the
+// loop.
+func (d *Device) SetAsyncHandler(h func(AsyncEvent)) { d.cfg.AsyncHandler = h }
+
+// enteredErr raises what a QP's move to ERR raises: QP_FATAL when the transport put it
+// there (a retry or RNR count exhausted, a fatal NAK, a responder's error), and
+// LAST_WQE_REACHED for a QP of an SRQ however it got there, as rxe does.
+func (x *QP) enteredErr(spontaneous bool) {
+	if spontaneous {
+		x.dev.raise(AsyncEvent{Type: EventQPFatal, QP: x})
+	}
+	if x.srq != nil {
+		x.dev.raise(AsyncEvent{Type: EventLastWQEReached, QP: x})
 	}
 }
 

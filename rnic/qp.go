@@ -190,7 +190,12 @@ func (d *Device) ModifyQP(x *QP, attr *qp.Attr, mask qp.AttrMask) error {
 	if err := x.q.Modify(attr, mask); err != nil {
 		return errorf(ErrInvalidArgument, "modify QP %v: %v", x.QPN(), err)
 	}
-	x.state = x.q.State()
+	if prev := x.state; x.q.State() != prev {
+		x.state = x.q.State()
+		if x.state == qp.StateErr {
+			x.enteredErr(false)
+		}
+	}
 	d.sched.kick()
 	d.sched.settle()
 	return nil
@@ -302,9 +307,9 @@ func (x *QP) afterEvent() {
 		x.timer.Reset(t)
 	}
 	if s := x.q.State(); s != x.state {
-		if s == qp.StateErr {
-			x.dev.raise(AsyncEvent{Type: EventQPFatal, QP: x})
-		}
 		x.state = s
+		if s == qp.StateErr {
+			x.enteredErr(true)
+		}
 	}
 }

@@ -230,6 +230,18 @@ static void device_and_queries(void)
 	CHECK(ibv_fork_init() == 0, "fork_init");
 }
 
+/* async_event waits for the next asynchronous event with poll on the async fd (at
+ * most 5 s), takes and acknowledges it, and returns its type, or -1. */
+static int async_event(struct ibv_async_event *ev)
+{
+	struct pollfd pfd = {.fd = ctx->async_fd, .events = POLLIN};
+	memset(ev, 0, sizeof(*ev));
+	if (poll(&pfd, 1, 5000) != 1 || ibv_get_async_event(ctx, ev))
+		return -1;
+	ibv_ack_async_event(ev);
+	return ev->event_type;
+}
+
 static void rc_tests(void)
 {
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
@@ -288,6 +300,11 @@ static void rc_tests(void)
 		CHECK(bbuf[0] == 'a' && bbuf[4095] == 'a' && bbuf[8] == 'i' && bbuf[23] == 'i' && bbuf[7] == 'a' &&
 			      bbuf[24] == 'a',
 		      "the WRITEs landed in the app's buffer");
+	/* the remote access error put both QPs in the error state by themselves */
+	struct ibv_async_event ev;
+	CHECK(async_event(&ev) == IBV_EVENT_QP_FATAL && ev.element.qp == qp,
+	      "QP_FATAL for the QP the access error broke, through a pollable async fd: event %d",
+	      ev.event_type);
 	CHECK(ibv_destroy_qp(qp) == 0, "destroy QP");
 
 	qp = make_qp(IBV_QPT_RC, cq, NULL);
@@ -499,7 +516,14 @@ static void ud_and_srq(void)
 		barrier();
 		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 3 && wc.byte_len == 100,
 		      "SEND received through the SRQ");
+		struct ibv_async_event ev;
+		CHECK(async_event(&ev) == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == srq,
+		      "SRQ_LIMIT_REACHED below the limit of 4: event %d", ev.event_type);
 		CHECK(ibv_destroy_srq(srq) == EBUSY, "an SRQ with QPs is busy");
+		struct ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
+		CHECK(ibv_modify_qp(qp, &err, IBV_QP_STATE) == 0 && async_event(&ev) == IBV_EVENT_QP_LAST_WQE_REACHED &&
+			      ev.element.qp == qp,
+		      "QP_LAST_WQE_REACHED for a QP of the SRQ moved to ERR: event %d", ev.event_type);
 	} else {
 		barrier();
 		CHECK(post(qp, IBV_WR_SEND, mr, buf, 100, 0, 0, IBV_SEND_SIGNALED) == 0, "SEND to the SRQ");
@@ -526,10 +550,33 @@ static void unsupported(void)
 	CHECK(ibv_attach_mcast(qp, &gid, 0) == EOPNOTSUPP, "multicast is not supported");
 	ibv_destroy_qp(qp);
 	ibv_destroy_cq(cq);
+
+	/* a CQ of one entry overruns with three completions: CQ_ERR */
+	cq = ibv_create_cq(ctx, 1, NULL, NULL, 0);
+	char *buf = malloc(64);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 64, IBV_ACCESS_LOCAL_WRITE);
+	qp = make_qp(IBV_QPT_UD, cq, NULL);
+	connect_qp(qp, 0, &gid);
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = gid, .sgid_index = gid_index, .hop_limit = 64}};
+	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	struct ibv_sge s = {.addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey};
+	struct ibv_send_wr wr = {.sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED}, *bad;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qp->qp_num;
+	wr.wr.ud.remote_qkey = 0x11111111;
+	for (int i = 0; i < 3; i++)
+		CHECK(ibv_post_send(qp, &wr, &bad) == 0, "send %d to itself", i);
+	struct ibv_async_event ev;
+	CHECK(cq->cqe == 1 && async_event(&ev) == IBV_EVENT_CQ_ERR && ev.element.cq == cq, "CQ_ERR for the overrun CQ: event %d",
+	      ev.event_type);
+	ibv_destroy_qp(qp);
+	ibv_destroy_ah(ah);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	free(buf);
 	/* no asynchronous event is pending: a non-blocking fd says so */
 	int fl = fcntl(ctx->async_fd, F_GETFL);
 	fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
-	struct ibv_async_event ev;
 	errno = 0;
 	CHECK(ibv_get_async_event(ctx, &ev) == -1 && errno == EAGAIN, "no async event");
 }

@@ -89,6 +89,8 @@ var handlers = [...]handler{
 	wire.OpModifyQP:          {run: (*conn).modifyQP},
 	wire.OpQueryQP:           {run: (*conn).queryQP},
 	wire.OpDestroyQP:         {run: destroying(kindQP, wire.OpDestroyQP)},
+	wire.OpAsyncFD:           {withFD: (*conn).asyncFD},
+	wire.OpGetAsyncEvent:     {run: (*conn).getAsyncEvent},
 	wire.OpCMCreateChannel:   {withFD: (*conn).cmCreateChannel},
 	wire.OpCMDestroyChannel:  {run: destroying(kindCMChannel, wire.OpCMDestroyChannel)},
 	wire.OpCMCreateID:        {run: (*conn).cmCreateID},
