@@ -61,6 +61,7 @@ func TestCEncodings(t *testing.T) {
 		"port_attr":   body(&port),
 		"device_attr": body(&dev),
 		"hello_resp":  body(&HelloResp{Version: 1, PageSize: 4096, PID: 1234}),
+		"async_event": body(&AsyncEvent{Type: 15, Handle: 7}),
 		"send_wqe":    send,
 		"recv_wqe":    recv,
 		"cqe":         cqe,
