@@ -454,18 +454,24 @@ static void ud_and_srq(void)
 	struct peer p = exchange(ud->qp_num, NULL, NULL, NULL);
 	struct ibv_wc wc;
 	if (!is_client) {
-		CHECK(post_recv(ud, mr, buf + 8192, 40 + 512, 1) == 0, "UD recv");
+		/* the receive buffer is on the main thread's stack */
+		char stack_buf[40 + 512];
+		struct ibv_mr *smr = ibv_reg_mr(pd, stack_buf, sizeof(stack_buf), IBV_ACCESS_LOCAL_WRITE);
+		MUST(smr, "ibv_reg_mr of a buffer on the main thread's stack");
+		CHECK(post_recv(ud, smr, stack_buf, sizeof(stack_buf), 1) == 0, "UD recv");
 		barrier();
 		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
 			      wc.byte_len == 40 + 512 && (wc.wc_flags & IBV_WC_GRH) && wc.src_qp == p.qpn &&
-			      buf[8192 + 40] == 'u' && buf[8192 + 40 + 511] == 'u',
-		      "UD SEND received with its GRH: status %d len %u src %u", wc.status, wc.byte_len, wc.src_qp);
+			      stack_buf[40] == 'u' && stack_buf[40 + 511] == 'u',
+		      "UD SEND received into the stack buffer with its GRH: status %d len %u src %u", wc.status, wc.byte_len,
+		      wc.src_qp);
 		struct ibv_ah_attr back;
-		CHECK(ibv_init_ah_from_wc(ctx, 1, &wc, (struct ibv_grh *)(buf + 8192), &back) == 0 &&
+		CHECK(ibv_init_ah_from_wc(ctx, 1, &wc, (struct ibv_grh *)stack_buf, &back) == 0 &&
 			      memcmp(back.grh.dgid.raw, p.gid.raw, 16) == 0 && back.grh.sgid_index == gid_index,
 		      "init_ah_from_wc");
-		struct ibv_ah *reply = ibv_create_ah_from_wc(pd, &wc, (struct ibv_grh *)(buf + 8192), 1);
+		struct ibv_ah *reply = ibv_create_ah_from_wc(pd, &wc, (struct ibv_grh *)stack_buf, 1);
 		CHECK(reply && ibv_destroy_ah(reply) == 0, "create_ah_from_wc");
+		CHECK(ibv_dereg_mr(smr) == 0, "dereg the stack buffer's MR");
 	} else {
 		struct ibv_ah_attr aa = {.is_global = 0, .port_num = 1};
 		errno = 0;

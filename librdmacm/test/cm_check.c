@@ -75,8 +75,7 @@ static struct sockaddr_storage address(const char *host, const char *port, int p
 }
 
 /* qp makes an RC QP on id's device with rdma_create_qp and its own PD and CQ, and
- * registers buf (static: rocelab's ibv_reg_mr of the main thread's stack fails with
- * EFAULT, a limit of libibverbs.so.1 that is not this test's subject). */
+ * registers buf. */
 static struct ibv_cq *qp(struct rdma_cm_id *id, struct ibv_mr **mr, char *buf, size_t len)
 {
 	struct ibv_pd *pd = ibv_alloc_pd(id->verbs);
