@@ -800,3 +800,82 @@ func TestCMConsumerMovesQPs(t *testing.T) {
 		t.Errorf("server completions %d: %+v", n, wcs[:n])
 	}
 }
+
+// TestCMAnswersKernelSIDR: the kernel's own SIDR_REQ (udaddy.pcap) against a device
+// standing in for the capture's server reaches a UDP listener, and the device's
+// SIDR_REP to it equals the kernel's byte for byte but for the QPN it names (ours).
+func TestCMAnswersKernelSIDR(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "roce", "testdata", "rxe", "udaddy.pcap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, _ := pcapgo.NewReader(f)
+	var kernelReq []byte
+	var kernelRep cm.MAD
+	for {
+		frame, _, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		var p roce.Packet
+		if p.Decode(frame) != nil || p.BTH.DestQP() != roce.GSIQPN {
+			continue
+		}
+		if p.IPv4.Src() == netip.MustParseAddr("10.77.0.2") {
+			kernelReq = frame
+		} else {
+			kernelRep = append(cm.MAD(nil), p.Payload...)
+		}
+	}
+	if kernelReq == nil || kernelRep == nil {
+		t.Fatal("no SIDR_REQ and SIDR_REP in udaddy.pcap")
+	}
+	v := clock.NewVirtual(1)
+	ours, theirs, err := link.New(link.Config{Rate: 10e9, Delay: time.Microsecond, MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := link.NewPool(1518)
+	d, err := Open(Config{Name: "server", MAC: [6]byte{0x52, 0x54, 0x0a, 0x4d, 0, 1}, GIDs: []netip.Addr{netip.MustParseAddr("10.77.0.1")},
+		Loop: v.NewLoop("server"), Link: ours, Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &frameSink{}
+	theirs.Attach(v.NewLoop("kernel"), sink)
+	x := udQP(t, d)
+	var events []CMEvent
+	listener, _ := d.CreateCMID(cm.PortSpaceUDP, func(e CMEvent) {
+		events = append(events, e)
+		if err := d.Accept(e.ID, x, CMConnParam{}); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := d.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174")); err != nil {
+		t.Fatal(err)
+	}
+	fr := pool.Get()
+	if err := fr.SetBytes(kernelReq); err != nil {
+		t.Fatal(err)
+	}
+	theirs.Send([]*link.Frame{fr})
+	v.RunFor(time.Millisecond)
+	if len(events) != 1 || events[0].ID.Remote() != netip.MustParseAddrPort("10.77.0.2:56894") {
+		t.Fatalf("events %+v", events)
+	}
+	var p roce.Packet
+	if len(sink.frames) != 1 || p.Decode(sink.frames[0]) != nil || p.VerifyICRC() != nil || p.BTH.DestQP() != roce.GSIQPN {
+		t.Fatalf("%d frames from the device", len(sink.frames))
+	}
+	rep := cm.SIDRREP(p.Payload)
+	if rep.QPN() != x.QPN() {
+		t.Errorf("SIDR_REP names QP %v, ours is %v", rep.QPN(), x.QPN())
+	}
+	want := append(cm.MAD(nil), kernelRep...)
+	k := cm.SIDRREP(kernelRep)
+	cm.SIDRREP(want).Encode(k.RequestID(), k.Status(), x.QPN(), k.ServiceID(), k.QKey())
+	if !bytes.Equal(p.Payload, want) {
+		t.Errorf("SIDR_REP\n got %x\nwant %x (the kernel's, with our QPN)", p.Payload, []byte(want))
+	}
+}
