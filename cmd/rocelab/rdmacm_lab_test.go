@@ -32,10 +32,7 @@ func newRDMACMLab(t *testing.T) *ibverbsLab {
 		"../../librdmacm/test/cm_check.c", "-lrdmacm", "-libverbs").CombinedOutput(); err != nil {
 		t.Fatalf("build cm_check: %v\n%s", err, out)
 	}
-	l := &ibverbsLab{cli: c, name: labName("cma")}
-	c.run("up", "-f", "../../topologies/two-hosts.yaml", "--name", l.name)
-	t.Cleanup(func() { c.run("down", l.name) })
-	return l
+	return upLab(t, c, "cma", realToolsTopology(t))
 }
 
 // noListener is how rping and perftest report the REJ "invalid service ID" that a
