@@ -402,9 +402,11 @@ func (s *frameSink) Receive(frames []*link.Frame) {
 // kernel's RTU (its communication IDs set to the device's, ICRC recomputed)
 // establishes the connection with the QP sending from the kernel's Starting PSN to
 // its QPN; its DREQ disconnects and is answered with a DREP.
-func TestCMAnswersKernelClient(t *testing.T) {
-	var kernel [][]byte
-	f, err := os.Open(filepath.Join("..", "roce", "testdata", "rxe", "rping.pcap"))
+// kernelGSIFrames returns the GSI frames of one of the kernel's captures: the client's
+// (10.77.0.2) and the server's.
+func kernelGSIFrames(t *testing.T, name string) (client, server [][]byte) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "roce", "testdata", "rxe", name+".pcap"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,16 +415,29 @@ func TestCMAnswersKernelClient(t *testing.T) {
 	for {
 		frame, _, err := r.ReadPacketData()
 		if err != nil {
-			break
+			return client, server
 		}
 		var p roce.Packet
-		if p.Decode(frame) == nil && p.BTH.DestQP() == roce.GSIQPN && p.IPv4.Src() == netip.MustParseAddr("10.77.0.2") {
-			kernel = append(kernel, frame) // REQ, RTU, DREQ
+		switch {
+		case p.Decode(frame) != nil || p.BTH.DestQP() != roce.GSIQPN:
+		case p.IPv4.Src() == netip.MustParseAddr("10.77.0.2"):
+			client = append(client, frame)
+		default:
+			server = append(server, frame)
 		}
 	}
-	if len(kernel) != 3 {
-		t.Fatalf("%d client MADs in rping.pcap", len(kernel))
-	}
+}
+
+// kernelPeer is a device standing in for a kernel capture's server (10.77.0.1),
+// linked to an end that injects the capture's client frames and records the device's.
+type kernelPeer struct {
+	d      *Device
+	sink   *frameSink
+	inject func(frame []byte) // sends frame to the device and runs 1 ms
+}
+
+func newKernelPeer(t *testing.T) *kernelPeer {
+	t.Helper()
 	v := clock.NewVirtual(1)
 	ours, theirs, err := link.New(link.Config{Rate: 10e9, Delay: time.Microsecond, MTU: 1500})
 	if err != nil {
@@ -434,9 +449,9 @@ func TestCMAnswersKernelClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink := &frameSink{}
-	theirs.Attach(v.NewLoop("kernel"), sink)
-	inject := func(frame []byte) {
+	k := &kernelPeer{d: d, sink: &frameSink{}}
+	theirs.Attach(v.NewLoop("kernel"), k.sink)
+	k.inject = func(frame []byte) {
 		fr := pool.Get()
 		if err := fr.SetBytes(frame); err != nil {
 			t.Fatal(err)
@@ -444,6 +459,16 @@ func TestCMAnswersKernelClient(t *testing.T) {
 		theirs.Send([]*link.Frame{fr})
 		v.RunFor(time.Millisecond)
 	}
+	return k
+}
+
+func TestCMAnswersKernelClient(t *testing.T) {
+	kernel, _ := kernelGSIFrames(t, "rping") // REQ, RTU, DREQ
+	if len(kernel) != 3 {
+		t.Fatalf("%d client MADs in rping.pcap", len(kernel))
+	}
+	k := newKernelPeer(t)
+	d, sink, inject := k.d, k.sink, k.inject
 	server := newCMEnd(t, d)
 	listener, _ := d.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		server.events = append(server.events, e)
@@ -805,45 +830,17 @@ func TestCMConsumerMovesQPs(t *testing.T) {
 // standing in for the capture's server reaches a UDP listener, and the device's
 // SIDR_REP to it equals the kernel's byte for byte but for the QPN it names (ours).
 func TestCMAnswersKernelSIDR(t *testing.T) {
-	f, err := os.Open(filepath.Join("..", "roce", "testdata", "rxe", "udaddy.pcap"))
-	if err != nil {
+	client, server := kernelGSIFrames(t, "udaddy")
+	if len(client) != 1 || len(server) != 1 {
+		t.Fatalf("%d client and %d server MADs in udaddy.pcap, want a SIDR_REQ and a SIDR_REP", len(client), len(server))
+	}
+	var kp roce.Packet
+	if err := kp.Decode(server[0]); err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	r, _ := pcapgo.NewReader(f)
-	var kernelReq []byte
-	var kernelRep cm.MAD
-	for {
-		frame, _, err := r.ReadPacketData()
-		if err != nil {
-			break
-		}
-		var p roce.Packet
-		if p.Decode(frame) != nil || p.BTH.DestQP() != roce.GSIQPN {
-			continue
-		}
-		if p.IPv4.Src() == netip.MustParseAddr("10.77.0.2") {
-			kernelReq = frame
-		} else {
-			kernelRep = append(cm.MAD(nil), p.Payload...)
-		}
-	}
-	if kernelReq == nil || kernelRep == nil {
-		t.Fatal("no SIDR_REQ and SIDR_REP in udaddy.pcap")
-	}
-	v := clock.NewVirtual(1)
-	ours, theirs, err := link.New(link.Config{Rate: 10e9, Delay: time.Microsecond, MTU: 1500})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := link.NewPool(1518)
-	d, err := Open(Config{Name: "server", MAC: [6]byte{0x52, 0x54, 0x0a, 0x4d, 0, 1}, GIDs: []netip.Addr{netip.MustParseAddr("10.77.0.1")},
-		Loop: v.NewLoop("server"), Link: ours, Pool: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &frameSink{}
-	theirs.Attach(v.NewLoop("kernel"), sink)
+	kernelRep := append(cm.MAD(nil), kp.Payload...)
+	k := newKernelPeer(t)
+	d, sink := k.d, k.sink
 	x := udQP(t, d)
 	var events []CMEvent
 	listener, _ := d.CreateCMID(cm.PortSpaceUDP, func(e CMEvent) {
@@ -855,12 +852,7 @@ func TestCMAnswersKernelSIDR(t *testing.T) {
 	if err := d.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174")); err != nil {
 		t.Fatal(err)
 	}
-	fr := pool.Get()
-	if err := fr.SetBytes(kernelReq); err != nil {
-		t.Fatal(err)
-	}
-	theirs.Send([]*link.Frame{fr})
-	v.RunFor(time.Millisecond)
+	k.inject(client[0])
 	if len(events) != 1 || events[0].ID.Remote() != netip.MustParseAddrPort("10.77.0.2:56894") {
 		t.Fatalf("events %+v", events)
 	}
@@ -873,8 +865,8 @@ func TestCMAnswersKernelSIDR(t *testing.T) {
 		t.Errorf("SIDR_REP names QP %v, ours is %v", rep.QPN(), x.QPN())
 	}
 	want := append(cm.MAD(nil), kernelRep...)
-	k := cm.SIDRREP(kernelRep)
-	cm.SIDRREP(want).Encode(k.RequestID(), k.Status(), x.QPN(), k.ServiceID(), k.QKey())
+	kr := cm.SIDRREP(kernelRep)
+	cm.SIDRREP(want).Encode(kr.RequestID(), kr.Status(), x.QPN(), kr.ServiceID(), kr.QKey())
 	if !bytes.Equal(p.Payload, want) {
 		t.Errorf("SIDR_REP\n got %x\nwant %x (the kernel's, with our QPN)", p.Payload, []byte(want))
 	}

@@ -134,12 +134,17 @@ func (c *conn) cmGetEvent(body []byte) (any, int, error) {
 // cmID decodes a call's identifier.
 func (c *conn) cmID(h uint32) (*sCMID, error) { return get[*sCMID](c, h, "CM identifier") }
 
+// decodeCM decodes the request of a CM call into r and returns the identifier it names.
+func (c *conn) decodeCM(body []byte, r wire.CMRequest) (*sCMID, error) {
+	if err := wire.DecodeBody(body, r); err != nil {
+		return nil, err
+	}
+	return c.cmID(r.Identifier())
+}
+
 func (c *conn) cmListen(body []byte) (any, int, error) {
 	var r wire.CMListen
-	if err := wire.DecodeBody(body, &r); err != nil {
-		return nil, -1, err
-	}
-	s, err := c.cmID(r.ID)
+	s, err := c.decodeCM(body, &r)
 	if err != nil {
 		return nil, -1, err
 	}
@@ -148,10 +153,7 @@ func (c *conn) cmListen(body []byte) (any, int, error) {
 
 func (c *conn) cmResolveAddr(body []byte) (any, int, error) {
 	var r wire.CMResolveAddr
-	if err := wire.DecodeBody(body, &r); err != nil {
-		return nil, -1, err
-	}
-	s, err := c.cmID(r.ID)
+	s, err := c.decodeCM(body, &r)
 	if err != nil {
 		return nil, -1, err
 	}
@@ -178,10 +180,7 @@ func cmIDCall(f func(*rnic.Device, *rnic.CMID) error) func(c *conn, body []byte)
 func cmConnecting(accept bool) func(c *conn, body []byte) (any, int, error) {
 	return func(c *conn, body []byte) (any, int, error) {
 		var r wire.CMConnect
-		if err := wire.DecodeBody(body, &r); err != nil {
-			return nil, -1, err
-		}
-		s, err := c.cmID(r.ID)
+		s, err := c.decodeCM(body, &r)
 		if err != nil {
 			return nil, -1, err
 		}
@@ -207,10 +206,7 @@ func cmConnecting(accept bool) func(c *conn, body []byte) (any, int, error) {
 
 func (c *conn) cmReject(body []byte) (any, int, error) {
 	var r wire.CMReject
-	if err := wire.DecodeBody(body, &r); err != nil {
-		return nil, -1, err
-	}
-	s, err := c.cmID(r.ID)
+	s, err := c.decodeCM(body, &r)
 	if err != nil {
 		return nil, -1, err
 	}
@@ -222,10 +218,7 @@ func (c *conn) cmReject(body []byte) (any, int, error) {
 
 func (c *conn) cmInitQPAttr(body []byte) (any, int, error) {
 	var r wire.CMInitQPAttr
-	if err := wire.DecodeBody(body, &r); err != nil {
-		return nil, -1, err
-	}
-	s, err := c.cmID(r.ID)
+	s, err := c.decodeCM(body, &r)
 	if err != nil {
 		return nil, -1, err
 	}
@@ -238,10 +231,7 @@ func (c *conn) cmInitQPAttr(body []byte) (any, int, error) {
 
 func (c *conn) cmSetOption(body []byte) (any, int, error) {
 	var r wire.CMSetOption
-	if err := wire.DecodeBody(body, &r); err != nil {
-		return nil, -1, err
-	}
-	s, err := c.cmID(r.ID)
+	s, err := c.decodeCM(body, &r)
 	if err != nil {
 		return nil, -1, err
 	}

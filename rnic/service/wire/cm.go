@@ -107,6 +107,18 @@ type CMSetOption struct {
 	ID, Option, Value uint32
 }
 
+// CMRequest is the request of a CM call about an identifier.
+type CMRequest interface {
+	Identifier() uint32 // the identifier's handle
+}
+
+func (r *CMListen) Identifier() uint32      { return r.ID }
+func (r *CMResolveAddr) Identifier() uint32 { return r.ID }
+func (r *CMConnect) Identifier() uint32     { return r.ID }
+func (r *CMReject) Identifier() uint32      { return r.ID }
+func (r *CMInitQPAttr) Identifier() uint32  { return r.ID }
+func (r *CMSetOption) Identifier() uint32   { return r.ID }
+
 // rdma_set_option's RDMA_OPTION_ID options that reach the service.
 const (
 	CMOptionTOS        = 0
