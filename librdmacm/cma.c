@@ -477,7 +477,7 @@ static int connecting(struct rdma_cm_id *id, uint16_t op, const struct rdma_conn
 	struct rl_cm_connect req = {.id = cm_id(id)->h};
 	if (id->qp)
 		req.qp = rocelab_qp_handle(id->qp);
-	else if (p && id->qp_type == IBV_QPT_RC)
+	else if (p)
 		req.qpn = p->qp_num;
 	else
 		return fail(EINVAL);

@@ -434,10 +434,10 @@ func (d *Device) Connect(id *CMID, x *QP, p CMConnParam) error {
 }
 
 // validQP reports whether x is a QP of id's device of its port space's type, or,
-// for an RC connection whose QP the consumer moves itself, nil with p naming it.
+// for a QP the consumer moves itself, nil with p naming it.
 func (id *CMID) validQP(x *QP, p CMConnParam) bool {
 	if x == nil {
-		return id.ps == cm.PortSpaceTCP && p.QPN != 0
+		return p.QPN != 0
 	}
 	return x.dev == id.dev && x.q.Type() == id.qpType()
 }
@@ -490,7 +490,7 @@ func (d *Device) Accept(id *CMID, x *QP, p CMConnParam) error {
 	}
 	if id.ps == cm.PortSpaceUDP {
 		id.qp = x
-		id.sendSIDRREP(cm.SIDRValid, x.QPN(), p.PrivateData)
+		id.sendSIDRREP(cm.SIDRValid, id.localQPN(p), p.PrivateData)
 		return nil
 	}
 	if err := id.initQP(x); err != nil {

@@ -635,9 +635,12 @@ func TestCMSIDR(t *testing.T) {
 			t.Errorf("request's private data %q", e.Param.PrivateData)
 		}
 		var err error
-		if e.Listener.Local().Port() == 7174 {
+		switch e.Listener.Local().Port() {
+		case 7174:
 			err = h2.Accept(e.ID, srvQP, CMConnParam{PrivateData: []byte("welcome")})
-		} else {
+		case 7177: // a UD QP the consumer keeps itself: named by number
+			err = h2.Accept(e.ID, nil, CMConnParam{QPN: 0x99})
+		default:
 			err = h2.Reject(e.ID, []byte("go away"))
 		}
 		if err != nil {
@@ -651,14 +654,20 @@ func TestCMSIDR(t *testing.T) {
 	if err := h2.Listen(rejecter, netip.MustParseAddrPort("0.0.0.0:7175")); err != nil {
 		t.Fatal(err)
 	}
+	byNumber, _ := h2.CreateCMID(cm.PortSpaceUDP, listener.handler)
+	if err := h2.Listen(byNumber, netip.MustParseAddrPort("0.0.0.0:7177")); err != nil {
+		t.Fatal(err)
+	}
 
-	var accepted, rejected, unknown []CMEvent
+	var accepted, rejected, unknown, numbered []CMEvent
 	cliQP := udQP(t, h1)
 	id := sidrClient(t, h1, cliQP, 7174, &accepted)
 	v.RunFor(10 * time.Millisecond)
 	sidrClient(t, h1, udQP(t, h1), 7175, &rejected)
 	v.RunFor(10 * time.Millisecond)
 	sidrClient(t, h1, udQP(t, h1), 7176, &unknown)
+	v.RunFor(10 * time.Millisecond)
+	sidrClient(t, h1, udQP(t, h1), 7177, &numbered)
 	v.RunFor(10 * time.Millisecond)
 
 	if len(accepted) != 3 || accepted[2].Type != CMEventEstablished {
@@ -679,11 +688,15 @@ func TestCMSIDR(t *testing.T) {
 	if last := unknown[len(unknown)-1]; last.Type != CMEventUnreachable || last.Status != int(cm.SIDRUnsupported) {
 		t.Errorf("client of an unknown service: %v status %d", last.Type, last.Status)
 	}
-	if len(server) != 2 {
+	if last := numbered[len(numbered)-1]; last.Type != CMEventEstablished || last.RemoteQPN != 0x99 {
+		t.Errorf("client of a QP named by number: %v QPN %v", last.Type, last.RemoteQPN)
+	}
+	if len(server) != 3 {
 		t.Errorf("server events %v", server)
 	}
 
-	want := []cm.AttributeID{cm.AttrSIDRREQ, cm.AttrSIDRREP, cm.AttrSIDRREQ, cm.AttrSIDRREP, cm.AttrSIDRREQ, cm.AttrSIDRREP}
+	want := []cm.AttributeID{cm.AttrSIDRREQ, cm.AttrSIDRREP, cm.AttrSIDRREQ, cm.AttrSIDRREP, cm.AttrSIDRREQ, cm.AttrSIDRREP,
+		cm.AttrSIDRREQ, cm.AttrSIDRREP}
 	if len(*mads) != len(want) {
 		t.Fatalf("%d MADs, want %v", len(*mads), want)
 	}
