@@ -44,7 +44,7 @@ type Config struct {
 	MaxStage int
 	WAI      float64
 	BaseRTT  time.Duration
-	// ECN is the switches' RED marking for DCQCN (SimECN scales the simulator's with
+	// ECN is the switches' RED marking for DCQCN (fabric.SimECN scales the simulator's with
 	// the link rate).
 	ECN fabric.ECN
 	// Preset "ns3" (PresetNS3) parameterizes HPCC as the HPCC authors' ns-3 simulator
@@ -86,7 +86,7 @@ func Defaults() Config {
 	return Config{Scenario: "incast", Senders: 16, FlowSize: 500_000, Stagger: 100 * time.Microsecond,
 		LinkRate: 100e9, LinkDelay: time.Microsecond, MTU: roce.MTU1024,
 		CC: rnic.ModeHPCC, Telemetry: telemetry.FormatINTMD, MaxStage: hpcc.DefaultMaxStage,
-		ECN:    SimECN(100e9),
+		ECN:    fabric.SimECN(100e9),
 		Buffer: 32 << 20, Seed: 1, Sample: 100 * time.Nanosecond, Limit: 100 * time.Millisecond}
 }
 
@@ -112,16 +112,8 @@ func NS3(c Config) Config {
 	c.Telemetry = telemetry.FormatHPCC
 	c.MaxStage = 0
 	c.Payload, c.HeaderOverhead = NS3Payload, NS3Headers
-	c.ECN = SimECN(c.LinkRate)
+	c.ECN = fabric.SimECN(c.LinkRate)
 	return c
-}
-
-// SimECN is the HPCC simulator's RED marking for a link of rate bit/s (its run.py's
-// KMIN_MAP, KMAX_MAP and PMAX_MAP): K_min 100 KB and K_max 400 KB per 25 Gb/s,
-// P_max 0.2; at 100 Gb/s 400 KB and 1600 KB.
-func SimECN(rate uint64) fabric.ECN {
-	scale := float64(rate) / 25e9
-	return fabric.ECN{Enabled: true, KMin: int(100_000 * scale), KMax: int(400_000 * scale), PMax: 0.2}
 }
 
 func (c *Config) linkMTU() int { return int(c.MTU) + 400 } // room for headers and telemetry
@@ -447,7 +439,13 @@ func (r *Result) Measure(last clock.Time, unfinished int) {
 func starWindows(res *Result, cfg *Config, last clock.Time, unfinished int) []span {
 	end, until := runEnd(res, last, unfinished)
 	var spans []span
-	if t := firstDrain(res.Queue, cfg.segment()+100); t >= 0 {
+	first := clock.Never
+	for _, f := range res.Flows {
+		if f.Finished {
+			first = min(first, clock.Time(f.StartNs+f.FCTNs))
+		}
+	}
+	if t := firstDrain(res.Queue, cfg.segment()+100, first); t >= 0 {
 		spans = append(spans, span{t, end, "after the first drain of the bottleneck queue to " + until})
 	}
 	for _, s := range res.Queue {

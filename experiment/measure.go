@@ -161,8 +161,13 @@ func measure(res *Result, candidates []span, rate uint64) Metrics {
 }
 
 // firstDrain is the first sample after the queue's peak at which it holds at most
-// level bytes; -1 if it never drains.
-func firstDrain(queue []QueueSample, level int) clock.Time {
+// level bytes, or at most the lower quartile of the queue between the peak and
+// settled, whichever is more: with more flows than the bandwidth-delay product has packets,
+// every flow at HPCC's minimum window, the queue settles at a standing level of a few
+// packets that it never leaves while the flows run, and its first drain is reaching
+// that level. settled is when the flows stop being all active (the first completion).
+// It returns -1 if the queue never drains.
+func firstDrain(queue []QueueSample, level int, settled clock.Time) clock.Time {
 	if len(queue) == 0 {
 		return -1
 	}
@@ -175,6 +180,15 @@ func firstDrain(queue []QueueSample, level int) clock.Time {
 	if queue[peak].Bytes <= level {
 		return -1
 	}
+	var after []int
+	for _, s := range queue[peak:] {
+		if s.T > settled {
+			break
+		}
+		after = append(after, s.Bytes)
+	}
+	sort.Ints(after)
+	level = max(level, after[len(after)/4])
 	for _, s := range queue[peak:] {
 		if s.Bytes <= level {
 			return s.T

@@ -37,7 +37,7 @@ func TestMeasureWindowAfterDrain(t *testing.T) {
 		res.Delivered = append(res.Delivered, DeliveredSample{T: clock.Time(i * 1000), Bytes: uint64(i * 1000)})
 	}
 	last := clock.Time(6000)
-	drain := firstDrain(res.Queue, 1100)
+	drain := firstDrain(res.Queue, 1100, last)
 	if drain != 4000 {
 		t.Fatalf("first drain at %d ns, want 4000", drain)
 	}
@@ -50,6 +50,28 @@ func TestMeasureWindowAfterDrain(t *testing.T) {
 	}
 	if m.FlowsFinished != 1 || m.FlowsTotal != 1 || m.Jain != 1 {
 		t.Errorf("%d of %d finished, Jain %v: want 1 of 1, 1", m.FlowsFinished, m.FlowsTotal, m.Jain)
+	}
+}
+
+// TestFirstDrainToStandingQueue: with more flows than the path's bandwidth-delay
+// product has packets, every flow at HPCC's minimum window, the queue settles at a
+// standing level above one packet and never drains to it while the flows run. By
+// hand: queue 0, 9000, 5000, 2300, 2400, 1200, 2400, 0 at 0…7 µs, the first flow done
+// at 6 µs: from the peak to 6 µs the queue holds 9000, 5000, 2300, 2400, 1200, 2400,
+// lower quartile (the second of six) 2300, first reached at 3 µs — not the 0 at 7 µs, after the
+// flows finished, that a 1100-byte level waits for. A queue that empties while the
+// flows run keeps the 1100-byte level: 0, 9000, 4000, 0, 0 drains at 3 µs.
+func TestFirstDrainToStandingQueue(t *testing.T) {
+	q := queueSeries([]int{0, 9000, 5000, 2300, 2400, 1200, 2400, 0}, make([]uint64, 8))
+	if got := firstDrain(q, 1100, 6000); got != 3000 {
+		t.Errorf("first drain at %d ns, want 3000 (the standing 2300 B)", got)
+	}
+	q = queueSeries([]int{0, 9000, 4000, 0, 0}, make([]uint64, 5))
+	if got := firstDrain(q, 1100, 4000); got != 3000 {
+		t.Errorf("first drain at %d ns, want 3000 (the queue's 0)", got)
+	}
+	if got := firstDrain(q[:1], 1100, 6000); got != -1 {
+		t.Errorf("a queue that never exceeds the level drains at %d, want -1", got)
 	}
 }
 
@@ -137,26 +159,41 @@ func readCSV(t *testing.T, path string) [][]string {
 	return rows
 }
 
-// TestGoodputBelowWireRate: one 2 MB flow without congestion control through the
-// switch. By hand, each 1024-byte payload travels in a frame of 1024 + 58 bytes
-// (Ethernet 14, IPv4 20, UDP 8, BTH 12, ICRC 4; the first packet's 16-byte RETH is
-// one in 1954), so in any window the goodput is 1024/1082 = 0.9464 of the wire rate,
-// which is the line rate while the flow sends. Measured at the bottleneck and at the
-// receiver, both agree within 1 %.
+// TestGoodputBelowWireRate: one 2 MB flow through the switch, measured at the
+// bottleneck (wire rate) and at the receiver (goodput). By hand:
+//   - without congestion control, each 1024-byte payload travels in a frame of
+//     1024 + 58 bytes (Ethernet 14, IPv4 20, UDP 8, BTH 12, ICRC 4; the first
+//     packet's 16-byte RETH is one in 1954), so in any window the goodput is
+//     1024/1082 = 0.9464 of the wire rate, which is the line rate while the flow sends;
+//   - under the ns-3 preset (HPCC, 1000-byte payloads, and in every data frame the
+//     44-byte HPCC block: a 4-byte shim and the simulator's five 8-byte hop slots)
+//     the frame is 1000 + 58 + 44 bytes, so telemetry and
+//     headers take the goodput to 1000/1102 = 0.9074 of the wire rate, which HPCC
+//     holds near η = 0.95 of the line rate (a lone flow: at least 90 Gb/s).
+//
+// Both ratios hold within 1 %.
 func TestGoodputBelowWireRate(t *testing.T) {
-	cfg := Defaults()
-	cfg.Senders, cfg.FlowSize, cfg.CC = 1, 2_000_000, rnic.ModeNone
-	res, err := Run(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := res.Metrics
-	ratio := m.Goodput / m.WireRate
-	t.Logf("window %v: wire %.2f Gb/s, goodput %.2f Gb/s, ratio %.4f", m.Window, m.WireRate/1e9, m.Goodput/1e9, ratio)
-	if want := 1024.0 / 1082; math.Abs(ratio/want-1) > 0.01 {
-		t.Errorf("goodput / wire rate %.4f, want %.4f ± 1%%", ratio, want)
-	}
-	if m.WireRate < 95e9 {
-		t.Errorf("wire rate %.2f Gb/s of a lone flow at line rate, want ≥ 95", m.WireRate/1e9)
+	none := Defaults()
+	none.Senders, none.FlowSize, none.CC = 1, 2_000_000, rnic.ModeNone
+	ns3 := NS3(Defaults())
+	ns3.Senders, ns3.FlowSize = 1, 2_000_000
+	for _, tc := range []struct {
+		name       string
+		cfg        Config
+		ratio, min float64
+	}{
+		{"none", none, 1024.0 / 1082, 95e9},
+		{"ns3 HPCC", ns3, 1000.0 / 1102, 90e9},
+	} {
+		res := runOK(t, tc.cfg)
+		m := res.Metrics
+		ratio := m.Goodput / m.WireRate
+		t.Logf("%s: window %v: wire %.2f Gb/s, goodput %.2f Gb/s, ratio %.4f", tc.name, m.Window, m.WireRate/1e9, m.Goodput/1e9, ratio)
+		if math.Abs(ratio/tc.ratio-1) > 0.01 {
+			t.Errorf("%s: goodput / wire rate %.4f, want %.4f ± 1%%", tc.name, ratio, tc.ratio)
+		}
+		if m.WireRate < tc.min {
+			t.Errorf("%s: wire rate %.2f Gb/s of a lone flow, want ≥ %.0f", tc.name, m.WireRate/1e9, tc.min/1e9)
+		}
 	}
 }

@@ -43,6 +43,29 @@ func TestSimFlowsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestGeneratedFlowsRoundTrip: the flows `experiment flows` draws (WebSearch at 30 %
+// among 320 hosts for 5 ms, some 3500 of them, start times to the nanosecond) written
+// as a flow file read back into the same flows.
+func TestGeneratedFlowsRoundTrip(t *testing.T) {
+	cfg := MixDefaults()
+	cfg.Duration = 5 * time.Millisecond
+	flows, err := GenerateFlows(cfg, 320)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file bytes.Buffer
+	if err := WriteSimFlows(&file, flows); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseSimFlows(&file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(flows) < 3000 || !reflect.DeepEqual(back, flows) {
+		t.Errorf("%d flows written, %d read back (equal: %v): want the same, about 3500", len(flows), len(back), reflect.DeepEqual(back, flows))
+	}
+}
+
 // simTopoText is a star in the simulator's topology format: switch 3, hosts 0–2.
 const simTopoText = `4 1 3
 3
@@ -91,31 +114,37 @@ func TestSimTopologyRoundTrip(t *testing.T) {
 // whole 2 s), every one finishes and its ideal FCT is the simulator's standalone FCT
 // under the ns3 preset. By hand for the 311-byte flow h1→h0 over two 100 Gb/s 1 µs
 // links: base RTT 2·2 µs + 2·1000·8/100 ns = 4160 ns; one packet of 311 + 48 header
-// bytes at 100 Gb/s = 28.72 ns, truncated: 4188 ns.
+// bytes at 100 Gb/s = 28.72 ns, truncated: 4188 ns. The same network given as
+// rocelab's YAML (hosts h0–h2 at positions 0–2, so the same IDs) replays into the
+// same flow records.
 func TestMixReplaysSimFiles(t *testing.T) {
 	dir := t.TempDir()
-	flows, tpf := filepath.Join(dir, "flows.txt"), filepath.Join(dir, "topology.txt")
-	if err := os.WriteFile(flows, []byte(simFlowText), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(tpf, []byte(simTopoText), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := NS3(MixDefaults())
-	cfg.FlowFile, cfg.TopologyFile = flows, tpf
-	res, err := Run(cfg)
+	flows, tpf, yml := filepath.Join(dir, "flows.txt"), filepath.Join(dir, "topology.txt"), filepath.Join(dir, "topology.yaml")
+	tp, err := topo.ParseNS3(strings.NewReader(simTopoText), topo.Params{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Errors) > 0 {
-		t.Fatal(res.Errors)
+	for name, data := range map[string][]byte{flows: []byte(simFlowText), tpf: []byte(simTopoText), yml: tp.YAML()} {
+		if err := os.WriteFile(name, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if len(res.Flows) != 3 || res.Metrics.FlowsFinished != 3 {
-		t.Fatalf("%d flows, %d finished: want 3 of 3", len(res.Flows), res.Metrics.FlowsFinished)
+	var records [][]FlowRecord
+	for _, file := range []string{tpf, yml} {
+		cfg := NS3(MixDefaults())
+		cfg.FlowFile, cfg.TopologyFile = flows, file
+		res := runOK(t, cfg)
+		if len(res.Flows) != 3 || res.Metrics.FlowsFinished != 3 {
+			t.Fatalf("%s: %d flows, %d finished: want 3 of 3", file, len(res.Flows), res.Metrics.FlowsFinished)
+		}
+		f := res.Flows[1]
+		if f.Src != 1 || f.Dst != 0 || f.Size != 311 || f.StartNs != 3792 || f.IdealNs != 4188 {
+			t.Errorf("%s: flow 1: %+v: want h1→h0, 311 bytes, start 3792 ns, ideal 4188 ns", file, f)
+		}
+		records = append(records, res.Flows)
 	}
-	f := res.Flows[1]
-	if f.Src != 1 || f.Dst != 0 || f.Size != 311 || f.StartNs != 3792 || f.IdealNs != 4188 {
-		t.Errorf("flow 1: %+v: want h1→h0, 311 bytes, start 3792 ns, ideal 4188 ns", f)
+	if !reflect.DeepEqual(records[0], records[1]) {
+		t.Errorf("the simulator's format gave %+v, the YAML %+v: want the same", records[0], records[1])
 	}
 }
 

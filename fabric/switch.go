@@ -68,6 +68,14 @@ type ECN struct {
 	PMax       float64
 }
 
+// SimECN is the HPCC simulator's RED marking for a link of rate bit/s (its run.py's
+// KMIN_MAP, KMAX_MAP and PMAX_MAP): K_min 100 KB and K_max 400 KB per 25 Gb/s,
+// P_max 0.2; at 100 Gb/s 400 KB and 1600 KB, at 1 Gb/s 4 KB and 16 KB.
+func SimECN(rate uint64) ECN {
+	scale := float64(rate) / 25e9
+	return ECN{Enabled: true, KMin: int(100_000 * scale), KMax: int(400_000 * scale), PMax: 0.2}
+}
+
 // PFC configures IEEE 802.1Qbb priority flow control. Bytes are counted per ingress
 // port and priority: reaching XOff pauses the upstream for that priority, falling to
 // XOn resumes it; a frame arriving beyond XOff+Headroom (in flight while the pause

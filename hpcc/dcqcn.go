@@ -42,11 +42,14 @@ type DCQCNParams struct {
 // DCQCNSimParams returns the HPCC simulator's "dcqcn" configuration (run.py) for a
 // NIC of lineRate bit/s: α update every 1 µs, decrease check every 4 µs, increase
 // timer 300 µs, g = 1/256, F = 1, RATE_AI = 5 Mb/s and RATE_HAI = 50 Mb/s per 25 Gb/s of
-// line rate, MIN_RATE 1 Gb/s, no target clamp, no byte counter.
+// line rate, no target clamp, no byte counter, and MIN_RATE 1 Gb/s — at the rates the
+// simulator runs (25 Gb/s and up). Below 25 Gb/s the floor scales with the line rate
+// as the increase steps do (1 Gb/s per 25 Gb/s): a 1 Gb/s floor on a 1 Gb/s NIC is the
+// line rate, and no CNP could slow a sender.
 func DCQCNSimParams(lineRate float64) DCQCNParams {
 	return DCQCNParams{
 		LineRate:         lineRate,
-		MinRate:          1e9,
+		MinRate:          min(1e9, lineRate/25),
 		G:                1.0 / 256,
 		AlphaInterval:    time.Microsecond,
 		DecreaseInterval: 4 * time.Microsecond,
@@ -66,6 +69,25 @@ func DCQCNSimPaperParams(lineRate float64) DCQCNParams {
 	p.DecreaseInterval = 50 * time.Microsecond
 	p.IncreaseTimer = 55 * time.Microsecond
 	return p
+}
+
+// DCQCNLabRate is the line rate below which DCQCNParamsFor uses the DCQCN paper's
+// timers: the slowest rate the HPCC simulator's configurations were tuned for.
+const DCQCNLabRate = 25e9
+
+// DCQCNParamsFor returns the DCQCN parameters a NIC of lineRate bit/s runs by default:
+// the simulator's (DCQCNSimParams) from 25 Gb/s up, and below it, at the rates of a
+// real-time lab, the simulator's "dcqcn_paper" timers (DCQCNSimPaperParams). The
+// simulator's 1 µs α update and 4 µs decrease check are shorter than one 1 KB frame at
+// 1 Gb/s (8.2 µs): a flow sees at most one CNP per frame it sends, so α decays to
+// nothing between two CNPs, every cut is a few per cent, and an 8:1 incast at 1 Gb/s
+// builds a 2 MB queue. The paper's 50–55 µs periods span several frames there (and
+// hold the queue between K_min and K_max at 1 and 10 Gb/s; docs/rnic.md).
+func DCQCNParamsFor(lineRate float64) DCQCNParams {
+	if lineRate < DCQCNLabRate {
+		return DCQCNSimPaperParams(lineRate)
+	}
+	return DCQCNSimParams(lineRate)
 }
 
 func (p DCQCNParams) validate() error {

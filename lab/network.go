@@ -233,8 +233,13 @@ func (b *builder) addSwitches() error {
 	for i, ts := range b.t.Switches {
 		cfg := fabric.Config{ID: uint32(i + 1), Buffer: ts.Buffer, SharedBuffer: true, Pool: b.n.Pool,
 			DSCPPriority: &prio, HashSeed: uint32(i+1) * 0x9e3779b9}
-		if ts.ECN != nil {
+		switch {
+		case ts.ECN != nil:
 			cfg.ECN = fabric.ECN{Enabled: true, KMin: ts.ECN.KMin, KMax: ts.ECN.KMax, PMax: ts.ECN.PMax}
+		case b.cc.Mode == rnic.ModeDCQCN:
+			// DCQCN without marking would never slow a sender: a switch the topology
+			// gives no thresholds marks as the HPCC simulator does at its slowest link.
+			cfg.ECN = fabric.SimECN(slowestLink(b.t, ts.Name))
 		}
 		if ts.PFC != nil {
 			for _, p := range ts.PFC.Priorities {
@@ -408,9 +413,23 @@ func telemetryFormat(name string) (telemetry.Format, error) {
 	return "", fmt.Errorf("lab: unknown telemetry format %q", name)
 }
 
-// topologyCC is the devices' congestion control for the topology's choice: HPCC runs
-// the draft's reference RoCEv2 mode (one telemetry-request probe per RTT), with the
-// draft's parameters for the slowest host link and the derived base RTT.
+// slowestLink is the rate of the slowest link of node name (0 if it has none).
+func slowestLink(t *topo.Topology, name string) uint64 {
+	var rate uint64
+	for _, l := range t.Links {
+		if l.Endpoints[0] == name || l.Endpoints[1] == name {
+			if rate == 0 || l.Rate < rate {
+				rate = l.Rate
+			}
+		}
+	}
+	return rate
+}
+
+// topologyCC is the devices' congestion control for the topology's choice: HPCC in
+// the topology's mode (by default the draft's reference RoCEv2 mode, one
+// telemetry-request probe per RTT), with the draft's parameters for the slowest link
+// and the derived base RTT.
 func topologyCC(t *topo.Topology, format telemetry.Format) (rnic.CC, error) {
 	switch t.CongestionControl {
 	case "none", "":
@@ -431,7 +450,11 @@ func topologyCC(t *topo.Topology, format telemetry.Format) (rnic.CC, error) {
 		if format == telemetry.FormatHPCC {
 			p.Wrap = hpcc.CompactWrap(1)
 		}
-		return rnic.CC{Mode: rnic.ModeHPCCProbe, Telemetry: format, HPCC: p}, nil
+		mode := rnic.ModeHPCCProbe
+		if t.HPCCMode != "" {
+			mode = rnic.Mode(t.HPCCMode)
+		}
+		return rnic.CC{Mode: mode, Telemetry: format, HPCC: p}, nil
 	}
 	return rnic.CC{}, fmt.Errorf("lab: unknown congestion control %q", t.CongestionControl)
 }

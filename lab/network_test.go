@@ -212,3 +212,64 @@ func TestGIDTable(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildCCModes: a lab's congestion control is the topology's, in the topology's
+// HPCC mode. Two 1 MB WRITEs into one host of a 1 Gb/s star, in virtual time, under
+// each choice: hpcc_mode probe sends telemetry probes and no data packet carries
+// telemetry (the switch stamps the probes only, fewer frames than the data); per-ack
+// and rx stamp every data packet and send no probe; DCQCN, on a switch the topology
+// gives no ecn thresholds, still marks (the simulator's thresholds at the switch's
+// 1 Gb/s: 4 KB and 16 KB) and the receiver answers with CNPs.
+func TestBuildCCModes(t *testing.T) {
+	for _, tc := range []struct{ cc, mode string }{
+		{"hpcc", "probe"}, {"hpcc", "per-ack"}, {"hpcc", "rx"}, {"dcqcn", ""},
+	} {
+		t.Run(tc.cc+"/"+tc.mode, func(t *testing.T) {
+			y := "telemetry: int\ncongestion_control: " + tc.cc + "\n"
+			if tc.mode != "" {
+				y += "hpcc_mode: " + tc.mode + "\n"
+			}
+			y += "hosts:\n"
+			for i := 1; i <= 3; i++ {
+				y += fmt.Sprintf("  - {name: h%d, ipv4: 10.0.0.%d}\n", i, i)
+			}
+			y += "switches:\n  - name: s1\nlinks:\n"
+			for i := 1; i <= 3; i++ {
+				y += fmt.Sprintf("  - {endpoints: [h%d, s1], rate: 1G, delay: 10us}\n", i)
+			}
+			tp, err := topo.Parse([]byte(y))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := clock.NewVirtual(1)
+			n, err := Build(tp, v, Options{StaticNeighbours: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := func(i int) *rnic.Device { return n.Hosts[i].Device }
+			writes := []*write{newWrite(t, h(0), h(2), 1<<20, 1), newWrite(t, h(1), h(2), 1<<20, 2)}
+			v.RunFor(100 * time.Millisecond)
+			for _, w := range writes {
+				w.check(t)
+			}
+			toH3 := n.Switch("s1").Switch.Ports()[2].Stats()
+			probes := h(0).Stats().ProbesSent + h(1).Stats().ProbesSent
+			t.Logf("to h3: %d frames, %d stamped, %d ECN marks; %d probes, %d CNPs",
+				toH3.TxFrames, toH3.Stamped, toH3.ECNMarks, probes, h(2).Stats().CNPsSent)
+			switch tc.mode {
+			case "probe":
+				if probes == 0 || toH3.Stamped != probes || toH3.Stamped*4 > toH3.TxFrames {
+					t.Errorf("probe: %d probes, %d of %d frames stamped: want only the probes stamped", probes, toH3.Stamped, toH3.TxFrames)
+				}
+			case "per-ack", "rx":
+				if probes != 0 || toH3.Stamped < 2*(1<<20)/1024 {
+					t.Errorf("%s: %d probes, %d stamped: want no probe and every data packet stamped", tc.mode, probes, toH3.Stamped)
+				}
+			default:
+				if toH3.ECNMarks == 0 || h(2).Stats().CNPsSent == 0 || toH3.Stamped != 0 {
+					t.Errorf("dcqcn: %d marks, %d CNPs, %d stamped: want marks and CNPs, no telemetry", toH3.ECNMarks, h(2).Stats().CNPsSent, toH3.Stamped)
+				}
+			}
+		})
+	}
+}

@@ -131,7 +131,7 @@ func newFlowCC(c CC, lineRate float64) (*flowCC, error) {
 	case ModeDCQCN:
 		dp := c.DCQCN
 		if dp.LineRate == 0 {
-			dp = hpcc.DCQCNSimParams(lineRate)
+			dp = hpcc.DCQCNParamsFor(lineRate)
 		}
 		f.rp, err = hpcc.NewReactionPoint(dp)
 		f.np.Interval = c.CNPInterval

@@ -111,7 +111,7 @@ func TestParseArgs(t *testing.T) {
 		// Refused by rocelab, naming what is missing.
 		{WriteBW, "-R", nil, "RDMA-CM"},
 		{WriteBW, "-c XRC", nil, "not supported by rocelab devices"},
-		{WriteBW, "-e", nil, "completion events"},
+		{WriteBW, "-X 1", nil, "completion vectors"},
 		{SendLat, "-C", nil, "nanoseconds"},
 		{WriteBW, "-l 4", nil, "post lists"},
 		{WriteBW, "--run_infinitely", nil, "--run_infinitely"},

@@ -65,7 +65,8 @@ type run struct {
 	vc             *verbs.Context
 	pd             *verbs.PD
 	mr             *verbs.MR
-	sendCQ, recvCQ *verbs.CQ // recvCQ is sendCQ except in the SEND tests
+	sendCQ, recvCQ *verbs.CQ          // recvCQ is sendCQ except in the SEND tests
+	channel        *verbs.CompChannel // -e: both CQs' completion channel
 	qps            []*verbs.QP
 	ahs            []*verbs.AH // UD: one per QP
 	my, rem        []KeyMsg
@@ -313,13 +314,25 @@ func (r *run) init() error {
 	if r.mr, err = vc.RegMR(r.pd, total, access); err != nil {
 		return fmt.Errorf("Couldn't allocate MR: %w", err)
 	}
-	if r.sendCQ, err = vc.CreateCQ(cfg.TxDepth*cfg.QPs, nil); err != nil {
+	if cfg.Events {
+		if r.channel, err = vc.CreateCompChannel(); err != nil {
+			return fmt.Errorf("Couldn't create completion channel: %w", err)
+		}
+	}
+	if r.sendCQ, err = vc.CreateCQ(cfg.TxDepth*cfg.QPs, r.channel); err != nil {
 		return fmt.Errorf("Couldn't create CQ: %w", err)
 	}
 	r.recvCQ = r.sendCQ
 	if v == verbSend {
-		if r.recvCQ, err = vc.CreateCQ(cfg.RxDepth*cfg.QPs, nil); err != nil {
+		if r.recvCQ, err = vc.CreateCQ(cfg.RxDepth*cfg.QPs, r.channel); err != nil {
 			return fmt.Errorf("Couldn't create a receiver CQ: %w", err)
+		}
+	}
+	if cfg.Events {
+		for _, cq := range []*verbs.CQ{r.sendCQ, r.recvCQ} {
+			if err := cq.ReqNotifyCQ(false); err != nil {
+				return fmt.Errorf("Couldn't request CQ notification: %w", err)
+			}
 		}
 	}
 	for range cfg.QPs {
@@ -491,9 +504,41 @@ func (r *run) poll(cq *verbs.CQ, wcs []qp.WC, side string) (int, error) {
 		}
 	}
 	if n == 0 {
+		if r.channel != nil {
+			return 0, r.awaitEvent()
+		}
 		return 0, r.idle()
 	}
 	return n, nil
+}
+
+// eventWait bounds one wait for a CQ event, so that a -e loop still notices the end
+// of a -D run or a peer that stopped sending.
+const eventWait = 100 * time.Millisecond
+
+// awaitEvent is perftest's ctx_notify_events for -e, after a poll found the CQ empty:
+// it sleeps until a completion raises an event on the channel (or eventWait passes),
+// acknowledges it and re-arms that CQ; the caller polls again. Every CQ stays armed
+// between polls, so a completion that lands after the empty poll has already raised
+// its event and the wait returns at once.
+func (r *run) awaitEvent() error {
+	ctx, cancel := context.WithTimeout(r.ctx, eventWait)
+	defer cancel()
+	cq, err := r.channel.GetCQEvent(ctx)
+	switch {
+	case err == nil:
+	case r.ctx.Err() != nil:
+		return r.ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil
+	default:
+		return fmt.Errorf("Failed to get cq_event: %w", err)
+	}
+	cq.AckCQEvents(1)
+	if err := cq.ReqNotifyCQ(false); err != nil {
+		return fmt.Errorf("Couldn't request CQ notification: %w", err)
+	}
+	return nil
 }
 
 // idle is an empty turn of a busy-polling loop: it lets the verbs client's and other

@@ -381,6 +381,32 @@ func TestSendLat(t *testing.T) {
 	}
 }
 
+// TestEvents: with -e every side sleeps on its completion channel when a poll finds
+// nothing (perftest's use_event), and the runs complete with every iteration counted:
+// a SEND test's receive CQ and send CQ share the channel, a WRITE test's one CQ, and a
+// latency test waits for every single completion.
+func TestEvents(t *testing.T) {
+	for _, c := range []struct {
+		tt          Test
+		args        string
+		size, iters int
+	}{
+		{WriteBW, "-x 1 -e -n 300", 65536, 300},
+		{SendBW, "-x 1 -e -n 1000 -s 4096", 4096, 1000},
+		{SendLat, "-x 1 -e -s 64 -n 300", 64, 300},
+	} {
+		t.Run(c.tt.Program(), func(t *testing.T) {
+			p := runPair(t, c.tt, c.args)
+			if c.tt.Latency() {
+				checkLat(t, "client", p.cli, p.cres, []int{c.size})
+				checkLat(t, "server", p.srv, p.sres, []int{c.size})
+				return
+			}
+			checkBW(t, "client", p.cli, p.cres, []int{c.size}, c.iters, true)
+		})
+	}
+}
+
 func TestSendLatAllUD(t *testing.T) {
 	p := runPair(t, SendLat, "-x 2 -a -n 20 -c UD")
 	checkExchange(t, p, exchange("V", "I", "I", "M", "K0*3", "K0*10", "K0", "done")) // a barrier before each size

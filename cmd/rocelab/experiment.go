@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rocelab/rocelab/experiment"
+	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/netns"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce"
@@ -269,7 +270,7 @@ func scenarioDefaults(flags *pflag.FlagSet, cfg *experiment.Config) {
 // scaled with the link rate unless --ecn gives it.
 func applyPreset(flags *pflag.FlagSet, cfg *experiment.Config) error {
 	if !flags.Changed("ecn") {
-		cfg.ECN = experiment.SimECN(cfg.LinkRate)
+		cfg.ECN = fabric.SimECN(cfg.LinkRate)
 	}
 	switch cfg.Preset {
 	case "":

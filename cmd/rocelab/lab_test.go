@@ -24,7 +24,7 @@ import (
 
 // rocelabBinary builds the CLI once per test binary: the lab tests run it as users do,
 // because `up` daemonizes by re-executing itself.
-func rocelabBinary(t *testing.T) string {
+func rocelabBinary(t testing.TB) string {
 	t.Helper()
 	if unix.Geteuid() != 0 {
 		t.Skip("lab CLI tests need root (namespaces and TAPs)")
@@ -38,7 +38,7 @@ func rocelabBinary(t *testing.T) string {
 }
 
 type cli struct {
-	t     *testing.T
+	t     testing.TB
 	bin   string
 	store netns.Store
 }
@@ -58,7 +58,7 @@ func (c *cli) run(args ...string) string {
 	return string(out)
 }
 
-func newCLI(t *testing.T) *cli {
+func newCLI(t testing.TB) *cli {
 	return &cli{t: t, bin: rocelabBinary(t), store: netns.Store{Root: t.TempDir()}}
 }
 

@@ -62,8 +62,10 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		return nil, fmt.Errorf("experiment: lab %s: rate of %s: %w", name, st.Switches[sw].Ports[port].Port, err)
 	}
 	// The summary describes the lab: its receiver link's delay, its congestion control
-	// as the lab runs it (HPCC: a probe per RTT) and its telemetry.
+	// as the lab runs it (HPCC in the topology's mode, by default a probe per RTT) and
+	// its telemetry.
 	var baseRTT time.Duration
+	hpccMode := rnic.ModeHPCCProbe
 	if t, err := topo.Load(st.Topology); err == nil {
 		baseRTT = lab.BaseRTT(t)
 		for _, l := range t.Links {
@@ -71,10 +73,11 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 				cfg.LinkDelay = l.Delay
 			}
 		}
+		hpccMode = rnic.Mode(t.HPCCMode)
 	}
 	switch st.CongestionControl {
 	case "hpcc":
-		cfg.CC = rnic.ModeHPCCProbe
+		cfg.CC = hpccMode
 	case "dcqcn":
 		cfg.CC = rnic.ModeDCQCN
 	default:
@@ -96,8 +99,15 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		return nil, err
 	}
 	writeBW := filepath.Join(filepath.Dir(self), "write_bw")
+	// -e: the apps sleep on completion events between completions instead of
+	// spinning, so that on a machine of few cores the lab's loops get the CPU the
+	// experiment measures (ROCELAB_LAB_POLL=1 keeps perftest's default busy polling).
+	events := []string{"-e"}
+	if os.Getenv("ROCELAB_LAB_POLL") != "" {
+		events = nil
+	}
 	app := func(args ...string) *exec.Cmd {
-		c := exec.Command(writeBW, append([]string{"-x", "1", "-s", size, "-n", fmt.Sprint(iters)}, args...)...)
+		c := exec.Command(writeBW, append(append([]string{"-x", "1", "-s", size, "-n", fmt.Sprint(iters)}, events...), args...)...)
 		c.Env = os.Environ()
 		return c
 	}

@@ -9,19 +9,27 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/rocelab/rocelab/experiment"
+	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/lab"
+	"github.com/rocelab/rocelab/rnic"
 )
 
 // writeTopology writes a star of hosts around s1, every link at rate with 10 µs of
-// delay, and returns the file's path.
-func writeTopology(t *testing.T, hosts int, rate, telemetry, cc string) string {
+// delay, under congestion control cc: hpcc (a probe per RTT), dcqcn, none, or an HPCC
+// mode (per-ack, rx, probe), and returns the file's path.
+func writeTopology(t testing.TB, hosts int, rate, telemetry, cc string) string {
 	t.Helper()
-	y := fmt.Sprintf("telemetry: %s\ncongestion_control: %s\nhosts:\n", telemetry, cc)
+	y := fmt.Sprintf("telemetry: %s\ncongestion_control: %s\n", telemetry, cc)
+	if slices.Contains(topo.HPCCModes, cc) {
+		y = fmt.Sprintf("telemetry: %s\ncongestion_control: hpcc\nhpcc_mode: %s\n", telemetry, cc)
+	}
+	y += "hosts:\n"
 	for i := 1; i <= hosts; i++ {
 		y += fmt.Sprintf("  - {name: h%d, ipv4: 10.0.0.%d}\n", i, i)
 	}
@@ -93,53 +101,115 @@ func TestLabRealTimeHPCCStampsEveryProbe(t *testing.T) {
 	}
 }
 
-// TestLabRealTimeIncastTwin: a 2:1 incast in a 1 Gb/s lab (HPCC, a probe per RTT,
-// INT), real write_bw processes through the verbs services, sampled by
+// TestLabRealTimeIncastTwin: a 2:1 incast in a 1 Gb/s lab under every congestion
+// control a lab offers (HPCC over INT with a probe per RTT, per-ACK and Rx-HPCC;
+// DCQCN), real write_bw processes through the verbs services, sampled by
 // `rocelab experiment incast --lab`, against the same incast in virtual time
 // (`rocelab experiment incast` with the lab's parameters): utilization, the queue
-// averaged over the second half and every flow's rate agree within 10% (the queue
-// within 10% or one packet, whichever is larger). Skipped when the load average
-// exceeds the cores: the figures would measure the machine's other work.
+// averaged after the first drain and every flow's rate agree within 10% (the queue
+// within 10% or one packet, whichever is larger; DCQCN's per-flow rates are not
+// compared). Skipped when the load average exceeds the cores: the figures would
+// measure the machine's other work.
 func TestLabRealTimeIncastTwin(t *testing.T) {
 	if raceEnabled {
 		t.Skip("real-time lab: not under the race detector, which slows the loops below real time")
 	}
 	needQuietMachine(t)
 	c := newCLI(t)
+	for _, mode := range labModes {
+		t.Run(string(mode), func(t *testing.T) {
+			lab, virt := labIncastTwin(t, c, "1G", 2, mode)
+			lm, vm := lab.Metrics, virt.Metrics
+			if math.Abs(lm.Utilization/vm.Utilization-1) > 0.1 {
+				t.Errorf("utilization %.3f in the lab, %.3f in virtual time: more than 10%% apart", lm.Utilization, vm.Utilization)
+			}
+			const packet = 1024 + 100
+			if d := math.Abs(lm.MeanQueue - vm.MeanQueue); d > max(0.1*vm.MeanQueue, packet) {
+				t.Errorf("mean queue %.0f B in the lab, %.0f B in virtual time", lm.MeanQueue, vm.MeanQueue)
+			}
+			if mode == rnic.ModeDCQCN {
+				return // which flow RED marks is random: DCQCN's per-flow rates are not a twin's
+			}
+			for i := range lab.Flows {
+				lr := float64(lab.Flows[i].Size) / float64(lab.Flows[i].FCTNs)
+				vr := float64(virt.Flows[i].Size) / float64(virt.Flows[i].FCTNs)
+				if math.Abs(lr/vr-1) > 0.1 {
+					t.Errorf("flow %d: %.3f Gb/s in the lab, %.3f Gb/s in virtual time", i, 8*lr, 8*vr)
+				}
+			}
+		})
+	}
+}
+
+// labModes are the congestion controls a lab offers: HPCC with a probe per RTT (the
+// default), per-ACK INT and Rx-HPCC (topology hpcc_mode), and DCQCN.
+var labModes = []rnic.Mode{rnic.ModeHPCCProbe, rnic.ModeHPCC, rnic.ModeRxHPCC, rnic.ModeDCQCN}
+
+// labIncastTwin runs an N:1 incast (4 MiB per sender, congestion control mode: an HPCC
+// mode over INT, or DCQCN) in a lab of N+1 hosts around one switch at rate with 10 µs
+// links — real write_bw processes sampled by `rocelab experiment incast --lab` — and
+// the same incast in virtual time with the lab's parameters, and returns both
+// summaries.
+func labIncastTwin(tb testing.TB, c *cli, rate string, senders int, mode rnic.Mode) (lab, virt experiment.JSON) {
+	tb.Helper()
 	if out, err := exec.Command("go", "build", "-o", filepath.Dir(c.bin)+"/", "../write_bw").CombinedOutput(); err != nil {
-		t.Fatalf("go build write_bw: %v\n%s", err, out)
+		tb.Fatalf("go build write_bw: %v\n%s", err, out)
 	}
 	name := labName("twin")
-	c.run("up", "-f", writeTopology(t, 3, "1G", "int", "hpcc"), "--name", name)
+	c.run("up", "-f", writeTopology(tb, senders+1, rate, "int", string(mode)), "--name", name)
 	defer c.run("down", name)
-	args := []string{"experiment", "incast", "--senders", "2", "--flow-size", "4MiB", "--json"}
-	var lab, virt experiment.JSON
+	args := []string{"experiment", "incast", "--senders", fmt.Sprint(senders), "--flow-size", "4MiB", "--json"}
 	for _, x := range []struct {
 		into  *experiment.JSON
 		extra []string
 	}{
-		{&lab, []string{"--lab", name, "--out", t.TempDir()}},
-		{&virt, []string{"--link-rate", "1G", "--link-delay", "10us", "--mode", "probe", "--telemetry", "int", "--out", t.TempDir()}},
+		{&lab, []string{"--lab", name, "--out", tb.TempDir()}},
+		{&virt, append(ccArgs(mode), "--link-rate", rate, "--link-delay", "10us", "--telemetry", "int", "--out", tb.TempDir())},
 	} {
 		if err := json.Unmarshal([]byte(c.run(append(args, x.extra...)...)), x.into); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	lm, vm := lab.Metrics, virt.Metrics
-	t.Logf("lab: utilization %.3f, mean queue %.0f B, Jain %.4f; virtual: %.3f, %.0f B, %.4f",
-		lm.Utilization, lm.MeanQueue, lm.Jain, vm.Utilization, vm.MeanQueue, vm.Jain)
-	if math.Abs(lm.Utilization/vm.Utilization-1) > 0.1 {
-		t.Errorf("utilization %.3f in the lab, %.3f in virtual time: more than 10%% apart", lm.Utilization, vm.Utilization)
+	tb.Logf("%s %d:1 %s: lab: utilization %.3f, mean queue %.0f B, Jain %.4f; virtual: %.3f, %.0f B, %.4f",
+		rate, senders, mode, lm.Utilization, lm.MeanQueue, lm.Jain, vm.Utilization, vm.MeanQueue, vm.Jain)
+	return lab, virt
+}
+
+// ccArgs are the experiment flags of congestion control mode.
+func ccArgs(mode rnic.Mode) []string {
+	if mode == rnic.ModeDCQCN {
+		return []string{"--cc", "dcqcn"}
 	}
-	const packet = 1024 + 100
-	if d := math.Abs(lm.MeanQueue - vm.MeanQueue); d > max(0.1*vm.MeanQueue, packet) {
-		t.Errorf("mean queue %.0f B in the lab, %.0f B in virtual time", lm.MeanQueue, vm.MeanQueue)
+	return []string{"--cc", "hpcc", "--mode", string(mode)}
+}
+
+// BenchmarkLabIncastTwin runs the lab incast of TestLabRealTimeIncastTwin at 1 and
+// 10 Gb/s with 2 and 4 senders under every congestion control a lab offers, and
+// reports the lab's bottleneck utilization,
+// time-averaged queue and Jain's index next to its virtual-time twin's from the same
+// run (root: it starts labs).
+func BenchmarkLabIncastTwin(b *testing.B) {
+	if raceEnabled {
+		b.Skip("real-time lab: not under the race detector")
 	}
-	for i := range lab.Flows {
-		lr := float64(lab.Flows[i].Size) / float64(lab.Flows[i].FCTNs)
-		vr := float64(virt.Flows[i].Size) / float64(virt.Flows[i].FCTNs)
-		if math.Abs(lr/vr-1) > 0.1 {
-			t.Errorf("flow %d: %.3f Gb/s in the lab, %.3f Gb/s in virtual time", i, 8*lr, 8*vr)
+	c := newCLI(b)
+	for _, rate := range []string{"1G", "10G"} {
+		for _, n := range []int{2, 4} {
+			for _, mode := range labModes {
+				b.Run(fmt.Sprintf("%s/%d:1/%s", rate, n, mode), func(b *testing.B) {
+					var lab, virt experiment.JSON
+					for b.Loop() {
+						lab, virt = labIncastTwin(b, c, rate, n, mode)
+					}
+					b.ReportMetric(lab.Metrics.Utilization, "lab-util")
+					b.ReportMetric(virt.Metrics.Utilization, "virt-util")
+					b.ReportMetric(lab.Metrics.MeanQueue, "lab-queue-B")
+					b.ReportMetric(virt.Metrics.MeanQueue, "virt-queue-B")
+					b.ReportMetric(lab.Metrics.Jain, "lab-jain")
+					b.ReportMetric(virt.Metrics.Jain, "virt-jain")
+				})
+			}
 		}
 	}
 }

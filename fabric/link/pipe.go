@@ -298,15 +298,24 @@ func (r *ring) pop() *Frame {
 
 // arrivals is a queue of frames ordered by arrival time, stable for equal times. Frames
 // come almost always in order, so insertion from the back is O(1) in practice.
+//
+// Popped slots are reclaimed when the queue empties, or by moving the pending frames to
+// the front once at least compactAfter slots, and half the slice, are popped: the
+// slice then never grows beyond twice the most frames ever pending plus compactAfter,
+// so a link that is never idle stops allocating once its deepest backlog has been seen
+// (the copy is amortized over the pops that freed the slots).
 type arrivals struct {
 	q     []*Frame
 	first int
 }
 
+// compactAfter is the fewest popped slots arrivals moves its pending frames over.
+const compactAfter = 64
+
 func (a *arrivals) insert(f *Frame) {
 	if a.first > 0 && a.first == len(a.q) {
 		a.q, a.first = a.q[:0], 0
-	} else if a.first > 1024 && a.first*2 > len(a.q) {
+	} else if a.first >= compactAfter && a.first*2 > len(a.q) {
 		n := copy(a.q, a.q[a.first:])
 		clear(a.q[n:])
 		a.q, a.first = a.q[:n], 0

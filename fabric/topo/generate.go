@@ -48,7 +48,7 @@ type builder struct {
 
 func newBuilder(p Params) *builder {
 	p = p.withDefaults()
-	return &builder{p: p, t: &Topology{Telemetry: p.Telemetry, CongestionControl: p.CongestionControl}}
+	return &builder{p: p, t: &Topology{Telemetry: p.Telemetry, CongestionControl: p.CongestionControl, HPCCMode: "probe"}}
 }
 
 // host adds host number n (1-based) with 10.0.0.0/8 and fd00::/64 addresses from n:
@@ -311,6 +311,9 @@ func (t *Topology) YAML() []byte {
 		links.Content = append(links.Content, n)
 	}
 	doc := yamlMap(0, "telemetry", yamlStr(t.Telemetry), "congestion_control", yamlStr(t.CongestionControl))
+	if t.HPCCMode != "" && t.HPCCMode != "probe" {
+		yamlAdd(doc, "hpcc_mode", yamlStr(t.HPCCMode))
+	}
 	if t.Retry == "rxe" {
 		yamlAdd(doc, "retry", yamlStr(t.Retry))
 	}

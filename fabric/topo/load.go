@@ -41,13 +41,16 @@ func Parse(data []byte) (*Topology, error) {
 	if len(doc.Content) != 1 {
 		return nil, errorf(doc.Line, "empty topology")
 	}
-	t := &Topology{Telemetry: "none", CongestionControl: "none", Retry: "ibta"}
+	t := &Topology{Telemetry: "none", CongestionControl: "none", HPCCMode: "probe", Retry: "ibta"}
 	err := mapping(doc.Content[0], "topology", map[string]func(*yaml.Node) error{
 		"telemetry": func(n *yaml.Node) error {
 			return oneOf(n, &t.Telemetry, "telemetry format", TelemetryFormats)
 		},
 		"congestion_control": func(n *yaml.Node) error {
 			return oneOf(n, &t.CongestionControl, "congestion control", CongestionControls)
+		},
+		"hpcc_mode": func(n *yaml.Node) error {
+			return oneOf(n, &t.HPCCMode, "HPCC mode", HPCCModes)
 		},
 		"retry": func(n *yaml.Node) error {
 			return oneOf(n, &t.Retry, "retry reading", RetryReadings)

@@ -21,6 +21,11 @@ type Topology struct {
 	Telemetry string
 	// CongestionControl is what the soft-RNICs run: hpcc, dcqcn or none.
 	CongestionControl string
+	// HPCCMode is how HPCC runs (HPCCModes): "probe", the draft's reference RoCEv2
+	// mode with one telemetry probe per RTT (the default); "per-ack", telemetry in
+	// every data packet and a reaction on every ACK; "rx", Rx-HPCC, the receiver
+	// computing the window; "every-n", telemetry on every 4th data packet.
+	HPCCMode string
 	// Retry is how the soft-RNICs read retry_cnt 7: "ibta" (7 retries, then
 	// RETRY_EXC_ERR) or "rxe" (retry forever, as the kernel's rxe does).
 	Retry    string
@@ -98,6 +103,7 @@ func (l *Link) Config() link.Config {
 var (
 	TelemetryFormats   = []string{"int", "ioam", "ifa", "hpcc", "none"}
 	CongestionControls = []string{"hpcc", "dcqcn", "none"}
+	HPCCModes          = []string{"probe", "per-ack", "rx", "every-n"}
 	RetryReadings      = []string{"ibta", "rxe"}
 )
 

@@ -96,6 +96,7 @@ func TestRoundTripWithFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp.Retry = "rxe"
+	tp.HPCCMode = "rx"
 	tp.Links[0].Faults.Loss = 0.01
 	tp.Links[0].Faults.Jitter = 300 * time.Nanosecond
 	tp.Links[0].Faults.Flap.Period = time.Millisecond
@@ -166,6 +167,7 @@ func TestErrorsNameTheLine(t *testing.T) {
 			`line 3: host "h2" is not connected`},
 		{"telemetry: sflow\n", `line 1: unknown telemetry format "sflow"`},
 		{"retry: forever\n", `line 1: unknown retry reading "forever"`},
+		{"hpcc_mode: fast\n", `line 1: unknown HPCC mode "fast"`},
 		{"hosts:\n  - {name: h1, ipv4: 10.0.0.300}\n", `line 2: host.ipv4: "10.0.0.300" is not an IPv4 address`},
 		{"hosts:\n  - {name: h1}\n  - {name: h1, ipv4: 10.0.0.1}\n", `line 2: host "h1" has no address`},
 		{head + "  - name: h1\n", `line 6: switch "h1": name already used on line 2`},

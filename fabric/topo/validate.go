@@ -25,6 +25,12 @@ func (t *Topology) Validate() error {
 	if !slices.Contains(CongestionControls, t.CongestionControl) {
 		return errorf(0, "unknown congestion control %q", t.CongestionControl)
 	}
+	if t.HPCCMode == "" {
+		t.HPCCMode = "probe"
+	}
+	if !slices.Contains(HPCCModes, t.HPCCMode) {
+		return errorf(0, "unknown HPCC mode %q", t.HPCCMode)
+	}
 	if t.Retry == "" {
 		t.Retry = "ibta"
 	}
