@@ -1,6 +1,10 @@
 package rnic
 
-import "context"
+import (
+	"context"
+
+	"github.com/rocelab/rocelab/qp"
+)
 
 // EventType is an asynchronous event type (enum ibv_event_type).
 type EventType uint8
@@ -9,6 +13,7 @@ type EventType uint8
 const (
 	EventCQErr           EventType = 0  // IBV_EVENT_CQ_ERR: a CQ overran
 	EventQPFatal         EventType = 1  // IBV_EVENT_QP_FATAL: a QP entered ERR by itself
+	EventCommEst         EventType = 4  // IBV_EVENT_COMM_EST: an RC or UC QP in RTR received a request
 	EventSQDrained       EventType = 5  // IBV_EVENT_SQ_DRAINED
 	EventPortActive      EventType = 9  // IBV_EVENT_PORT_ACTIVE
 	EventSRQLimitReached EventType = 15 // IBV_EVENT_SRQ_LIMIT_REACHED
@@ -18,7 +23,7 @@ const (
 )
 
 var eventNames = map[EventType]string{
-	EventCQErr: "CQ_ERR", EventQPFatal: "QP_FATAL", EventSQDrained: "SQ_DRAINED",
+	EventCQErr: "CQ_ERR", EventQPFatal: "QP_FATAL", EventCommEst: "COMM_EST", EventSQDrained: "SQ_DRAINED",
 	EventPortActive: "PORT_ACTIVE", EventSRQLimitReached: "SRQ_LIMIT_REACHED", EventLastWQEReached: "QP_LAST_WQE_REACHED",
 }
 
@@ -59,6 +64,16 @@ func (x *QP) enteredErr(spontaneous bool) {
 	}
 	if x.srq != nil {
 		x.dev.raise(AsyncEvent{Type: EventLastWQEReached, QP: x})
+	}
+}
+
+// checkCommEst raises COMM_EST once for a connected QP in RTR that has accepted a
+// request: its peer is sending before this side reached RTS (a passive side whose
+// RTU is late, rdma_notify's case). UD QPs raise none (IBTA o11-5.1.1).
+func (x *QP) checkCommEst() {
+	if x.q.Type() != qp.UD && x.q.Counters().RxRequests > x.rtrRequests {
+		x.commEst = true
+		x.dev.raise(AsyncEvent{Type: EventCommEst, QP: x})
 	}
 }
 

@@ -27,6 +27,10 @@ type QP struct {
 	deficit   int // DWRR: bytes the QP may still send in its turn
 	timer     *clock.Timer
 	state     qp.State // as last seen, to raise EventQPFatal once on a spontaneous ERR
+	// commEst: EventCommEst raised for this stay in RTR; rtrRequests: the requests the
+	// QP had accepted when it entered RTR.
+	commEst     bool
+	rtrRequests uint64
 	// Context is the application's qp_context.
 	Context any
 	// RecvRefill, if set, runs when a packet finds the QP's receive queue (or SRQ)
@@ -192,8 +196,11 @@ func (d *Device) ModifyQP(x *QP, attr *qp.Attr, mask qp.AttrMask) error {
 	}
 	if prev := x.state; x.q.State() != prev {
 		x.state = x.q.State()
-		if x.state == qp.StateErr {
+		switch x.state {
+		case qp.StateErr:
 			x.enteredErr(false)
+		case qp.StateRTR:
+			x.commEst, x.rtrRequests = false, x.q.Counters().RxRequests
 		}
 	}
 	d.sched.kick()
@@ -311,5 +318,8 @@ func (x *QP) afterEvent() {
 		if s == qp.StateErr {
 			x.enteredErr(true)
 		}
+	}
+	if x.state == qp.StateRTR && !x.commEst {
+		x.checkCommEst()
 	}
 }

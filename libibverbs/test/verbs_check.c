@@ -146,8 +146,16 @@ static void to_init(struct ibv_qp *qp)
 	MUST(ibv_modify_qp(qp, &a, mask) == 0, "INIT");
 }
 
+static void connect_upto(struct ibv_qp *qp, uint32_t remote, const union ibv_gid *dgid, enum ibv_qp_state last);
+
 /* connect moves qp to RTS towards remote (RC/UC) or to RTS (UD). */
 static void connect_qp(struct ibv_qp *qp, uint32_t remote, const union ibv_gid *dgid)
+{
+	connect_upto(qp, remote, dgid, IBV_QPS_RTS);
+}
+
+/* connect_upto moves qp towards remote up to last (RTR or RTS). */
+static void connect_upto(struct ibv_qp *qp, uint32_t remote, const union ibv_gid *dgid, enum ibv_qp_state last)
 {
 	to_init(qp);
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = remote, .rq_psn = 7,
@@ -160,6 +168,8 @@ static void connect_qp(struct ibv_qp *qp, uint32_t remote, const union ibv_gid *
 	if (qp->qp_type == IBV_QPT_RC)
 		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 	MUST(ibv_modify_qp(qp, &a, mask) == 0, "RTR");
+	if (last == IBV_QPS_RTR)
+		return;
 	a.qp_state = IBV_QPS_RTS;
 	a.sq_psn = 7;
 	a.timeout = 14;
@@ -513,7 +523,8 @@ static void ud_and_srq(void)
 	}
 	qp = make_qp(IBV_QPT_RC, cq, srq);
 	p = exchange(qp->qp_num, NULL, NULL, NULL);
-	connect_qp(qp, p.qpn, &p.gid);
+	/* the server's QP stays in RTR: the client's SEND raises COMM_EST there */
+	connect_upto(qp, p.qpn, &p.gid, is_client ? IBV_QPS_RTS : IBV_QPS_RTR);
 	if (!is_client) {
 		struct ibv_sge rs = {.addr = (uintptr_t)buf + 4096, .length = 4096, .lkey = mr->lkey};
 		struct ibv_recv_wr rwr = {.wr_id = 3, .sg_list = &rs, .num_sge = 1}, *rbad;
@@ -525,6 +536,8 @@ static void ud_and_srq(void)
 		struct ibv_async_event ev;
 		CHECK(async_event(&ev) == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == srq,
 		      "SRQ_LIMIT_REACHED below the limit of 4: event %d", ev.event_type);
+		CHECK(async_event(&ev) == IBV_EVENT_COMM_EST && ev.element.qp == qp,
+		      "COMM_EST for the QP in RTR that received a SEND: event %d", ev.event_type);
 		CHECK(ibv_destroy_srq(srq) == EBUSY, "an SRQ with QPs is busy");
 		struct ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
 		CHECK(ibv_modify_qp(qp, &err, IBV_QP_STATE) == 0 && async_event(&ev) == IBV_EVENT_QP_LAST_WQE_REACHED &&
