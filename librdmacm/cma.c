@@ -668,13 +668,13 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 	p->retry_count = w->param.retry_count;
 	p->rnr_retry_count = w->param.rnr_retry_count;
 	p->qp_num = w->qpn;
-	if (x->id.ps == RDMA_PS_UDP)
-		ud_event(&x->id, w, &e->ev, pdlen ? e->private_data : NULL, pdlen);
 	if (w->type == RDMA_CM_EVENT_CONNECT_REQUEST) {
 		x->offer = *p;
 		x->offer.private_data = NULL;
 		x->offer.private_data_len = 0;
 	}
+	if (x->id.ps == RDMA_PS_UDP) /* param is a union: ud replaces conn */
+		ud_event(&x->id, w, &e->ev, pdlen ? e->private_data : NULL, pdlen);
 	*event = &e->ev;
 	return 0;
 }
