@@ -13,8 +13,10 @@
  * QP with rdma_init_qp_attr and accepts with private data, which the client's
  * ESTABLISHED brings, with the ToS and ACK timeout the client set with
  * rdma_set_option; in the fourth the client moves its own QP after CONNECT_RESPONSE
- * and calls rdma_establish. Each check prints "ok" or "FAIL" and a name; the exit
- * status is the number of failures.
+ * and calls rdma_establish. The fifth is UD through SIDR (udaddy's kind) with a UDP
+ * listener on PORT+1, after a SIDR request for PORT, where only the TCP listener is.
+ * Each check prints "ok" or "FAIL" and a name; the exit status is the number of
+ * failures.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -87,6 +89,24 @@ static struct ibv_cq *qp(struct rdma_cm_id *id, struct ibv_mr **mr, char *buf, s
 	struct ibv_qp_init_attr qi;
 	CHECK(id->qp && ibv_query_qp(id->qp, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_INIT,
 	      "rdma_create_qp leaves the QP in INIT");
+	*mr = ibv_reg_mr(pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
+	return cq;
+}
+
+/* ud_qp makes a UD QP on id's device with rdma_create_qp and its own PD and CQ, and
+ * registers buf. */
+static struct ibv_cq *ud_qp(struct rdma_cm_id *id, struct ibv_mr **mr, char *buf, size_t len)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(id->verbs);
+	struct ibv_cq *cq = pd ? ibv_create_cq(id->verbs, 8, NULL, NULL, 0) : NULL;
+	struct ibv_qp_init_attr a = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+				     .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+	CHECK(cq && rdma_create_qp(id, pd, &a) == 0, "rdma_create_qp (UD)");
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
+	CHECK(id->qp && ibv_query_qp(id->qp, &qa, IBV_QP_STATE | IBV_QP_QKEY, &qi) == 0 && qa.qp_state == IBV_QPS_RTS &&
+		      qa.qkey == RDMA_UDP_QKEY,
+	      "rdma_create_qp brings a UD QP to RTS with rdma_cm's Q_Key");
 	*mr = ibv_reg_mr(pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
 	return cq;
 }
@@ -196,6 +216,12 @@ static int server(const char *host, const char *port)
 	errno = 0;
 	CHECK(rdma_set_option(listener, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &on, sizeof(on)) == -1 && errno == EINVAL,
 	      "rdma_set_option(AFONLY) on a listener: EINVAL");
+	struct rdma_cm_id *udp;
+	struct sockaddr_storage us = ss; /* sin_port and sin6_port are at the same place */
+	((struct sockaddr_in *)&us)->sin_port = htons(ntohs(((struct sockaddr_in *)&ss)->sin_port) + 1);
+	CHECK(rdma_create_id(ch, &udp, NULL, RDMA_PS_UDP) == 0 && rdma_bind_addr(udp, (struct sockaddr *)&us) == 0 &&
+		      rdma_listen(udp, 1) == 0,
+	      "a UDP listener on the next port");
 	printf("listening\n");
 	fflush(stdout);
 
@@ -276,6 +302,23 @@ static int server(const char *host, const char *port)
 	CHECK(rdma_disconnect(id) == 0, "rdma_disconnect");
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
+
+	/* Fifth: UD through SIDR, accepted without parameters */
+	CHECK(next(ch, &ev) == RDMA_CM_EVENT_CONNECT_REQUEST && ev->listen_id == udp && ev->param.ud.private_data_len == 180 &&
+		      memcmp(ev->param.ud.private_data, "fifth", 6) == 0,
+	      "a SIDR request on the UDP listener, its private data (180 bytes)");
+	id = ev ? ev->id : NULL;
+	ack(&ev);
+	static char ubuf[40 + 64];
+	cq = ud_qp(id, &mr, ubuf, sizeof(ubuf));
+	sge = (struct ibv_sge){.addr = (uintptr_t)ubuf, .length = sizeof(ubuf), .lkey = mr->lkey};
+	CHECK(ibv_post_recv(id->qp, &rwr, &bad) == 0, "post a receive");
+	CHECK(rdma_accept(id, NULL) == 0, "rdma_accept(id, NULL) answers with a SIDR_REP");
+	CHECK(complete(cq, &wc) && wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_GRH) && strcmp(ubuf + 40, "fifth") == 0,
+	      "the client's UD SEND, behind its GRH");
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_id(udp);
 	rdma_destroy_id(listener);
 	rdma_destroy_event_channel(ch);
 	return failures;
@@ -435,6 +478,40 @@ static int client(const char *host, const char *port)
 	CHECK(rdma_disconnect(id) == 0 && next(ch, &ev) == RDMA_CM_EVENT_DISCONNECTED, "rdma_disconnect: DISCONNECTED");
 	ack(&ev);
 	ibv_destroy_qp(q);
+	rdma_destroy_id(id);
+
+	/* Fifth: UD through SIDR; first to PORT, where only a TCP listener is */
+	rdma_create_id(ch, &id, NULL, RDMA_PS_UDP);
+	static char ubuf[64];
+	cq = ud_qp(id, &mr, ubuf, sizeof(ubuf));
+	CHECK(connect_to(ch, id, &dst, "x", &ev) == RDMA_CM_EVENT_UNREACHABLE && ev->status == 5,
+	      "a SIDR request to a port with a TCP listener only: UNREACHABLE, status 5 (unsupported)");
+	ack(&ev);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	struct sockaddr_storage udst = dst;
+	((struct sockaddr_in *)&udst)->sin_port = htons(ntohs(((struct sockaddr_in *)&dst)->sin_port) + 1);
+	rdma_create_id(ch, &id, NULL, RDMA_PS_UDP);
+	cq = ud_qp(id, &mr, ubuf, sizeof(ubuf));
+	union ibv_gid server = {.raw = {[10] = 0xff, [11] = 0xff}};
+	memcpy(&server.raw[12], &((struct sockaddr_in *)&dst)->sin_addr, 4);
+	CHECK(connect_to(ch, id, &udst, "fifth", &ev) == RDMA_CM_EVENT_ESTABLISHED && ev->param.ud.qp_num != 0 &&
+		      ev->param.ud.qkey == RDMA_UDP_QKEY && ev->param.ud.ah_attr.is_global &&
+		      memcmp(ev->param.ud.ah_attr.grh.dgid.raw, server.raw, 16) == 0 && ev->param.ud.ah_attr.grh.flow_label != 0,
+	      "ESTABLISHED: the server's UD QP, rdma_cm's Q_Key, an address handle to the server");
+	struct ibv_ah *ah = ev ? ibv_create_ah(id->pd, &ev->param.ud.ah_attr) : NULL;
+	uint32_t uqpn = ev ? ev->param.ud.qp_num : 0, uqkey = ev ? ev->param.ud.qkey : 0;
+	ack(&ev);
+	CHECK(ah != NULL, "ibv_create_ah from ESTABLISHED's ah_attr");
+	strcpy(ubuf, "fifth");
+	sge = (struct ibv_sge){.addr = (uintptr_t)ubuf, .length = sizeof(ubuf), .lkey = mr->lkey};
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = uqpn;
+	wr.wr.ud.remote_qkey = uqkey;
+	CHECK(ah && ibv_post_send(id->qp, &wr, &bad) == 0 && complete(cq, &wc), "a UD SEND to the server");
+	if (ah)
+		ibv_destroy_ah(ah);
+	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
 	return failures;
