@@ -150,8 +150,8 @@ func (h *Headers) FlowHash(b []byte, seed uint32) uint32 {
 }
 
 // setCE marks the frame Congestion Experienced if its transport is ECN-capable and
-// reports whether it did. The IPv4 header checksum is updated incrementally (RFC 1624,
-// eqn. 3: HC' = ~(~HC + ~m + m')).
+// reports whether it did. The IPv4 header checksum is updated incrementally
+// (roce.IPv4.AdjustChecksum).
 func setCE(b []byte, h *Headers) bool {
 	if h.ECN == 0 || h.L3 == 0 {
 		return false
@@ -164,11 +164,7 @@ func setCE(b []byte, h *Headers) bool {
 	case 4:
 		old := binary.BigEndian.Uint16(ip[0:])
 		ip[1] |= 3
-		updated := binary.BigEndian.Uint16(ip[0:])
-		sum := uint32(^binary.BigEndian.Uint16(ip[10:])) + uint32(^old) + uint32(updated)
-		sum = (sum & 0xffff) + sum>>16
-		sum = (sum & 0xffff) + sum>>16
-		binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+		roce.IPv4(ip).AdjustChecksum(0, old)
 	case 6:
 		ip[1] |= 0x30 // the ECN bits are the low two of the traffic class: bits 4–5 of byte 1
 	}

@@ -99,6 +99,10 @@ type Device struct {
 	stats   Stats
 	tel     *telemetryCodecs
 
+	// rxNow is when the batch of frames the Rx pipeline is handling was received: the
+	// time every frame of it is handled at (one clock read per batch, not per frame).
+	rxNow clock.Time
+
 	// Scratch of the pipelines, reused for every frame so that nothing allocates.
 	rxPkt     roce.Packet
 	ctl       roce.Builder

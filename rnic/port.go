@@ -23,6 +23,7 @@ func (p *port) init(d *Device) {
 // Receive implements link.Receiver: the Rx pipeline, then whatever the frames made
 // sendable (ACKs, responses, requests the window now admits).
 func (p *port) Receive(frames []*link.Frame) {
+	p.d.rxNow = p.d.loop.Now()
 	link.Contain(frames, p)
 	p.d.sched.kick()
 	p.d.sched.settle()

@@ -64,7 +64,7 @@ func (d *Device) receive(f *link.Frame) {
 		d.toHost(f)
 		return
 	}
-	d.receiveRoCE(f, b)
+	d.receiveRoCE(f, b, &l)
 }
 
 // toHost relays a frame the device does not terminate to the host's netdev.
@@ -87,7 +87,9 @@ const (
 	echoTelemetry
 )
 
-func (d *Device) receiveRoCE(f *link.Frame, b []byte) {
+// receiveRoCE runs steps 2–6 on a frame for one of the device's addresses; l is its
+// layout (roce.Locate).
+func (d *Device) receiveRoCE(f *link.Frame, b []byte, l *roce.Layout) {
 	kind := noTelemetry
 	st := &d.rxStack
 	st.N = 0
@@ -96,6 +98,9 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte) {
 			c    *codec
 			kind telemetryKind
 		}{{&d.tel.request, requestTelemetry}, {&d.tel.echo, echoTelemetry}} {
+			if !c.c.signalled(b, l) {
+				continue
+			}
 			present, bad := found(c.c.decode(b, st))
 			if bad {
 				d.stats.RxMalformed++
@@ -135,7 +140,7 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte) {
 		d.stats.RxUnknownQP++
 		return
 	}
-	now := int64(d.loop.Now())
+	now := int64(d.rxNow)
 	cc := x.cc
 	switch p.BTH.Opcode() {
 	case roce.OpCNP:
@@ -166,7 +171,7 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte) {
 // rateChanged re-times x's next departure after an HPCC update and wakes the
 // scheduler if it moved earlier than the scheduler was going to look.
 func (d *Device) rateChanged(x *QP) {
-	if x.retime(d.loop.Now()) {
+	if x.retime(d.rxNow) {
 		d.sched.kick()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/rocelab/rocelab/hpcc"
+	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 	"github.com/rocelab/rocelab/roce/telemetry/hpcchop"
 	"github.com/rocelab/rocelab/roce/telemetry/ifa"
@@ -30,10 +31,43 @@ const (
 	RequestDSCPINT = 0x1B
 )
 
-// codec is one direction of a format: the generic operations and its decoder.
+// codec is one direction of a format: the generic operations, its decoder, and its
+// signal: what a frame must show to carry it at all. The signal is the test each
+// codec's decoder starts its search with, read here from the layout the Rx pipeline
+// has already located: most frames carry no telemetry (a probe-per-RTT flow's data and
+// ACKs), and the decoders would each walk the headers again to find that out.
 type codec struct {
 	telemetry.Codec
 	decode func(frame []byte, st *telemetry.Stack) error
+	signal signal
+}
+
+// signal is how a format marks the frames that carry it.
+type signal struct {
+	by    signalBy
+	value uint8 // the DSCP or the IP protocol
+}
+
+type signalBy uint8
+
+const (
+	byDSCP     signalBy = iota + 1 // after UDP, marked by a DSCP (INT-MD, the HPCC hop)
+	byProtocol                     // its own IP protocol (IFA)
+	byHopByHop                     // an IPv6 Hop-by-Hop option (IOAM)
+)
+
+// signalled reports whether a frame of layout l may carry c's telemetry; false means
+// c's decoder would answer telemetry.ErrNoTelemetry.
+func (c *codec) signalled(frame []byte, l *roce.Layout) bool {
+	switch c.signal.by {
+	case byDSCP:
+		return l.Proto == telemetry.ProtoUDP && l.DSCP(frame) == c.signal.value
+	case byProtocol:
+		return l.Proto == c.signal.value
+	case byHopByHop:
+		return l.IPv6() && l.Proto == telemetry.ProtoHopByHop
+	}
+	return true
 }
 
 // telemetryCodecs is a device's format: request and echo codecs and the wrap of the
@@ -83,22 +117,22 @@ func newTelemetryCodecs(format telemetry.Format) (*telemetryCodecs, error) {
 		req, echo := intmd.New(), intmd.New()
 		req.DSCP, echo.DSCP = RequestDSCPINT, EchoDSCP
 		return &telemetryCodecs{format: format,
-			request: codec{req, func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
-			echo:    codec{echo, func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
+			request: codec{req, func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }, signal{byDSCP, req.DSCP}},
+			echo:    codec{echo, func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }, signal{byDSCP, echo.DSCP}},
 		}, nil
 	case telemetry.FormatHPCC:
 		req, echo := hpcchop.New(), hpcchop.New()
 		echo.DSCP = EchoDSCP
 		return &telemetryCodecs{format: format, wrap: hpcc.CompactWrap(req.Multi),
-			request: codec{req, func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
-			echo:    codec{echo, func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
+			request: codec{req, func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }, signal{byDSCP, req.DSCP}},
+			echo:    codec{echo, func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }, signal{byDSCP, echo.DSCP}},
 		}, nil
 	case telemetry.FormatIFA:
 		req, echo := ifa.New(), ifa.New()
 		echo.Protocol = EchoProtocol
 		return &telemetryCodecs{format: format, wrap: hpcc.Wrap{TxBytes: ifa.TxBytesWrap},
-			request: codec{req, func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
-			echo:    codec{echo, func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
+			request: codec{req, func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }, signal{byProtocol, req.Protocol}},
+			echo:    codec{echo, func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }, signal{byProtocol, echo.Protocol}},
 		}, nil
 	case telemetry.FormatIOAM:
 		req, echo := ioam.New(), ioam.New()
@@ -113,7 +147,7 @@ func newTelemetryCodecs(format telemetry.Format) (*telemetryCodecs, error) {
 				return err
 			}
 		}
-		return &telemetryCodecs{format: format, request: codec{req, ns(req)}, echo: codec{echo, ns(echo)}}, nil
+		return &telemetryCodecs{format: format, request: codec{req, ns(req), signal{by: byHopByHop}}, echo: codec{echo, ns(echo), signal{by: byHopByHop}}}, nil
 	}
 	return nil, errorf(ErrNotSupported, "telemetry format %q: want %s, %s, %s or %s", format,
 		telemetry.FormatINTMD, telemetry.FormatIOAM, telemetry.FormatIFA, telemetry.FormatHPCC)

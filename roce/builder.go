@@ -219,7 +219,8 @@ func (b *Builder) Build(buf []byte) (int, error) {
 	if b.SkipICRC {
 		PutICRC(l3[p:], 0)
 	} else {
-		PutICRC(l3[p:], ICRC(l3[:p], udpOff))
+		l3Off := len(frame) - len(l3)
+		PutICRC(l3[p:], frameICRC(frame, l3Off, l3Off+p, udpOff))
 	}
 	return n, nil
 }

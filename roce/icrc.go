@@ -8,9 +8,15 @@ import (
 // ICRCSize is the size of the invariant CRC that ends every RoCEv2 packet.
 const ICRCSize = 4
 
-// crcAfterLRH is the CRC state after the eight 0xFF bytes that stand in for the LRH of
-// a native IB packet: every ICRC starts from it, so the prefix is never fed again.
-var crcAfterLRH = crc32.ChecksumIEEE([]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF})
+// lrhSize is the length of the LRH of a native IB packet, which the ICRC covers as
+// eight bytes of 0xFF (maskedLRH).
+const lrhSize = 8
+
+var maskedLRH = [lrhSize]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}
+
+// crcAfterLRH is the CRC state after the masked LRH: an ICRC over l3 alone starts from
+// it, so the prefix is never fed again.
+var crcAfterLRH = crc32.ChecksumIEEE(maskedLRH[:])
 
 // ICRC computes the invariant CRC of a RoCEv2 packet (IBTA Annex A17.3.3; Linux
 // rxe_icrc.c). l3 holds the packet from the first byte of the IP header through the
@@ -26,27 +32,49 @@ var crcAfterLRH = crc32.ChecksumIEEE([]byte{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 
 // Contract: to run the CRC in one pass over contiguous bytes without allocating, ICRC
 // writes the masked values into l3 and restores the original bytes before it returns.
 // l3 must therefore be writable and not read by another goroutine during the call.
-func ICRC(l3 []byte, udp int) uint32 {
+func ICRC(l3 []byte, udp int) uint32 { return frameICRC(l3, 0, len(l3), udp) }
+
+// frameICRC is ICRC over frame[l3:end], the IP header at l3 and the UDP header at
+// l3+udp, with ICRC's contract for the whole of frame. The CRC instructions
+// (hash/crc32's CLMUL path) fold 16 bytes at a time and leave the last len%16 to a
+// loop of one byte per step, which costs a 4 KiB packet as much as 10% of its CRC.
+// When at least 8 bytes precede l3 (the Ethernet header of a frame), frameICRC masks
+// the 8 bytes before l3 to the LRH's 0xFF for the call and runs the CRC from there
+// instead of from crcAfterLRH, whichever of the two leaves the shorter tail (for full
+// 4096-byte payloads over IPv4, none).
+func frameICRC(frame []byte, l3, end, udp int) uint32 {
+	l3b := frame[l3:end]
 	bth := udp + UDPSize
-	_ = l3[bth+bthMaskedByte] // one bounds check for the writes below
-	udpSum := [2]byte{l3[udp+6], l3[udp+7]}
-	bthByte := l3[bth+bthMaskedByte]
-	l3[udp+6], l3[udp+7], l3[bth+bthMaskedByte] = 0xFF, 0xFF, 0xFF
-	var crc uint32
-	if l3[0]>>4 == 4 {
-		tos, ttl, sum := l3[1], l3[8], [2]byte{l3[10], l3[11]}
-		l3[1], l3[8], l3[10], l3[11] = 0xFF, 0xFF, 0xFF, 0xFF
-		crc = crc32.Update(crcAfterLRH, crc32.IEEETable, l3)
-		l3[1], l3[8], l3[10], l3[11] = tos, ttl, sum[0], sum[1]
+	_ = l3b[bth+bthMaskedByte] // one bounds check for the writes below
+	udpSum := [2]byte{l3b[udp+6], l3b[udp+7]}
+	bthByte := l3b[bth+bthMaskedByte]
+	l3b[udp+6], l3b[udp+7], l3b[bth+bthMaskedByte] = 0xFF, 0xFF, 0xFF
+	var word [4]byte
+	var hop byte
+	if l3b[0]>>4 == 4 {
+		word, hop = [4]byte{l3b[1], l3b[10], l3b[11], 0}, l3b[8]
+		l3b[1], l3b[8], l3b[10], l3b[11] = 0xFF, 0xFF, 0xFF, 0xFF
 	} else {
-		word, hop := [4]byte(l3[0:4]), l3[7]
-		l3[0] |= 0x0F // version stays; traffic class and flow label become ones
-		l3[1], l3[2], l3[3], l3[7] = 0xFF, 0xFF, 0xFF, 0xFF
-		crc = crc32.Update(crcAfterLRH, crc32.IEEETable, l3)
-		copy(l3[0:4], word[:])
-		l3[7] = hop
+		word, hop = [4]byte(l3b[0:4]), l3b[7]
+		l3b[0] |= 0x0F // version stays; traffic class and flow label become ones
+		l3b[1], l3b[2], l3b[3], l3b[7] = 0xFF, 0xFF, 0xFF, 0xFF
 	}
-	l3[udp+6], l3[udp+7], l3[bth+bthMaskedByte] = udpSum[0], udpSum[1], bthByte
+	var crc uint32
+	if n := end - l3; l3 >= lrhSize && n%16 >= lrhSize {
+		lrh := [lrhSize]byte(frame[l3-lrhSize : l3])
+		copy(frame[l3-lrhSize:l3], maskedLRH[:])
+		crc = crc32.Update(0, crc32.IEEETable, frame[l3-lrhSize:end])
+		copy(frame[l3-lrhSize:l3], lrh[:])
+	} else {
+		crc = crc32.Update(crcAfterLRH, crc32.IEEETable, l3b)
+	}
+	if l3b[0]>>4 == 4 {
+		l3b[1], l3b[8], l3b[10], l3b[11] = word[0], hop, word[1], word[2]
+	} else {
+		copy(l3b[0:4], word[:])
+		l3b[7] = hop
+	}
+	l3b[udp+6], l3b[udp+7], l3b[bth+bthMaskedByte] = udpSum[0], udpSum[1], bthByte
 	return crc
 }
 

@@ -86,7 +86,22 @@ func isTag(et uint16) bool { return et == EtherTypeVLAN || et == EtherTypeQinQ }
 // is IPv4 or IPv6, the IP header, checking the IP version, header length and packet
 // length against the frame. A frame that is not IP locates without error with
 // IPVersion 0. It does not allocate.
+//
+// Every node runs it on every frame, several times (a switch to forward and stamp,
+// an RNIC and each telemetry codec to find their headers), so the common frame —
+// untagged IPv4 without options, its length consistent — takes a path of its own.
 func Locate(frame []byte) (Layout, error) {
+	if len(frame) >= EthernetSize+IPv4MinSize && frame[12] == 0x08 && frame[13] == 0x00 && frame[EthernetSize] == 0x45 {
+		if total := int(frame[EthernetSize+2])<<8 | int(frame[EthernetSize+3]); total >= IPv4MinSize && EthernetSize+total <= len(frame) {
+			return Layout{EtherType: EtherTypeIPv4, L3: EthernetSize, IPVersion: 4, L4: EthernetSize + IPv4MinSize,
+				Proto: frame[EthernetSize+9], End: EthernetSize + total}, nil
+		}
+	}
+	return walk(frame)
+}
+
+// walk is Locate for any frame.
+func walk(frame []byte) (Layout, error) {
 	var l Layout
 	if len(frame) < EthernetSize {
 		return l, ErrEthernetCutOff
@@ -162,8 +177,9 @@ func (l *Layout) SetDSCP(frame []byte, dscp uint8) {
 		return
 	}
 	h := IPv4(frame[l.L3:])
+	old := binary.BigEndian.Uint16(h)
 	h.SetTOS(dscp, h.ECN())
-	h.UpdateChecksum()
+	h.AdjustChecksum(0, old)
 }
 
 // TTL returns the IPv4 TTL or IPv6 hop limit.
@@ -190,8 +206,9 @@ func (l *Layout) SetProto(frame []byte, p uint8) {
 		return
 	}
 	h := IPv4(frame[l.L3:])
+	old := binary.BigEndian.Uint16(h[8:])
 	h.SetProtocol(p)
-	h.UpdateChecksum()
+	h.AdjustChecksum(8, old)
 }
 
 // AddIPLength adds delta bytes to the IP length field (and fixes the IPv4 checksum).
@@ -203,8 +220,9 @@ func (l *Layout) AddIPLength(frame []byte, delta int) {
 		return
 	}
 	h := IPv4(frame[l.L3:])
+	old := binary.BigEndian.Uint16(h[2:])
 	h.SetTotalLen(h.TotalLen() + delta)
-	h.UpdateChecksum()
+	h.AdjustChecksum(2, old)
 }
 
 // UDPAt reports whether a UDP header starts at off and its length ends exactly where

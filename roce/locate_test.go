@@ -1,8 +1,10 @@
 package roce
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 )
@@ -90,10 +92,46 @@ func TestLocateAllocs(t *testing.T) {
 	}
 }
 
-// FuzzLocate: Locate never panics, and what it locates lies inside the frame.
+// TestLocateFastPath: Locate's path for untagged IPv4 without options gives exactly
+// the general walk's layout and error, around every condition it tests: EtherType,
+// version and header length, total length against 20 and against the frame.
+func TestLocateFastPath(t *testing.T) {
+	good := writeFirst(t, false, 64)
+	check := func(name string, b []byte) {
+		t.Helper()
+		l, err := Locate(b)
+		wl, werr := walk(b)
+		if l != wl || err != werr {
+			t.Errorf("%s: Locate %+v, %v; walk %+v, %v", name, l, err, wl, werr)
+		}
+	}
+	check("good", good)
+	for n := 0; n <= len(good); n++ {
+		check(fmt.Sprintf("cut to %d bytes", n), good[:n])
+	}
+	for _, c := range []struct {
+		at  int
+		val byte
+	}{{12, 0x86}, {13, 0x01}, {14, 0x46}, {14, 0x55}, {14, 0x44}} {
+		b := bytes.Clone(good)
+		b[c.at] = c.val
+		check(fmt.Sprintf("byte %d = %#x", c.at, c.val), b)
+	}
+	for _, total := range []int{0, 19, 20, 21, len(good) - 15, len(good) - 14, len(good) - 13, 0xFFFF} {
+		b := bytes.Clone(good)
+		binary.BigEndian.PutUint16(b[16:], uint16(total))
+		check(fmt.Sprintf("total length %d", total), b)
+	}
+}
+
+// FuzzLocate: Locate never panics, agrees with the general walk, and what it locates
+// lies inside the frame.
 func FuzzLocate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := Locate(b)
+		if wl, werr := walk(b); l != wl || err != werr {
+			t.Fatalf("Locate %+v, %v; walk %+v, %v", l, err, wl, werr)
+		}
 		if err != nil || l.IPVersion == 0 {
 			return
 		}

@@ -67,8 +67,25 @@ var headerOrder = [...]struct {
 	{HdrCNP, CNPReservedSize},
 }
 
-// Size returns the number of bytes the headers occupy.
+// Size returns the number of bytes the headers occupy. Building and decoding ask for
+// it several times per packet, so it is a table lookup.
 func (h Headers) Size() int {
+	if int(h) < len(headerSizes) {
+		return int(headerSizes[h])
+	}
+	return h.sum()
+}
+
+// headerSizes holds the size of every set of the extension headers.
+var headerSizes = func() (t [2 * HdrCNP]uint8) {
+	for h := range t {
+		t[h] = uint8(Headers(h).sum())
+	}
+	return t
+}()
+
+// sum adds the sizes of the headers in h.
+func (h Headers) sum() int {
 	n := 0
 	for _, e := range headerOrder {
 		if h&e.hdr != 0 {

@@ -47,7 +47,11 @@ func (p *Packet) Info() *OpcodeInfo { return p.BTH.Opcode().Info() }
 func (p *Packet) L3() []byte { return p.Frame[p.l3Off:p.icrcOff] }
 
 // ComputeICRC returns the ICRC of the decoded packet as it should be.
-func (p *Packet) ComputeICRC() uint32 { return ICRC(p.L3(), p.udpOff-p.l3Off) }
+// Like ICRC, it masks the invariant fields in place for the call (and may mask the 8
+// bytes before the IP header, inside the frame) and restores them.
+func (p *Packet) ComputeICRC() uint32 {
+	return frameICRC(p.Frame, p.l3Off, p.icrcOff, p.udpOff-p.l3Off)
+}
 
 // ICRCOK reports whether the carried ICRC matches the packet.
 func (p *Packet) ICRCOK() bool { return p.ComputeICRC() == p.ICRC }

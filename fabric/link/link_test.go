@@ -242,9 +242,18 @@ func TestOversizeDropped(t *testing.T) {
 	}
 }
 
-// TestRealHandoff runs a link between two real-time loops: every frame arrives, in
-// order, and the race detector sees the lock-free handoff.
+// TestRealHandoff: frames cross between two real-time loops through the lock-free
+// ring (which the race detector sees), and between two nodes sharing one real-time
+// loop (a lab's nodes on one thread) by direct insertion, with no ring; every frame
+// arrives, in order, either way.
 func TestRealHandoff(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		name := map[bool]string{false: "two-loops", true: "one-loop"}[shared]
+		t.Run(name, func(t *testing.T) { testRealHandoff(t, shared) })
+	}
+}
+
+func testRealHandoff(t *testing.T, shared bool) {
 	r := clock.NewReal(clock.RealOptions{})
 	a, b, _ := New(Config{Rate: 100e9, Delay: time.Microsecond})
 	const n = 20000
@@ -260,8 +269,14 @@ func TestRealHandoff(t *testing.T) {
 			done <- seqs
 		}
 	}))
-	src := r.NewLoop("src")
+	src := dst
+	if !shared {
+		src = r.NewLoop("src")
+	}
 	a.Attach(src, receiverFunc(func([]*Frame) {}))
+	if a.direct != shared || (a.ring == nil) != shared {
+		t.Fatalf("direct %v, ring %v: want direct handoff exactly when the loop is shared", a.direct, a.ring != nil)
+	}
 	pool := NewPool(1518)
 	src.NewTask(func() {
 		batch := make([]*Frame, 0, 16)

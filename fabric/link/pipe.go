@@ -73,8 +73,8 @@ type End struct {
 
 	// Receiver side: ring is the handoff from the peer's loop; the rest is touched
 	// only by this end's loop, or by the peer's when the two loops are synchronous
-	// (clock.Synchronous: one virtual clock), which then inserts arrivals directly
-	// and has no ring.
+	// (clock.Synchronous: one virtual clock, or one loop both ends' nodes share),
+	// which then inserts arrivals directly and has no ring.
 	direct  bool
 	ring    *ring
 	drain   *clock.Task

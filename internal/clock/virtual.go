@@ -69,9 +69,13 @@ func (v *Virtual) RunUntil(t Time) {
 func (v *Virtual) RunFor(d time.Duration) { v.RunUntil(v.now.Add(d)) }
 
 // Synchronous reports whether loops a and b run on one goroutine in one event order
-// (two loops of one Virtual), so that code on a may touch b's state directly instead
-// of handing work over through a Task.
+// (two loops of one Virtual, or one loop of any driver: nodes that share a Real loop,
+// as a lab's nodes do), so that code on a may touch b's state directly instead of
+// handing work over through a Task.
 func Synchronous(a, b Loop) bool {
+	if a == b {
+		return true
+	}
 	va, ok := a.(*virtualLoop)
 	vb, ok2 := b.(*virtualLoop)
 	return ok && ok2 && va.v == vb.v
