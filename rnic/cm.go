@@ -178,9 +178,6 @@ func (id *CMID) Remote() netip.AddrPort { return id.remote }
 // QP returns the QP the identifier connects.
 func (id *CMID) QP() *QP { return id.qp }
 
-// PortSpace returns the identifier's port space.
-func (id *CMID) PortSpace() cm.PortSpace { return id.ps }
-
 // FlowLabel returns the flow label of the identifier's path (zero before Connect or
 // a connection request): rdma_cm's hash of the two ports.
 func (id *CMID) FlowLabel() uint32 { return id.flowLabel }
