@@ -316,10 +316,22 @@ int rdma_listen(struct rdma_cm_id *id, int backlog)
 	return 0;
 }
 
+/* is_multicast: an IPv4 224.0.0.0/4 or IPv6 ff00::/8 address (mckey's groups). */
+static int is_multicast(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return IN_MULTICAST(ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr));
+	return IN6_IS_ADDR_MULTICAST(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
 int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr, struct sockaddr *dst_addr, int timeout_ms)
 {
 	if (!dst_addr || !addr_len(dst_addr))
 		return fail(EAFNOSUPPORT);
+	if (is_multicast(dst_addr)) { /* the first step of a multicast join */
+		UNSUPPORTED("rdma_resolve_addr of a multicast address (multicast)");
+		return fail(EOPNOTSUPP);
+	}
 	if (src_addr && rdma_bind_addr(id, src_addr) < 0)
 		return -1;
 	struct rl_cm_resolve_addr req = {.id = cm_id(id)->h, .timeout_ms = timeout_ms > 0 ? (uint32_t)timeout_ms : 0};
