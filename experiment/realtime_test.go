@@ -190,3 +190,46 @@ func checkIncastTargets(t *testing.T, cfg Config, res *Result, minUtil float64) 
 		}
 	}
 }
+
+// TestIncastTwinRealTime runs the same 2:1 and 4:1 incasts at 1 Gb/s (HPCC, per-ACK
+// INT) in real time and in virtual time: utilization, the queue averaged after the
+// first drain and every flow's rate agree within 10% (the queue, a few hundred bytes,
+// within 10% or one packet, whichever is larger).
+func TestIncastTwinRealTime(t *testing.T) {
+	needQuietMachine(t)
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			cfg := incastConfig(1e9, rnic.ModeHPCC, n)
+			real, err := RunRealTime(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vcfg := cfg
+			vcfg.Sample = Defaults().Sample
+			virt, err := Run(vcfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range append(real.Errors, virt.Errors...) {
+				t.Error(e)
+			}
+			rm, vm := real.Metrics, virt.Metrics
+			t.Logf("real: utilization %.3f, mean queue %.0f B, Jain %.4f; virtual: %.3f, %.0f B, %.4f",
+				rm.Utilization, rm.MeanQueue, rm.Jain, vm.Utilization, vm.MeanQueue, vm.Jain)
+			if math.Abs(rm.Utilization/vm.Utilization-1) > 0.1 {
+				t.Errorf("utilization %.3f real, %.3f virtual: more than 10%% apart", rm.Utilization, vm.Utilization)
+			}
+			pkt := float64(int(cfg.MTU) + frameOverhead(cfg.Telemetry))
+			if d := math.Abs(rm.MeanQueue - vm.MeanQueue); d > max(0.1*vm.MeanQueue, pkt) {
+				t.Errorf("mean queue %.0f B real, %.0f B virtual: further apart than 10%% or a packet", rm.MeanQueue, vm.MeanQueue)
+			}
+			rr, _ := flowRates(real)
+			vr, _ := flowRates(virt)
+			for i := range rr {
+				if math.Abs(rr[i]/vr[i]-1) > 0.1 {
+					t.Errorf("flow %d: %.3f Gb/s real, %.3f Gb/s virtual: more than 10%% apart", i, 8*rr[i], 8*vr[i])
+				}
+			}
+		})
+	}
+}

@@ -74,7 +74,7 @@ func hosts(l *Lab) []labtest.Host {
 }
 
 // TestLabTwoHosts brings up the two-host example, pings and talks TCP both ways over
-// IPv4 and IPv6 through the Go switch, reads status, and captures the switch port
+// IPv4 and IPv6 through the Go switch, reads status and counters, and captures the switch port
 // towards h2 while h1 pings it.
 func TestLabTwoHosts(t *testing.T) {
 	needRoot(t)
@@ -101,6 +101,17 @@ func TestLabTwoHosts(t *testing.T) {
 	if len(st.Switches) != 1 || len(st.Switches[0].Ports) != 2 || st.Switches[0].Ports[1].Peer != "h2" ||
 		st.Switches[0].Ports[1].Stats.TxFrames == 0 {
 		t.Errorf("status switches %+v", st.Switches)
+	}
+
+	// The sampler's counters agree with the status read before them: counters only grow.
+	reply, _, err = Query(store, l.Name(), Request{Op: "counters"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := reply.Counters
+	if cs == nil || len(cs.Hosts) != 2 || len(cs.Switches["s1"]) != 2 ||
+		cs.Hosts["h1"] < st.Hosts[0].RNIC.TxBytes || cs.Switches["s1"][1].TxBytes < st.Switches[0].Ports[1].Stats.TxBytes {
+		t.Errorf("counters %+v after status %+v", cs, st)
 	}
 
 	if _, _, err := Query(store, l.Name(), Request{Op: "capture", Port: "s1:p7"}); err == nil || !strings.Contains(err.Error(), "p0–p1") {

@@ -329,9 +329,17 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	struct ibv_context *c = &ctx->vctx.context;
 	c->device = device;
 	c->cmd_fd = ctx->sock;
-	/* No asynchronous events are forwarded yet: an eventfd nobody writes, so that
-	 * ibv_get_async_event blocks (or says EAGAIN) as with a device that has none. */
-	c->async_fd = eventfd(0, EFD_CLOEXEC);
+	/* Asynchronous events: a semaphore eventfd the service increments once per queued
+	 * event, so that poll and epoll see it readable exactly while one is pending and a
+	 * read takes one (ibv_get_async_event). */
+	c->async_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+	if (c->async_fd < 0 || (err = rl_call(ctx, RL_OP_ASYNC_FD, NULL, 0, NULL, 0, c->async_fd, NULL, 0))) {
+		err = c->async_fd < 0 ? errno : err;
+		if (c->async_fd >= 0)
+			close(c->async_fd);
+		goto fail;
+	}
+	pthread_mutex_init(&ctx->objs_mu, NULL);
 	c->num_comp_vectors = 1;
 	pthread_mutex_init(&c->mutex, NULL);
 	c->abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -364,6 +372,7 @@ int ibv_close_device(struct ibv_context *c)
 	close(c->async_fd);
 	munmap(ctx->page, RL_PAGE_SIZE);
 	free(ctx->gids);
+	free(ctx->objs);
 	free(ctx);
 	return 0;
 }

@@ -12,6 +12,11 @@
  * need no bookkeeping: a page already in the arena at its own address is left alone,
  * which /proc/self/maps tells (device and inode of the arena, offset = address).
  *
+ * Pages of the calling thread's own stack (a buffer in main's or a thread's frame) are
+ * moved from a stack of the library's: between the copy and the mmap over them, code
+ * running on them would write its frames (the return address of mmap itself) into the
+ * page being replaced, and come back to the copy taken before (stack_move).
+ *
  * The pages stay in the arena after ibv_dereg_mr (the application still owns them).
  * They are MADV_DONTFORK, as ibv_fork_init makes registered memory with rdma-core: a
  * child does not share them with its parent (it would, being MAP_SHARED).
@@ -26,6 +31,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "rocelab.h"
@@ -69,6 +75,41 @@ static int move_pages(uintptr_t start, uintptr_t end, int prot)
 		return errno;
 	madvise((void *)start, end - start, MADV_DONTFORK);
 	return 0;
+}
+
+/* The move stack_move runs off the caller's stack (under arena_mu). */
+static struct {
+	uintptr_t start, end;
+	int prot, err;
+	ucontext_t caller, mover;
+} off_stack;
+
+static void move_off_stack(void)
+{
+	off_stack.err = move_pages(off_stack.start, off_stack.end, off_stack.prot);
+}
+
+/* stack_move is move_pages for pages of the calling thread's stack: it switches to a
+ * stack of its own for the copy and the mmap, so that nothing writes to the pages
+ * between the two, and switches back to the moved pages, identical. */
+static int stack_move(uintptr_t start, uintptr_t end, int prot)
+{
+	enum { size = 64 << 10 };
+	void *stack = malloc(size);
+	if (!stack)
+		return ENOMEM;
+	off_stack.start = start, off_stack.end = end, off_stack.prot = prot;
+	if (getcontext(&off_stack.mover) < 0) {
+		free(stack);
+		return errno;
+	}
+	off_stack.mover.uc_stack.ss_sp = stack;
+	off_stack.mover.uc_stack.ss_size = size;
+	off_stack.mover.uc_link = &off_stack.caller;
+	makecontext(&off_stack.mover, move_off_stack, 0);
+	int err = swapcontext(&off_stack.caller, &off_stack.mover) < 0 ? errno : off_stack.err;
+	free(stack);
+	return err;
 }
 
 /* read_maps returns /proc/self/maps whole, read before any page moves (moving pages
@@ -139,7 +180,8 @@ int rl_share_range(uintptr_t start, uintptr_t end, int *fd)
 		if (!ours) {
 			int prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
 				   (perms[2] == 'x' ? PROT_EXEC : 0);
-			err = move_pages(s, e, prot);
+			uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+			err = sp >= lo && sp < hi ? stack_move(s, e, prot) : move_pages(s, e, prot);
 		}
 		covered = e;
 	}

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "rocelab.h"
+#include "private.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -295,6 +296,10 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *c, int cqe, void *cq_context, s
 		ch->cqs = cq;
 		pthread_mutex_unlock(&ch->mu);
 	}
+	if ((err = rl_register(ctx, r.handle, &cq->cq))) {
+		ibv_destroy_cq((struct ibv_cq *)&cq->cq);
+		return fail_null(err);
+	}
 	return (struct ibv_cq *)&cq->cq;
 }
 
@@ -321,6 +326,7 @@ int ibv_destroy_cq(struct ibv_cq *c)
 	int err = rl_call(ctx_of(c->context), RL_OP_DESTROY_CQ, &h, sizeof(h), NULL, 0, -1, NULL, 0);
 	if (err)
 		return err;
+	rl_unregister(ctx_of(c->context), cq->h);
 	if (cq->chan) {
 		pthread_mutex_lock(&cq->chan->mu);
 		for (struct rl_cq **p = &cq->chan->cqs; *p; p = &(*p)->next)
@@ -386,6 +392,10 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *p, struct ibv_srq_init_attr *attr)
 			return fail_null(err);
 		}
 	}
+	if ((err = rl_register(ctx, r.handle, &srq->srq))) {
+		ibv_destroy_srq(&srq->srq);
+		return fail_null(err);
+	}
 	return &srq->srq;
 }
 
@@ -422,6 +432,7 @@ int ibv_destroy_srq(struct ibv_srq *s)
 	int err = rl_call(ctx_of(s->context), RL_OP_DESTROY_SRQ, &h, sizeof(h), NULL, 0, -1, NULL, 0);
 	if (err)
 		return err;
+	rl_unregister(ctx_of(s->context), srq->h);
 	munmap(srq->rq.ring.mem, srq->size);
 	free(srq);
 	return 0;
@@ -609,6 +620,10 @@ static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr,
 	*k = qp->cap;
 	qp->qpx.comp_mask = send_ops ? IBV_QP_INIT_ATTR_SEND_OPS_FLAGS : 0;
 	rl_qp_ex_init(qp);
+	if ((err = rl_register(ctx, r.handle, q))) {
+		ibv_destroy_qp(q);
+		return fail_null(err);
+	}
 	return q;
 }
 
@@ -656,6 +671,7 @@ int ibv_destroy_qp(struct ibv_qp *q)
 	int err = rl_call(ctx_of(q->context), RL_OP_DESTROY_QP, &h, sizeof(h), NULL, 0, -1, NULL, 0);
 	if (err)
 		return err;
+	rl_unregister(ctx_of(q->context), qp->h);
 	if (qp->inline_mr)
 		ibv_dereg_mr(qp->inline_mr);
 	munmap(qp->mem, qp->size);
@@ -724,6 +740,39 @@ int ibv_modify_qp(struct ibv_qp *q, struct ibv_qp_attr *attr, int mask)
 	return err;
 }
 
+void rocelab_qp_attr(struct ibv_context *c, const struct rl_qp_attr *w, struct ibv_qp_attr *attr)
+{
+	struct rl_context *ctx = ctx_of(c);
+	memset(attr, 0, sizeof(*attr));
+	attr->qp_state = w->state;
+	attr->cur_qp_state = w->state;
+	attr->path_mtu = rl_mtu_enum(w->path_mtu);
+	attr->path_mig_state = w->path_mig_state;
+	attr->qkey = w->qkey;
+	attr->rq_psn = w->rq_psn;
+	attr->sq_psn = w->sq_psn;
+	attr->dest_qp_num = w->dest_qpn;
+	attr->qp_access_flags = w->access_flags;
+	attr->ah_attr.is_global = 1;
+	attr->ah_attr.port_num = w->port;
+	memcpy(attr->ah_attr.grh.dgid.raw, w->dgid, 16);
+	for (uint32_t i = 0; i < ctx->ngids; i++)
+		if (memcmp(ctx->gids[i].raw, w->sgid, 16) == 0)
+			attr->ah_attr.grh.sgid_index = i;
+	attr->ah_attr.grh.traffic_class = w->traffic_class;
+	attr->ah_attr.grh.hop_limit = w->hop_limit;
+	attr->ah_attr.grh.flow_label = w->flow_label;
+	attr->pkey_index = w->pkey_index;
+	attr->en_sqd_async_notify = w->en_sqd_async_notify;
+	attr->max_rd_atomic = w->max_rd_atomic;
+	attr->max_dest_rd_atomic = w->max_dest_rd_atomic;
+	attr->min_rnr_timer = w->min_rnr_timer;
+	attr->port_num = w->port;
+	attr->timeout = w->timeout;
+	attr->retry_cnt = w->retry_cnt;
+	attr->rnr_retry = w->rnr_retry;
+}
+
 int ibv_query_qp(struct ibv_qp *q, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init)
 {
 	struct rl_qp *qp = (struct rl_qp *)q;
@@ -734,35 +783,8 @@ int ibv_query_qp(struct ibv_qp *q, struct ibv_qp_attr *attr, int mask, struct ib
 	int err = rl_call(ctx, RL_OP_QUERY_QP, &h, sizeof(h), &w, sizeof(w), -1, NULL, 0);
 	if (err)
 		return err;
-	memset(attr, 0, sizeof(*attr));
-	attr->qp_state = w.state;
-	attr->cur_qp_state = w.state;
-	attr->path_mtu = rl_mtu_enum(w.path_mtu);
-	attr->path_mig_state = w.path_mig_state;
-	attr->qkey = w.qkey;
-	attr->rq_psn = w.rq_psn;
-	attr->sq_psn = w.sq_psn;
-	attr->dest_qp_num = w.dest_qpn;
-	attr->qp_access_flags = w.access_flags;
+	rocelab_qp_attr(q->context, &w, attr);
 	attr->cap = qp->cap;
-	attr->ah_attr.is_global = 1;
-	attr->ah_attr.port_num = w.port;
-	memcpy(attr->ah_attr.grh.dgid.raw, w.dgid, 16);
-	for (uint32_t i = 0; i < ctx->ngids; i++)
-		if (memcmp(ctx->gids[i].raw, w.sgid, 16) == 0)
-			attr->ah_attr.grh.sgid_index = i;
-	attr->ah_attr.grh.traffic_class = w.traffic_class;
-	attr->ah_attr.grh.hop_limit = w.hop_limit;
-	attr->ah_attr.grh.flow_label = w.flow_label;
-	attr->pkey_index = w.pkey_index;
-	attr->en_sqd_async_notify = w.en_sqd_async_notify;
-	attr->max_rd_atomic = w.max_rd_atomic;
-	attr->max_dest_rd_atomic = w.max_dest_rd_atomic;
-	attr->min_rnr_timer = w.min_rnr_timer;
-	attr->port_num = w.port;
-	attr->timeout = w.timeout;
-	attr->retry_cnt = w.retry_cnt;
-	attr->rnr_retry = w.rnr_retry;
 	if (init) {
 		memset(init, 0, sizeof(*init));
 		init->qp_context = q->qp_context;
@@ -779,19 +801,87 @@ int ibv_query_qp(struct ibv_qp *q, struct ibv_qp_attr *attr, int mask, struct ib
 
 /* ---- asynchronous events ---- */
 
+int rl_register(struct rl_context *ctx, uint32_t h, void *obj)
+{
+	pthread_mutex_lock(&ctx->objs_mu);
+	if (ctx->nobjs == ctx->capobjs) {
+		size_t cap = ctx->capobjs ? 2 * ctx->capobjs : 16;
+		struct rl_object *o = realloc(ctx->objs, cap * sizeof(*o));
+		if (!o) {
+			pthread_mutex_unlock(&ctx->objs_mu);
+			return ENOMEM;
+		}
+		ctx->objs = o;
+		ctx->capobjs = cap;
+	}
+	ctx->objs[ctx->nobjs++] = (struct rl_object){.h = h, .obj = obj};
+	pthread_mutex_unlock(&ctx->objs_mu);
+	return 0;
+}
+
+void rl_unregister(struct rl_context *ctx, uint32_t h)
+{
+	pthread_mutex_lock(&ctx->objs_mu);
+	for (size_t i = 0; i < ctx->nobjs; i++)
+		if (ctx->objs[i].h == h) {
+			ctx->objs[i] = ctx->objs[--ctx->nobjs];
+			break;
+		}
+	pthread_mutex_unlock(&ctx->objs_mu);
+}
+
+static void *registered(struct rl_context *ctx, uint32_t h)
+{
+	void *obj = NULL;
+	pthread_mutex_lock(&ctx->objs_mu);
+	for (size_t i = 0; i < ctx->nobjs && !obj; i++)
+		if (ctx->objs[i].h == h)
+			obj = ctx->objs[i].obj;
+	pthread_mutex_unlock(&ctx->objs_mu);
+	return obj;
+}
+
+/* ibv_get_async_event takes one token from the async fd (blocking, or EAGAIN when
+ * the application made it non-blocking), then the service's oldest event. An event
+ * of an object destroyed while it was queued is dropped with it. */
 int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *event)
 {
-	(void)event;
-	/* The service forwards no asynchronous events yet: wait on an fd that never fires
-	 * (EAGAIN at once if the application made it non-blocking). */
-	uint64_t v;
+	struct rl_context *ctx = ctx_of(c);
 	for (;;) {
-		ssize_t n = read(c->async_fd, &v, sizeof(v));
-		if (n < 0 && errno != EINTR)
+		uint64_t v;
+		ssize_t n;
+		while ((n = read(c->async_fd, &v, sizeof(v))) < 0 && errno == EINTR)
+			;
+		if (n < 0)
 			return -1;
+		struct rl_async_event e;
+		int err = rl_call(ctx, RL_OP_GET_ASYNC_EVENT, NULL, 0, &e, sizeof(e), -1, NULL, 0);
+		if (err)
+			return -1;
+		void *obj = registered(ctx, e.handle);
+		if (!obj)
+			continue;
+		memset(event, 0, sizeof(*event));
+		event->event_type = e.type;
+		switch (e.type) {
+		case IBV_EVENT_CQ_ERR:
+			event->element.cq = obj;
+			break;
+		case IBV_EVENT_SRQ_ERR:
+		case IBV_EVENT_SRQ_LIMIT_REACHED:
+			event->element.srq = obj;
+			break;
+		default:
+			event->element.qp = obj;
+		}
+		return 0;
 	}
 }
 
+/* ibv_ack_async_event has nothing to release: libibverbs counts acknowledgements so
+ * that destroying an object can wait for its events, but here an object's queued
+ * events go with it (ibv_get_async_event drops them), so there is nothing to wait
+ * for. */
 void ibv_ack_async_event(struct ibv_async_event *event)
 {
 	(void)event;

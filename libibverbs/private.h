@@ -18,4 +18,10 @@ int rocelab_call(struct ibv_context *context, uint16_t op, const void *req, size
 /* qp's handle on its context's connection. */
 uint32_t rocelab_qp_handle(struct ibv_qp *qp);
 
+struct rl_qp_attr;
+
+/* rocelab_qp_attr converts the service's QP attributes (wire.h's struct rl_qp_attr,
+ * as QUERY_QP and CM_INIT_QP_ATTR answer) to ibv_qp_attr on context's GID table. */
+void rocelab_qp_attr(struct ibv_context *context, const struct rl_qp_attr *w, struct ibv_qp_attr *attr);
+
 #endif

@@ -47,6 +47,15 @@ struct rl_context {
 	struct rl_port_attr pattr;
 	uint32_t ngids;
 	union ibv_gid *gids; /* the GID table, read at open */
+	/* The CQs, SRQs and QPs by handle, for asynchronous events to name them. */
+	pthread_mutex_t objs_mu;
+	struct rl_object *objs;
+	size_t nobjs, capobjs;
+};
+
+struct rl_object {
+	uint32_t h;
+	void *obj; /* struct ibv_cq, ibv_srq or ibv_qp */
 };
 
 struct rl_pd {
@@ -129,6 +138,10 @@ int rl_call(struct rl_context *ctx, uint16_t op, const void *req, size_t reqlen,
 int rl_errno_of(uint32_t code);
 int rl_connect(const struct sockaddr_un *addr, socklen_t addrlen);
 int rl_service_address(struct sockaddr_un *addr, socklen_t *len);
+
+/* the handle registry of asynchronous events (objects.c) */
+int rl_register(struct rl_context *ctx, uint32_t h, void *obj);
+void rl_unregister(struct rl_context *ctx, uint32_t h);
 
 /* memory */
 int rl_share_range(uintptr_t start, uintptr_t end, int *fd);

@@ -39,6 +39,8 @@ enum rl_op {
 	RL_OP_MODIFY_QP = 19,
 	RL_OP_QUERY_QP = 20,
 	RL_OP_DESTROY_QP = 21,
+	RL_OP_ASYNC_FD = 22,	    /* carries the eventfd the service increments per async event */
+	RL_OP_GET_ASYNC_EVENT = 23, /* RL_CODE_NOT_FOUND: none pending */
 };
 
 /* Status codes of a response header (wire.Code). */
@@ -74,6 +76,12 @@ struct RL_PACKED rl_hello_resp {
 
 struct RL_PACKED rl_handle {
 	uint32_t handle;
+};
+
+/* The response to RL_OP_GET_ASYNC_EVENT: an ibv_event_type and the handle of the CQ,
+ * SRQ or QP it is about. */
+struct RL_PACKED rl_async_event {
+	uint32_t type, handle;
 };
 
 struct RL_PACKED rl_device_attr {

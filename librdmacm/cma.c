@@ -102,9 +102,13 @@ struct rl_cm_channel {
 	struct rl_cm_id *ids; /* the channel's identifiers, for events to name them */
 };
 
+/* What an identifier has done, for rdma_set_option's checks (the kernel's states). */
+enum rl_cm_phase { RL_IDLE, RL_BOUND, RL_LISTENING, RL_ACTIVE };
+
 struct rl_cm_id {
 	struct rdma_cm_id id;
 	uint32_t h;
+	enum rl_cm_phase phase;
 	struct rl_cm_channel *chan;
 	struct rl_cm_id *next;
 	struct rdma_conn_param offer; /* a connection request's parameters, for rdma_accept(id, NULL) */
@@ -158,7 +162,7 @@ static struct rl_cm_id *new_id(struct rl_cm_channel *c, uint32_t h, void *contex
 	x->id.context = context;
 	x->id.ps = ps;
 	x->id.port_num = 1;
-	x->id.qp_type = IBV_QPT_RC;
+	x->id.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
 	pthread_mutex_lock(&c->mu);
 	x->next = c->ids;
 	c->ids = x;
@@ -173,8 +177,8 @@ int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, v
 		UNSUPPORTED("rdma_create_id without an event channel (synchronous identifiers)");
 		return fail(EOPNOTSUPP);
 	}
-	if (ps != RDMA_PS_TCP) { /* the CM agent connects RC QPs only (no SIDR for UD) */
-		UNSUPPORTED("rdma_create_id for a port space other than RDMA_PS_TCP");
+	if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP) { /* RC connections, UD through SIDR */
+		UNSUPPORTED("rdma_create_id for a port space other than RDMA_PS_TCP and RDMA_PS_UDP");
 		return fail(EOPNOTSUPP);
 	}
 	struct rl_cm_channel *c = cm_channel(channel);
@@ -299,28 +303,45 @@ int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 	/* The agent binds when the identifier listens or resolves: rdma_listen and
 	 * rdma_resolve_addr send this address. */
 	memcpy(&id->route.addr.src_storage, addr, n);
+	cm_id(id)->phase = RL_BOUND;
 	return 0;
 }
 
 int rdma_listen(struct rdma_cm_id *id, int backlog)
 {
 	struct rl_cm_listen req = {.id = cm_id(id)->h, .backlog = backlog > 0 ? (uint32_t)backlog : 0};
-	if (to_wire_addr(&id->route.addr.src_addr, &req.addr) < 0)
+	if (to_wire_addr(&id->route.addr.src_addr, &req.addr) < 0 || call(RL_OP_CM_LISTEN, &req, sizeof(req), NULL, 0, -1) < 0)
 		return -1;
-	return call(RL_OP_CM_LISTEN, &req, sizeof(req), NULL, 0, -1);
+	cm_id(id)->phase = RL_LISTENING;
+	return 0;
+}
+
+/* is_multicast: an IPv4 224.0.0.0/4 or IPv6 ff00::/8 address (mckey's groups). */
+static int is_multicast(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return IN_MULTICAST(ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr));
+	return IN6_IS_ADDR_MULTICAST(&((const struct sockaddr_in6 *)sa)->sin6_addr);
 }
 
 int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr, struct sockaddr *dst_addr, int timeout_ms)
 {
 	if (!dst_addr || !addr_len(dst_addr))
 		return fail(EAFNOSUPPORT);
+	if (is_multicast(dst_addr)) { /* the first step of a multicast join */
+		UNSUPPORTED("rdma_resolve_addr of a multicast address (multicast)");
+		return fail(EOPNOTSUPP);
+	}
 	if (src_addr && rdma_bind_addr(id, src_addr) < 0)
 		return -1;
 	struct rl_cm_resolve_addr req = {.id = cm_id(id)->h, .timeout_ms = timeout_ms > 0 ? (uint32_t)timeout_ms : 0};
 	if (to_wire_addr(&id->route.addr.src_addr, &req.src) < 0 || to_wire_addr(dst_addr, &req.dst) < 0)
 		return -1;
 	memcpy(&id->route.addr.dst_storage, dst_addr, addr_len(dst_addr));
-	return call(RL_OP_CM_RESOLVE_ADDR, &req, sizeof(req), NULL, 0, -1);
+	if (call(RL_OP_CM_RESOLVE_ADDR, &req, sizeof(req), NULL, 0, -1) < 0)
+		return -1;
+	cm_id(id)->phase = RL_ACTIVE;
+	return 0;
 }
 
 int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
@@ -343,15 +364,25 @@ __be16 rdma_get_dst_port(struct rdma_cm_id *id)
 
 /* ---- QPs ---- */
 
-/* init_qp moves a new QP to INIT as librdmacm does, with the access the CM agent
- * gives the QPs it moves itself (rnic/cm.go initQP): the peer's RDMA READ and WRITE
- * (rping) need it, since the agent sets no access flags at RTR. */
-static int init_qp(struct ibv_qp *qp)
+/* init_qp moves a new QP as librdmacm does: an RC QP to INIT, with the access the
+ * CM agent gives the QPs it moves itself (rnic/cm.go initQP): the peer's RDMA READ
+ * and WRITE (rping) need it, since the agent sets no access flags at RTR. A UD QP
+ * goes on to RTS at once with rdma_cm's UDP Q_Key (ucma_init_ud_qp): SIDR only tells
+ * the peer its QPN. */
+static int init_qp(struct rdma_cm_id *id, struct ibv_qp *qp)
 {
-	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
-				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-						   IBV_ACCESS_REMOTE_ATOMIC};
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT};
+	int mask, err = rdma_init_qp_attr(id, &a, &mask) ? errno : 0;
+	if (!err)
+		err = ibv_modify_qp(qp, &a, mask);
+	if (err || qp->qp_type != IBV_QPT_UD)
+		return err;
+	a.qp_state = IBV_QPS_RTR;
+	if ((err = ibv_modify_qp(qp, &a, IBV_QP_STATE)))
+		return err;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
 }
 
 int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
@@ -360,8 +391,8 @@ int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
 		UNSUPPORTED("rdma_create_qp without CQs (the library creating them)");
 		return fail(EOPNOTSUPP);
 	}
-	if (attr->qp_type != IBV_QPT_RC) {
-		UNSUPPORTED("rdma_create_qp of a QP type other than RC");
+	if (attr->qp_type != id->qp_type) {
+		UNSUPPORTED("rdma_create_qp of a QP type other than the port space's (RC for RDMA_PS_TCP, UD for RDMA_PS_UDP)");
 		return fail(EOPNOTSUPP);
 	}
 	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
@@ -373,7 +404,7 @@ int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
 	struct ibv_qp *qp = ibv_create_qp_ex(id->verbs, attr);
 	if (!qp)
 		return -1;
-	int err = init_qp(qp);
+	int err = init_qp(id, qp);
 	if (err) {
 		ibv_destroy_qp(qp);
 		return fail(err);
@@ -406,17 +437,17 @@ void rdma_destroy_qp(struct rdma_cm_id *id)
 	id->qp = NULL;
 }
 
+/* rdma_init_qp_attr asks the CM agent, which holds what the connection negotiated
+ * (rnic/cm.go InitQPAttr): INIT before anything, RTR and RTS once the request (passive
+ * side) or the REP (active side) is in. */
 int rdma_init_qp_attr(struct rdma_cm_id *id, struct ibv_qp_attr *qp_attr, int *qp_attr_mask)
 {
-	if (qp_attr->qp_state != IBV_QPS_INIT) {
-		/* The agent keeps the negotiated RTR/RTS values and moves the QPs itself. */
-		UNSUPPORTED("rdma_init_qp_attr for RTR or RTS (QPs the application moves itself)");
-		return fail(EOPNOTSUPP);
-	}
-	qp_attr->pkey_index = 0;
-	qp_attr->port_num = 1;
-	qp_attr->qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-	*qp_attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+	struct rl_cm_init_qp_attr req = {.id = cm_id(id)->h, .state = qp_attr->qp_state};
+	struct rl_cm_qp_attr resp;
+	if (call(RL_OP_CM_INIT_QP_ATTR, &req, sizeof(req), &resp, sizeof(resp), -1) < 0)
+		return -1;
+	rocelab_qp_attr(id->verbs, &resp.attr, qp_attr);
+	*qp_attr_mask = resp.mask;
 	return 0;
 }
 
@@ -449,15 +480,19 @@ static int conn_param(struct ibv_context *verbs, const struct rdma_conn_param *p
 	return 0;
 }
 
+/* connecting is rdma_connect and rdma_accept: of id->qp, which the agent moves, or,
+ * for a QP the application created itself and moves with rdma_init_qp_attr, of the
+ * QP p->qp_num names (ucma_valid_param: EINVAL without p). */
 static int connecting(struct rdma_cm_id *id, uint16_t op, const struct rdma_conn_param *p,
 		      const struct rdma_conn_param *dflt, size_t max_private)
 {
-	if (!id->qp) {
-		UNSUPPORTED(op == RL_OP_CM_CONNECT ? "rdma_connect without rdma_create_qp"
-						   : "rdma_accept without rdma_create_qp");
-		return fail(EOPNOTSUPP);
-	}
-	struct rl_cm_connect req = {.id = cm_id(id)->h, .qp = rocelab_qp_handle(id->qp)};
+	struct rl_cm_connect req = {.id = cm_id(id)->h};
+	if (id->qp)
+		req.qp = rocelab_qp_handle(id->qp);
+	else if (p)
+		req.qpn = p->qp_num;
+	else
+		return fail(EINVAL);
 	if (conn_param(id->verbs, p, dflt, max_private, &req.param) < 0)
 		return -1;
 	return call(op, &req, sizeof(req), NULL, 0, -1);
@@ -469,13 +504,14 @@ int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 	static const struct rdma_conn_param dflt = {
 		.responder_resources = RDMA_MAX_RESP_RES, .initiator_depth = RDMA_MAX_INIT_DEPTH,
 		.retry_count = 7, .rnr_retry_count = 7};
-	/* 92 bytes of a REQ's private data, less the CMA header */
-	return connecting(id, RL_OP_CM_CONNECT, conn_param, &dflt, 56);
+	/* a REQ's 92 bytes of private data or a SIDR_REQ's 216, less the CMA header */
+	return connecting(id, RL_OP_CM_CONNECT, conn_param, &dflt, id->ps == RDMA_PS_UDP ? 180 : 56);
 }
 
 int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
-	return connecting(id, RL_OP_CM_ACCEPT, conn_param, &cm_id(id)->offer, 196);
+	/* a REP's private data, or a SIDR_REP's */
+	return connecting(id, RL_OP_CM_ACCEPT, conn_param, &cm_id(id)->offer, id->ps == RDMA_PS_UDP ? 136 : 196);
 }
 
 int rdma_reject(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
@@ -494,6 +530,53 @@ int rdma_disconnect(struct rdma_cm_id *id)
 	return call(RL_OP_CM_DISCONNECT, &h, sizeof(h), NULL, 0, -1);
 }
 
+/* rdma_establish sends the RTU after CONNECT_RESPONSE, for an application that moves
+ * its QP itself; with id->qp the library does that, so it is EINVAL, as librdmacm. */
+int rdma_establish(struct rdma_cm_id *id)
+{
+	if (id->qp)
+		return fail(EINVAL);
+	struct rl_handle h = {.handle = cm_id(id)->h};
+	return call(RL_OP_CM_ESTABLISH, &h, sizeof(h), NULL, 0, -1);
+}
+
+/* rdma_set_option at level RDMA_OPTION_ID as the kernel's ucma takes it: the type of
+ * service and the ACK timeout (one byte each) reach the agent, which puts them in the
+ * path and the QP; REUSEADDR and AFONLY (an int each) are checked against the
+ * identifier's state as the kernel does, and change nothing here: the agent refuses
+ * a second listener on a port either way, and its wildcard listeners take both
+ * families. Anything else is ENOSYS, as the kernel answers unknown options. */
+int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval, size_t optlen)
+{
+	struct rl_cm_id *x = cm_id(id);
+	if (level != RDMA_OPTION_ID) {
+		UNSUPPORTED("rdma_set_option at a level other than RDMA_OPTION_ID");
+		return fail(ENOSYS);
+	}
+	switch (optname) {
+	case RDMA_OPTION_ID_TOS:
+	case RDMA_OPTION_ID_ACK_TIMEOUT: {
+		if (optlen != sizeof(uint8_t) || !optval)
+			return fail(EINVAL);
+		struct rl_cm_set_option req = {.id = x->h, .option = optname, .value = *(uint8_t *)optval};
+		return call(RL_OP_CM_SET_OPTION, &req, sizeof(req), NULL, 0, -1);
+	}
+	case RDMA_OPTION_ID_REUSEADDR:
+		if (optlen != sizeof(int) || !optval)
+			return fail(EINVAL);
+		if (x->phase != RL_IDLE && (!*(int *)optval || x->phase == RL_LISTENING))
+			return fail(EINVAL); /* rdma_set_reuseaddr */
+		return 0;
+	case RDMA_OPTION_ID_AFONLY:
+		if (optlen != sizeof(int) || !optval)
+			return fail(EINVAL);
+		if (x->phase != RL_IDLE && x->phase != RL_BOUND)
+			return fail(EINVAL); /* rdma_set_afonly */
+		return 0;
+	}
+	return fail(ENOSYS);
+}
+
 /* ---- events ---- */
 
 static struct rl_cm_id *find_id(struct rl_cm_channel *c, uint32_t h)
@@ -504,6 +587,44 @@ static struct rl_cm_id *find_id(struct rl_cm_channel *c, uint32_t h)
 		;
 	pthread_mutex_unlock(&c->mu);
 	return x;
+}
+
+/* sgid_index is the index of gid's RoCEv2 entry in the port's GID table (the AH of
+ * a UD event names its source GID by index, as the kernel's). */
+static uint8_t sgid_index(struct ibv_context *c, const union ibv_gid *gid)
+{
+	struct ibv_port_attr pa;
+	struct ibv_gid_entry g;
+	if (ibv_query_port(c, 1, &pa))
+		return 0;
+	for (int i = 0; i < pa.gid_tbl_len; i++)
+		if (ibv_query_gid_ex(c, 1, i, &g, 0) == 0 && g.gid_type == IBV_GID_TYPE_ROCE_V2 &&
+		    memcmp(g.gid.raw, gid->raw, 16) == 0)
+			return i;
+	return 0;
+}
+
+/* ud_event fills the UD parameters of an event of an RDMA_PS_UDP identifier
+ * (ucma_copy_ud_event): the private data, and for ESTABLISHED the SIDR_REP's QPN and
+ * Q_Key and the address handle of the route, as the kernel builds it from the path:
+ * global, the resolved GIDs, the flow label of the ports, hop limit 64. */
+static void ud_event(struct rdma_cm_id *id, const struct rl_cm_event *w, struct rdma_cm_event *e,
+		     const void *private_data, uint8_t private_data_len)
+{
+	struct rdma_ud_param *u = &e->param.ud;
+	memset(u, 0, sizeof(*u));
+	u->private_data = private_data;
+	u->private_data_len = private_data_len;
+	if (w->type != RDMA_CM_EVENT_ESTABLISHED)
+		return;
+	u->qp_num = w->qpn;
+	u->qkey = w->qkey;
+	u->ah_attr.is_global = 1;
+	u->ah_attr.port_num = id->port_num;
+	u->ah_attr.grh.dgid = id->route.addr.addr.ibaddr.dgid;
+	u->ah_attr.grh.sgid_index = sgid_index(id->verbs, &id->route.addr.addr.ibaddr.sgid);
+	u->ah_attr.grh.flow_label = w->flow_label;
+	u->ah_attr.grh.hop_limit = 64;
 }
 
 int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
@@ -541,6 +662,7 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 			return fail(ENOMEM);
 		}
 		e->ev.listen_id = l ? &l->id : NULL;
+		x->phase = RL_ACTIVE;
 		x->id.route.addr.src_addr.sa_family = l ? l->id.route.addr.src_addr.sa_family : 0;
 	}
 	set_route(&x->id, &w->local, &w->remote);
@@ -563,6 +685,8 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 		x->offer.private_data = NULL;
 		x->offer.private_data_len = 0;
 	}
+	if (x->id.ps == RDMA_PS_UDP) /* param is a union: ud replaces conn */
+		ud_event(&x->id, w, &e->ev, pdlen ? e->private_data : NULL, pdlen);
 	*event = &e->ev;
 	return 0;
 }
@@ -598,7 +722,7 @@ const char *rdma_event_str(enum rdma_cm_event_type event)
 	return "UNKNOWN EVENT";
 }
 
-/* ---- rdma_getaddrinfo: the system resolver's answer as one RC/TCP-port-space entry ---- */
+/* ---- rdma_getaddrinfo: the system resolver's answer as one entry of the hints' port space (TCP by default) ---- */
 
 int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
 		     struct rdma_addrinfo **res)
@@ -612,8 +736,8 @@ int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_ad
 			UNSUPPORTED("rdma_getaddrinfo with RAI_FAMILY");
 			return EAI_BADFLAGS;
 		}
-		if (hints->ai_port_space && hints->ai_port_space != RDMA_PS_TCP) {
-			UNSUPPORTED("rdma_getaddrinfo for a port space other than RDMA_PS_TCP");
+		if (hints->ai_port_space && hints->ai_port_space != RDMA_PS_TCP && hints->ai_port_space != RDMA_PS_UDP) {
+			UNSUPPORTED("rdma_getaddrinfo for a port space other than RDMA_PS_TCP and RDMA_PS_UDP");
 			return EAI_SERVICE;
 		}
 	}
@@ -631,8 +755,8 @@ int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_ad
 	memcpy(sa, ai->ai_addr, ai->ai_addrlen);
 	r->ai_flags = hints ? hints->ai_flags : 0;
 	r->ai_family = ai->ai_family;
-	r->ai_qp_type = IBV_QPT_RC;
-	r->ai_port_space = RDMA_PS_TCP;
+	r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
+	r->ai_qp_type = r->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
 	if (r->ai_flags & RAI_PASSIVE) {
 		r->ai_src_addr = sa;
 		r->ai_src_len = ai->ai_addrlen;

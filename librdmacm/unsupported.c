@@ -40,9 +40,7 @@ UNSUPPORTED(int, rdma_create_srq, struct rdma_cm_id *id, struct ibv_pd *pd, stru
 UNSUPPORTED(int, rdma_create_srq_ex, struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
 UNSUPPORTED_VOID(rdma_destroy_srq, struct rdma_cm_id *id)
 UNSUPPORTED(int, rdma_get_request, struct rdma_cm_id *listen, struct rdma_cm_id **id)
-UNSUPPORTED(int, rdma_establish, struct rdma_cm_id *id)
 UNSUPPORTED(int, rdma_notify, struct rdma_cm_id *id, enum ibv_event_type event)
-UNSUPPORTED(int, rdma_set_option, struct rdma_cm_id *id, int level, int optname, void *optval, size_t optlen)
 UNSUPPORTED(int, rdma_migrate_id, struct rdma_cm_id *id, struct rdma_event_channel *channel)
 UNSUPPORTED(int, rdma_join_multicast, struct rdma_cm_id *id, struct sockaddr *addr, void *context)
 UNSUPPORTED(int, rdma_join_multicast_ex, struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *mc_join_attr,

@@ -23,6 +23,9 @@ enum rl_cm_op {
 	RL_OP_CM_REJECT = 0x49,
 	RL_OP_CM_DISCONNECT = 0x4A,
 	RL_OP_CM_GET_EVENT = 0x4B, /* RL_CODE_NOT_FOUND: no event pending */
+	RL_OP_CM_INIT_QP_ATTR = 0x4C,
+	RL_OP_CM_ESTABLISH = 0x4D,
+	RL_OP_CM_SET_OPTION = 0x4E,
 };
 
 /* An IP address (IPv4 mapped into IPv6; all zero = unspecified) and port. */
@@ -33,7 +36,7 @@ struct RL_PACKED rl_cm_addr {
 
 struct RL_PACKED rl_cm_create_id {
 	uint32_t channel;
-	uint16_t port_space; /* RDMA_PS_TCP (0x0106) only */
+	uint16_t port_space; /* RDMA_PS_TCP (0x0106) or RDMA_PS_UDP (0x0111) */
 	uint16_t pad;
 };
 
@@ -53,10 +56,25 @@ struct RL_PACKED rl_cm_conn_param {
 	uint8_t private_data[196];
 };
 
-/* RL_OP_CM_CONNECT and RL_OP_CM_ACCEPT */
+/* RL_OP_CM_CONNECT and RL_OP_CM_ACCEPT: qp 0 = the application moves QP qpn itself */
 struct RL_PACKED rl_cm_connect {
-	uint32_t id, qp;
+	uint32_t id, qp, qpn;
 	struct rl_cm_conn_param param;
+};
+
+struct RL_PACKED rl_cm_init_qp_attr {
+	uint32_t id, state; /* enum ibv_qp_state */
+};
+
+/* The response to RL_OP_CM_INIT_QP_ATTR. */
+struct RL_PACKED rl_cm_qp_attr {
+	uint32_t mask; /* enum ibv_qp_attr_mask */
+	struct rl_qp_attr attr;
+};
+
+/* RDMA_OPTION_ID_TOS (0) and RDMA_OPTION_ID_ACK_TIMEOUT (3) */
+struct RL_PACKED rl_cm_set_option {
+	uint32_t id, option, value;
 };
 
 struct RL_PACKED rl_cm_reject {
@@ -71,12 +89,13 @@ struct RL_PACKED rl_cm_event {
 	int32_t status;       /* negative errno, or a REJ's reason */
 	uint32_t id, listener;
 	struct rl_cm_addr local, remote;
-	uint32_t qpn;
+	uint32_t qpn; /* the peer's QP: the REQ's, REP's or SIDR_REP's */
 	struct rl_cm_conn_param param;
+	uint32_t qkey, flow_label; /* RDMA_PS_UDP's ESTABLISHED: the SIDR_REP's Q_Key, the path's flow label */
 };
 
 _Static_assert(sizeof(struct rl_cm_addr) == 20, "cm addr");
 _Static_assert(sizeof(struct rl_cm_conn_param) == 204, "cm conn param");
-_Static_assert(sizeof(struct rl_cm_event) == 264, "cm event");
+_Static_assert(sizeof(struct rl_cm_event) == 272, "cm event");
 
 #endif

@@ -26,6 +26,11 @@ import (
 //	Disconnect   ---------- DREQ --------->  Disconnected
 //	Disconnected <--------- DREP ----------  Disconnect
 //
+// In the UDP port space (UD QPs, udaddy) a connection is one exchange, service ID
+// resolution (IBTA 12.11): Connect sends a SIDR_REQ, Accept answers with a SIDR_REP
+// naming its UD QP and the Q_Key, and the active side reports Established with them;
+// the passive side reports nothing more, as the kernel's rdma_cm.
+//
 // The agent drives the QPs itself, with the values the kernel's CM and librdmacm
 // negotiate (cm_init_qp_*_attr): each side's Starting PSN is its receive PSN, the
 // peer's is its send PSN; responder resources and initiator depth are exchanged
@@ -40,19 +45,20 @@ type CMEventType uint8
 
 // CM events.
 const (
-	CMEventAddrResolved   CMEventType = 0
-	CMEventAddrError      CMEventType = 1
-	CMEventRouteResolved  CMEventType = 2
-	CMEventConnectRequest CMEventType = 4
-	CMEventUnreachable    CMEventType = 7
-	CMEventRejected       CMEventType = 8
-	CMEventEstablished    CMEventType = 9
-	CMEventDisconnected   CMEventType = 10
+	CMEventAddrResolved    CMEventType = 0
+	CMEventAddrError       CMEventType = 1
+	CMEventRouteResolved   CMEventType = 2
+	CMEventConnectRequest  CMEventType = 4
+	CMEventConnectResponse CMEventType = 5
+	CMEventUnreachable     CMEventType = 7
+	CMEventRejected        CMEventType = 8
+	CMEventEstablished     CMEventType = 9
+	CMEventDisconnected    CMEventType = 10
 )
 
 var cmEventNames = map[CMEventType]string{
 	CMEventAddrResolved: "ADDR_RESOLVED", CMEventAddrError: "ADDR_ERROR", CMEventRouteResolved: "ROUTE_RESOLVED",
-	CMEventConnectRequest: "CONNECT_REQUEST", CMEventUnreachable: "UNREACHABLE", CMEventRejected: "REJECTED",
+	CMEventConnectRequest: "CONNECT_REQUEST", CMEventConnectResponse: "CONNECT_RESPONSE", CMEventUnreachable: "UNREACHABLE", CMEventRejected: "REJECTED",
 	CMEventEstablished: "ESTABLISHED", CMEventDisconnected: "DISCONNECTED",
 }
 
@@ -66,6 +72,9 @@ type CMConnParam struct {
 	InitiatorDepth     uint8 // outstanding READs/atomics this side issues (max_rd_atomic)
 	RetryCount         uint8 // 0..7
 	RNRRetryCount      uint8 // 0..7, 7 = infinite
+	// QPN is the QP of a Connect or Accept without one: the consumer moves it through
+	// its states itself, with InitQPAttr (rdma_conn_param.qp_num).
+	QPN roce.QPN
 }
 
 // CMEvent is one rdma_cm_event.
@@ -82,6 +91,11 @@ type CMEvent struct {
 	// Param is the peer's offer (ConnectRequest, Established on the active side,
 	// Rejected: its private data).
 	Param CMConnParam
+	// RemoteQPN is the peer's QP: the REQ's (ConnectRequest), the REP's
+	// (ConnectResponse, Established on the active side) or the SIDR_REP's.
+	RemoteQPN roce.QPN
+	// QKey is the Q_Key of the peer's UD QP (Established of a UDP identifier).
+	QKey uint32
 }
 
 // MaxCMRetries is how often the agent resends an unanswered REQ, REP or DREQ.
@@ -98,6 +112,7 @@ const (
 	// addrRetry is how often address resolution looks for the neighbour's MAC.
 	addrRetry   = time.Millisecond
 	errTimedOut = -110 // -ETIMEDOUT
+	errInvalid  = -22  // -EINVAL
 	// Ephemeral ports, as Linux's ip_local_port_range.
 	portLow, portHigh = 32768, 60999
 )
@@ -113,10 +128,13 @@ const (
 	cmReqSent
 	cmReqRcvd
 	cmRepSent
+	cmRepRcvd // the consumer moves its QP and calls Establish
 	cmEstablished
 	cmDreqSent
 	cmDreqRcvd
 	cmTimeWait
+	cmSIDRReqSent
+	cmSIDRReqRcvd
 	cmDestroyed
 )
 
@@ -124,6 +142,7 @@ const (
 type CMID struct {
 	dev      *Device
 	handler  func(CMEvent)
+	ps       cm.PortSpace
 	state    cmState
 	local    netip.AddrPort
 	remote   netip.AddrPort
@@ -143,6 +162,8 @@ type CMID struct {
 	param                 CMConnParam // negotiated, this side's view
 	mtu                   roce.MTU
 	flowLabel             uint32
+	tos                   uint8 // the path's traffic class (SetTOS, or the REQ's)
+	ackTimeout            uint8 // SetACKTimeout's local ACK timeout; 0: localACKTimeout()
 
 	// Context is the application's context (rdma_cm_id.context).
 	Context any
@@ -156,6 +177,18 @@ func (id *CMID) Remote() netip.AddrPort { return id.remote }
 
 // QP returns the QP the identifier connects.
 func (id *CMID) QP() *QP { return id.qp }
+
+// FlowLabel returns the flow label of the identifier's path (zero before Connect or
+// a connection request): rdma_cm's hash of the two ports.
+func (id *CMID) FlowLabel() uint32 { return id.flowLabel }
+
+// qpType is the QP type of the identifier's port space.
+func (id *CMID) qpType() qp.Type {
+	if id.ps == cm.PortSpaceUDP {
+		return qp.UD
+	}
+	return qp.RC
+}
 
 // cmAgent is the device's connection manager.
 type cmAgent struct {
@@ -200,13 +233,17 @@ func (a *cmAgent) flush() {
 	}
 }
 
-// CreateCMID creates a communication identifier whose events go to handler, on the
-// device's loop (rdma_create_id in the TCP port space).
-func (d *Device) CreateCMID(handler func(CMEvent)) (*CMID, error) {
-	if handler == nil {
+// CreateCMID creates a communication identifier of port space ps (TCP: RC
+// connections; UDP: UD QPs through SIDR) whose events go to handler, on the device's
+// loop (rdma_create_id).
+func (d *Device) CreateCMID(ps cm.PortSpace, handler func(CMEvent)) (*CMID, error) {
+	switch {
+	case handler == nil:
 		return nil, errorf(ErrInvalidArgument, "CM identifier needs an event handler")
+	case ps != cm.PortSpaceTCP && ps != cm.PortSpaceUDP:
+		return nil, errorf(ErrNotSupported, "port space %#x: the CM agent serves RDMA_PS_TCP and RDMA_PS_UDP", uint16(ps))
 	}
-	id := &CMID{dev: d, handler: handler}
+	id := &CMID{dev: d, handler: handler, ps: ps}
 	id.timer = d.loop.NewTimer(id.onTimer)
 	return id, nil
 }
@@ -220,8 +257,10 @@ func (d *Device) DestroyCMID(id *CMID) error {
 	switch id.state {
 	case cmEstablished:
 		id.sendDREQ()
-	case cmReqRcvd:
+	case cmReqRcvd, cmRepRcvd:
 		id.reject(cm.RejConsumerDefined, nil)
+	case cmSIDRReqRcvd:
+		id.sendSIDRREP(cm.SIDRRejected, 0, nil)
 	}
 	id.timer.Stop()
 	d.cm.release(id)
@@ -329,68 +368,127 @@ func (d *Device) ResolveRoute(id *CMID) error {
 	return nil
 }
 
-// Connect sends a connection request for x, an RC QP of the device, to the resolved
-// peer (rdma_connect). The outcome is Established, Rejected or Unreachable.
+// Connect sends a connection request for x, a QP of the device of the identifier's
+// port space's type, to the resolved peer (rdma_connect). The outcome is Established,
+// Rejected or Unreachable.
 func (d *Device) Connect(id *CMID, x *QP, p CMConnParam) error {
+	maxPrivate := cm.REQPrivateDataSize - cm.CMAHeaderSize
+	if id.ps == cm.PortSpaceUDP {
+		maxPrivate = cm.SIDRREQPrivateDataSize - cm.CMAHeaderSize
+	}
 	switch {
 	case id.dev != d || id.state != cmRouteResolved:
 		return errorf(ErrInvalidArgument, "connect: route not resolved")
-	case x == nil || x.dev != d || x.q.Type() != qp.RC:
-		return errorf(ErrInvalidArgument, "connect: needs an RC QP of %s", d.cfg.Name)
-	case len(p.PrivateData) > cm.REQPrivateDataSize-cm.CMAHeaderSize:
-		return errorf(ErrInvalidArgument, "connect: %d bytes of private data, at most %d", len(p.PrivateData), cm.REQPrivateDataSize-cm.CMAHeaderSize)
+	case !id.validQP(x, p):
+		return errorf(ErrInvalidArgument, "connect: needs a %v QP of %s", id.qpType(), d.cfg.Name)
+	case len(p.PrivateData) > maxPrivate:
+		return errorf(ErrInvalidArgument, "connect: %d bytes of private data, at most %d", len(p.PrivateData), maxPrivate)
+	}
+	id.flowLabel = (uint32(id.local.Port())*31 + uint32(id.remote.Port())) & 0xFFFFF
+	if id.ps == cm.PortSpaceUDP {
+		id.qp = x
+		id.newRequest()
+		m := id.message(cm.AttrSIDRREQ)
+		cm.SIDRREQ(m).Encode(id.localComm, roce.DefaultPKey, cm.IPServiceID(cm.PortSpaceUDP, id.remote.Port()))
+		if err := id.putCMAHeader(cm.SIDRREQ(m).PrivateData(), p.PrivateData); err != nil {
+			return err
+		}
+		id.state = cmSIDRReqSent
+		id.send(true)
+		return nil
 	}
 	if err := id.initQP(x); err != nil {
 		return err
 	}
-	a := &d.cm
 	id.qp = x
-	id.localComm = a.newCommID()
-	a.ids[id.localComm] = id
-	id.tid = a.nextTID
-	a.nextTID++
+	id.newRequest()
 	id.rqPSN = roce.PSN(d.loop.Rand().Uint32() & roce.PSNMask)
 	id.mtu = roce.MTUForLinkMTU(d.cfg.Link.MTU())
 	id.param = p
 	id.param.PrivateData = nil
-	id.flowLabel = (uint32(id.local.Port())*31 + uint32(id.remote.Port())) & 0xFFFFF
 	m := id.message(cm.AttrREQ)
 	r := cm.REQ(m)
 	mtuEnum := uint8(id.mtu.Enum())
 	r.Encode(&cm.REQFields{
 		LocalCommID: id.localComm, ServiceID: cm.IPServiceID(cm.PortSpaceTCP, id.remote.Port()),
-		LocalCAGUID: d.QueryDevice().NodeGUID, LocalQPN: x.QPN(),
+		LocalCAGUID: d.QueryDevice().NodeGUID, LocalQPN: id.localQPN(p),
 		ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
 		RemoteCMResponseTimeout: cmResponseTimeout, TransportType: cm.TransportRC,
 		StartingPSN: id.rqPSN, LocalCMResponseTimeout: cmResponseTimeout, RetryCount: p.RetryCount & 7,
 		PKey: roce.DefaultPKey, PathMTU: mtuEnum, RNRRetryCount: p.RNRRetryCount & 7, MaxCMRetries: MaxCMRetries,
 		Primary: cm.PathFields{
 			LocalLID: 0xFFFF, RemoteLID: 0xFFFF, LocalGID: roce.GIDFromAddr(id.local.Addr()),
-			RemoteGID: roce.GIDFromAddr(id.remote.Addr()), FlowLabel: id.flowLabel,
+			RemoteGID: roce.GIDFromAddr(id.remote.Addr()), FlowLabel: id.flowLabel, TrafficClass: id.tos,
 			HopLimit: roce.DefaultTTL, LocalACKTimeout: localACKTimeout(),
 		},
 	})
-	pd := r.PrivateData()
-	clear(pd)
-	if err := cm.CMAHeader(pd).Encode(id.local.Addr(), id.local.Port(), id.remote.Addr()); err != nil {
-		return errorf(ErrInvalidArgument, "connect: %v", err)
+	if err := id.putCMAHeader(r.PrivateData(), p.PrivateData); err != nil {
+		return err
 	}
-	copy(pd[cm.CMAHeaderSize:], p.PrivateData)
 	id.state = cmReqSent
 	id.send(true)
 	return nil
 }
 
-// Accept answers a ConnectRequest with x, an RC QP of the device (rdma_accept): the
-// QP goes to RTR and RTS and a REP leaves. The outcome is Established (the RTU).
+// validQP reports whether x is a QP of id's device of its port space's type, or,
+// for a QP the consumer moves itself, nil with p naming it.
+func (id *CMID) validQP(x *QP, p CMConnParam) bool {
+	if x == nil {
+		return p.QPN != 0
+	}
+	return x.dev == id.dev && x.q.Type() == id.qpType()
+}
+
+// localQPN is the QPN a REQ or REP announces: the agent's QP's or the consumer's.
+func (id *CMID) localQPN(p CMConnParam) roce.QPN {
+	if id.qp != nil {
+		return id.qp.QPN()
+	}
+	return p.QPN
+}
+
+// newRequest gives id, about to send a REQ or SIDR_REQ, its communication ID (a
+// SIDR_REQ's request ID) and transaction ID.
+func (id *CMID) newRequest() {
+	a := &id.dev.cm
+	id.localComm = a.newCommID()
+	a.ids[id.localComm] = id
+	id.tid = a.nextTID
+	a.nextTID++
+}
+
+// putCMAHeader fills pd, a REQ's or SIDR_REQ's private data, with rdma_cm's header
+// and then the consumer's private data.
+func (id *CMID) putCMAHeader(pd, consumer []byte) error {
+	clear(pd)
+	if err := cm.CMAHeader(pd).Encode(id.local.Addr(), id.local.Port(), id.remote.Addr()); err != nil {
+		return errorf(ErrInvalidArgument, "connect: %v", err)
+	}
+	copy(pd[cm.CMAHeaderSize:], consumer)
+	return nil
+}
+
+// Accept answers a ConnectRequest with x, a QP of the device of the identifier's
+// port space's type (rdma_accept). An RC QP goes to RTR and RTS and a REP leaves; the
+// outcome is Established (the RTU). For a UD QP a SIDR_REP leaves with its QPN and
+// the Q_Key, and that is all (the QP is the consumer's to bring to RTS).
 func (d *Device) Accept(id *CMID, x *QP, p CMConnParam) error {
+	maxPrivate := cm.REPPrivateDataSize
+	if id.ps == cm.PortSpaceUDP {
+		maxPrivate = cm.SIDRREPPrivateDataSize
+	}
 	switch {
-	case id.dev != d || id.state != cmReqRcvd:
+	case id.dev != d || id.state != cmReqRcvd && id.state != cmSIDRReqRcvd:
 		return errorf(ErrInvalidArgument, "accept: no connection request pending")
-	case x == nil || x.dev != d || x.q.Type() != qp.RC:
-		return errorf(ErrInvalidArgument, "accept: needs an RC QP of %s", d.cfg.Name)
-	case len(p.PrivateData) > cm.REPPrivateDataSize:
-		return errorf(ErrInvalidArgument, "accept: %d bytes of private data, at most %d", len(p.PrivateData), cm.REPPrivateDataSize)
+	case !id.validQP(x, p):
+		return errorf(ErrInvalidArgument, "accept: needs a %v QP of %s", id.qpType(), d.cfg.Name)
+	case len(p.PrivateData) > maxPrivate:
+		return errorf(ErrInvalidArgument, "accept: %d bytes of private data, at most %d", len(p.PrivateData), maxPrivate)
+	}
+	if id.ps == cm.PortSpaceUDP {
+		id.qp = x
+		id.sendSIDRREP(cm.SIDRValid, id.localQPN(p), p.PrivateData)
+		return nil
 	}
 	if err := id.initQP(x); err != nil {
 		return err
@@ -400,14 +498,13 @@ func (d *Device) Accept(id *CMID, x *QP, p CMConnParam) error {
 	// resources what we may issue.
 	id.param.ResponderResources = min(p.ResponderResources, id.param.ResponderResources)
 	id.param.InitiatorDepth = min(p.InitiatorDepth, id.param.InitiatorDepth)
-	id.rqPSN = roce.PSN(d.loop.Rand().Uint32() & roce.PSNMask)
 	if err := id.connectQP(); err != nil {
 		id.reject(cm.RejNoResources, nil)
 		return err
 	}
 	m := id.message(cm.AttrREP)
 	cm.REP(m).Encode(&cm.REPFields{
-		LocalCommID: id.localComm, RemoteCommID: id.remoteComm, LocalQPN: x.QPN(), StartingPSN: id.rqPSN,
+		LocalCommID: id.localComm, RemoteCommID: id.remoteComm, LocalQPN: id.localQPN(p), StartingPSN: id.rqPSN,
 		ResponderResources: id.param.ResponderResources, InitiatorDepth: id.param.InitiatorDepth,
 		TargetACKDelay: ackDelay, RNRRetryCount: p.RNRRetryCount & 7, LocalCAGUID: d.QueryDevice().NodeGUID,
 	})
@@ -421,8 +518,15 @@ func (d *Device) Accept(id *CMID, x *QP, p CMConnParam) error {
 // Reject refuses a ConnectRequest with a REJ of reason "consumer defined" carrying
 // privateData (rdma_reject).
 func (d *Device) Reject(id *CMID, privateData []byte) error {
-	if id.dev != d || id.state != cmReqRcvd {
+	if id.dev != d || id.state != cmReqRcvd && id.state != cmSIDRReqRcvd {
 		return errorf(ErrInvalidArgument, "reject: no connection request pending")
+	}
+	if id.state == cmSIDRReqRcvd {
+		if len(privateData) > cm.SIDRREPPrivateDataSize {
+			return errorf(ErrInvalidArgument, "reject: %d bytes of private data, at most %d", len(privateData), cm.SIDRREPPrivateDataSize)
+		}
+		id.sendSIDRREP(cm.SIDRRejected, 0, privateData)
+		return nil
 	}
 	if len(privateData) > 148 {
 		return errorf(ErrInvalidArgument, "reject: %d bytes of private data, at most 148", len(privateData))
@@ -479,6 +583,26 @@ func (id *CMID) reject(reason uint16, privateData []byte) {
 	id.send(false)
 }
 
+// sendSIDRREP answers a SIDR_REQ with status (for SIDRValid: the UD QP qpn and
+// rdma_cm's UDP Q_Key) and private data. The request is then done: a retransmitted
+// SIDR_REQ is a new request, as with the kernel's CM.
+func (id *CMID) sendSIDRREP(status uint8, qpn roce.QPN, privateData []byte) {
+	m := id.message(cm.AttrSIDRREP)
+	var qkey uint32
+	if status == cm.SIDRValid {
+		qkey = cm.UDPQKey
+	}
+	r := cm.SIDRREP(m)
+	r.Encode(id.remoteComm, status, qpn, cm.IPServiceID(cm.PortSpaceUDP, id.local.Port()), qkey)
+	clear(r.PrivateData())
+	copy(r.PrivateData(), privateData)
+	id.send(false)
+	if id.localComm != 0 {
+		delete(id.dev.cm.ids, id.localComm)
+	}
+	id.state = cmIdle
+}
+
 // message starts the next message of id in id.sent: the MAD header.
 func (id *CMID) message(attr cm.AttributeID) cm.MAD {
 	m := cm.MAD(id.sent[:])
@@ -492,16 +616,31 @@ func (id *CMID) send(answered bool) {
 	id.dev.sendMAD(id.sent[:], id.local.Addr(), id.remote.Addr(), id.dstMAC)
 	if answered {
 		id.retries = 0
-		id.timer.Reset(id.dev.loop.Now().Add(cmTimeout()))
+		id.timer.Reset(id.dev.loop.Now().Add(id.answerTimeout()))
 	}
+}
+
+// answerTimeout is how long id waits for the answer to what it sent.
+func (id *CMID) answerTimeout() time.Duration {
+	if id.state == cmSIDRReqSent {
+		return sidrTimeout()
+	}
+	return cmTimeout()
 }
 
 // cmTimeout is how long the kernel's CM waits for an answer: twice the packet
 // lifetime plus the peer's CM response time (cm_convert_to_ms).
 func cmTimeout() time.Duration {
-	ms := func(t int) time.Duration { return time.Duration(1<<max(t-8, 0)) * time.Millisecond }
-	return 2*ms(roceLifetime) + ms(cmResponseTimeout)
+	return 2*cmTimeUnits(roceLifetime) + cmTimeUnits(cmResponseTimeout)
 }
+
+// sidrTimeout is how long the kernel's rdma_cm waits for a SIDR_REP: the CM response
+// time alone (cma_resolve_ib_udp's timeout_ms).
+func sidrTimeout() time.Duration { return cmTimeUnits(cmResponseTimeout) }
+
+// cmTimeUnits converts an IB timeout exponent (4.096 µs × 2^t) to the kernel's
+// rounded milliseconds.
+func cmTimeUnits(t int) time.Duration { return time.Duration(1<<max(t-8, 0)) * time.Millisecond }
 
 // localACKTimeout is cm_ack_timeout(rxe's ACK delay, RoCE's packet lifetime).
 func localACKTimeout() uint8 {
@@ -524,7 +663,7 @@ func (id *CMID) onTimer() {
 	case cmAddrQuery:
 		id.resolveAddr()
 		return
-	case cmReqSent, cmRepSent, cmDreqSent:
+	case cmReqSent, cmRepSent, cmDreqSent, cmSIDRReqSent:
 	default:
 		return
 	}
@@ -532,10 +671,13 @@ func (id *CMID) onTimer() {
 		id.retries++
 		id.dev.stats.CMRetries++
 		id.dev.sendMAD(id.sent[:], id.local.Addr(), id.remote.Addr(), id.dstMAC)
-		id.timer.Reset(id.dev.loop.Now().Add(cmTimeout()))
+		id.timer.Reset(id.dev.loop.Now().Add(id.answerTimeout()))
 		return
 	}
 	switch id.state {
+	case cmSIDRReqSent: // no REJ in SIDR: the request just ends
+		id.state = cmIdle
+		id.dev.cm.post(CMEvent{Type: CMEventUnreachable, ID: id, Status: errTimedOut})
 	case cmReqSent, cmRepSent:
 		id.reject(cm.RejTimeout, nil)
 		id.errorQP()
@@ -559,6 +701,9 @@ func (a *cmAgent) newCommID() uint32 {
 // initQP moves a new QP to INIT as librdmacm's rdma_create_qp does; one already in
 // INIT is left as it is.
 func (id *CMID) initQP(x *QP) error {
+	if x == nil {
+		return nil // the consumer's, moved with InitQPAttr
+	}
 	switch x.State() {
 	case qp.StateInit:
 		return nil
@@ -569,20 +714,105 @@ func (id *CMID) initQP(x *QP) error {
 	return errorf(ErrInvalidArgument, "CM: QP %v is %v, not RESET or INIT", x.QPN(), x.State())
 }
 
-// connectQP moves id's QP to RTR and RTS with the negotiated values.
+// connectQP moves id's QP, if the agent holds it, to RTR and RTS with the
+// negotiated values.
 func (id *CMID) connectQP() error {
-	d, x := id.dev, id.qp
-	rtr := qp.Attr{State: qp.StateRTR, PathMTU: id.mtu, DestQPN: id.remoteQPN, RQPSN: id.rqPSN,
-		MaxDestRdAtomic: id.param.ResponderResources, MinRNRTimer: 12,
-		AV: qp.AddressVector{DGID: roce.GIDFromAddr(id.remote.Addr()), SGID: roce.GIDFromAddr(id.local.Addr()),
-			DstMAC: id.dstMAC, FlowLabel: id.flowLabel, HopLimit: roce.DefaultTTL}}
-	if err := d.ModifyQP(x, &rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|
-		qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
-		return err
+	if id.qp == nil {
+		return nil // the consumer's, moved with InitQPAttr
 	}
-	rts := qp.Attr{State: qp.StateRTS, Timeout: localACKTimeout(), RetryCnt: id.param.RetryCount & 7,
-		RNRRetry: id.param.RNRRetryCount & 7, SQPSN: id.sqPSN, MaxRdAtomic: id.param.InitiatorDepth}
-	return d.ModifyQP(x, &rts, qp.AttrState|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrSQPSN|qp.AttrMaxQPRdAtomic)
+	for _, s := range []qp.State{qp.StateRTR, qp.StateRTS} {
+		a, mask := id.connectedAttr(s)
+		if err := id.dev.ModifyQP(id.qp, &a, mask); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// connectedAttr is what brings an RC QP of the connection to RTR or RTS
+// (cm_init_qp_rtr_attr, cm_init_qp_rts_attr).
+func (id *CMID) connectedAttr(s qp.State) (qp.Attr, qp.AttrMask) {
+	if s == qp.StateRTR {
+		return qp.Attr{State: qp.StateRTR, PathMTU: id.mtu, DestQPN: id.remoteQPN, RQPSN: id.rqPSN,
+				MaxDestRdAtomic: id.param.ResponderResources, MinRNRTimer: 12,
+				AV: qp.AddressVector{DGID: roce.GIDFromAddr(id.remote.Addr()), SGID: roce.GIDFromAddr(id.local.Addr()),
+					DstMAC: id.dstMAC, FlowLabel: id.flowLabel, HopLimit: roce.DefaultTTL, TrafficClass: id.tos}},
+			qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer
+	}
+	timeout := localACKTimeout()
+	if id.ackTimeout != 0 {
+		timeout = id.ackTimeout
+	}
+	return qp.Attr{State: qp.StateRTS, Timeout: timeout, RetryCnt: id.param.RetryCount & 7,
+			RNRRetry: id.param.RNRRetryCount & 7, SQPSN: id.sqPSN, MaxRdAtomic: id.param.InitiatorDepth},
+		qp.AttrState | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrSQPSN | qp.AttrMaxQPRdAtomic
+}
+
+// InitQPAttr returns the attributes, and which of them to set, that bring a QP of
+// id's connection to state (rdma_init_qp_attr), for a consumer that moves its QP
+// itself: INIT as initQP; for RC, RTR and RTS with the values the CM negotiated,
+// known on the passive side from the connection request and on the active side from
+// the REP; for UD, RTR and RTS need nothing but the state and a send PSN of 0.
+func (d *Device) InitQPAttr(id *CMID, s qp.State) (qp.Attr, qp.AttrMask, error) {
+	if id.dev != d {
+		return qp.Attr{}, 0, errorf(ErrInvalidArgument, "init QP attributes: identifier is not on %s", d.cfg.Name)
+	}
+	switch {
+	case s == qp.StateInit && id.ps == cm.PortSpaceUDP:
+		return qp.Attr{State: s, Port: 1, QKey: cm.UDPQKey}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey, nil
+	case s == qp.StateInit:
+		return qp.Attr{State: s, Port: 1, AccessFlags: qp.AccessRemoteWrite | qp.AccessRemoteRead | qp.AccessRemoteAtomic},
+			qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags, nil
+	case s == qp.StateRTR && id.ps == cm.PortSpaceUDP:
+		return qp.Attr{State: s}, qp.AttrState, nil
+	case s == qp.StateRTS && id.ps == cm.PortSpaceUDP:
+		return qp.Attr{State: s}, qp.AttrState | qp.AttrSQPSN, nil
+	case s != qp.StateRTR && s != qp.StateRTS:
+		return qp.Attr{}, 0, errorf(ErrInvalidArgument, "init QP attributes for %v: only INIT, RTR and RTS", s)
+	}
+	switch id.state {
+	case cmReqRcvd, cmRepSent, cmRepRcvd, cmEstablished:
+		a, mask := id.connectedAttr(s)
+		return a, mask, nil
+	}
+	return qp.Attr{}, 0, errorf(ErrInvalidArgument, "init QP attributes for %v: no connection negotiated", s)
+}
+
+// Establish completes a connection whose QP the consumer moves itself
+// (rdma_establish): after ConnectResponse and the QP in RTS, the RTU leaves.
+func (d *Device) Establish(id *CMID) error {
+	if id.dev != d || id.state != cmRepRcvd {
+		return errorf(ErrInvalidArgument, "establish: no connection response pending")
+	}
+	id.sendPair(cm.AttrRTU)
+	id.state = cmEstablished
+	return nil
+}
+
+// SetTOS sets the type of service of id's path (rdma_set_option RDMA_OPTION_ID_TOS):
+// the REQ's traffic class and the QPs' (the passive side takes the REQ's).
+func (d *Device) SetTOS(id *CMID, tos uint8) error {
+	if id.dev != d {
+		return errorf(ErrInvalidArgument, "set TOS: identifier is not on %s", d.cfg.Name)
+	}
+	id.tos = tos
+	return nil
+}
+
+// SetACKTimeout sets the local ACK timeout (4.096 µs × 2^t) the QP of id's RC
+// connection gets at RTS instead of the CM's (rdma_set_option
+// RDMA_OPTION_ID_ACK_TIMEOUT).
+func (d *Device) SetACKTimeout(id *CMID, t uint8) error {
+	switch {
+	case id.dev != d:
+		return errorf(ErrInvalidArgument, "set ACK timeout: identifier is not on %s", d.cfg.Name)
+	case id.ps != cm.PortSpaceTCP:
+		return errorf(ErrInvalidArgument, "set ACK timeout: not an RC identifier")
+	case t > 31:
+		return errorf(ErrInvalidArgument, "set ACK timeout: %d, at most 31", t)
+	}
+	id.ackTimeout = t
+	return nil
 }
 
 // errorQP moves id's QP to the error state, flushing its work (librdmacm does it
@@ -600,6 +830,12 @@ func (a *cmAgent) receive(m cm.MAD, src, dst netip.Addr, srcMAC [6]byte, _ roce.
 	switch m.AttributeID() {
 	case cm.AttrREQ:
 		a.receiveREQ(cm.REQ(m), src.Unmap(), dst.Unmap(), srcMAC)
+		return
+	case cm.AttrSIDRREQ:
+		a.receiveSIDRREQ(cm.SIDRREQ(m), src.Unmap(), dst.Unmap(), srcMAC)
+		return
+	case cm.AttrSIDRREP:
+		a.receiveSIDRREP(cm.SIDRREP(m))
 		return
 	case cm.AttrREP, cm.AttrRTU, cm.AttrDREQ, cm.AttrDREP, cm.AttrREJ, cm.AttrMRA:
 	default:
@@ -682,9 +918,10 @@ func (a *cmAgent) receiveREQ(r cm.REQ, src, dst netip.Addr, srcMAC [6]byte) {
 			return
 		}
 	}
-	child := &CMID{dev: a.d, remote: netip.AddrPortFrom(src, 0), local: netip.AddrPortFrom(dst, r.ServiceID().Port()),
+	child := &CMID{dev: a.d, ps: cm.PortSpaceTCP, remote: netip.AddrPortFrom(src, 0), local: netip.AddrPortFrom(dst, r.ServiceID().Port()),
 		dstMAC: srcMAC, tid: r.MAD().TransactionID(), remoteComm: r.LocalCommID(), remoteGUID: r.LocalCAGUID(),
-		remoteQPN: r.LocalQPN(), sqPSN: r.StartingPSN(), flowLabel: r.Primary().FlowLabel(), state: cmReqRcvd}
+		remoteQPN: r.LocalQPN(), sqPSN: r.StartingPSN(), flowLabel: r.Primary().FlowLabel(), tos: r.Primary().TrafficClass(),
+		rqPSN: roce.PSN(a.d.loop.Rand().Uint32() & roce.PSNMask), state: cmReqRcvd}
 	child.timer = a.d.loop.NewTimer(child.onTimer)
 	child.localComm = a.newCommID()
 	sid := r.ServiceID()
@@ -713,7 +950,7 @@ func (a *cmAgent) receiveREQ(r cm.REQ, src, dst netip.Addr, srcMAC [6]byte) {
 	a.ids[child.localComm] = child
 	offer := child.param
 	offer.PrivateData = append([]byte(nil), r.PrivateData()[cm.CMAHeaderSize:]...)
-	a.post(CMEvent{Type: CMEventConnectRequest, ID: child, Listener: l, Param: offer})
+	a.post(CMEvent{Type: CMEventConnectRequest, ID: child, Listener: l, Param: offer, RemoteQPN: child.remoteQPN})
 }
 
 func (id *CMID) receiveREP(r cm.REP) {
@@ -739,9 +976,75 @@ func (id *CMID) receiveREP(r cm.REP) {
 		id.dev.cm.post(CMEvent{Type: CMEventRejected, ID: id, Status: int(cm.RejNoResources)})
 		return
 	}
+	// The REP's private data (all 196 bytes, as the kernel reports them) and offer.
+	e := CMEvent{Type: CMEventEstablished, ID: id, RemoteQPN: id.remoteQPN, Param: CMConnParam{
+		PrivateData:        append([]byte(nil), r.PrivateData()...),
+		ResponderResources: r.ResponderResources(), InitiatorDepth: r.InitiatorDepth(), RNRRetryCount: r.RNRRetryCount()}}
+	if id.qp == nil { // the consumer moves its QP, then Establish sends the RTU
+		id.state = cmRepRcvd
+		e.Type = CMEventConnectResponse
+		id.dev.cm.post(e)
+		return
+	}
 	id.sendPair(cm.AttrRTU)
 	id.state = cmEstablished
-	id.dev.cm.post(CMEvent{Type: CMEventEstablished, ID: id, Param: CMConnParam{
-		PrivateData:        append([]byte(nil), r.PrivateData()...),
-		ResponderResources: r.ResponderResources(), InitiatorDepth: r.InitiatorDepth(), RNRRetryCount: r.RNRRetryCount()}})
+	id.dev.cm.post(e)
+}
+
+// receiveSIDRREQ takes a UD consumer's service ID resolution request: a listener of
+// the UDP port space gets a ConnectRequest for a new identifier, which Accept or
+// Reject answers with a SIDR_REP. A request for a service nobody listens on is
+// answered "unsupported" and one without rdma_cm's header "rejected", as the
+// kernel's CM and rdma_cm do; a retransmitted request still pending is dropped.
+func (a *cmAgent) receiveSIDRREQ(r cm.SIDRREQ, src, dst netip.Addr, srcMAC [6]byte) {
+	for _, id := range a.ids {
+		if id.state == cmSIDRReqRcvd && id.remoteComm == r.RequestID() && id.remote.Addr() == src {
+			return
+		}
+	}
+	sid := r.ServiceID()
+	child := &CMID{dev: a.d, ps: cm.PortSpaceUDP, remote: netip.AddrPortFrom(src, 0),
+		local: netip.AddrPortFrom(dst, sid.Port()), dstMAC: srcMAC, tid: r.MAD().TransactionID(),
+		remoteComm: r.RequestID(), state: cmSIDRReqRcvd}
+	child.timer = a.d.loop.NewTimer(child.onTimer)
+	l := a.listeners[sid.Port()]
+	if sid.PortSpace() != cm.PortSpaceUDP || l == nil || l.ps != cm.PortSpaceUDP ||
+		!l.local.Addr().IsUnspecified() && l.local.Addr() != dst {
+		child.sendSIDRREP(cm.SIDRUnsupported, 0, nil)
+		return
+	}
+	hdr, err := cm.ParseCMAHeader(r.PrivateData())
+	if err != nil {
+		child.sendSIDRREP(cm.SIDRRejected, 0, nil)
+		return
+	}
+	child.remote = netip.AddrPortFrom(hdr.SrcAddr(), hdr.SrcPort())
+	child.flowLabel = (uint32(child.remote.Port())*31 + uint32(child.local.Port())) & 0xFFFFF
+	child.handler = l.handler
+	child.localComm = a.newCommID()
+	a.ids[child.localComm] = child
+	a.post(CMEvent{Type: CMEventConnectRequest, ID: child, Listener: l,
+		Param: CMConnParam{PrivateData: append([]byte(nil), r.PrivateData()[cm.CMAHeaderSize:]...)}})
+}
+
+// receiveSIDRREP ends a SIDR_REQ of ours: Established with the peer's QPN, Q_Key and
+// private data, or Unreachable with the status the peer answered.
+func (a *cmAgent) receiveSIDRREP(r cm.SIDRREP) {
+	id := a.ids[r.RequestID()]
+	if id == nil || id.state != cmSIDRReqSent {
+		a.d.stats.CMUnhandled++
+		return
+	}
+	id.timer.Stop()
+	id.state = cmIdle
+	e := CMEvent{Type: CMEventEstablished, ID: id, RemoteQPN: r.QPN(), QKey: r.QKey(),
+		Param: CMConnParam{PrivateData: append([]byte(nil), r.PrivateData()...)}}
+	switch {
+	case r.Status() != cm.SIDRValid:
+		e = CMEvent{Type: CMEventUnreachable, ID: id, Status: int(r.Status()),
+			Param: CMConnParam{PrivateData: e.Param.PrivateData}}
+	case r.QKey() != cm.UDPQKey: // the kernel's cma_set_qkey refuses another Q_Key
+		e = CMEvent{Type: CMEventAddrError, ID: id, Status: errInvalid}
+	}
+	a.post(e)
 }

@@ -96,7 +96,7 @@ func TestCMConnectSendDisconnect(t *testing.T) {
 	v, h1, h2, mads := cmPair(t)
 	client, server := newCMEnd(t, h1), newCMEnd(t, h2)
 	var accepted *CMID
-	listener, _ := h2.CreateCMID(func(e CMEvent) {
+	listener, _ := h2.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		server.events = append(server.events, e)
 		switch e.Type {
 		case CMEventConnectRequest:
@@ -117,7 +117,7 @@ func TestCMConnectSendDisconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	var id *CMID
-	id, _ = h1.CreateCMID(func(e CMEvent) {
+	id, _ = h1.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		client.events = append(client.events, e)
 		var err error
 		switch e.Type {
@@ -224,7 +224,7 @@ func TestCMRejectsUnknownService(t *testing.T) {
 	v, h1, h2, _ := cmPair(t)
 	client := newCMEnd(t, h1)
 	var id *CMID
-	id, _ = h1.CreateCMID(func(e CMEvent) {
+	id, _ = h1.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		client.events = append(client.events, e)
 		switch e.Type {
 		case CMEventAddrResolved:
@@ -254,12 +254,12 @@ func TestCMRetriesThenUnreachable(t *testing.T) {
 	v, h1, h2, mads := cmPair(t)
 	client := newCMEnd(t, h1)
 	requests := 0
-	listener, _ := h2.CreateCMID(func(e CMEvent) { requests++ })
+	listener, _ := h2.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) { requests++ })
 	if err := h2.Listen(listener, netip.MustParseAddrPort("10.0.0.2:7174")); err != nil {
 		t.Fatal(err)
 	}
 	var id *CMID
-	id, _ = h1.CreateCMID(func(e CMEvent) {
+	id, _ = h1.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		client.events = append(client.events, e)
 		switch e.Type {
 		case CMEventAddrResolved:
@@ -293,7 +293,7 @@ func TestCMRetriesThenUnreachable(t *testing.T) {
 func TestCMAddrErrorWithoutNeighbour(t *testing.T) {
 	v, h1, _, _ := cmPair(t)
 	var events []CMEvent
-	id, _ := h1.CreateCMID(func(e CMEvent) { events = append(events, e) })
+	id, _ := h1.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) { events = append(events, e) })
 	if err := h1.ResolveAddr(id, netip.Addr{}, netip.MustParseAddrPort("10.0.0.9:1"), 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -344,14 +344,14 @@ func TestCMMatchesKernel(t *testing.T) {
 	v, h1, h2, mads := cmPair(t)
 	client, server := newCMEnd(t, h1), newCMEnd(t, h2)
 	param := CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
-	listener, _ := h2.CreateCMID(func(e CMEvent) {
+	listener, _ := h2.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		if e.Type == CMEventConnectRequest {
 			_ = h2.Accept(e.ID, server.qp, param)
 		}
 	})
 	_ = h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174"))
 	var id *CMID
-	id, _ = h1.CreateCMID(func(e CMEvent) {
+	id, _ = h1.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		switch e.Type {
 		case CMEventAddrResolved:
 			_ = h1.ResolveRoute(id)
@@ -402,9 +402,11 @@ func (s *frameSink) Receive(frames []*link.Frame) {
 // kernel's RTU (its communication IDs set to the device's, ICRC recomputed)
 // establishes the connection with the QP sending from the kernel's Starting PSN to
 // its QPN; its DREQ disconnects and is answered with a DREP.
-func TestCMAnswersKernelClient(t *testing.T) {
-	var kernel [][]byte
-	f, err := os.Open(filepath.Join("..", "roce", "testdata", "rxe", "rping.pcap"))
+// kernelGSIFrames returns the GSI frames of one of the kernel's captures: the client's
+// (10.77.0.2) and the server's.
+func kernelGSIFrames(t *testing.T, name string) (client, server [][]byte) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "roce", "testdata", "rxe", name+".pcap"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,16 +415,29 @@ func TestCMAnswersKernelClient(t *testing.T) {
 	for {
 		frame, _, err := r.ReadPacketData()
 		if err != nil {
-			break
+			return client, server
 		}
 		var p roce.Packet
-		if p.Decode(frame) == nil && p.BTH.DestQP() == roce.GSIQPN && p.IPv4.Src() == netip.MustParseAddr("10.77.0.2") {
-			kernel = append(kernel, frame) // REQ, RTU, DREQ
+		switch {
+		case p.Decode(frame) != nil || p.BTH.DestQP() != roce.GSIQPN:
+		case p.IPv4.Src() == netip.MustParseAddr("10.77.0.2"):
+			client = append(client, frame)
+		default:
+			server = append(server, frame)
 		}
 	}
-	if len(kernel) != 3 {
-		t.Fatalf("%d client MADs in rping.pcap", len(kernel))
-	}
+}
+
+// kernelPeer is a device standing in for a kernel capture's server (10.77.0.1),
+// linked to an end that injects the capture's client frames and records the device's.
+type kernelPeer struct {
+	d      *Device
+	sink   *frameSink
+	inject func(frame []byte) // sends frame to the device and runs 1 ms
+}
+
+func newKernelPeer(t *testing.T) *kernelPeer {
+	t.Helper()
 	v := clock.NewVirtual(1)
 	ours, theirs, err := link.New(link.Config{Rate: 10e9, Delay: time.Microsecond, MTU: 1500})
 	if err != nil {
@@ -434,9 +449,9 @@ func TestCMAnswersKernelClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink := &frameSink{}
-	theirs.Attach(v.NewLoop("kernel"), sink)
-	inject := func(frame []byte) {
+	k := &kernelPeer{d: d, sink: &frameSink{}}
+	theirs.Attach(v.NewLoop("kernel"), k.sink)
+	k.inject = func(frame []byte) {
 		fr := pool.Get()
 		if err := fr.SetBytes(frame); err != nil {
 			t.Fatal(err)
@@ -444,8 +459,18 @@ func TestCMAnswersKernelClient(t *testing.T) {
 		theirs.Send([]*link.Frame{fr})
 		v.RunFor(time.Millisecond)
 	}
+	return k
+}
+
+func TestCMAnswersKernelClient(t *testing.T) {
+	kernel, _ := kernelGSIFrames(t, "rping") // REQ, RTU, DREQ
+	if len(kernel) != 3 {
+		t.Fatalf("%d client MADs in rping.pcap", len(kernel))
+	}
+	k := newKernelPeer(t)
+	d, sink, inject := k.d, k.sink, k.inject
 	server := newCMEnd(t, d)
-	listener, _ := d.CreateCMID(func(e CMEvent) {
+	listener, _ := d.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 		server.events = append(server.events, e)
 		switch e.Type {
 		case CMEventConnectRequest:
@@ -522,14 +547,14 @@ func TestCMDeterministic(t *testing.T) {
 	run := func() []cm.MAD {
 		v, h1, h2, mads := cmPair(t)
 		client, server := newCMEnd(t, h1), newCMEnd(t, h2)
-		listener, _ := h2.CreateCMID(func(e CMEvent) {
+		listener, _ := h2.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 			if e.Type == CMEventConnectRequest {
 				_ = h2.Accept(e.ID, server.qp, CMConnParam{})
 			}
 		})
 		_ = h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174"))
 		var id *CMID
-		id, _ = h1.CreateCMID(func(e CMEvent) {
+		id, _ = h1.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
 			switch e.Type {
 			case CMEventAddrResolved:
 				_ = h1.ResolveRoute(id)
@@ -551,5 +576,311 @@ func TestCMDeterministic(t *testing.T) {
 		if !bytes.Equal(a[i], b[i]) {
 			t.Errorf("MAD %d differs between runs:\n%x\n%x", i, []byte(a[i]), []byte(b[i]))
 		}
+	}
+}
+
+// udQP is a UD QP for the SIDR tests.
+func udQP(t *testing.T, d *Device) *QP {
+	t.Helper()
+	pd, _ := d.AllocPD()
+	cq, _ := d.CreateCQ(16, nil)
+	x, err := d.CreateQP(pd, QPInitAttr{Type: qp.UD, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// sidrClient resolves 10.0.0.2:port from h1 and connects x through SIDR, recording
+// its events.
+func sidrClient(t *testing.T, h1 *Device, x *QP, port uint16, events *[]CMEvent) *CMID {
+	t.Helper()
+	var id *CMID
+	id, err := h1.CreateCMID(cm.PortSpaceUDP, func(e CMEvent) {
+		*events = append(*events, e)
+		switch e.Type {
+		case CMEventAddrResolved:
+			_ = h1.ResolveRoute(id)
+		case CMEventRouteResolved:
+			if err := h1.Connect(id, x, CMConnParam{PrivateData: []byte("udaddy")}); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.ResolveAddr(id, netip.Addr{}, netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), port), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestCMSIDR runs udaddy's exchange in virtual time: the client's SIDR_REQ (rdma_cm's
+// header, then its private data) reaches the UDP listener as a ConnectRequest; the
+// server accepts with its UD QP and the SIDR_REP gives the client Established with
+// that QPN, rdma_cm's UDP Q_Key and the server's private data. A second server
+// rejects: the client sees UNREACHABLE with the SIDR status "rejected" (2); a port
+// without listener answers "unsupported" (5).
+func TestCMSIDR(t *testing.T) {
+	v, h1, h2, mads := cmPair(t)
+	srvQP := udQP(t, h2)
+	var server []CMEvent
+	listener, _ := h2.CreateCMID(cm.PortSpaceUDP, func(e CMEvent) {
+		server = append(server, e)
+		if e.Type != CMEventConnectRequest {
+			return
+		}
+		if !bytes.HasPrefix(e.Param.PrivateData, []byte("udaddy")) || len(e.Param.PrivateData) != cm.SIDRREQPrivateDataSize-cm.CMAHeaderSize {
+			t.Errorf("request's private data %q", e.Param.PrivateData)
+		}
+		var err error
+		switch e.Listener.Local().Port() {
+		case 7174:
+			err = h2.Accept(e.ID, srvQP, CMConnParam{PrivateData: []byte("welcome")})
+		case 7177: // a UD QP the consumer keeps itself: named by number
+			err = h2.Accept(e.ID, nil, CMConnParam{QPN: 0x99})
+		default:
+			err = h2.Reject(e.ID, []byte("go away"))
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	if err := h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174")); err != nil {
+		t.Fatal(err)
+	}
+	rejecter, _ := h2.CreateCMID(cm.PortSpaceUDP, listener.handler)
+	if err := h2.Listen(rejecter, netip.MustParseAddrPort("0.0.0.0:7175")); err != nil {
+		t.Fatal(err)
+	}
+	byNumber, _ := h2.CreateCMID(cm.PortSpaceUDP, listener.handler)
+	if err := h2.Listen(byNumber, netip.MustParseAddrPort("0.0.0.0:7177")); err != nil {
+		t.Fatal(err)
+	}
+
+	var accepted, rejected, unknown, numbered []CMEvent
+	cliQP := udQP(t, h1)
+	id := sidrClient(t, h1, cliQP, 7174, &accepted)
+	v.RunFor(10 * time.Millisecond)
+	sidrClient(t, h1, udQP(t, h1), 7175, &rejected)
+	v.RunFor(10 * time.Millisecond)
+	sidrClient(t, h1, udQP(t, h1), 7176, &unknown)
+	v.RunFor(10 * time.Millisecond)
+	sidrClient(t, h1, udQP(t, h1), 7177, &numbered)
+	v.RunFor(10 * time.Millisecond)
+
+	if len(accepted) != 3 || accepted[2].Type != CMEventEstablished {
+		t.Fatalf("client events %v", accepted)
+	}
+	e := accepted[2]
+	if e.RemoteQPN != srvQP.QPN() || e.QKey != cm.UDPQKey || !bytes.HasPrefix(e.Param.PrivateData, []byte("welcome")) ||
+		len(e.Param.PrivateData) != cm.SIDRREPPrivateDataSize {
+		t.Errorf("established: QPN %v Q_Key %#x private data %q", e.RemoteQPN, e.QKey, e.Param.PrivateData)
+	}
+	if server[0].ID.Remote() != id.Local() || id.FlowLabel() != server[0].ID.FlowLabel() || id.FlowLabel() == 0 {
+		t.Errorf("server sees %v (flow label %#x), client is %v (%#x)", server[0].ID.Remote(), server[0].ID.FlowLabel(), id.Local(), id.FlowLabel())
+	}
+	if last := rejected[len(rejected)-1]; last.Type != CMEventUnreachable || last.Status != int(cm.SIDRRejected) ||
+		!bytes.HasPrefix(last.Param.PrivateData, []byte("go away")) {
+		t.Errorf("rejected client: %v status %d %q", last.Type, last.Status, last.Param.PrivateData)
+	}
+	if last := unknown[len(unknown)-1]; last.Type != CMEventUnreachable || last.Status != int(cm.SIDRUnsupported) {
+		t.Errorf("client of an unknown service: %v status %d", last.Type, last.Status)
+	}
+	if last := numbered[len(numbered)-1]; last.Type != CMEventEstablished || last.RemoteQPN != 0x99 {
+		t.Errorf("client of a QP named by number: %v QPN %v", last.Type, last.RemoteQPN)
+	}
+	if len(server) != 3 {
+		t.Errorf("server events %v", server)
+	}
+
+	want := []cm.AttributeID{cm.AttrSIDRREQ, cm.AttrSIDRREP, cm.AttrSIDRREQ, cm.AttrSIDRREP, cm.AttrSIDRREQ, cm.AttrSIDRREP,
+		cm.AttrSIDRREQ, cm.AttrSIDRREP}
+	if len(*mads) != len(want) {
+		t.Fatalf("%d MADs, want %v", len(*mads), want)
+	}
+	for i, m := range *mads {
+		if _, err := cm.Parse(m); err != nil || m.AttributeID() != want[i] {
+			t.Fatalf("MAD %d: %v %v, want %v", i, m.AttributeID(), err, want[i])
+		}
+	}
+	req, rep := cm.SIDRREQ((*mads)[0]), cm.SIDRREP((*mads)[1])
+	if req.ServiceID() != cm.IPServiceID(cm.PortSpaceUDP, 7174) || req.PKey() != roce.DefaultPKey ||
+		rep.RequestID() != req.RequestID() || rep.MAD().TransactionID() != req.MAD().TransactionID() ||
+		rep.ServiceID() != req.ServiceID() || rep.Status() != cm.SIDRValid {
+		t.Errorf("SIDR_REQ %x\nSIDR_REP %x", []byte(req), []byte(rep))
+	}
+}
+
+// TestCMSIDRRetriesThenUnreachable: an unanswered SIDR_REQ is resent every CM
+// response timeout (4.096 s), MaxCMRetries times, and then ends in UNREACHABLE with
+// -ETIMEDOUT and no REJ (SIDR has none).
+func TestCMSIDRRetriesThenUnreachable(t *testing.T) {
+	v, h1, h2, mads := cmPair(t)
+	listener, _ := h2.CreateCMID(cm.PortSpaceUDP, func(CMEvent) {}) // never answers
+	if err := h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174")); err != nil {
+		t.Fatal(err)
+	}
+	var events []CMEvent
+	sidrClient(t, h1, udQP(t, h1), 7174, &events)
+	v.RunFor(time.Duration(MaxCMRetries)*sidrTimeout() + time.Second)
+	if len(events) != 2 {
+		t.Fatalf("events before the last timeout: %v", events)
+	}
+	v.RunFor(sidrTimeout())
+	if last := events[len(events)-1]; last.Type != CMEventUnreachable || last.Status != errTimedOut {
+		t.Errorf("events %v", events)
+	}
+	if n := len(*mads); n != 1+MaxCMRetries || (*mads)[n-1].AttributeID() != cm.AttrSIDRREQ || h1.Stats().CMRetries != MaxCMRetries {
+		t.Errorf("%d MADs, %d retries", n, h1.Stats().CMRetries)
+	}
+}
+
+// TestCMConsumerMovesQPs: both sides move their QPs themselves with InitQPAttr, as
+// librdmacm's applications with QPs of their own do: the server from the connection
+// request (with the client's ToS and QPN), the client from the REP, which it gets as
+// ConnectResponse; Establish sends the RTU. A SEND then crosses, and the client's
+// ACK timeout is SetACKTimeout's.
+func TestCMConsumerMovesQPs(t *testing.T) {
+	v, h1, h2, mads := cmPair(t)
+	client, server := newCMEnd(t, h1), newCMEnd(t, h2)
+	move := func(d *Device, id *CMID, x *QP, s qp.State) qp.Attr {
+		t.Helper()
+		a, mask, err := d.InitQPAttr(id, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.ModifyQP(x, &a, mask); err != nil {
+			t.Fatalf("%v: %v", s, err)
+		}
+		return a
+	}
+	listener, _ := h2.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
+		server.events = append(server.events, e)
+		if e.Type != CMEventConnectRequest {
+			return
+		}
+		if e.RemoteQPN != client.qp.QPN() {
+			t.Errorf("request from QP %v, want %v", e.RemoteQPN, client.qp.QPN())
+		}
+		move(h2, e.ID, server.qp, qp.StateInit)
+		if a := move(h2, e.ID, server.qp, qp.StateRTR); a.DestQPN != client.qp.QPN() || a.AV.TrafficClass != 0x28 {
+			t.Errorf("server RTR %+v", a)
+		}
+		move(h2, e.ID, server.qp, qp.StateRTS)
+		if err := h2.Accept(e.ID, nil, CMConnParam{QPN: server.qp.QPN(), PrivateData: []byte("welcome"), ResponderResources: 1, InitiatorDepth: 1}); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174")); err != nil {
+		t.Fatal(err)
+	}
+	var id *CMID
+	id, _ = h1.CreateCMID(cm.PortSpaceTCP, func(e CMEvent) {
+		client.events = append(client.events, e)
+		switch e.Type {
+		case CMEventAddrResolved:
+			_ = h1.ResolveRoute(id)
+		case CMEventRouteResolved:
+			if _, _, err := h1.InitQPAttr(id, qp.StateRTR); err == nil {
+				t.Error("RTR attributes before the REP")
+			}
+			move(h1, id, client.qp, qp.StateInit)
+			if err := h1.Connect(id, nil, CMConnParam{QPN: client.qp.QPN(), ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7}); err != nil {
+				t.Error(err)
+			}
+		case CMEventConnectResponse:
+			if e.RemoteQPN != server.qp.QPN() || !bytes.HasPrefix(e.Param.PrivateData, []byte("welcome")) {
+				t.Errorf("connect response %+v", e)
+			}
+			move(h1, id, client.qp, qp.StateRTR)
+			if a := move(h1, id, client.qp, qp.StateRTS); a.Timeout != 14 {
+				t.Errorf("client RTS timeout %d", a.Timeout)
+			}
+			if err := h1.Establish(id); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if err := h1.SetTOS(id, 0x28); err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.SetACKTimeout(id, 14); err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.ResolveAddr(id, netip.Addr{}, netip.MustParseAddrPort("10.0.0.2:7174"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	v.RunFor(10 * time.Millisecond)
+	if got := client.types(); !equalEvents(got, []CMEventType{CMEventAddrResolved, CMEventRouteResolved, CMEventConnectResponse}) {
+		t.Fatalf("client events %v", got)
+	}
+	if got := server.types(); !equalEvents(got, []CMEventType{CMEventConnectRequest, CMEventEstablished}) {
+		t.Fatalf("server events %v", got)
+	}
+	if err := h1.Establish(id); err == nil {
+		t.Error("a second Establish succeeded")
+	}
+	if tc := cm.REQ((*mads)[0]).Primary().TrafficClass(); tc != 0x28 {
+		t.Errorf("REQ's traffic class %#x", tc)
+	}
+	sge := func(e *cmEnd) []qp.SGE { return []qp.SGE{{Addr: e.mr.Addr(), Length: 64, LKey: e.mr.LKey()}} }
+	if err := server.qp.PostRecv(&qp.RecvWR{WRID: 1, SGL: sge(server)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.qp.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.SendSignaled, SGL: sge(client)}); err != nil {
+		t.Fatal(err)
+	}
+	v.RunFor(time.Millisecond)
+	wcs := make([]qp.WC, 2)
+	if n, _ := server.cq.PollCQ(wcs); n != 1 || wcs[0].Status != qp.WCSuccess {
+		t.Errorf("server completions %d: %+v", n, wcs[:n])
+	}
+}
+
+// TestCMAnswersKernelSIDR: the kernel's own SIDR_REQ (udaddy.pcap) against a device
+// standing in for the capture's server reaches a UDP listener, and the device's
+// SIDR_REP to it equals the kernel's byte for byte but for the QPN it names (ours).
+func TestCMAnswersKernelSIDR(t *testing.T) {
+	client, server := kernelGSIFrames(t, "udaddy")
+	if len(client) != 1 || len(server) != 1 {
+		t.Fatalf("%d client and %d server MADs in udaddy.pcap, want a SIDR_REQ and a SIDR_REP", len(client), len(server))
+	}
+	var kp roce.Packet
+	if err := kp.Decode(server[0]); err != nil {
+		t.Fatal(err)
+	}
+	kernelRep := append(cm.MAD(nil), kp.Payload...)
+	k := newKernelPeer(t)
+	d, sink := k.d, k.sink
+	x := udQP(t, d)
+	var events []CMEvent
+	listener, _ := d.CreateCMID(cm.PortSpaceUDP, func(e CMEvent) {
+		events = append(events, e)
+		if err := d.Accept(e.ID, x, CMConnParam{}); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := d.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7174")); err != nil {
+		t.Fatal(err)
+	}
+	k.inject(client[0])
+	if len(events) != 1 || events[0].ID.Remote() != netip.MustParseAddrPort("10.77.0.2:56894") {
+		t.Fatalf("events %+v", events)
+	}
+	var p roce.Packet
+	if len(sink.frames) != 1 || p.Decode(sink.frames[0]) != nil || p.VerifyICRC() != nil || p.BTH.DestQP() != roce.GSIQPN {
+		t.Fatalf("%d frames from the device", len(sink.frames))
+	}
+	rep := cm.SIDRREP(p.Payload)
+	if rep.QPN() != x.QPN() {
+		t.Errorf("SIDR_REP names QP %v, ours is %v", rep.QPN(), x.QPN())
+	}
+	want := append(cm.MAD(nil), kernelRep...)
+	kr := cm.SIDRREP(kernelRep)
+	cm.SIDRREP(want).Encode(kr.RequestID(), kr.Status(), x.QPN(), kr.ServiceID(), kr.QKey())
+	if !bytes.Equal(p.Payload, want) {
+		t.Errorf("SIDR_REP\n got %x\nwant %x (the kernel's, with our QPN)", p.Payload, []byte(want))
 	}
 }

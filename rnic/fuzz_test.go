@@ -19,7 +19,8 @@ func FuzzReceive(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(append(make([]byte, 12), 0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1))
 	f.Add(append(make([]byte, 12), 0x86, 0xdd, 0x60, 0, 0, 0, 0, 32, 58, 255))
-	f.Add(kernelREQ(f))
+	f.Add(kernelMAD(f, "rping"))
+	f.Add(kernelMAD(f, "udaddy")) // a SIDR_REQ
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, d, _ := pair(t)
 		pool := link.NewPool(1518)
@@ -34,11 +35,11 @@ func FuzzReceive(f *testing.F) {
 	})
 }
 
-// kernelREQ is the kernel's rping REQ (roce/testdata/rxe/rping.pcap) readdressed from
-// 10.0.0.2 to the fuzzed device (10.0.0.1), ICRC recomputed: a seed that reaches the
-// CM agent.
-func kernelREQ(f *testing.F) []byte {
-	file, err := os.Open(filepath.Join("..", "roce", "testdata", "rxe", "rping.pcap"))
+// kernelMAD is the first CM MAD of one of the kernel's captures (roce/testdata/rxe:
+// rping's REQ, udaddy's SIDR_REQ) readdressed from 10.0.0.2 to the fuzzed device
+// (10.0.0.1), ICRC recomputed: a seed that reaches the CM agent.
+func kernelMAD(f *testing.F, capture string) []byte {
+	file, err := os.Open(filepath.Join("..", "roce", "testdata", "rxe", capture+".pcap"))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func kernelREQ(f *testing.F) []byte {
 	for {
 		frame, _, err := r.ReadPacketData()
 		if err != nil {
-			f.Fatal("rping.pcap has no CM MAD")
+			f.Fatalf("%s.pcap has no CM MAD", capture)
 		}
 		var p roce.Packet
 		if p.Decode(frame) != nil || p.BTH.DestQP() != roce.GSIQPN {

@@ -27,6 +27,10 @@ type QP struct {
 	deficit   int // DWRR: bytes the QP may still send in its turn
 	timer     *clock.Timer
 	state     qp.State // as last seen, to raise EventQPFatal once on a spontaneous ERR
+	// commEst: EventCommEst raised for this stay in RTR; rtrRequests: the requests the
+	// QP had accepted when it entered RTR.
+	commEst     bool
+	rtrRequests uint64
 	// Context is the application's qp_context.
 	Context any
 	// RecvRefill, if set, runs when a packet finds the QP's receive queue (or SRQ)
@@ -190,7 +194,15 @@ func (d *Device) ModifyQP(x *QP, attr *qp.Attr, mask qp.AttrMask) error {
 	if err := x.q.Modify(attr, mask); err != nil {
 		return errorf(ErrInvalidArgument, "modify QP %v: %v", x.QPN(), err)
 	}
-	x.state = x.q.State()
+	if prev := x.state; x.q.State() != prev {
+		x.state = x.q.State()
+		switch x.state {
+		case qp.StateErr:
+			x.enteredErr(false)
+		case qp.StateRTR:
+			x.commEst, x.rtrRequests = false, x.q.Counters().RxRequests
+		}
+	}
 	d.sched.kick()
 	d.sched.settle()
 	return nil
@@ -302,9 +314,12 @@ func (x *QP) afterEvent() {
 		x.timer.Reset(t)
 	}
 	if s := x.q.State(); s != x.state {
-		if s == qp.StateErr {
-			x.dev.raise(AsyncEvent{Type: EventQPFatal, QP: x})
-		}
 		x.state = s
+		if s == qp.StateErr {
+			x.enteredErr(true)
+		}
+	}
+	if x.state == qp.StateRTR && !x.commEst {
+		x.checkCommEst()
 	}
 }

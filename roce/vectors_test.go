@@ -39,7 +39,7 @@ func readPcap(t testing.TB, path string) [][]byte {
 // reports for each.
 var rxeCaptures = map[string]int{
 	"rc_pingpong": 50, "rc_pingpong_ipv6": 20, "ud_pingpong": 10, "write_bw": 90,
-	"read_bw": 50, "send_lat": 40, "atomic_bw": 20, "write_bw_rdmacm": 99, "rping": 41,
+	"read_bw": 50, "send_lat": 40, "atomic_bw": 20, "write_bw_rdmacm": 99, "rping": 41, "udaddy": 8,
 }
 
 // TestRxeVectors decodes every RoCE packet of the kernel's captures, verifies its ICRC,

@@ -150,16 +150,26 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		bytes []uint64
 	}
 	var series []hostBytes
+	// The samples poll the lab's counters, not its status: a status every millisecond
+	// would take most of a core from the loop being measured (lab.Counters).
+	swName := st.Switches[sw].Name
 	take := func() error {
-		s, err := status()
+		r, _, err := lab.Query(store, name, lab.Request{Op: "counters"})
+		if err == nil && r.Counters == nil {
+			err = fmt.Errorf("experiment: lab %s answered counters without them", name)
+		}
 		if err != nil {
 			return err
 		}
 		now := clock.Time(time.Since(t0))
-		p := s.Switches[sw].Ports[port].Stats
+		ports := r.Counters.Switches[swName]
+		if port >= len(ports) {
+			return fmt.Errorf("experiment: lab %s: switch %s has no port %d", name, swName, port)
+		}
+		p := ports[port]
 		hb := hostBytes{t: now}
-		for _, h := range s.Hosts[:cfg.Senders] {
-			hb.bytes = append(hb.bytes, h.RNIC.TxBytes)
+		for _, h := range st.Hosts[:cfg.Senders] {
+			hb.bytes = append(hb.bytes, r.Counters.Hosts[h.Name])
 		}
 		res.Queue = append(res.Queue, experiment.QueueSample{T: now, Bytes: p.QLen, TxBytes: p.TxBytes})
 		series = append(series, hb)

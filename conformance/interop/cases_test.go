@@ -123,6 +123,18 @@ func cases() []interopCase {
 			server: side{cmd: "ib_write_bw -R" + bwR, real: true},
 			client: side{inVM: true, cmd: "i=0; until ib_write_bw -R" + bwR + " " + h1IPv4 +
 				"; do i=$((i+1)); [ $i -ge 50 ] && exit 1; sleep 0.1; done"}})
+	// The real udaddy (UD through rdma_cm: SIDR_REQ and SIDR_REP on QP1, then ten UD
+	// SENDs each way) in h1 against udaddy on rxe, both ways. A SIDR_REQ that reaches
+	// h1 before its server listens is answered "unsupported" (5), and the VM's client
+	// tries again.
+	out = append(out,
+		interopCase{name: "real-udaddy-client-ipv4", expect: cmatoseResult,
+			server: side{inVM: true, cmd: "udaddy -b " + vmIPv4}, vmListening: rxeCMListening,
+			client: side{cmd: "udaddy -s " + vmIPv4, real: true}},
+		interopCase{name: "real-udaddy-server-ipv4", expect: cmatoseResult,
+			server: side{cmd: "udaddy -b " + h1IPv4, real: true},
+			client: side{inVM: true, cmd: "i=0; until udaddy -s " + h1IPv4 +
+				"; do i=$((i+1)); [ $i -ge 50 ] && exit 1; sleep 0.1; done"}})
 	return out
 }
 
@@ -136,7 +148,8 @@ var (
 	// servedOnly is what ib_read_lat's server prints before it serves the reads and
 	// exits without a table: its peer's address (its exit status is checked too).
 	servedOnly = regexp.MustCompile(`(?m)^ remote address: LID`)
-	// cmatoseResult is the line both sides of ucmatose print once their messages are in.
+	// cmatoseResult is the line both sides of ucmatose (and of udaddy) print once their
+	// messages are in.
 	cmatoseResult = regexp.MustCompile(`(?m)^data transfers complete$`)
 	// rpingResult is rping -v's tenth ping (the server prints it with "server ").
 	rpingResult = regexp.MustCompile("ping data: rdma-ping-9: JKLMNOPQRSTUVWXYZ")

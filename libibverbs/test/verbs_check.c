@@ -146,8 +146,16 @@ static void to_init(struct ibv_qp *qp)
 	MUST(ibv_modify_qp(qp, &a, mask) == 0, "INIT");
 }
 
+static void connect_upto(struct ibv_qp *qp, uint32_t remote, const union ibv_gid *dgid, enum ibv_qp_state last);
+
 /* connect moves qp to RTS towards remote (RC/UC) or to RTS (UD). */
 static void connect_qp(struct ibv_qp *qp, uint32_t remote, const union ibv_gid *dgid)
+{
+	connect_upto(qp, remote, dgid, IBV_QPS_RTS);
+}
+
+/* connect_upto moves qp towards remote up to last (RTR or RTS). */
+static void connect_upto(struct ibv_qp *qp, uint32_t remote, const union ibv_gid *dgid, enum ibv_qp_state last)
 {
 	to_init(qp);
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = remote, .rq_psn = 7,
@@ -160,6 +168,8 @@ static void connect_qp(struct ibv_qp *qp, uint32_t remote, const union ibv_gid *
 	if (qp->qp_type == IBV_QPT_RC)
 		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 	MUST(ibv_modify_qp(qp, &a, mask) == 0, "RTR");
+	if (last == IBV_QPS_RTR)
+		return;
 	a.qp_state = IBV_QPS_RTS;
 	a.sq_psn = 7;
 	a.timeout = 14;
@@ -230,6 +240,18 @@ static void device_and_queries(void)
 	CHECK(ibv_fork_init() == 0, "fork_init");
 }
 
+/* async_event waits for the next asynchronous event with poll on the async fd (at
+ * most 5 s), takes and acknowledges it, and returns its type, or -1. */
+static int async_event(struct ibv_async_event *ev)
+{
+	struct pollfd pfd = {.fd = ctx->async_fd, .events = POLLIN};
+	memset(ev, 0, sizeof(*ev));
+	if (poll(&pfd, 1, 5000) != 1 || ibv_get_async_event(ctx, ev))
+		return -1;
+	ibv_ack_async_event(ev);
+	return ev->event_type;
+}
+
 static void rc_tests(void)
 {
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
@@ -288,6 +310,11 @@ static void rc_tests(void)
 		CHECK(bbuf[0] == 'a' && bbuf[4095] == 'a' && bbuf[8] == 'i' && bbuf[23] == 'i' && bbuf[7] == 'a' &&
 			      bbuf[24] == 'a',
 		      "the WRITEs landed in the app's buffer");
+	/* the remote access error put both QPs in the error state by themselves */
+	struct ibv_async_event ev;
+	CHECK(async_event(&ev) == IBV_EVENT_QP_FATAL && ev.element.qp == qp,
+	      "QP_FATAL for the QP the access error broke, through a pollable async fd: event %d",
+	      ev.event_type);
 	CHECK(ibv_destroy_qp(qp) == 0, "destroy QP");
 
 	qp = make_qp(IBV_QPT_RC, cq, NULL);
@@ -437,18 +464,24 @@ static void ud_and_srq(void)
 	struct peer p = exchange(ud->qp_num, NULL, NULL, NULL);
 	struct ibv_wc wc;
 	if (!is_client) {
-		CHECK(post_recv(ud, mr, buf + 8192, 40 + 512, 1) == 0, "UD recv");
+		/* the receive buffer is on the main thread's stack */
+		char stack_buf[40 + 512];
+		struct ibv_mr *smr = ibv_reg_mr(pd, stack_buf, sizeof(stack_buf), IBV_ACCESS_LOCAL_WRITE);
+		MUST(smr, "ibv_reg_mr of a buffer on the main thread's stack");
+		CHECK(post_recv(ud, smr, stack_buf, sizeof(stack_buf), 1) == 0, "UD recv");
 		barrier();
 		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
 			      wc.byte_len == 40 + 512 && (wc.wc_flags & IBV_WC_GRH) && wc.src_qp == p.qpn &&
-			      buf[8192 + 40] == 'u' && buf[8192 + 40 + 511] == 'u',
-		      "UD SEND received with its GRH: status %d len %u src %u", wc.status, wc.byte_len, wc.src_qp);
+			      stack_buf[40] == 'u' && stack_buf[40 + 511] == 'u',
+		      "UD SEND received into the stack buffer with its GRH: status %d len %u src %u", wc.status, wc.byte_len,
+		      wc.src_qp);
 		struct ibv_ah_attr back;
-		CHECK(ibv_init_ah_from_wc(ctx, 1, &wc, (struct ibv_grh *)(buf + 8192), &back) == 0 &&
+		CHECK(ibv_init_ah_from_wc(ctx, 1, &wc, (struct ibv_grh *)stack_buf, &back) == 0 &&
 			      memcmp(back.grh.dgid.raw, p.gid.raw, 16) == 0 && back.grh.sgid_index == gid_index,
 		      "init_ah_from_wc");
-		struct ibv_ah *reply = ibv_create_ah_from_wc(pd, &wc, (struct ibv_grh *)(buf + 8192), 1);
+		struct ibv_ah *reply = ibv_create_ah_from_wc(pd, &wc, (struct ibv_grh *)stack_buf, 1);
 		CHECK(reply && ibv_destroy_ah(reply) == 0, "create_ah_from_wc");
+		CHECK(ibv_dereg_mr(smr) == 0, "dereg the stack buffer's MR");
 	} else {
 		struct ibv_ah_attr aa = {.is_global = 0, .port_num = 1};
 		errno = 0;
@@ -490,7 +523,8 @@ static void ud_and_srq(void)
 	}
 	qp = make_qp(IBV_QPT_RC, cq, srq);
 	p = exchange(qp->qp_num, NULL, NULL, NULL);
-	connect_qp(qp, p.qpn, &p.gid);
+	/* the server's QP stays in RTR: the client's SEND raises COMM_EST there */
+	connect_upto(qp, p.qpn, &p.gid, is_client ? IBV_QPS_RTS : IBV_QPS_RTR);
 	if (!is_client) {
 		struct ibv_sge rs = {.addr = (uintptr_t)buf + 4096, .length = 4096, .lkey = mr->lkey};
 		struct ibv_recv_wr rwr = {.wr_id = 3, .sg_list = &rs, .num_sge = 1}, *rbad;
@@ -499,7 +533,16 @@ static void ud_and_srq(void)
 		barrier();
 		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 3 && wc.byte_len == 100,
 		      "SEND received through the SRQ");
+		struct ibv_async_event ev;
+		CHECK(async_event(&ev) == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq == srq,
+		      "SRQ_LIMIT_REACHED below the limit of 4: event %d", ev.event_type);
+		CHECK(async_event(&ev) == IBV_EVENT_COMM_EST && ev.element.qp == qp,
+		      "COMM_EST for the QP in RTR that received a SEND: event %d", ev.event_type);
 		CHECK(ibv_destroy_srq(srq) == EBUSY, "an SRQ with QPs is busy");
+		struct ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
+		CHECK(ibv_modify_qp(qp, &err, IBV_QP_STATE) == 0 && async_event(&ev) == IBV_EVENT_QP_LAST_WQE_REACHED &&
+			      ev.element.qp == qp,
+		      "QP_LAST_WQE_REACHED for a QP of the SRQ moved to ERR: event %d", ev.event_type);
 	} else {
 		barrier();
 		CHECK(post(qp, IBV_WR_SEND, mr, buf, 100, 0, 0, IBV_SEND_SIGNALED) == 0, "SEND to the SRQ");
@@ -526,10 +569,33 @@ static void unsupported(void)
 	CHECK(ibv_attach_mcast(qp, &gid, 0) == EOPNOTSUPP, "multicast is not supported");
 	ibv_destroy_qp(qp);
 	ibv_destroy_cq(cq);
+
+	/* a CQ of one entry overruns with three completions: CQ_ERR */
+	cq = ibv_create_cq(ctx, 1, NULL, NULL, 0);
+	char *buf = malloc(64);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 64, IBV_ACCESS_LOCAL_WRITE);
+	qp = make_qp(IBV_QPT_UD, cq, NULL);
+	connect_qp(qp, 0, &gid);
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = gid, .sgid_index = gid_index, .hop_limit = 64}};
+	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	struct ibv_sge s = {.addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey};
+	struct ibv_send_wr wr = {.sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED}, *bad;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qp->qp_num;
+	wr.wr.ud.remote_qkey = 0x11111111;
+	for (int i = 0; i < 3; i++)
+		CHECK(ibv_post_send(qp, &wr, &bad) == 0, "send %d to itself", i);
+	struct ibv_async_event ev;
+	CHECK(cq->cqe == 1 && async_event(&ev) == IBV_EVENT_CQ_ERR && ev.element.cq == cq, "CQ_ERR for the overrun CQ: event %d",
+	      ev.event_type);
+	ibv_destroy_qp(qp);
+	ibv_destroy_ah(ah);
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	free(buf);
 	/* no asynchronous event is pending: a non-blocking fd says so */
 	int fl = fcntl(ctx->async_fd, F_GETFL);
 	fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
-	struct ibv_async_event ev;
 	errno = 0;
 	CHECK(ibv_get_async_event(ctx, &ev) == -1 && errno == EAGAIN, "no async event");
 }

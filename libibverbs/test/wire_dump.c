@@ -71,6 +71,8 @@ int main(void)
 	dump("device_attr", &da, sizeof(da));
 	struct rl_hello_resp hr = {.version = 1, .page_size = 4096, .pid = 1234};
 	dump("hello_resp", &hr, sizeof(hr));
+	struct rl_async_event ae = {.type = 15, .handle = 7};
+	dump("async_event", &ae, sizeof(ae));
 
 	unsigned char e[sizeof(struct rl_send_wqe) + 2 * sizeof(struct rl_sge)];
 	struct rl_send_wqe w = {.wr_id = 0x1122334455667788ull, .opcode = 5, .nsge = 2, .flags = 6, .imm = 0xC0FFEE,

@@ -7,9 +7,16 @@
  *   cm_check client ADDR PORT    (ADDR, PORT: the server's)
  *
  * The server rejects the first connection request with private data and accepts the
- * second; the client checks the rejection, the connection, a SEND across, and the
- * disconnect, besides the library's error paths. Each check prints "ok" or "FAIL" and a
- * name; the exit status is the number of failures.
+ * next three; the client checks the rejection, the connections, a SEND across each,
+ * and the disconnects, besides the library's error paths. The second connection's QPs
+ * are rdma_create_qp's, which the library moves; in the third the server moves its own
+ * QP with rdma_init_qp_attr and accepts with private data, which the client's
+ * ESTABLISHED brings, with the ToS and ACK timeout the client set with
+ * rdma_set_option; in the fourth the client moves its own QP after CONNECT_RESPONSE
+ * and calls rdma_establish. The fifth is UD through SIDR (udaddy's kind) with a UDP
+ * listener on PORT+1, after a SIDR request for PORT, where only the TCP listener is.
+ * Each check prints "ok" or "FAIL" and a name; the exit status is the number of
+ * failures.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -70,8 +77,7 @@ static struct sockaddr_storage address(const char *host, const char *port, int p
 }
 
 /* qp makes an RC QP on id's device with rdma_create_qp and its own PD and CQ, and
- * registers buf (static: rocelab's ibv_reg_mr of the main thread's stack fails with
- * EFAULT, a limit of libibverbs.so.1 that is not this test's subject). */
+ * registers buf. */
 static struct ibv_cq *qp(struct rdma_cm_id *id, struct ibv_mr **mr, char *buf, size_t len)
 {
 	struct ibv_pd *pd = ibv_alloc_pd(id->verbs);
@@ -87,11 +93,54 @@ static struct ibv_cq *qp(struct rdma_cm_id *id, struct ibv_mr **mr, char *buf, s
 	return cq;
 }
 
+/* ud_qp makes a UD QP on id's device with rdma_create_qp and its own PD and CQ, and
+ * registers buf. */
+static struct ibv_cq *ud_qp(struct rdma_cm_id *id, struct ibv_mr **mr, char *buf, size_t len)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(id->verbs);
+	struct ibv_cq *cq = pd ? ibv_create_cq(id->verbs, 8, NULL, NULL, 0) : NULL;
+	struct ibv_qp_init_attr a = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+				     .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+	CHECK(cq && rdma_create_qp(id, pd, &a) == 0, "rdma_create_qp (UD)");
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
+	CHECK(id->qp && ibv_query_qp(id->qp, &qa, IBV_QP_STATE | IBV_QP_QKEY, &qi) == 0 && qa.qp_state == IBV_QPS_RTS &&
+		      qa.qkey == RDMA_UDP_QKEY,
+	      "rdma_create_qp brings a UD QP to RTS with rdma_cm's Q_Key");
+	*mr = ibv_reg_mr(pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
+	return cq;
+}
+
+/* own_qp makes an RC QP on id's device with ibv_create_qp (not rdma_create_qp: the
+ * application moves it itself), with a PD and CQ of its own, registering buf. */
+static struct ibv_qp *own_qp(struct rdma_cm_id *id, struct ibv_cq **cq, struct ibv_mr **mr, char *buf, size_t len)
+{
+	struct ibv_pd *pd = ibv_alloc_pd(id->verbs);
+	*cq = pd ? ibv_create_cq(id->verbs, 8, NULL, NULL, 0) : NULL;
+	struct ibv_qp_init_attr a = {.send_cq = *cq, .recv_cq = *cq, .qp_type = IBV_QPT_RC,
+				     .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+	struct ibv_qp *q = *cq ? ibv_create_qp(pd, &a) : NULL;
+	*mr = ibv_reg_mr(pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
+	CHECK(q && *mr && id->qp == NULL, "ibv_create_qp (the application's own QP)");
+	return q;
+}
+
+/* move brings q to state with rdma_init_qp_attr's attributes, returning them in *a. */
+static int move(struct rdma_cm_id *id, struct ibv_qp *q, enum ibv_qp_state state, struct ibv_qp_attr *a)
+{
+	int mask = 0;
+	memset(a, 0, sizeof(*a));
+	a->qp_state = state;
+	return rdma_init_qp_attr(id, a, &mask) == 0 && (mask & IBV_QP_STATE) && ibv_modify_qp(q, a, mask) == 0;
+}
+
 static int complete(struct ibv_cq *cq, struct ibv_wc *wc)
 {
 	int n;
 	while ((n = ibv_poll_cq(cq, 1, wc)) == 0)
 		;
+	if (n == 1 && wc->status != IBV_WC_SUCCESS)
+		printf("     completion: %s\n", ibv_wc_status_str(wc->status));
 	return n == 1 && wc->status == IBV_WC_SUCCESS;
 }
 
@@ -109,13 +158,42 @@ static void common(void)
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct rdma_cm_id *id;
 	errno = 0;
-	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_UDP) == -1 && errno == EOPNOTSUPP,
-	      "rdma_create_id(RDMA_PS_UDP) fails with EOPNOTSUPP");
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_IB) == -1 && errno == EOPNOTSUPP,
+	      "rdma_create_id(RDMA_PS_IB) fails with EOPNOTSUPP");
 	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0 && id->verbs && id->channel == ch, "rdma_create_id");
 	uint8_t tos = 0;
+	int on = 1;
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1) == 0 &&
+		      rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &tos, 1) == 0 &&
+		      rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &on, sizeof(on)) == 0 &&
+		      rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &on, sizeof(on)) == 0,
+	      "rdma_set_option: TOS, ACK_TIMEOUT, REUSEADDR, AFONLY");
 	errno = 0;
-	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1) == -1 && errno == ENOSYS,
-	      "rdma_set_option fails with ENOSYS");
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &on, sizeof(on)) == -1 && errno == EINVAL,
+	      "rdma_set_option(TOS) with an int: EINVAL");
+	errno = 0;
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, 99, &on, sizeof(on)) == -1 && errno == ENOSYS,
+	      "rdma_set_option of an unknown option: ENOSYS");
+	struct ibv_qp_attr qa = {.qp_state = IBV_QPS_RTR};
+	int mask;
+	errno = 0;
+	CHECK(rdma_init_qp_attr(id, &qa, &mask) == -1 && errno == EINVAL, "rdma_init_qp_attr(RTR) unconnected: EINVAL");
+	qa.qp_state = IBV_QPS_INIT;
+	CHECK(rdma_init_qp_attr(id, &qa, &mask) == 0 && qa.port_num == 1 && qa.pkey_index == 0 &&
+		      mask == (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) &&
+		      qa.qp_access_flags == (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC),
+	      "rdma_init_qp_attr(INIT): port 1, P_Key index 0, remote access");
+	errno = 0;
+	CHECK(rdma_establish(id) == -1 && errno == EINVAL, "rdma_establish unconnected: EINVAL");
+	struct rdma_cm_id *ud;
+	CHECK(rdma_create_id(ch, &ud, NULL, RDMA_PS_UDP) == 0 && ud->qp_type == IBV_QPT_UD, "rdma_create_id(RDMA_PS_UDP)");
+	qa.qp_state = IBV_QPS_INIT;
+	CHECK(rdma_init_qp_attr(ud, &qa, &mask) == 0 && qa.qkey == RDMA_UDP_QKEY && (mask & IBV_QP_QKEY),
+	      "rdma_init_qp_attr(INIT) of a UD identifier: rdma_cm's Q_Key");
+	errno = 0;
+	CHECK(rdma_set_option(ud, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &tos, 1) == -1 && errno == EINVAL,
+	      "rdma_set_option(ACK_TIMEOUT) of a UD identifier: EINVAL");
+	rdma_destroy_id(ud);
 	CHECK(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK) == 0, "the channel's fd goes non-blocking");
 	struct rdma_cm_event *ev = NULL;
 	errno = 0;
@@ -134,6 +212,16 @@ static int server(const char *host, const char *port)
 	CHECK(rdma_create_id(ch, &listener, &ctx, RDMA_PS_TCP) == 0, "rdma_create_id (listener)");
 	CHECK(rdma_bind_addr(listener, (struct sockaddr *)&ss) == 0 && rdma_listen(listener, 4) == 0,
 	      "rdma_bind_addr on the wildcard address, rdma_listen");
+	int on = 1;
+	errno = 0;
+	CHECK(rdma_set_option(listener, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &on, sizeof(on)) == -1 && errno == EINVAL,
+	      "rdma_set_option(AFONLY) on a listener: EINVAL");
+	struct rdma_cm_id *udp;
+	struct sockaddr_storage us = ss; /* sin_port and sin6_port are at the same place */
+	((struct sockaddr_in *)&us)->sin_port = htons(ntohs(((struct sockaddr_in *)&ss)->sin_port) + 1);
+	CHECK(rdma_create_id(ch, &udp, NULL, RDMA_PS_UDP) == 0 && rdma_bind_addr(udp, (struct sockaddr *)&us) == 0 &&
+		      rdma_listen(udp, 1) == 0,
+	      "a UDP listener on the next port");
 	printf("listening\n");
 	fflush(stdout);
 
@@ -170,14 +258,76 @@ static int server(const char *host, const char *port)
 	rdma_destroy_qp(id);
 	CHECK(id->qp == NULL, "rdma_destroy_qp");
 	rdma_destroy_id(id);
+
+	/* Third: the server moves its own QP and accepts with private data. */
+	CHECK(next(ch, &ev) == RDMA_CM_EVENT_CONNECT_REQUEST, "third connection request");
+	id = ev->id;
+	uint32_t peer_qpn = ev->param.conn.qp_num;
+	ack(&ev);
+	static char buf3[64];
+	struct ibv_qp *q = own_qp(id, &cq, &mr, buf3, sizeof(buf3));
+	struct ibv_qp_attr a;
+	CHECK(move(id, q, IBV_QPS_INIT, &a), "rdma_init_qp_attr(INIT), ibv_modify_qp");
+	sge = (struct ibv_sge){.addr = (uintptr_t)buf3, .length = sizeof(buf3), .lkey = mr->lkey};
+	CHECK(ibv_post_recv(q, &rwr, &bad) == 0, "post a receive");
+	CHECK(move(id, q, IBV_QPS_RTR, &a) && peer_qpn != 0 && a.dest_qp_num == peer_qpn && a.ah_attr.grh.traffic_class == 0x28 &&
+		      a.path_mtu == IBV_MTU_1024 && a.min_rnr_timer == 12,
+	      "rdma_init_qp_attr(RTR): the request's QPN and ToS, path MTU 1024; ibv_modify_qp");
+	CHECK(move(id, q, IBV_QPS_RTS, &a) && a.timeout == 19 && a.retry_cnt == 7, "rdma_init_qp_attr(RTS): ACK timeout 19, retry count 7; ibv_modify_qp");
+	struct rdma_conn_param p = {.qp_num = q->qp_num, .private_data = "welcome", .private_data_len = 8,
+				    .responder_resources = 1, .initiator_depth = 1, .rnr_retry_count = 7};
+	CHECK(rdma_accept(id, &p) == 0, "rdma_accept of the application's QP, with private data");
+	CHECK(next(ch, &ev) == RDMA_CM_EVENT_ESTABLISHED && ev->id == id, "ESTABLISHED");
+	ack(&ev);
+	CHECK(complete(cq, &wc) && wc.opcode == IBV_WC_RECV && strcmp(buf3, "third") == 0, "the client's SEND to the application's QP");
+	CHECK(next(ch, &ev) == RDMA_CM_EVENT_DISCONNECTED && ev->id == id, "DISCONNECTED");
+	ack(&ev);
+	CHECK(rdma_disconnect(id) == 0 && ibv_destroy_qp(q) == 0, "rdma_disconnect, ibv_destroy_qp");
+	rdma_destroy_id(id);
+
+	/* Fourth: the client moves its own QP and calls rdma_establish. */
+	CHECK(next(ch, &ev) == RDMA_CM_EVENT_CONNECT_REQUEST, "fourth connection request");
+	id = ev->id;
+	ack(&ev);
+	static char buf4[64];
+	cq = qp(id, &mr, buf4, sizeof(buf4));
+	sge = (struct ibv_sge){.addr = (uintptr_t)buf4, .length = sizeof(buf4), .lkey = mr->lkey};
+	CHECK(ibv_post_recv(id->qp, &rwr, &bad) == 0, "post a receive");
+	CHECK(rdma_accept(id, NULL) == 0, "rdma_accept");
+	CHECK(next(ch, &ev) == RDMA_CM_EVENT_ESTABLISHED && ev->id == id, "ESTABLISHED (the client's rdma_establish)");
+	ack(&ev);
+	CHECK(complete(cq, &wc) && wc.opcode == IBV_WC_RECV && strcmp(buf4, "fourth") == 0, "the SEND of the client's own QP");
+	CHECK(next(ch, &ev) == RDMA_CM_EVENT_DISCONNECTED && ev->id == id, "DISCONNECTED");
+	ack(&ev);
+	CHECK(rdma_disconnect(id) == 0, "rdma_disconnect");
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+
+	/* Fifth: UD through SIDR, accepted without parameters */
+	CHECK(next(ch, &ev) == RDMA_CM_EVENT_CONNECT_REQUEST && ev->listen_id == udp && ev->param.ud.private_data_len == 180 &&
+		      memcmp(ev->param.ud.private_data, "fifth", 6) == 0,
+	      "a SIDR request on the UDP listener, its private data (180 bytes)");
+	id = ev ? ev->id : NULL;
+	ack(&ev);
+	static char ubuf[40 + 64];
+	cq = ud_qp(id, &mr, ubuf, sizeof(ubuf));
+	sge = (struct ibv_sge){.addr = (uintptr_t)ubuf, .length = sizeof(ubuf), .lkey = mr->lkey};
+	CHECK(ibv_post_recv(id->qp, &rwr, &bad) == 0, "post a receive");
+	CHECK(rdma_accept(id, NULL) == 0, "rdma_accept(id, NULL) answers with a SIDR_REP");
+	CHECK(complete(cq, &wc) && wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_GRH) && strcmp(ubuf + 40, "fifth") == 0,
+	      "the client's UD SEND, behind its GRH");
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	rdma_destroy_id(udp);
 	rdma_destroy_id(listener);
 	rdma_destroy_event_channel(ch);
 	return failures;
 }
 
-/* connect_to runs the active side up to the connection's outcome, which it returns. */
-static int connect_to(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct sockaddr_storage *dst,
-		      const char *private_data, struct rdma_cm_event **ev)
+/* connect_qp runs the active side up to the connection's outcome, which it returns:
+ * of id->qp, or of the application's own QP qpn. */
+static int connect_qp(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct sockaddr_storage *dst,
+		      const char *private_data, uint32_t qpn, struct rdma_cm_event **ev)
 {
 	if (rdma_resolve_addr(id, NULL, (struct sockaddr *)dst, 2000) || next(ch, ev) != RDMA_CM_EVENT_ADDR_RESOLVED)
 		return -1;
@@ -186,10 +336,18 @@ static int connect_to(struct rdma_event_channel *ch, struct rdma_cm_id *id, stru
 		return -1;
 	ack(ev);
 	struct rdma_conn_param p = {.private_data = private_data, .private_data_len = strlen(private_data) + 1,
-				    .retry_count = 7, .rnr_retry_count = 7};
+				    .retry_count = 7, .rnr_retry_count = 7, .qp_num = qpn,
+				    .responder_resources = 1, .initiator_depth = 1};
 	if (rdma_connect(id, &p))
 		return -1;
 	return next(ch, ev);
+}
+
+/* connect_to runs the active side up to the connection's outcome, which it returns. */
+static int connect_to(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct sockaddr_storage *dst,
+		      const char *private_data, struct rdma_cm_event **ev)
+{
+	return connect_qp(ch, id, dst, private_data, 0, ev);
 }
 
 static int client(const char *host, const char *port)
@@ -269,8 +427,90 @@ static int client(const char *host, const char *port)
 			   *bad;
 	struct ibv_wc wc;
 	CHECK(ibv_post_send(id->qp, &wr, &bad) == 0 && complete(cq, &wc), "a SEND to the server");
+	errno = 0;
+	CHECK(rdma_establish(id) == -1 && errno == EINVAL, "rdma_establish with rdma_create_qp's QP: EINVAL");
 	CHECK(rdma_disconnect(id) == 0 && next(ch, &ev) == RDMA_CM_EVENT_DISCONNECTED, "rdma_disconnect: DISCONNECTED");
 	ack(&ev);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+
+	/* Third: ToS and ACK timeout set; the server accepts with private data. */
+	rdma_create_id(ch, &id, NULL, RDMA_PS_TCP);
+	cq = qp(id, &mr, buf, sizeof(buf));
+	uint8_t tos = 0x28, timeout = 14;
+	CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1) == 0 &&
+		      rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout, 1) == 0,
+	      "rdma_set_option: ToS 0x28, ACK timeout 14");
+	CHECK(connect_to(ch, id, &dst, "third", &ev) == RDMA_CM_EVENT_ESTABLISHED && ev->param.conn.private_data_len == 196 &&
+		      memcmp(ev->param.conn.private_data, "welcome", 8) == 0 && ev->param.conn.qp_num != 0,
+	      "ESTABLISHED brings the server's accept private data (196 bytes, as the kernel's REP) and QPN");
+	uint32_t server_qpn = ev ? ev->param.conn.qp_num : 0;
+	ack(&ev);
+	CHECK(ibv_query_qp(id->qp, &qa, IBV_QP_TIMEOUT | IBV_QP_AV | IBV_QP_DEST_QPN, &qi) == 0 && qa.timeout == 14 &&
+		      qa.ah_attr.grh.traffic_class == 0x28 && qa.dest_qp_num == server_qpn,
+	      "the QP has ACK timeout 14, traffic class 0x28 and the server's QP");
+	strcpy(buf, "third");
+	sge.lkey = mr->lkey;
+	CHECK(ibv_post_send(id->qp, &wr, &bad) == 0 && complete(cq, &wc), "a SEND to the server's own QP");
+	CHECK(rdma_disconnect(id) == 0 && next(ch, &ev) == RDMA_CM_EVENT_DISCONNECTED, "rdma_disconnect: DISCONNECTED");
+	ack(&ev);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+
+	/* Fourth: the client's own QP, moved after CONNECT_RESPONSE; rdma_establish. */
+	rdma_create_id(ch, &id, NULL, RDMA_PS_TCP);
+	static char buf4[64];
+	struct ibv_qp *q = own_qp(id, &cq, &mr, buf4, sizeof(buf4));
+	struct ibv_qp_attr a;
+	CHECK(move(id, q, IBV_QPS_INIT, &a), "rdma_init_qp_attr(INIT), ibv_modify_qp");
+	errno = 0;
+	CHECK(rdma_connect(id, NULL) == -1 && errno == EINVAL, "rdma_connect without a QP or parameters: EINVAL");
+	CHECK(connect_qp(ch, id, &dst, "fourth", q->qp_num, &ev) == RDMA_CM_EVENT_CONNECT_RESPONSE && ev->param.conn.qp_num != 0,
+	      "rdma_connect of the application's QP: CONNECT_RESPONSE");
+	uint32_t peer = ev ? ev->param.conn.qp_num : 0;
+	ack(&ev);
+	CHECK(move(id, q, IBV_QPS_RTR, &a) && a.dest_qp_num == peer && (a.rq_psn & ~0xffffffu) == 0, "rdma_init_qp_attr(RTR): the REP's QPN; ibv_modify_qp");
+	CHECK(move(id, q, IBV_QPS_RTS, &a) && a.timeout == 19, "rdma_init_qp_attr(RTS), ibv_modify_qp");
+	CHECK(rdma_establish(id) == 0, "rdma_establish");
+	strcpy(buf4, "fourth");
+	sge = (struct ibv_sge){.addr = (uintptr_t)buf4, .length = sizeof(buf4), .lkey = mr->lkey};
+	CHECK(ibv_post_send(q, &wr, &bad) == 0 && complete(cq, &wc), "a SEND from the application's QP after rdma_establish");
+	CHECK(rdma_disconnect(id) == 0 && next(ch, &ev) == RDMA_CM_EVENT_DISCONNECTED, "rdma_disconnect: DISCONNECTED");
+	ack(&ev);
+	ibv_destroy_qp(q);
+	rdma_destroy_id(id);
+
+	/* Fifth: UD through SIDR; first to PORT, where only a TCP listener is */
+	rdma_create_id(ch, &id, NULL, RDMA_PS_UDP);
+	static char ubuf[64];
+	cq = ud_qp(id, &mr, ubuf, sizeof(ubuf));
+	CHECK(connect_to(ch, id, &dst, "x", &ev) == RDMA_CM_EVENT_UNREACHABLE && ev->status == 5,
+	      "a SIDR request to a port with a TCP listener only: UNREACHABLE, status 5 (unsupported)");
+	ack(&ev);
+	rdma_destroy_qp(id);
+	rdma_destroy_id(id);
+	struct sockaddr_storage udst = dst;
+	((struct sockaddr_in *)&udst)->sin_port = htons(ntohs(((struct sockaddr_in *)&dst)->sin_port) + 1);
+	rdma_create_id(ch, &id, NULL, RDMA_PS_UDP);
+	cq = ud_qp(id, &mr, ubuf, sizeof(ubuf));
+	union ibv_gid server = {.raw = {[10] = 0xff, [11] = 0xff}};
+	memcpy(&server.raw[12], &((struct sockaddr_in *)&dst)->sin_addr, 4);
+	CHECK(connect_to(ch, id, &udst, "fifth", &ev) == RDMA_CM_EVENT_ESTABLISHED && ev->param.ud.qp_num != 0 &&
+		      ev->param.ud.qkey == RDMA_UDP_QKEY && ev->param.ud.ah_attr.is_global &&
+		      memcmp(ev->param.ud.ah_attr.grh.dgid.raw, server.raw, 16) == 0 && ev->param.ud.ah_attr.grh.flow_label != 0,
+	      "ESTABLISHED: the server's UD QP, rdma_cm's Q_Key, an address handle to the server");
+	struct ibv_ah *ah = ev ? ibv_create_ah(id->pd, &ev->param.ud.ah_attr) : NULL;
+	uint32_t uqpn = ev ? ev->param.ud.qp_num : 0, uqkey = ev ? ev->param.ud.qkey : 0;
+	ack(&ev);
+	CHECK(ah != NULL, "ibv_create_ah from ESTABLISHED's ah_attr");
+	strcpy(ubuf, "fifth");
+	sge = (struct ibv_sge){.addr = (uintptr_t)ubuf, .length = sizeof(ubuf), .lkey = mr->lkey};
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = uqpn;
+	wr.wr.ud.remote_qkey = uqkey;
+	CHECK(ah && ibv_post_send(id->qp, &wr, &bad) == 0 && complete(cq, &wc), "a UD SEND to the server");
+	if (ah)
+		ibv_destroy_ah(ah);
 	rdma_destroy_qp(id);
 	rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);

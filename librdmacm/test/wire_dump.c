@@ -54,13 +54,22 @@ int main(void)
 	addr4(&r.src, 1, 0);
 	addr4(&r.dst, 2, 7174);
 	request("cm_resolve_addr", RL_OP_CM_RESOLVE_ADDR, 3, &r, sizeof(r));
-	struct rl_cm_connect k = {.id = 5, .qp = 9};
+	struct rl_cm_connect k = {.id = 5, .qp = 9, .qpn = 0x33};
 	param(&k.param);
 	request("cm_connect", RL_OP_CM_CONNECT, 4, &k, sizeof(k));
 	struct rl_cm_reject j = {.id = 6, .private_data_len = 2};
 	j.private_data[0] = 0xab, j.private_data[1] = 0xcd;
 	request("cm_reject", RL_OP_CM_REJECT, 5, &j, sizeof(j));
-	struct rl_cm_event e = {.type = 4, .status = -110, .id = 7, .listener = 4, .qpn = 0x11};
+	struct rl_cm_init_qp_attr ia = {.id = 5, .state = 2};
+	request("cm_init_qp_attr", RL_OP_CM_INIT_QP_ATTR, 6, &ia, sizeof(ia));
+	struct rl_cm_qp_attr qa = {.mask = 0x1a5, .attr = {.state = 2, .path_mtu = 1024, .dest_qpn = 0x11, .rq_psn = 0x123456,
+							   .max_dest_rd_atomic = 16, .min_rnr_timer = 12, .hop_limit = 64,
+							   .traffic_class = 0x28, .flow_label = 0xabcde}};
+	dump("cm_qp_attr", &qa, sizeof(qa));
+	struct rl_cm_set_option so = {.id = 5, .option = 3, .value = 14};
+	request("cm_set_option", RL_OP_CM_SET_OPTION, 7, &so, sizeof(so));
+	struct rl_cm_event e = {.type = 4, .status = -110, .id = 7, .listener = 4, .qpn = 0x11,
+				.qkey = 0x01234567, .flow_label = 0xabcde};
 	addr4(&e.local, 1, 7174);
 	addr4(&e.remote, 2, 42570);
 	param(&e.param);

@@ -6,8 +6,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/rnic/service/wire"
+	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/cm"
 )
 
@@ -47,11 +49,8 @@ func (c *conn) cmCreateID(body []byte) (any, int, error) {
 	if err != nil {
 		return nil, -1, err
 	}
-	if cm.PortSpace(r.PortSpace) != cm.PortSpaceTCP {
-		return nil, -1, fmt.Errorf("%w: port space %#x: the CM agent connects RC QPs (RDMA_PS_TCP) only", rnic.ErrNotSupported, r.PortSpace)
-	}
 	s := &sCMID{ch: ch}
-	id, err := c.s.dev.CreateCMID(func(e rnic.CMEvent) { c.cmEvent(e) })
+	id, err := c.s.dev.CreateCMID(cm.PortSpace(r.PortSpace), func(e rnic.CMEvent) { c.cmEvent(e) })
 	if err != nil {
 		return nil, -1, err
 	}
@@ -94,10 +93,8 @@ func (c *conn) cmEvent(e rnic.CMEvent) {
 	}
 	w.ID = s.h
 	w.Local, w.Remote = wire.FromAddrPort(e.ID.Local()), wire.FromAddrPort(e.ID.Remote())
-	if x := e.ID.QP(); x != nil {
-		w.QPN = uint32(x.QPN())
-	}
 	w.Param = toWireParam(&e.Param)
+	w.QPN, w.QKey, w.FlowLabel = uint32(e.RemoteQPN), e.QKey, e.ID.FlowLabel()
 	s.ch.events = append(s.ch.events, w)
 	unix.Write(s.ch.fd, one[:])
 }
@@ -137,12 +134,17 @@ func (c *conn) cmGetEvent(body []byte) (any, int, error) {
 // cmID decodes a call's identifier.
 func (c *conn) cmID(h uint32) (*sCMID, error) { return get[*sCMID](c, h, "CM identifier") }
 
+// decodeCM decodes the request of a CM call into r and returns the identifier it names.
+func (c *conn) decodeCM(body []byte, r wire.CMRequest) (*sCMID, error) {
+	if err := wire.DecodeBody(body, r); err != nil {
+		return nil, err
+	}
+	return c.cmID(r.Identifier())
+}
+
 func (c *conn) cmListen(body []byte) (any, int, error) {
 	var r wire.CMListen
-	if err := wire.DecodeBody(body, &r); err != nil {
-		return nil, -1, err
-	}
-	s, err := c.cmID(r.ID)
+	s, err := c.decodeCM(body, &r)
 	if err != nil {
 		return nil, -1, err
 	}
@@ -151,60 +153,60 @@ func (c *conn) cmListen(body []byte) (any, int, error) {
 
 func (c *conn) cmResolveAddr(body []byte) (any, int, error) {
 	var r wire.CMResolveAddr
-	if err := wire.DecodeBody(body, &r); err != nil {
-		return nil, -1, err
-	}
-	s, err := c.cmID(r.ID)
+	s, err := c.decodeCM(body, &r)
 	if err != nil {
 		return nil, -1, err
 	}
 	return nil, -1, c.s.dev.ResolveAddr(s.id, r.Src.AddrPort().Addr(), r.Dst.AddrPort(), time.Duration(r.TimeoutMS)*time.Millisecond)
 }
 
-func (c *conn) cmResolveRoute(body []byte) (any, int, error) {
-	var h wire.Handle
-	if err := wire.DecodeBody(body, &h); err != nil {
-		return nil, -1, err
+// cmIDCall is the handler of the calls whose request is a Handle naming an
+// identifier: OpCMResolveRoute, OpCMEstablish, OpCMDisconnect.
+func cmIDCall(f func(*rnic.Device, *rnic.CMID) error) func(c *conn, body []byte) (any, int, error) {
+	return func(c *conn, body []byte) (any, int, error) {
+		var h wire.Handle
+		if err := wire.DecodeBody(body, &h); err != nil {
+			return nil, -1, err
+		}
+		s, err := c.cmID(h.Handle)
+		if err != nil {
+			return nil, -1, err
+		}
+		return nil, -1, f(c.s.dev, s.id)
 	}
-	s, err := c.cmID(h.Handle)
-	if err != nil {
-		return nil, -1, err
-	}
-	return nil, -1, c.s.dev.ResolveRoute(s.id)
 }
 
 // cmConnecting is the handler of OpCMConnect and OpCMAccept.
 func cmConnecting(accept bool) func(c *conn, body []byte) (any, int, error) {
 	return func(c *conn, body []byte) (any, int, error) {
 		var r wire.CMConnect
-		if err := wire.DecodeBody(body, &r); err != nil {
-			return nil, -1, err
-		}
-		s, err := c.cmID(r.ID)
+		s, err := c.decodeCM(body, &r)
 		if err != nil {
 			return nil, -1, err
 		}
-		x, err := get[*sQP](c, r.QP, "QP")
-		if err != nil {
-			return nil, -1, err
+		var x *rnic.QP // none: the client moves QP r.QPN itself
+		if r.QP != 0 {
+			sq, err := get[*sQP](c, r.QP, "QP")
+			if err != nil {
+				return nil, -1, err
+			}
+			x = sq.x
 		}
 		p, err := fromWireParam(&r.Param)
 		if err != nil {
 			return nil, -1, err
 		}
+		p.QPN = roce.QPN(r.QPN)
 		if accept {
-			return nil, -1, c.s.dev.Accept(s.id, x.x, p)
+			return nil, -1, c.s.dev.Accept(s.id, x, p)
 		}
-		return nil, -1, c.s.dev.Connect(s.id, x.x, p)
+		return nil, -1, c.s.dev.Connect(s.id, x, p)
 	}
 }
 
 func (c *conn) cmReject(body []byte) (any, int, error) {
 	var r wire.CMReject
-	if err := wire.DecodeBody(body, &r); err != nil {
-		return nil, -1, err
-	}
-	s, err := c.cmID(r.ID)
+	s, err := c.decodeCM(body, &r)
 	if err != nil {
 		return nil, -1, err
 	}
@@ -214,14 +216,32 @@ func (c *conn) cmReject(body []byte) (any, int, error) {
 	return nil, -1, c.s.dev.Reject(s.id, r.PrivateData[:r.PrivateDataLen])
 }
 
-func (c *conn) cmDisconnect(body []byte) (any, int, error) {
-	var h wire.Handle
-	if err := wire.DecodeBody(body, &h); err != nil {
-		return nil, -1, err
-	}
-	s, err := c.cmID(h.Handle)
+func (c *conn) cmInitQPAttr(body []byte) (any, int, error) {
+	var r wire.CMInitQPAttr
+	s, err := c.decodeCM(body, &r)
 	if err != nil {
 		return nil, -1, err
 	}
-	return nil, -1, c.s.dev.Disconnect(s.id)
+	a, mask, err := c.s.dev.InitQPAttr(s.id, qp.State(r.State))
+	if err != nil {
+		return nil, -1, err
+	}
+	return &wire.CMQPAttr{Mask: uint32(mask), Attr: wire.FromQPAttr(&a)}, -1, nil
+}
+
+func (c *conn) cmSetOption(body []byte) (any, int, error) {
+	var r wire.CMSetOption
+	s, err := c.decodeCM(body, &r)
+	if err != nil {
+		return nil, -1, err
+	}
+	switch {
+	case r.Value > 0xFF:
+		return nil, -1, fmt.Errorf("%w: option value %d", rnic.ErrInvalidArgument, r.Value)
+	case r.Option == wire.CMOptionTOS:
+		return nil, -1, c.s.dev.SetTOS(s.id, uint8(r.Value))
+	case r.Option == wire.CMOptionACKTimeout:
+		return nil, -1, c.s.dev.SetACKTimeout(s.id, uint8(r.Value))
+	}
+	return nil, -1, fmt.Errorf("%w: rdma_set_option %d", rnic.ErrNotSupported, r.Option)
 }

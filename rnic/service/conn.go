@@ -36,6 +36,7 @@ type conn struct {
 	srqs   []*sSRQ
 	byQPN  map[roce.QPN]*sQP
 	closed bool
+	async  *sAsync // the client's asynchronous events, once it passed their eventfd
 }
 
 func (c *conn) serve() {
@@ -204,6 +205,10 @@ func (c *conn) reclaim() int {
 	n := len(c.objs)
 	c.closed = true
 	c.s.deactivate(c)
+	if c.async != nil {
+		unix.Close(c.async.fd)
+		c.async = nil
+	}
 	for _, kind := range []int{kindCMID, kindQP, kindSRQ, kindAH, kindCQ, kindMR, kindPD, kindChannel, kindCMChannel} {
 		for h, o := range c.objs {
 			if kindOf(o) == kind {

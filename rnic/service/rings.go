@@ -29,6 +29,7 @@ var one = [8]byte{1} // an eventfd increment of 1, little-endian
 // into the shared ring the client polls.
 type sCQ struct {
 	c       *conn
+	h       uint32
 	cq      *rnic.CQ
 	ch      *sChannel
 	ring    wire.Ring
@@ -132,6 +133,7 @@ func (w *wq) reset() {
 // sQP is a client's QP.
 type sQP struct {
 	c              *conn
+	h              uint32
 	x              *rnic.QP
 	typ            qp.Type
 	sq, rq         wq
@@ -143,6 +145,7 @@ type sQP struct {
 // sSRQ is a client's SRQ.
 type sSRQ struct {
 	c   *conn
+	h   uint32
 	srq *rnic.SRQ
 	rq  wq
 	mem []byte
@@ -352,10 +355,14 @@ func (q *sCQ) put(wc *qp.WC) {
 }
 
 // overrun marks the ring broken, as a hardware CQ that overflows (the client's polls
-// fail), and wakes a waiting client so that it finds out.
+// fail), wakes a waiting client so that it finds out, and reports CQ_ERR.
 func (q *sCQ) overrun() {
+	if wire.Load(q.ring.Error()) == wire.RingOverrun {
+		return
+	}
 	wire.Store(q.ring.Error(), wire.RingOverrun)
 	q.raise()
+	q.c.s.asyncEvent(rnic.AsyncEvent{Type: rnic.EventCQErr, CQ: q.cq})
 }
 
 // publish makes the written CQEs visible and raises the armed event.
@@ -427,6 +434,7 @@ func (c *conn) createCQ(body []byte) (any, int, error) {
 		unix.Close(fd)
 		return nil, -1, err
 	}
+	q.h = h
 	if ch != nil {
 		ch.refs++
 	}
@@ -468,6 +476,8 @@ func (c *conn) createSRQ(body []byte) (any, int, error) {
 		unix.Close(fd)
 		return nil, -1, err
 	}
+	s.h = h
+	srq.Context = s
 	c.srqs = append(c.srqs, s)
 	return &wire.RingResp{Handle: h, Cap: capacity, EntrySize: entry, Size: size}, fd, nil
 }
@@ -540,6 +550,8 @@ func (c *conn) createQP(body []byte) (any, int, error) {
 		unix.Close(fd)
 		return nil, -1, err
 	}
+	s.h = h
+	x.Context = s
 	c.qps = append(c.qps, s)
 	c.byQPN[x.QPN()] = s
 	return &wire.QPResp{Handle: h, QPN: uint32(x.QPN()), MaxSendWR: sqCap, MaxRecvWR: rqCap, MaxSendSGE: ssge,

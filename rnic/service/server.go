@@ -166,6 +166,7 @@ func Listen(dev *rnic.Device, addr string, opts ...Option) (*Server, error) {
 	}
 	// Registered on the loop, before any connection can be (Do runs calls in order).
 	dev.Do(func() {
+		dev.SetAsyncHandler(s.asyncEvent)
 		unwatch, err := clock.Watch(dev.Loop(), s.bellFD, (*watcher)(s))
 		if err != nil {
 			s.logf("verbs service %s: the device's loop cannot watch doorbells: %v", addr, err)
@@ -251,6 +252,7 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.onLoop(func() {
+		s.dev.SetAsyncHandler(nil)
 		if s.unwatch != nil {
 			s.unwatch()
 			s.unwatch = nil

@@ -31,6 +31,10 @@ const (
 	PortSpaceIB    PortSpace = 0x013F
 )
 
+// UDPQKey is the Q_Key of rdma_cm's UDP port space (RDMA_UDP_QKEY): the UD QPs of
+// both sides use it and the SIDR_REP announces it.
+const UDPQKey uint32 = 0x01234567
+
 // IPServiceID returns the service ID rdma_cm uses for port in port space ps.
 func IPServiceID(ps PortSpace, port uint16) ServiceID {
 	return ServiceID(uint64(ps)<<16 | uint64(port))

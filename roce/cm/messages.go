@@ -260,6 +260,9 @@ func (r REJ) Encode(local, remote uint32, msg uint8, reason uint16, ari []byte) 
 //	|                Private Data (216 bytes)                       | 40
 type SIDRREQ []byte
 
+// SIDRREQPrivateDataSize is the size of a SIDR_REQ's private data.
+const SIDRREQPrivateDataSize = 216
+
 func (s SIDRREQ) MAD() MAD             { return MAD(s) }
 func (s SIDRREQ) RequestID() uint32    { return localCommID(s) }
 func (s SIDRREQ) PKey() roce.PKey      { return roce.PKey(binary.BigEndian.Uint16(s[28:])) }
@@ -293,6 +296,9 @@ func (s SIDRREQ) Encode(requestID uint32, pkey roce.PKey, sid ServiceID) {
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                Private Data (136 bytes)                       | 120
 type SIDRREP []byte
+
+// SIDRREPPrivateDataSize is the size of a SIDR_REP's private data.
+const SIDRREPPrivateDataSize = 136
 
 // SIDR_REP status values (IBTA 12.11.9).
 const (

@@ -16,8 +16,8 @@ import (
 
 func TestDecodeCaptures(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("..", "testdata", "rxe", "*.pcap"))
-	if len(files) != 9 {
-		t.Fatalf("%d captures, want 9", len(files))
+	if len(files) != 10 {
+		t.Fatalf("%d captures, want 10", len(files))
 	}
 	for _, name := range files {
 		f, err := os.Open(name)

@@ -80,8 +80,8 @@ func sameTransport(l *BTH, p *roce.Packet) bool {
 // roce.Packet finds, allocating nothing, and serializes back byte for byte.
 func TestDecodingLayerParserRxe(t *testing.T) {
 	frames := rxeFrames(t)
-	if len(frames) != 420 {
-		t.Fatalf("%d RoCEv2 frames in the captures, want the 420 of SUMMARY.txt", len(frames))
+	if len(frames) != 428 {
+		t.Fatalf("%d RoCEv2 frames in the captures, want the 428 of SUMMARY.txt", len(frames))
 	}
 	var (
 		eth     gplayers.Ethernet

@@ -61,6 +61,7 @@ func TestCEncodings(t *testing.T) {
 		"port_attr":   body(&port),
 		"device_attr": body(&dev),
 		"hello_resp":  body(&HelloResp{Version: 1, PageSize: 4096, PID: 1234}),
+		"async_event": body(&AsyncEvent{Type: 15, Handle: 7}),
 		"send_wqe":    send,
 		"recv_wqe":    recv,
 		"cqe":         cqe,
@@ -82,10 +83,14 @@ func TestCMCEncodings(t *testing.T) {
 		"cm_create_id":    AppendRequest(nil, OpCMCreateID, 1, &CMCreateID{Channel: 3, PortSpace: 0x0106}),
 		"cm_listen":       AppendRequest(nil, OpCMListen, 2, &CMListen{ID: 4, Backlog: 8, Addr: addr(1, 7174)}),
 		"cm_resolve_addr": AppendRequest(nil, OpCMResolveAddr, 3, &CMResolveAddr{ID: 5, TimeoutMS: 2000, Src: addr(1, 0), Dst: addr(2, 7174)}),
-		"cm_connect":      AppendRequest(nil, OpCMConnect, 4, &CMConnect{ID: 5, QP: 9, Param: param}),
+		"cm_connect":      AppendRequest(nil, OpCMConnect, 4, &CMConnect{ID: 5, QP: 9, QPN: 0x33, Param: param}),
 		"cm_reject":       AppendRequest(nil, OpCMReject, 5, &reject),
+		"cm_init_qp_attr": AppendRequest(nil, OpCMInitQPAttr, 6, &CMInitQPAttr{ID: 5, State: 2}),
+		"cm_qp_attr": AppendRequest(nil, 0, 0, &CMQPAttr{Mask: 0x1a5, Attr: QPAttr{State: 2, PathMTU: 1024, DestQPN: 0x11,
+			RQPSN: 0x123456, MaxDestRdAtomic: 16, MinRNRTimer: 12, HopLimit: 64, TrafficClass: 0x28, FlowLabel: 0xabcde}})[HeaderSize:],
+		"cm_set_option": AppendRequest(nil, OpCMSetOption, 7, &CMSetOption{ID: 5, Option: CMOptionACKTimeout, Value: 14}),
 		"cm_event": AppendRequest(nil, 0, 0, &CMEvent{Type: 4, Status: -110, ID: 7, Listener: 4, Local: addr(1, 7174),
-			Remote: addr(2, 42570), QPN: 0x11, Param: param})[HeaderSize:],
+			Remote: addr(2, 42570), QPN: 0x11, Param: param, QKey: 0x01234567, FlowLabel: 0xabcde})[HeaderSize:],
 	}
 	compareC(t, "librdmacm/test/wire_dump.c", want)
 }

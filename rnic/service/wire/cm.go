@@ -17,12 +17,15 @@ const (
 	OpCMReject         Op = 0x49
 	OpCMDisconnect     Op = 0x4A
 	OpCMGetEvent       Op = 0x4B
-	opCMMax            Op = 0x4C
+	OpCMInitQPAttr     Op = 0x4C // CMInitQPAttr, answered by CMQPAttr
+	OpCMEstablish      Op = 0x4D // a Handle naming the identifier
+	OpCMSetOption      Op = 0x4E
+	opCMMax            Op = 0x4F
 )
 
 var cmOpNames = [...]string{"CM_CREATE_CHANNEL", "CM_DESTROY_CHANNEL", "CM_CREATE_ID", "CM_DESTROY_ID",
 	"CM_LISTEN", "CM_RESOLVE_ADDR", "CM_RESOLVE_ROUTE", "CM_CONNECT", "CM_ACCEPT", "CM_REJECT",
-	"CM_DISCONNECT", "CM_GET_EVENT"}
+	"CM_DISCONNECT", "CM_GET_EVENT", "CM_INIT_QP_ATTR", "CM_ESTABLISH", "CM_SET_OPTION"}
 
 // CMAddr is an IP address and port: IPv4 as an IPv4-mapped IPv6 address; all zero
 // (or ::ffff:0.0.0.0) is the unspecified address.
@@ -48,7 +51,7 @@ func (w *CMAddr) AddrPort() netip.AddrPort {
 }
 
 // CMCreateID creates a communication identifier whose events go to Channel. PortSpace
-// is rdma_cm's (0x0106, TCP: the only one the agent connects).
+// is rdma_cm's: 0x0106 (TCP, RC connections) or 0x0111 (UDP, UD QPs through SIDR).
 type CMCreateID struct {
 	Channel   uint32
 	PortSpace uint16
@@ -78,11 +81,49 @@ type CMConnParam struct {
 }
 
 // CMConnect is rdma_connect (and, with the OpCMAccept op, rdma_accept) of identifier
-// ID with QP QP.
+// ID with QP QP, or, with QP 0, of the QP numbered QPN that the client moves through
+// its states itself (rdma_init_qp_attr, rdma_establish).
 type CMConnect struct {
-	ID, QP uint32
-	Param  CMConnParam
+	ID, QP, QPN uint32
+	Param       CMConnParam
 }
+
+// CMInitQPAttr is rdma_init_qp_attr: the attributes that bring a QP of identifier
+// ID's connection to State (an ibv_qp_state: INIT, RTR or RTS).
+type CMInitQPAttr struct {
+	ID, State uint32
+}
+
+// CMQPAttr answers OpCMInitQPAttr: the attributes and the mask (ibv_qp_attr_mask)
+// of those to set.
+type CMQPAttr struct {
+	Mask uint32
+	Attr QPAttr
+}
+
+// CMSetOption is rdma_set_option at level RDMA_OPTION_ID of the options the agent
+// acts on: Option is RDMA_OPTION_ID_TOS (0) or RDMA_OPTION_ID_ACK_TIMEOUT (3).
+type CMSetOption struct {
+	ID, Option, Value uint32
+}
+
+// CMRequest is the request of a CM call about an identifier.
+type CMRequest interface {
+	Identifier() uint32 // the identifier's handle
+}
+
+func (r *CMListen) Identifier() uint32      { return r.ID }
+func (r *CMResolveAddr) Identifier() uint32 { return r.ID }
+func (r *CMConnect) Identifier() uint32     { return r.ID }
+func (r *CMReject) Identifier() uint32      { return r.ID }
+func (r *CMInitQPAttr) Identifier() uint32  { return r.ID }
+func (r *CMSetOption) Identifier() uint32   { return r.ID }
+
+// rdma_set_option's RDMA_OPTION_ID options that reach the service.
+const (
+	CMOptionTOS        = 0
+	CMOptionACKTimeout = 3
+)
 
 // CMReject is rdma_reject.
 type CMReject struct {
@@ -98,13 +139,18 @@ type CMReject struct {
 // Type is rdma_cm_event_type; Status a negative errno or a REJ reason; ID the
 // identifier the event is about (for CONNECT_REQUEST a new one), Listener the
 // listening identifier of a CONNECT_REQUEST; Local and Remote the identifier's
-// addresses; Param the peer's offer.
+// addresses; QPN the peer's QP (a REQ's, REP's or SIDR_REP's, as rdma_cm_event's
+// qp_num); Param the peer's offer. For an identifier of the UDP port space,
+// Established carries the peer's Q_Key and the path's flow label (the address
+// handle's).
 type CMEvent struct {
 	Type          uint8
 	_             [3]byte
 	Status        int32
 	ID, Listener  uint32
 	Local, Remote CMAddr
-	QPN           uint32 // the identifier's QP, if any
+	QPN           uint32
 	Param         CMConnParam
+	QKey          uint32
+	FlowLabel     uint32
 }

@@ -56,13 +56,15 @@ const (
 	OpModifyQP          Op = 19
 	OpQueryQP           Op = 20
 	OpDestroyQP         Op = 21
-	opMax               Op = 22
+	OpAsyncFD           Op = 22 // carries the eventfd the service increments per asynchronous event
+	OpGetAsyncEvent     Op = 23 // answered by AsyncEvent, or CodeNotFound when none is pending
+	opMax               Op = 24
 )
 
 var opNames = [...]string{"", "HELLO", "QUERY_DEVICE", "QUERY_PORT", "QUERY_GID", "ALLOC_PD", "DEALLOC_PD",
 	"REG_MR", "DEREG_MR", "CREATE_COMP_CHANNEL", "DESTROY_COMP_CHANNEL", "CREATE_CQ", "DESTROY_CQ",
 	"CREATE_SRQ", "MODIFY_SRQ", "DESTROY_SRQ", "CREATE_AH", "DESTROY_AH", "CREATE_QP", "MODIFY_QP",
-	"QUERY_QP", "DESTROY_QP"}
+	"QUERY_QP", "DESTROY_QP", "ASYNC_FD", "GET_ASYNC_EVENT"}
 
 func (o Op) String() string {
 	if o > 0 && o < opMax {
@@ -248,6 +250,13 @@ type HelloResp struct {
 
 // Handle names an object of the connection (PD, MR, CQ, ...); 0 means none.
 type Handle struct{ Handle uint32 }
+
+// AsyncEvent answers OpGetAsyncEvent: the oldest asynchronous event of the
+// connection's objects. Type is an ibv_event_type; Handle names the CQ (CQ_ERR), the
+// SRQ (SRQ_LIMIT_REACHED) or the QP (the others) it is about.
+type AsyncEvent struct {
+	Type, Handle uint32
+}
 
 // DeviceAttr answers QueryDevice.
 type DeviceAttr struct {
