@@ -164,7 +164,7 @@ func labIncastTwin(tb testing.TB, c *cli, rate string, senders int, mode rnic.Mo
 		extra []string
 	}{
 		{&lab, []string{"--lab", name, "--out", tb.TempDir()}},
-		{&virt, append(ccArgs(mode), "--link-rate", rate, "--link-delay", "10us", "--telemetry", "int", "--out", tb.TempDir())},
+		{&virt, append(ccArgs(mode), "--link-rate", rate, "--link-delay", "10us", "--telemetry", "int", "--limit", "10s", "--out", tb.TempDir())},
 	} {
 		if err := json.Unmarshal([]byte(c.run(append(args, x.extra...)...)), x.into); err != nil {
 			tb.Fatal(err)
