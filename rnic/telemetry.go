@@ -33,45 +33,21 @@ const (
 )
 
 // codec is one direction of a format: the generic operations, its decoder, and its
-// signal: what a frame must show to carry it at all. The signal is the test each
-// codec's decoder starts its search with, read here from the layout the Rx pipeline
-// has already located: most frames carry no telemetry (a probe-per-RTT flow's data and
-// ACKs), and the decoders would each walk the headers again to find that out.
+// signal: what a frame must show to carry it at all (telemetry.Signal). The Rx
+// pipeline reads the signal from the layout it has already located: most frames carry
+// no telemetry (a probe-per-RTT flow's data and ACKs), and the decoders would each
+// walk the headers again to find that out.
 type codec struct {
 	telemetry.Codec
 	decode     func(frame []byte, st *telemetry.Stack) error
-	signal     signal
+	signal     telemetry.Signal
 	inPlace    telemetry.InPlace    // the codec, if it edits frames in place
 	hopsPusher telemetry.HopsPusher // the codec, if it pushes several hops at once
 }
 
-// signal is how a format marks the frames that carry it.
-type signal struct {
-	by    signalBy
-	value uint8 // the DSCP or the IP protocol
-}
-
-type signalBy uint8
-
-const (
-	byDSCP     signalBy = iota + 1 // after UDP, marked by a DSCP (INT-MD, the HPCC hop)
-	byProtocol                     // its own IP protocol (IFA)
-	byHopByHop                     // an IPv6 Hop-by-Hop option (IOAM)
-)
-
 // signalled reports whether a frame of layout l may carry c's telemetry; false means
 // c's decoder would answer telemetry.ErrNoTelemetry.
-func (c *codec) signalled(frame []byte, l *roce.Layout) bool {
-	switch c.signal.by {
-	case byDSCP:
-		return l.Proto == telemetry.ProtoUDP && l.DSCP(frame) == c.signal.value
-	case byProtocol:
-		return l.Proto == c.signal.value
-	case byHopByHop:
-		return l.IPv6() && l.Proto == telemetry.ProtoHopByHop
-	}
-	return true
-}
+func (c *codec) signalled(frame []byte, l *roce.Layout) bool { return c.signal.Shown(frame, l) }
 
 // telemetryCodecs is a device's format: request and echo codecs and the wrap of the
 // counters it carries.
@@ -142,6 +118,11 @@ func newTelemetryCodecs(format telemetry.Format) (*telemetryCodecs, error) {
 		return t, err
 	}
 	t.editor = link.NewEditor()
+	for _, c := range []*codec{&t.request, &t.echo} {
+		if sc, ok := c.Codec.(telemetry.Signaller); ok {
+			c.signal = sc.Signal()
+		}
+	}
 	t.request.inPlace, _ = t.request.Codec.(telemetry.InPlace)
 	t.echo.inPlace, _ = t.echo.Codec.(telemetry.InPlace)
 	t.echo.hopsPusher, _ = t.echo.Codec.(telemetry.HopsPusher)
@@ -157,22 +138,22 @@ func formatCodecs(format telemetry.Format) (*telemetryCodecs, error) {
 		req, echo := intmd.New(), intmd.New()
 		req.DSCP, echo.DSCP = RequestDSCPINT, EchoDSCP
 		return &telemetryCodecs{format: format,
-			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }, signal: signal{byDSCP, req.DSCP}},
-			echo:    codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }, signal: signal{byDSCP, echo.DSCP}},
+			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
+			echo:    codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
 		}, nil
 	case telemetry.FormatHPCC:
 		req, echo := hpcchop.New(), hpcchop.New()
 		echo.DSCP = EchoDSCP
 		return &telemetryCodecs{format: format, wrap: hpcc.CompactWrap(req.Multi),
-			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }, signal: signal{byDSCP, req.DSCP}},
-			echo:    codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }, signal: signal{byDSCP, echo.DSCP}},
+			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
+			echo:    codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
 		}, nil
 	case telemetry.FormatIFA:
 		req, echo := ifa.New(), ifa.New()
 		echo.Protocol = EchoProtocol
 		return &telemetryCodecs{format: format, wrap: hpcc.Wrap{TxBytes: ifa.TxBytesWrap},
-			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }, signal: signal{byProtocol, req.Protocol}},
-			echo:    codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }, signal: signal{byProtocol, echo.Protocol}},
+			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
+			echo:    codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
 		}, nil
 	case telemetry.FormatIOAM:
 		req, echo := ioam.New(), ioam.New()
@@ -187,7 +168,7 @@ func formatCodecs(format telemetry.Format) (*telemetryCodecs, error) {
 				return err
 			}
 		}
-		return &telemetryCodecs{format: format, request: codec{Codec: req, decode: ns(req), signal: signal{by: byHopByHop}}, echo: codec{Codec: echo, decode: ns(echo), signal: signal{by: byHopByHop}}}, nil
+		return &telemetryCodecs{format: format, request: codec{Codec: req, decode: ns(req)}, echo: codec{Codec: echo, decode: ns(echo)}}, nil
 	}
 	return nil, errorf(ErrNotSupported, "telemetry format %q: want %s, %s, %s or %s", format,
 		telemetry.FormatINTMD, telemetry.FormatIOAM, telemetry.FormatIFA, telemetry.FormatHPCC)

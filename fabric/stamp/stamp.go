@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/hpcc"
+	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 )
 
@@ -16,15 +17,21 @@ import (
 type Stamper struct {
 	codec   telemetry.Codec
 	inPlace telemetry.InPlace // the codec, if it edits frames in place
-	editor  *link.Editor
-	hop     telemetry.Hop
-	last    telemetry.Status
+	// signal is how the codec's frames are marked (telemetry.Signaller; the zero
+	// Signal, shown by every frame, for a codec that does not say).
+	signal telemetry.Signal
+	editor *link.Editor
+	hop    telemetry.Hop
+	last   telemetry.Status
 }
 
 // New returns a Stamper pushing hops with c.
 func New(c telemetry.Codec) *Stamper {
 	s := &Stamper{codec: c, editor: link.NewEditor()}
 	s.inPlace, _ = c.(telemetry.InPlace)
+	if sc, ok := c.(telemetry.Signaller); ok {
+		s.signal = sc.Signal()
+	}
 	return s
 }
 
@@ -42,6 +49,12 @@ func (s *Stamper) Last() telemetry.Status { return s.last }
 // room); the codec has left the frame whole, and the switch forwards it.
 func (s *Stamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
 	b := f.Bytes()
+	// Most frames carry no request (a probe-per-RTT flow's data and ACKs): one look at
+	// the located headers turns them away before the codec walks them again. A frame
+	// the locator refuses goes to the codec, which says what is wrong with it.
+	if l, err := roce.Locate(b); err == nil && !s.signal.Shown(b, &l) {
+		return false, nil
+	}
 	s.hop = telemetry.Hop{Hop: hop, IngressPort: uint32(f.InPort)}
 	var out []byte
 	var st telemetry.Status

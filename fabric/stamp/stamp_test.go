@@ -172,3 +172,30 @@ func TestStampMovesHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestStampSkipsUnsignalled: a frame without the codec's signal (a probe-per-RTT
+// flow's data and ACKs) is turned away on its located headers, untouched, without
+// allocating, for every codec (TestStampThroughFabricInterface stamps the requests).
+func TestStampSkipsUnsignalled(t *testing.T) {
+	pool := link.NewPool(2048)
+	for _, c := range []telemetry.Codec{intmd.New(), ifa.New(), hpcchop.New(), ioam.New()} {
+		st := New(c)
+		plain := telemetrytest.RoCEFrame(false)
+		f := pool.Get()
+		if err := f.SetBytes(plain); err != nil {
+			t.Fatal(err)
+		}
+		hop := telemetrytest.Hop(1).Hop
+		if allocs := testing.AllocsPerRun(100, func() {
+			if ok, err := st.Stamp(f, hop); ok || err != nil {
+				t.Fatalf("%T: a plain frame stamped %v %v", c, ok, err)
+			}
+		}); allocs != 0 {
+			t.Errorf("%T: %v allocations per unsignalled frame", c, allocs)
+		}
+		if !bytes.Equal(f.Bytes(), plain) {
+			t.Errorf("%T: the plain frame changed", c)
+		}
+		f.Release()
+	}
+}

@@ -134,3 +134,44 @@ type Codec interface {
 	// Strip removes the telemetry and returns the original packet.
 	Strip(frame []byte) ([]byte, error)
 }
+
+// Signal is how a format marks the frames that carry it, read from a located frame:
+// the test each codec's decoder starts its search with. A caller that has located the
+// frame already (roce.Locate) asks it first, and skips the codec for the many frames
+// that carry no telemetry (a probe-per-RTT flow's data and ACKs): each codec would
+// locate the headers again to find that out.
+type Signal struct {
+	By    SignalBy
+	Value uint8 // the DSCP (SignalDSCP) or the IP protocol (SignalProtocol)
+}
+
+// SignalBy is the kind of mark a format uses.
+type SignalBy uint8
+
+const (
+	// SignalDSCP: after UDP, marked by a DSCP (INT-MD, the HPCC hop).
+	SignalDSCP SignalBy = iota + 1
+	// SignalProtocol: an IP protocol of its own (IFA).
+	SignalProtocol
+	// SignalHopByHop: an IPv6 Hop-by-Hop options header (IOAM).
+	SignalHopByHop
+)
+
+// Shown reports whether frame, located as l, shows the signal; false means the
+// format's codecs would answer ErrNoTelemetry. The zero Signal is shown by every frame.
+func (s Signal) Shown(frame []byte, l *roce.Layout) bool {
+	switch s.By {
+	case SignalDSCP:
+		return l.Proto == ProtoUDP && l.DSCP(frame) == s.Value
+	case SignalProtocol:
+		return l.Proto == s.Value
+	case SignalHopByHop:
+		return l.IPv6() && l.Proto == ProtoHopByHop
+	}
+	return true
+}
+
+// Signaller is a codec that says how the frames carrying its telemetry are marked.
+type Signaller interface {
+	Signal() Signal
+}

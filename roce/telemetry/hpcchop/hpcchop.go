@@ -180,6 +180,11 @@ type Codec struct {
 	Multi uint64
 }
 
+// Signal is the HPCC hop format's mark: its DSCP on a UDP packet.
+func (c *Codec) Signal() telemetry.Signal {
+	return telemetry.Signal{By: telemetry.SignalDSCP, Value: c.DSCP}
+}
+
 // New returns a codec with DefaultDSCP and multiplier 1.
 func New() *Codec { return &Codec{DSCP: DefaultDSCP, Multi: 1} }
 

@@ -109,6 +109,11 @@ type Codec struct {
 	MTU int
 }
 
+// Signal is IFA's mark: its IP protocol.
+func (c *Codec) Signal() telemetry.Signal {
+	return telemetry.Signal{By: telemetry.SignalProtocol, Value: c.Protocol}
+}
+
 // New returns a codec on protocol 253 with room for 8 hops (Max Length 64 words) and
 // Hop Limit 8.
 func New() *Codec {

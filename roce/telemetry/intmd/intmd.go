@@ -177,6 +177,11 @@ type Codec struct {
 	MTU int
 }
 
+// Signal is INT-MD's mark: its DSCP on a UDP packet.
+func (c *Codec) Signal() telemetry.Signal {
+	return telemetry.Signal{By: telemetry.SignalDSCP, Value: c.DSCP}
+}
+
 // HPCCInstructions is the instruction bitmap of rocelab's HPCC profile: node ID, L1
 // ports, hop latency, queue occupancy, ingress and egress timestamps, egress Tx
 // utilization.

@@ -145,6 +145,12 @@ type Codec struct {
 	MTU int
 }
 
+// Signal is IOAM's mark: an IPv6 Hop-by-Hop options header (which namespace's trace
+// it holds is the decoder's to tell).
+func (c *Codec) Signal() telemetry.Signal {
+	return telemetry.Signal{By: telemetry.SignalHopByHop}
+}
+
 // New returns a pre-allocated-trace codec with the HPCC profile in namespace 1, with
 // room for 5 nodes: 9 words each, and one option's data holds at most 245 bytes.
 func New() *Codec {
