@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -296,7 +297,10 @@ func TestLabRDMAWrite(t *testing.T) {
 // BenchmarkLabApps runs rocelab's write_bw (64 KiB messages) and send_lat (64
 // bytes) between app processes in two lab hosts, as users run them with rocelab exec,
 // prints their tables and reports the average Gb/s and the typical and 99th
-// percentile latency (half round trip, as perftest reports it).
+// percentile latency (half round trip, as perftest reports it): on
+// topologies/two-hosts.yaml as shipped (1500-byte links, so a 1 KiB RoCE MTU, rxe's
+// default) and with 9000-byte links (a 4 KiB RoCE MTU, as RDMA deployments with jumbo
+// frames run), where a 64 KiB message is 16 data frames instead of 64.
 func BenchmarkLabApps(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("lab benchmarks need root (namespaces and TAPs)")
@@ -308,6 +312,21 @@ func BenchmarkLabApps(b *testing.B) {
 		}
 	}
 	c := &cli{bin: filepath.Join(dir, "rocelab"), store: netns.Store{Root: filepath.Join(dir, "state")}}
+	shipped, err := os.ReadFile("../../topologies/two-hosts.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mtu := range []string{"1500", "9000"} {
+		file := filepath.Join(dir, "two-hosts-"+mtu+".yaml")
+		if err := os.WriteFile(file, bytes.ReplaceAll(shipped, []byte("mtu: 1500"), []byte("mtu: "+mtu)), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.Run("mtu="+mtu, func(b *testing.B) { benchLabApps(b, c, file) })
+	}
+}
+
+// benchLabApps is BenchmarkLabApps on the lab of topology file.
+func benchLabApps(b *testing.B, c *cli, file string) {
 	name := labName("bench")
 	run := func(args ...string) string {
 		out, err := c.cmd(args...).CombinedOutput()
@@ -316,7 +335,7 @@ func BenchmarkLabApps(b *testing.B) {
 		}
 		return string(out)
 	}
-	run("up", "-f", "../../topologies/two-hosts.yaml", "--name", name)
+	run("up", "-f", file, "--name", name)
 	defer run("down", name)
 	pair := func(tool string, args ...string) string {
 		srv := c.cmd(append([]string{"exec", "--lab", name, "h1", "--", tool}, args...)...)
