@@ -413,11 +413,12 @@ func telemetryFormat(name string) (telemetry.Format, error) {
 	return "", fmt.Errorf("lab: unknown telemetry format %q", name)
 }
 
-// slowestLink is the rate of the slowest link of node name (0 if it has none).
+// slowestLink is the rate of the slowest link of node name, or of the whole topology
+// when name is "" (0 if there is none).
 func slowestLink(t *topo.Topology, name string) uint64 {
 	var rate uint64
 	for _, l := range t.Links {
-		if l.Endpoints[0] == name || l.Endpoints[1] == name {
+		if name == "" || l.Endpoints[0] == name || l.Endpoints[1] == name {
 			if rate == 0 || l.Rate < rate {
 				rate = l.Rate
 			}
@@ -440,13 +441,7 @@ func topologyCC(t *topo.Topology, format telemetry.Format) (rnic.CC, error) {
 		if format == "" {
 			return rnic.CC{}, fmt.Errorf("lab: congestion control hpcc needs telemetry (int, ioam, ifa or hpcc), the topology has none")
 		}
-		rate := uint64(0)
-		for _, l := range t.Links {
-			if rate == 0 || l.Rate < rate {
-				rate = l.Rate
-			}
-		}
-		p := hpcc.DraftParams(float64(rate), BaseRTT(t), max(1, len(t.Hosts)-1))
+		p := hpcc.DraftParams(float64(slowestLink(t, "")), BaseRTT(t), max(1, len(t.Hosts)-1))
 		if format == telemetry.FormatHPCC {
 			p.Wrap = hpcc.CompactWrap(1)
 		}

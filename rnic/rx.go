@@ -98,7 +98,7 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte, l *roce.Layout) {
 			c    *codec
 			kind telemetryKind
 		}{{&d.tel.request, requestTelemetry}, {&d.tel.echo, echoTelemetry}} {
-			if !c.c.signalled(b, l) {
+			if !c.c.signal.Shown(b, l) {
 				continue
 			}
 			present, bad := found(c.c.decode(b, st))

@@ -48,10 +48,10 @@ func TestTelemetrySignal(t *testing.T) {
 					var st telemetry.Stack
 					derr := c.decode(s.frame, &st)
 					switch {
-					case !c.signalled(s.frame, &l) && !errors.Is(derr, telemetry.ErrNoTelemetry):
+					case !c.signal.Shown(s.frame, &l) && !errors.Is(derr, telemetry.ErrNoTelemetry):
 						t.Errorf("%s v6 %v %s: no signal, but the decoder says %v", format, v6, s.name, derr)
-					case s.carries == c && (!c.signalled(s.frame, &l) || derr != nil):
-						t.Errorf("%s v6 %v %s: signalled %v, decoded %v", format, v6, s.name, c.signalled(s.frame, &l), derr)
+					case s.carries == c && (!c.signal.Shown(s.frame, &l) || derr != nil):
+						t.Errorf("%s v6 %v %s: signalled %v, decoded %v", format, v6, s.name, c.signal.Shown(s.frame, &l), derr)
 					}
 				}
 			}

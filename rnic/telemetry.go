@@ -6,7 +6,6 @@ import (
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/hpcc"
-	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 	"github.com/rocelab/rocelab/roce/telemetry/hpcchop"
 	"github.com/rocelab/rocelab/roce/telemetry/ifa"
@@ -44,10 +43,6 @@ type codec struct {
 	inPlace    telemetry.InPlace    // the codec, if it edits frames in place
 	hopsPusher telemetry.HopsPusher // the codec, if it pushes several hops at once
 }
-
-// signalled reports whether a frame of layout l may carry c's telemetry; false means
-// c's decoder would answer telemetry.ErrNoTelemetry.
-func (c *codec) signalled(frame []byte, l *roce.Layout) bool { return c.signal.Shown(frame, l) }
 
 // telemetryCodecs is a device's format: request and echo codecs and the wrap of the
 // counters it carries.

@@ -48,7 +48,7 @@ type builder struct {
 
 func newBuilder(p Params) *builder {
 	p = p.withDefaults()
-	return &builder{p: p, t: &Topology{Telemetry: p.Telemetry, CongestionControl: p.CongestionControl, HPCCMode: "probe"}}
+	return &builder{p: p, t: &Topology{Telemetry: p.Telemetry, CongestionControl: p.CongestionControl}}
 }
 
 // host adds host number n (1-based) with 10.0.0.0/8 and fd00::/64 addresses from n:
