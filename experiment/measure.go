@@ -187,8 +187,10 @@ func firstDrain(queue []QueueSample, level int, settled clock.Time) clock.Time {
 		}
 		after = append(after, s.Bytes)
 	}
-	sort.Ints(after)
-	level = max(level, after[len(after)/4])
+	if len(after) > 0 { // no sample before settled when the queue peaked after it
+		sort.Ints(after)
+		level = max(level, after[len(after)/4])
+	}
 	for _, s := range queue[peak:] {
 		if s.Bytes <= level {
 			return s.T

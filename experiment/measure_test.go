@@ -70,6 +70,11 @@ func TestFirstDrainToStandingQueue(t *testing.T) {
 	if got := firstDrain(q, 1100, 4000); got != 3000 {
 		t.Errorf("first drain at %d ns, want 3000 (the queue's 0)", got)
 	}
+	// A queue that peaks after the first completion has no settled level: the
+	// 1100-byte level alone (by hand: peak 9000 at 1 µs, first completion at 0).
+	if got := firstDrain(q, 1100, 0); got != 3000 {
+		t.Errorf("peak after the first completion: first drain at %d ns, want 3000", got)
+	}
 	if got := firstDrain(q[:1], 1100, 6000); got != -1 {
 		t.Errorf("a queue that never exceeds the level drains at %d, want -1", got)
 	}
