@@ -305,7 +305,9 @@ type Result struct {
 	BaseRTT time.Duration
 	Flows   []FlowRecord
 	Queue   []QueueSample
-	Rates   []RateSample
+	// Rates is a lab or real-time run's rate samples; a virtual-time run keeps its
+	// own out of memory (rateLog). EachRate gives both.
+	Rates []RateSample
 	// Delivered is every flow's payload delivered to its receiver, at each rate
 	// sample.
 	Delivered []DeliveredSample
@@ -322,6 +324,7 @@ type Result struct {
 	// links is every switch egress port's queue and bytes sent at each rate sample
 	// (Links).
 	links linkTable
+	rates rateLog // a virtual-time run's rate samples (EachRate)
 }
 
 // Run runs the experiment in virtual time.
@@ -386,7 +389,7 @@ func Run(cfg Config) (*Result, error) {
 			if f.Done == 0 && now >= f.Start {
 				r = f.rateSample(now, cfg.LinkRate)
 			}
-			res.Rates = append(res.Rates, r)
+			res.rates.add(r)
 			delivered += f.deliveredBytes()
 		}
 		res.Delivered = append(res.Delivered, DeliveredSample{T: now, Bytes: delivered})

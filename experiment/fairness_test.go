@@ -9,14 +9,17 @@ import (
 )
 
 // meanRates returns each flow's mean pacing rate over [from, to].
-func meanRates(res *Result, from, to time.Duration) []float64 {
+func meanRates(t *testing.T, res *Result, from, to time.Duration) []float64 {
+	t.Helper()
 	sum := make([]float64, len(res.Flows))
 	n := make([]int, len(res.Flows))
-	for _, s := range res.Rates {
+	if err := res.EachRate(func(s RateSample) {
 		if s.T.Duration() >= from && s.T.Duration() <= to {
 			sum[s.Flow] += s.Rate
 			n[s.Flow]++
 		}
+	}); err != nil {
+		t.Fatal(err)
 	}
 	for i := range sum {
 		sum[i] /= float64(max(n[i], 1))
@@ -38,7 +41,7 @@ func TestFairnessTwoFlows(t *testing.T) {
 		end = min(end, time.Duration(f.StartNs+f.FCTNs))
 	}
 	from := cfg.Stagger + (end-cfg.Stagger)/2 // the second half of the overlap
-	rates := meanRates(res, from, end)
+	rates := meanRates(t, res, from, end)
 	fair := (rates[0] + rates[1]) / 2
 	t.Logf("overlap [%v, %v]: rates %.2f / %.2f Gb/s, fair share %.2f Gb/s; %+v", from, end, rates[0]/1e9, rates[1]/1e9, fair/1e9, res.Metrics)
 	for i, r := range rates {

@@ -1,8 +1,8 @@
 package experiment
 
 import (
+	"encoding/binary"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric"
@@ -31,9 +31,9 @@ type LinkSample struct {
 // dense form repeats each stored sample at every sampling instant up to the next
 // one, to the latest: exactly the samples the switch took.
 type portSeries struct {
-	every   clock.Time    // the sampling interval
-	changes []QueueSample // the first sample and every one that differs from its predecessor
-	latest  QueueSample   // the latest sample
+	every   clock.Time  // the sampling interval
+	changes changeLog   // the first sample and every one that differs from its predecessor
+	latest  QueueSample // the latest sample
 	seen    bool
 }
 
@@ -43,7 +43,7 @@ func newPortSeries(every time.Duration) portSeries { return portSeries{every: cl
 func (p *portSeries) record(s fabric.Sample) {
 	q := QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes}
 	if !p.seen || q.Bytes != p.latest.Bytes || q.TxBytes != p.latest.TxBytes {
-		p.changes = append(p.changes, q)
+		p.changes.add(q)
 	}
 	p.latest, p.seen = q, true
 }
@@ -55,16 +55,14 @@ func (p *portSeries) dense(buf []QueueSample, from, to clock.Time) []QueueSample
 		return buf
 	}
 	to = min(to, p.latest.T)
-	t := p.changes[0].T
+	c := p.changes.cursor()
+	t := c.next.T // the first sample
 	if from > t {
 		t += (from - t + p.every - 1) / p.every * p.every
 	}
-	i := sort.Search(len(p.changes), func(i int) bool { return p.changes[i].T > t }) - 1
 	for ; t <= to; t += p.every {
-		for i+1 < len(p.changes) && p.changes[i+1].T <= t {
-			i++
-		}
-		q := p.changes[i]
+		c.advance(t)
+		q := c.cur
 		q.T = t
 		buf = append(buf, q)
 	}
@@ -73,6 +71,89 @@ func (p *portSeries) dense(buf []QueueSample, from, to clock.Time) []QueueSample
 
 // all returns the whole dense series.
 func (p *portSeries) all() []QueueSample { return p.dense(nil, 0, p.latest.T) }
+
+// changeLog is a port's change points, each stored as the differences of its time,
+// queue and bytes sent from the change before, as varints: about 6 bytes a change
+// instead of a QueueSample's 24 (a busy port changes at nearly every sample, and the
+// 1,024-host fat tree has 5,120 ports), in chunks that grow up to maxChunk, so that
+// a long series is never copied to grow.
+type changeLog struct {
+	chunks [][]byte
+	n      int         // changes stored
+	last   QueueSample // the last change stored, the base of the next one's differences
+}
+
+// The first chunk of a changeLog and the size its chunks double up to.
+const (
+	minChunk = 64
+	maxChunk = 32 << 10
+)
+
+// add appends q, a sample later than the last one added.
+func (l *changeLog) add(q QueueSample) {
+	var buf [3 * binary.MaxVarintLen64]byte
+	b := binary.AppendVarint(buf[:0], int64(q.T-l.last.T))
+	b = binary.AppendVarint(b, int64(q.Bytes-l.last.Bytes))
+	b = binary.AppendVarint(b, int64(q.TxBytes-l.last.TxBytes)) // wraps back on decoding
+	k := len(l.chunks) - 1
+	if k < 0 || len(l.chunks[k])+len(b) > cap(l.chunks[k]) {
+		size := minChunk
+		if k >= 0 {
+			size = min(2*cap(l.chunks[k]), maxChunk)
+		}
+		l.chunks = append(l.chunks, make([]byte, 0, size))
+		k++
+	}
+	l.chunks[k] = append(l.chunks[k], b...)
+	l.last = q
+	l.n++
+}
+
+// len is the number of changes stored.
+func (l *changeLog) len() int { return l.n }
+
+// changeCursor walks a changeLog in time order: cur is the change in effect at the
+// instant it was last advanced to, next the one after it while ahead.
+type changeCursor struct {
+	log        *changeLog
+	chunk, off int // where the encoding of the change after next starts
+	read       int // changes decoded
+	ahead      bool
+	next, cur  QueueSample
+}
+
+// cursor returns a cursor before the first change (next is the first change).
+func (l *changeLog) cursor() changeCursor {
+	c := changeCursor{log: l}
+	c.step()
+	return c
+}
+
+// step decodes the change after next into next; ahead is false at the end.
+func (c *changeCursor) step() {
+	if c.ahead = c.read < c.log.n; !c.ahead {
+		return
+	}
+	b := c.log.chunks[c.chunk][c.off:]
+	if len(b) == 0 {
+		c.chunk, c.off = c.chunk+1, 0
+		b = c.log.chunks[c.chunk]
+	}
+	dt, n1 := binary.Varint(b)
+	dq, n2 := binary.Varint(b[n1:])
+	dx, n3 := binary.Varint(b[n1+n2:])
+	c.off += n1 + n2 + n3
+	c.next = QueueSample{T: c.next.T + clock.Time(dt), Bytes: c.next.Bytes + int(dq), TxBytes: c.next.TxBytes + uint64(dx)}
+	c.read++
+}
+
+// advance makes the cursor's current change the last one taken at or before t.
+func (c *changeCursor) advance(t clock.Time) {
+	for c.ahead && c.next.T <= t {
+		c.cur = c.next
+		c.step()
+	}
+}
 
 // linkTable is what links.csv holds — every switch egress port's latest sample at
 // each rate sample — kept as the instant of each rate sample and, per switch, the
@@ -117,19 +198,19 @@ func (l *linkTable) record(now clock.Time) {
 // each calls fn with every row, in time order and the lab's port order within a rate
 // sample; a port not sampled yet at a rate sample has no row there.
 func (l *linkTable) each(fn func(LinkSample)) {
-	next := make([]int, len(l.ports)) // per port: the change point after the one in effect
+	cursors := make([]changeCursor, len(l.ports))
+	for i, p := range l.ports {
+		cursors[i] = p.series.changes.cursor()
+	}
 	for k, t := range l.at {
 		for i, p := range l.ports {
 			sampled := l.sampled[k*l.switches+p.sw]
 			if sampled < 0 {
 				continue
 			}
-			ch := p.series.changes
-			for next[i] < len(ch) && ch[next[i]].T <= sampled {
-				next[i]++
-			}
-			q := ch[next[i]-1]
-			fn(LinkSample{T: t, Port: p.name, Sampled: sampled, Bytes: q.Bytes, TxBytes: q.TxBytes})
+			c := &cursors[i]
+			c.advance(sampled)
+			fn(LinkSample{T: t, Port: p.name, Sampled: sampled, Bytes: c.cur.Bytes, TxBytes: c.cur.TxBytes})
 		}
 	}
 }

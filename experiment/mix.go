@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -99,10 +100,10 @@ type MixInfo struct {
 	Ports          int
 	Bottleneck     string
 	BottleneckRate uint64
-	// PortStats has a record per switch egress port, in switch and port order, and
-	// PortQueues every port's queue where it changed from the port's previous sample.
-	PortStats  []PortRecord
-	PortQueues []PortQueueSample
+	// PortStats has a record per switch egress port, in switch and port order
+	// (EachPortQueue gives their queues).
+	PortStats []PortRecord
+	ports     []*portSeries // PortStats' ports' samples
 }
 
 // PortRecord is one switch egress port's figures over a mix run: the peak over the
@@ -687,7 +688,7 @@ func (m *mixRun) sampleRates() *clock.Timer {
 		now := mon.Now()
 		delivered := m.finished
 		for _, f := range m.active {
-			m.res.Rates = append(m.res.Rates, f.rateSample(now, m.cfg.LinkRate))
+			m.res.rates.add(f.rateSample(now, m.cfg.LinkRate))
 			delivered += f.deliveredBytes()
 		}
 		m.res.Delivered = append(m.res.Delivered, DeliveredSample{T: now, Bytes: delivered})
@@ -755,18 +756,69 @@ func (m *mixRun) summarizePorts() {
 				rec.TxBytes = in[len(in)-1].TxBytes - in[0].TxBytes
 				rec.Utilization = wireRate(in) / float64(p.rate)
 			}
-			prev := -1
-			for _, q := range p.series.changes {
-				if q.Bytes != prev {
-					info.PortQueues = append(info.PortQueues, PortQueueSample{T: q.T, Port: info.Ports, Bytes: q.Bytes})
-					prev = q.Bytes
-				}
-			}
+			info.ports = append(info.ports, &p.series)
 			info.PortStats = append(info.PortStats, rec)
 			info.Ports++
 		}
 	}
-	sort.SliceStable(info.PortQueues, func(i, j int) bool { return info.PortQueues[i].T < info.PortQueues[j].T })
+}
+
+// EachPortQueue calls fn with every port's queue at each sample where it changed from
+// the port's sample before (port_queues.csv's rows), in time order and, at one
+// instant, in port order. The rows are merged from the ports' change points as they
+// are read: held as rows they were 24 bytes each, a gigabyte and more for the
+// 1,024-host fat tree's 10 ms.
+func (x *MixInfo) EachPortQueue(fn func(PortQueueSample)) {
+	h := make(queueHeap, 0, len(x.ports))
+	for i, p := range x.ports {
+		q := &queueCursor{changeCursor: p.changes.cursor(), port: i, prev: -1}
+		if q.skip(); q.ahead {
+			h = append(h, q)
+		}
+	}
+	heap.Init(&h)
+	for len(h) > 0 {
+		q := h[0]
+		fn(PortQueueSample{T: q.next.T, Port: q.port, Bytes: q.next.Bytes})
+		q.prev = q.next.Bytes
+		q.step()
+		if q.skip(); q.ahead {
+			heap.Fix(&h, 0)
+		} else {
+			heap.Pop(&h)
+		}
+	}
+}
+
+// queueCursor walks one port's change points, stopping at those where its queue
+// changed (prev is the queue before).
+type queueCursor struct {
+	changeCursor
+	port, prev int
+}
+
+// skip steps past the change points that left the queue as it was.
+func (q *queueCursor) skip() {
+	for q.ahead && q.next.Bytes == q.prev {
+		q.step()
+	}
+}
+
+// queueHeap orders ports' cursors by their next queue change's instant, then port.
+type queueHeap []*queueCursor
+
+func (h queueHeap) Len() int { return len(h) }
+func (h queueHeap) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	return a.next.T < b.next.T || a.next.T == b.next.T && a.port < b.port
+}
+func (h queueHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *queueHeap) Push(x any)   { *h = append(*h, x.(*queueCursor)) }
+func (h *queueHeap) Pop() any {
+	old := *h
+	q := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return q
 }
 
 // flowRecords records every flow's outcome and the errors of those that failed or

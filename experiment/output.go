@@ -47,15 +47,6 @@ func (r *Result) WriteFiles(dir string) error {
 	for _, s := range r.Queue {
 		q = append(q, []string{itoa(int64(s.T)), itoa(int64(s.Bytes)), strconv.FormatUint(s.TxBytes, 10)})
 	}
-	rt := [][]string{{"t_ns", "flow", "paced_rate_bps", "window_bytes", "measured_rate_bps", "inflight_bytes", "hpcc_u"}}
-	for _, s := range r.Rates {
-		u := ""
-		if s.HasU {
-			u = ftoa(s.U)
-		}
-		rt = append(rt, []string{itoa(int64(s.T)), itoa(int64(s.Flow)), ftoa(s.Rate), ftoa(s.Window), ftoa(s.Measured),
-			strconv.FormatUint(s.InFlight, 10), u})
-	}
 	fl := [][]string{{"id", "src", "dst", "size_bytes", "start_ns", "finished", "fct_ns", "ideal_fct_ns", "slowdown"}}
 	for _, f := range r.Flows {
 		fct, sd := "", ""
@@ -65,7 +56,7 @@ func (r *Result) WriteFiles(dir string) error {
 		fl = append(fl, []string{itoa(int64(f.ID)), itoa(int64(f.Src)), itoa(int64(f.Dst)), itoa(int64(f.Size)), itoa(f.StartNs),
 			strconv.FormatBool(f.Finished), fct, itoa(f.IdealNs), sd})
 	}
-	files := map[string][][]string{"queue.csv": q, "rates.csv": rt, "flows.csv": fl}
+	files := map[string][][]string{"queue.csv": q, "flows.csv": fl}
 	if r.MixInfo != nil {
 		b := [][]string{{"from_pct", "to_pct", "min_size_bytes", "max_size_bytes", "flows", "slowdown_p50", "slowdown_p95", "slowdown_p99"}}
 		for _, k := range sizeBuckets(r.Flows, percentSteps(5)) {
@@ -79,19 +70,22 @@ func (r *Result) WriteFiles(dir string) error {
 				ftoa(p.MeanQueue), strconv.FormatUint(p.TxBytes, 10), ftoa(p.Utilization)})
 		}
 		files["ports.csv"] = ps
-		pq := [][]string{{"t_ns", "port", "queue_bytes"}}
-		for _, s := range r.MixInfo.PortQueues {
-			pq = append(pq, []string{itoa(int64(s.T)), itoa(int64(s.Port)), itoa(int64(s.Bytes))})
-		}
-		files["port_queues.csv"] = pq
 	}
 	for name, rows := range files {
 		if err := writeCSV(filepath.Join(dir, name), rows); err != nil {
 			return err
 		}
 	}
+	if err := r.writeRates(filepath.Join(dir, "rates.csv")); err != nil {
+		return err
+	}
 	if err := r.writeLinks(filepath.Join(dir, "links.csv")); err != nil {
 		return err
+	}
+	if r.MixInfo != nil {
+		if err := r.writePortQueues(filepath.Join(dir, "port_queues.csv")); err != nil {
+			return err
+		}
 	}
 	sum, err := json.MarshalIndent(r.summaryJSON(), "", "  ")
 	if err != nil {
@@ -124,24 +118,68 @@ func writeCSV(path string, rows [][]string) error {
 	return f.Close()
 }
 
-// writeLinks writes links.csv row by row: it has a row per port per rate sample,
-// more than any other file (17 M rows for the 1,024-host fat tree over 10 ms).
+// The files that can have tens of millions of rows — rates.csv, links.csv and
+// port_queues.csv on the 1,024-host fat tree — are written row by row as their
+// samples are read, never held as rows.
+
+// writeRates writes rates.csv.
+func (r *Result) writeRates(path string) error {
+	return writeRows(path, []string{"t_ns", "flow", "paced_rate_bps", "window_bytes", "measured_rate_bps", "inflight_bytes", "hpcc_u"},
+		func(write func([]string)) error {
+			row := make([]string, 7)
+			return r.EachRate(func(s RateSample) {
+				row[0], row[1], row[2], row[3] = itoa(int64(s.T)), itoa(int64(s.Flow)), ftoa(s.Rate), ftoa(s.Window)
+				row[4], row[5], row[6] = ftoa(s.Measured), strconv.FormatUint(s.InFlight, 10), ""
+				if s.HasU {
+					row[6] = ftoa(s.U)
+				}
+				write(row)
+			})
+		})
+}
+
+// writeLinks writes links.csv: a row per port per rate sample (17 M rows for the
+// 1,024-host fat tree over 10 ms).
 func (r *Result) writeLinks(path string) error {
+	return writeRows(path, []string{"t_ns", "port", "sampled_ns", "queue_bytes", "tx_bytes"}, func(write func([]string)) error {
+		row := make([]string, 5)
+		r.Links(func(s LinkSample) {
+			row[0], row[1], row[2] = itoa(int64(s.T)), s.Port, itoa(int64(s.Sampled))
+			row[3], row[4] = itoa(int64(s.Bytes)), strconv.FormatUint(s.TxBytes, 10)
+			write(row)
+		})
+		return nil
+	})
+}
+
+// writePortQueues writes the mix's port_queues.csv.
+func (r *Result) writePortQueues(path string) error {
+	return writeRows(path, []string{"t_ns", "port", "queue_bytes"}, func(write func([]string)) error {
+		row := make([]string, 3)
+		r.MixInfo.EachPortQueue(func(s PortQueueSample) {
+			row[0], row[1], row[2] = itoa(int64(s.T)), itoa(int64(s.Port)), itoa(int64(s.Bytes))
+			write(row)
+		})
+		return nil
+	})
+}
+
+// writeRows writes a CSV file of the header and the rows rows writes, each as it
+// comes.
+func writeRows(path string, header []string, rows func(write func([]string)) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	w := csv.NewWriter(f)
-	w.Write([]string{"t_ns", "port", "sampled_ns", "queue_bytes", "tx_bytes"})
-	row := make([]string, 5)
-	r.Links(func(s LinkSample) {
-		row[0], row[1], row[2] = itoa(int64(s.T)), s.Port, itoa(int64(s.Sampled))
-		row[3], row[4] = itoa(int64(s.Bytes)), strconv.FormatUint(s.TxBytes, 10)
-		w.Write(row)
-	})
-	if w.Flush(); w.Error() != nil {
+	w.Write(header)
+	err = rows(func(row []string) { w.Write(row) })
+	if w.Flush(); err == nil {
+		err = w.Error()
+	}
+	if err != nil {
 		f.Close()
-		return w.Error()
+		return err
 	}
 	return f.Close()
 }

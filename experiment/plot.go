@@ -63,8 +63,10 @@ func (r *Result) plotRates(dir, cc string) error {
 	rp.X.Label.Text = "time (µs)"
 	rp.Y.Label.Text = "paced rate (Gb/s)"
 	series := map[int]plotter.XYs{}
-	for _, s := range r.Rates {
+	if err := r.EachRate(func(s RateSample) {
 		series[s.Flow] = append(series[s.Flow], plotter.XY{X: float64(s.T) / 1e3, Y: s.Rate / 1e9})
+	}); err != nil {
+		return err
 	}
 	ids := make([]int, 0, len(series))
 	for id := range series {
