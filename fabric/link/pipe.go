@@ -257,9 +257,13 @@ func (e *End) deliver() {
 	e.arm()
 }
 
-// arm sets the timer for the next arrival.
+// arm sets the timer for the next arrival, and has the processor fetch that frame's
+// headers meanwhile: on a large simulation a frame is not touched between its send and
+// its arrival thousands of events later, and the receiver's first read of its headers
+// (roce.Locate) was a miss to memory at every hop, a sixth of the CPU.
 func (e *End) arm() {
 	if fr := e.arrived.head(); fr != nil {
+		prefetch(&fr.buf[fr.off])
 		if !e.timer.Pending() || e.timer.When() != fr.Time {
 			e.timer.Reset(fr.Time)
 		}
