@@ -177,3 +177,76 @@ func firstDiff(a, b []LinkSample) int {
 	}
 	return min(len(a), len(b))
 }
+
+// TestEachPortQueue: port_queues.csv's rows, merged from the ports' change points as
+// they are read, are every port's queue where it changed from the port's sample
+// before, in time order and, at one instant, in port order — what appending each
+// port's changes and sorting them all stably by time gave. Ports are sampled at
+// different instants (two switches) and many samples change only the bytes sent.
+func TestEachPortQueue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const ports = 6
+	series := make([]portSeries, ports)
+	info := &MixInfo{}
+	perPort := make([][]PortQueueSample, ports)
+	for i := range series {
+		series[i] = newPortSeries(100)
+		info.ports = append(info.ports, &series[i])
+	}
+	q := make([]int, ports)
+	tx := make([]uint64, ports)
+	for step := range 3000 {
+		now := clock.Time(step * 50)
+		for i := range series {
+			if (now+clock.Time(i/3*50))%100 != 0 { // ports 0–2 sample on even steps, 3–5 on odd ones
+				continue
+			}
+			switch rng.IntN(4) {
+			case 0:
+				q[i] = rng.IntN(3) * 1000
+			case 1:
+				tx[i] += 1500
+			}
+			if !series[i].seen || q[i] != series[i].latest.Bytes {
+				perPort[i] = append(perPort[i], PortQueueSample{T: now, Port: i, Bytes: q[i]})
+			}
+			series[i].record(fabric.Sample{Time: now, QLen: q[i], TxBytes: tx[i]})
+		}
+	}
+	var want []PortQueueSample
+	for _, p := range perPort {
+		want = append(want, p...)
+	}
+	slices.SortStableFunc(want, func(a, b PortQueueSample) int { return int(a.T - b.T) })
+	var got []PortQueueSample
+	info.EachPortQueue(func(s PortQueueSample) { got = append(got, s) })
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d rows, want %d", len(got), len(want))
+	}
+}
+
+// TestRateLog: a virtual-time run's rate samples read back from their scratch file
+// exactly as taken, after those of Result.Rates.
+func TestRateLog(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	res := &Result{Rates: []RateSample{{T: 1, Flow: 2, Rate: 3}}}
+	want := slices.Clone(res.Rates)
+	for i := range 10_000 {
+		s := RateSample{T: clock.Time(i * 25), Flow: rng.IntN(300), Rate: rng.Float64() * 1e11, Window: rng.NormFloat64(),
+			Measured: rng.ExpFloat64(), InFlight: rng.Uint64(), HasU: i%3 == 0}
+		if s.HasU {
+			s.U = rng.Float64()
+		}
+		res.rates.add(s)
+		want = append(want, s)
+	}
+	for range 2 { // reading does not consume
+		var got []RateSample
+		if err := res.EachRate(func(s RateSample) { got = append(got, s) }); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%d samples, want %d", len(got), len(want))
+		}
+	}
+}
