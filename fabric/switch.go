@@ -25,6 +25,7 @@ package fabric
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/hpcc"
@@ -120,12 +121,13 @@ type Switch struct {
 	cfg     Config
 	loop    clock.Loop
 	ports   []*Port
-	fib     map[uint64]route // by macKey
-	tree    []uint16         // flood ports; nil floods every port
-	used    int              // shared buffer bytes in use
-	dirty   []*Port          // ports with frames to hand to their link
-	hdr     Headers          // the frame being received
-	markHdr Headers          // the frame being ECN-marked at dequeue, possibly meanwhile
+	fib     map[uint64]uint32 // by macKey: the index of the address's route in routes
+	routes  []route           // the distinct routes (routeIndex)
+	tree    []uint16          // flood ports; nil floods every port
+	used    int               // shared buffer bytes in use
+	dirty   []*Port           // ports with frames to hand to their link
+	hdr     Headers           // the frame being received
+	markHdr Headers           // the frame being ECN-marked at dequeue, possibly meanwhile
 	outs    []uint16
 	dscp    [64]uint8
 	ingBuf  [][8]int // bytes held per ingress port and priority (PFC accounting)
@@ -150,6 +152,21 @@ type route struct {
 	learned bool
 }
 
+// routeIndex returns the index in s.routes of the route to ports, adding it if it is
+// new. A switch has few distinct routes (a port each, its ECMP sets) for thousands of
+// addresses: the FIB maps an address to the index of its route, 16 bytes an entry
+// instead of 40 (the 1,024-host fat tree has 320 tables of 1,024 entries, each looked
+// up twice per frame), and the routes themselves stay in the caches.
+func (s *Switch) routeIndex(ports []uint16, learned bool) uint32 {
+	for i, r := range s.routes {
+		if r.learned == learned && slices.Equal(r.ports, ports) {
+			return uint32(i)
+		}
+	}
+	s.routes = append(s.routes, route{ports: slices.Clone(ports), learned: learned})
+	return uint32(len(s.routes) - 1)
+}
+
 // New returns a switch running on loop.
 func New(loop clock.Loop, cfg Config) (*Switch, error) {
 	if cfg.Pool == nil {
@@ -164,7 +181,7 @@ func New(loop clock.Loop, cfg Config) (*Switch, error) {
 	if cfg.PFC.PauseQuanta == 0 {
 		cfg.PFC.PauseQuanta = 0xFFFF
 	}
-	s := &Switch{cfg: cfg, loop: loop, fib: make(map[uint64]route)}
+	s := &Switch{cfg: cfg, loop: loop, fib: make(map[uint64]uint32)}
 	if cfg.DSCPPriority != nil {
 		s.dscp = *cfg.DSCPPriority
 	} else {
@@ -194,7 +211,7 @@ func (s *Switch) Ports() []*Port { return s.ports }
 
 // SetRoute installs the ECMP set of ports towards dst, replacing any learned entry.
 func (s *Switch) SetRoute(dst MAC, ports []uint16) {
-	s.fib[macKey(dst)] = route{ports: append([]uint16(nil), ports...)}
+	s.fib[macKey(dst)] = s.routeIndex(ports, false)
 }
 
 // SetFloodPorts sets the ports on the spanning tree; broadcast, multicast and unknown
@@ -232,12 +249,13 @@ func (s *Switch) receive(in *Port, f *link.Frame) {
 		f.Priority = 0
 	}
 	if h.Src[0]&1 == 0 {
-		if r, ok := s.fib[macKey(h.Src)]; !ok || (r.learned && r.ports[0] != in.index) {
-			s.fib[macKey(h.Src)] = route{ports: []uint16{in.index}, learned: true}
+		if i, ok := s.fib[macKey(h.Src)]; !ok || (s.routes[i].learned && s.routes[i].ports[0] != in.index) {
+			s.fib[macKey(h.Src)] = s.routeIndex([]uint16{in.index}, true)
 		}
 	}
 	s.outs = s.outs[:0]
-	if r, ok := s.fib[macKey(h.Dst)]; ok && h.Dst[0]&1 == 0 {
+	if i, ok := s.fib[macKey(h.Dst)]; ok && h.Dst[0]&1 == 0 {
+		r := &s.routes[i]
 		out := r.ports[0]
 		if len(r.ports) > 1 {
 			out = r.ports[h.FlowHash(b, s.cfg.HashSeed)%uint32(len(r.ports))]
