@@ -57,13 +57,15 @@ type Reply struct {
 	Counters *Counters      `json:"counters,omitempty"`
 }
 
-// Counters is what a sampler polls (op "counters"): each host's soft-RNIC bytes sent
+// Counters is what a sampler polls (op "counters"): the RDMA payload each host's
+// soft-RNIC sent (what a flow moved: its sender's connection setup over the kernel's
+// TCP, which crosses the same NIC, is not a flow's start)
 // and each switch port's queue and bytes sent, read on their loops. A full status
 // costs the lab about 600 µs of CPU (the state file, the topology's peers, every
 // counter and QP, 13 KB of JSON for three hosts): polled every millisecond by
 // `rocelab experiment --lab`, it took most of a core from the loop it measured.
 type Counters struct {
-	Hosts    map[string]uint64         `json:"hosts"`    // bytes sent by each host's RNIC
+	Hosts    map[string]uint64         `json:"hosts"`    // RDMA payload each host's RNIC sent (Stats.TxDataBytes)
 	Switches map[string][]PortCounters `json:"switches"` // each switch's ports, by number
 }
 
@@ -478,7 +480,7 @@ func (l *Lab) Counters() Counters {
 	defer cancel()
 	for _, h := range l.Network.Hosts {
 		ch := make(chan uint64, 1)
-		h.Device.Do(func() { ch <- h.Device.Stats().TxBytes })
+		h.Device.Do(func() { ch <- h.Device.Stats().TxDataBytes })
 		select {
 		case cs.Hosts[h.Name] = <-ch:
 		case <-ctx.Done():

@@ -110,7 +110,7 @@ func TestLabTwoHosts(t *testing.T) {
 	}
 	cs := reply.Counters
 	if cs == nil || len(cs.Hosts) != 2 || len(cs.Switches["s1"]) != 2 ||
-		cs.Hosts["h1"] < st.Hosts[0].RNIC.TxBytes || cs.Switches["s1"][1].TxBytes < st.Switches[0].Ports[1].Stats.TxBytes {
+		cs.Hosts["h1"] < st.Hosts[0].RNIC.TxDataBytes || cs.Switches["s1"][1].TxBytes < st.Switches[0].Ports[1].Stats.TxBytes {
 		t.Errorf("counters %+v after status %+v", cs, st)
 	}
 

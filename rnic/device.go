@@ -127,6 +127,7 @@ type Device struct {
 type Stats struct {
 	TxFrames          uint64 `json:"tx_frames"`
 	TxBytes           uint64 `json:"tx_bytes"`
+	TxDataBytes       uint64 `json:"tx_data_bytes"` // RDMA payload of the SEND and RDMA WRITE packets sent (resends included)
 	RxFrames          uint64 `json:"rx_frames"`
 	RxBytes           uint64 `json:"rx_bytes"`
 	RxMalformed       uint64 `json:"rx_malformed"` // frames that failed to parse or carried bad telemetry

@@ -32,14 +32,21 @@ func shares(t *testing.T, arb Arbitration, weights []int, setup func([]*stream))
 	for i, s := range ss {
 		before[i] = s.sq.cc.sentBytes
 	}
-	tx := a.Stats().TxBytes
+	tx, data := a.Stats().TxBytes, a.Stats().TxDataBytes
 	const window = 10 * time.Millisecond
 	v.RunFor(window)
+	var sent uint64
 	for i, s := range ss {
 		bytes = append(bytes, float64(s.sq.cc.sentBytes-before[i]))
+		sent += s.sq.cc.sentBytes - before[i]
 		if s.completed == 0 {
 			t.Fatalf("stream %d completed nothing", i)
 		}
+	}
+	// The device's data bytes are its QPs' payload: what a lab's sampler reads as a
+	// flow's progress (lab.Counters).
+	if d := a.Stats().TxDataBytes - data; d != sent {
+		t.Errorf("TxDataBytes grew by %d, the QPs sent %d payload bytes", d, sent)
 	}
 	util = float64(a.Stats().TxBytes-tx) * 8 / (rate * window.Seconds())
 	return bytes, util

@@ -220,7 +220,8 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		return nil, err
 	}
 
-	// A flow lasts from the first to the last interval in which its sender sent.
+	// A flow lasts from the first to the last interval in which its sender sent RDMA
+	// payload (write_bw's setup before it, a TCP exchange, is not the flow's).
 	var last clock.Time
 	for i := range cfg.Senders {
 		start, end := clock.Time(-1), clock.Time(0)
