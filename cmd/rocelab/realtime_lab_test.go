@@ -145,9 +145,9 @@ func TestLabRealTimeIncastTwin(t *testing.T) {
 // default), per-ACK INT and Rx-HPCC (topology hpcc_mode), and DCQCN.
 var labModes = []rnic.Mode{rnic.ModeHPCCProbe, rnic.ModeHPCC, rnic.ModeRxHPCC, rnic.ModeDCQCN}
 
-// labIncastTwin runs an N:1 incast (4 MiB per sender, congestion control mode: an HPCC
-// mode over INT, or DCQCN) in a lab of N+1 hosts around one switch at rate with 10 µs
-// links — real write_bw processes sampled by `rocelab experiment incast --lab` — and
+// labIncastTwin runs an N:1 incast (4 MiB per sender per Gb/s, congestion control
+// mode: an HPCC mode over INT, or DCQCN) in a lab of N+1 hosts around one switch at
+// rate with 10 µs links — real write_bw processes sampled by `rocelab experiment incast --lab` — and
 // the same incast in virtual time with the lab's parameters, and returns both
 // summaries.
 func labIncastTwin(tb testing.TB, c *cli, rate string, senders int, mode rnic.Mode) (lab, virt experiment.JSON) {
@@ -158,7 +158,14 @@ func labIncastTwin(tb testing.TB, c *cli, rate string, senders int, mode rnic.Mo
 	name := labName("twin")
 	c.run("up", "-f", writeTopology(tb, senders+1, rate, "int", string(mode)), "--name", name)
 	defer c.run("down", name)
-	args := []string{"experiment", "incast", "--senders", fmt.Sprint(senders), "--flow-size", "4MiB", "--json"}
+	// 4 MiB per sender per Gb/s: about 70 ms of incast at any rate, 70 samples of the
+	// lab's 1 ms sampler (at 10 Gb/s, 4 MiB flows lasted 7 ms, a few samples).
+	bps, err := topo.ParseRate(rate)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	size := fmt.Sprintf("%dMiB", 4*max(1, bps/1e9))
+	args := []string{"experiment", "incast", "--senders", fmt.Sprint(senders), "--flow-size", size, "--json"}
 	for _, x := range []struct {
 		into  *experiment.JSON
 		extra []string
