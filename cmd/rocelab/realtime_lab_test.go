@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rocelab/rocelab/experiment"
 	"github.com/rocelab/rocelab/fabric/topo"
@@ -138,6 +139,48 @@ func TestLabRealTimeIncastTwin(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLabExperimentStartsTogether runs `rocelab experiment incast --lab` (2:1, 1 Gb/s,
+// HPCC with a probe per RTT) and checks what it does, not how fast: both write_bw
+// flows finish with no error, the run's files are written, and the two flows start
+// within two samples of each other — the lab holds the senders' requests until both
+// applications have posted (op "hold"); without it they started 10–15 ms apart, the
+// time one write_bw process takes to start and connect. It leaves no hold behind: a
+// second run on the same lab starts and finishes too.
+func TestLabExperimentStartsTogether(t *testing.T) {
+	if raceEnabled {
+		t.Skip("real-time lab: not under the race detector, which slows the loops below real time")
+	}
+	c := newCLI(t)
+	if out, err := exec.Command("go", "build", "-o", filepath.Dir(c.bin)+"/", "../write_bw").CombinedOutput(); err != nil {
+		t.Fatalf("go build write_bw: %v\n%s", err, out)
+	}
+	name := labName("start")
+	c.run("up", "-f", writeTopology(t, 3, "1G", "int", "probe"), "--name", name)
+	defer c.run("down", name)
+	for run := range 2 {
+		dir := t.TempDir()
+		var res experiment.JSON
+		out := c.run("experiment", "incast", "--lab", name, "--senders", "2", "--flow-size", "2MiB", "--json", "--out", dir)
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Errors) > 0 || len(res.Flows) != 2 || !res.Flows[0].Finished || !res.Flows[1].Finished {
+			t.Fatalf("run %d: %d flows, errors %q", run, len(res.Flows), res.Errors)
+		}
+		const sample = time.Millisecond // the experiment's default --sample
+		skew := time.Duration(res.Flows[0].StartNs - res.Flows[1].StartNs).Abs()
+		t.Logf("run %d: flows start %v apart; utilization %.3f", run, skew, res.Metrics.Utilization)
+		if skew > 2*sample {
+			t.Errorf("run %d: the flows started %v apart: want both released together (within %v)", run, skew, 2*sample)
+		}
+		for _, f := range []string{"flows.csv", "queue.csv", "rates.csv", "summary.json"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				t.Errorf("run %d: %v", run, err)
+			}
+		}
 	}
 }
 
