@@ -142,14 +142,14 @@ func TestLabRealTimeIncastTwin(t *testing.T) {
 	}
 }
 
-// TestLabExperimentStartsTogether runs `rocelab experiment incast --lab` (2:1, 1 Gb/s,
+// TestLabRealTimeExperimentStartsTogether runs `rocelab experiment incast --lab` (2:1, 1 Gb/s,
 // HPCC with a probe per RTT) and checks what it does, not how fast: both write_bw
 // flows finish with no error, the run's files are written, and the two flows start
 // within two samples of each other — the lab holds the senders' requests until both
 // applications have posted (op "hold"); without it they started 10–15 ms apart, the
 // time one write_bw process takes to start and connect. It leaves no hold behind: a
 // second run on the same lab starts and finishes too.
-func TestLabExperimentStartsTogether(t *testing.T) {
+func TestLabRealTimeExperimentStartsTogether(t *testing.T) {
 	if raceEnabled {
 		t.Skip("real-time lab: not under the race detector, which slows the loops below real time")
 	}
