@@ -43,14 +43,19 @@ func (s *Switch) Sample(interval time.Duration, record func(Sample), ports ...ui
 	}
 	var t *clock.Timer
 	t = s.loop.NewTimer(func() {
-		now := s.loop.Now()
+		// The time the sample was due, not the loop's now: on the real-time clock a late
+		// loop has arrivals due in between still to handle, and advancing a port to now
+		// would send without them (Port.wake). In virtual time the two are the same.
+		now := t.When()
 		for _, p := range watched {
 			p.advance(now) // the model's state at now, not at the port's last event
 			p.arm()
 			record(Sample{Time: now, Switch: s.cfg.ID, Port: p.index, QLen: p.bytes, TxBytes: p.stats.TxBytes})
 		}
 		s.flush()
-		t.Reset(now.Add(interval))
+		// A loop that fell more than an interval behind resumes sampling at its now
+		// instead of replaying every sample it missed.
+		t.Reset(max(now.Add(interval), s.loop.Now()))
 	})
 	t.Reset(s.loop.Now())
 	return func() { t.Stop() }

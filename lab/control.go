@@ -21,6 +21,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/capture"
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/fabric/topo"
+	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/netns"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/rnic/service"
@@ -47,6 +48,10 @@ type Request struct {
 	Snaplen int    `json:"snaplen,omitempty"`
 	// File is an absolute path the lab writes a capture to.
 	File string `json:"file,omitempty"`
+	// Hosts and HoldNs are op "hold"'s: hold these hosts' RC and UC request packets
+	// for HoldNs nanoseconds from now (at most MaxHold; 0 releases them).
+	Hosts  []string `json:"hosts,omitempty"`
+	HoldNs int64    `json:"hold_ns,omitempty"`
 }
 
 // Reply answers a Request.
@@ -55,15 +60,30 @@ type Reply struct {
 	Status   *Status        `json:"status,omitempty"`
 	Capture  *CaptureStatus `json:"capture,omitempty"`
 	Counters *Counters      `json:"counters,omitempty"`
+	// Held answers op "hold": for each host, whether the hold keeps back a request its
+	// applications have posted (rnic.Device.RequestsHeld).
+	Held map[string]bool `json:"held,omitempty"`
 }
 
-// Counters is what a sampler polls (op "counters"): each host's soft-RNIC bytes sent
+// MaxHold bounds op "hold": a hold whose holder died (a killed `rocelab experiment
+// --lab`) lets the lab's flows go after this long.
+const MaxHold = time.Minute
+
+// Counters is what a sampler polls (op "counters"): the RDMA payload each host's
+// soft-RNIC sent (what a flow moved: its sender's connection setup over the kernel's
+// TCP, which crosses the same NIC, is not a flow's start)
 // and each switch port's queue and bytes sent, read on their loops. A full status
 // costs the lab about 600 µs of CPU (the state file, the topology's peers, every
 // counter and QP, 13 KB of JSON for three hosts): polled every millisecond by
 // `rocelab experiment --lab`, it took most of a core from the loop it measured.
 type Counters struct {
-	Hosts    map[string]uint64         `json:"hosts"`    // bytes sent by each host's RNIC
+	// TimeNs is the lab clock's time (ns since the lab started) when the (last)
+	// switch's counters were read, just after the hosts': a sampler computes rates over these times, not over when
+	// its replies arrived, which the control socket and the sampler's own scheduling
+	// delay by varying amounts (two replies a few microseconds apart after a stall
+	// would make a millisecond's bytes look like a rate far above the link's).
+	TimeNs   int64                     `json:"time_ns"`
+	Hosts    map[string]uint64         `json:"hosts"`    // RDMA payload each host's RNIC sent (Stats.TxDataBytes)
 	Switches map[string][]PortCounters `json:"switches"` // each switch's ports, by number
 }
 
@@ -241,9 +261,52 @@ func (l *Lab) serve(c *net.UnixConn) {
 		writeReply(c, Reply{Counters: &cs})
 	case "capture":
 		l.serveCapture(c, req)
+	case "hold":
+		held, err := l.Hold(req.Hosts, time.Duration(req.HoldNs))
+		if err != nil {
+			writeReply(c, Reply{Error: err.Error()})
+			return
+		}
+		writeReply(c, Reply{Held: held})
 	default:
-		writeReply(c, Reply{Error: fmt.Sprintf("unknown op %q: want status, counters or capture", req.Op)})
+		writeReply(c, Reply{Error: fmt.Sprintf("unknown op %q: want status, counters, capture or hold", req.Op)})
 	}
+}
+
+// Hold holds the named hosts' RC and UC request packets for d from now (0 releases
+// them; rnic.Device.HoldRequests) and reports for each whether the hold keeps back a
+// request already posted. `rocelab experiment --lab` holds the senders while their
+// applications start, polls until every one has posted, then releases them together.
+func (l *Lab) Hold(hosts []string, d time.Duration) (map[string]bool, error) {
+	if d < 0 || d > MaxHold {
+		return nil, fmt.Errorf("hold for %v: want 0 (release) up to %v", d, MaxHold)
+	}
+	var devs []*Host
+	for _, name := range hosts {
+		h := l.Network.Host(name)
+		if h == nil {
+			return nil, fmt.Errorf("hold: no host %q in lab %s", name, l.Name())
+		}
+		devs = append(devs, h)
+	}
+	held := map[string]bool{}
+	for _, h := range devs {
+		ch := make(chan bool, 1)
+		h.Device.Do(func() {
+			until := clock.Time(0)
+			if d > 0 {
+				until = h.Device.Now().Add(d)
+			}
+			h.Device.HoldRequests(until)
+			ch <- h.Device.RequestsHeld()
+		})
+		select {
+		case held[h.Name] = <-ch:
+		case <-time.After(2 * time.Second):
+			return nil, fmt.Errorf("hold: host %s's loop did not answer", h.Name)
+		}
+	}
+	return held, nil
 }
 
 // controlPeerAllowed admits the lab's own user and root (SO_PEERCRED), whatever the
@@ -478,24 +541,30 @@ func (l *Lab) Counters() Counters {
 	defer cancel()
 	for _, h := range l.Network.Hosts {
 		ch := make(chan uint64, 1)
-		h.Device.Do(func() { ch <- h.Device.Stats().TxBytes })
+		h.Device.Do(func() { ch <- h.Device.Stats().TxDataBytes })
 		select {
 		case cs.Hosts[h.Name] = <-ch:
 		case <-ctx.Done():
 		}
 	}
+	type read struct {
+		ports []PortCounters
+		at    clock.Time
+	}
 	for _, s := range l.Network.Switches {
-		ch := make(chan []PortCounters, 1)
+		ch := make(chan read, 1)
 		l.inboxes[s.Name].Do(func() {
-			var ps []PortCounters
+			var r read
 			for _, p := range s.Switch.Ports() {
 				st := p.Stats()
-				ps = append(ps, PortCounters{QLen: st.QLen, TxBytes: st.TxBytes})
+				r.ports = append(r.ports, PortCounters{QLen: st.QLen, TxBytes: st.TxBytes})
 			}
-			ch <- ps
+			r.at = l.clk.Now()
+			ch <- r
 		})
 		select {
-		case cs.Switches[s.Name] = <-ch:
+		case r := <-ch:
+			cs.Switches[s.Name], cs.TimeNs = r.ports, int64(r.at)
 		case <-ctx.Done():
 		}
 	}

@@ -110,8 +110,25 @@ func TestLabTwoHosts(t *testing.T) {
 	}
 	cs := reply.Counters
 	if cs == nil || len(cs.Hosts) != 2 || len(cs.Switches["s1"]) != 2 ||
-		cs.Hosts["h1"] < st.Hosts[0].RNIC.TxBytes || cs.Switches["s1"][1].TxBytes < st.Switches[0].Ports[1].Stats.TxBytes {
+		cs.Hosts["h1"] < st.Hosts[0].RNIC.TxDataBytes || cs.Switches["s1"][1].TxBytes < st.Switches[0].Ports[1].Stats.TxBytes ||
+		cs.TimeNs <= 0 || time.Duration(cs.TimeNs) > time.Minute {
 		t.Errorf("counters %+v after status %+v", cs, st)
+	}
+
+	// A hold of an idle host keeps nothing back; a host the lab lacks, or a hold
+	// longer than MaxHold, is refused by name.
+	reply, _, err = Query(store, l.Name(), Request{Op: "hold", Hosts: []string{"h1"}, HoldNs: int64(time.Second)})
+	if err != nil || reply.Held == nil || reply.Held["h1"] {
+		t.Errorf("hold of idle h1: %+v, %v", reply, err)
+	}
+	if _, _, err := Query(store, l.Name(), Request{Op: "hold", Hosts: []string{"h1"}}); err != nil {
+		t.Errorf("release: %v", err)
+	}
+	if _, _, err := Query(store, l.Name(), Request{Op: "hold", Hosts: []string{"h9"}, HoldNs: 1}); err == nil || !strings.Contains(err.Error(), `"h9"`) {
+		t.Errorf("hold of a missing host: %v", err)
+	}
+	if _, _, err := Query(store, l.Name(), Request{Op: "hold", Hosts: []string{"h1"}, HoldNs: int64(2 * MaxHold)}); err == nil || !strings.Contains(err.Error(), "want 0") {
+		t.Errorf("hold beyond MaxHold: %v", err)
 	}
 
 	if _, _, err := Query(store, l.Name(), Request{Op: "capture", Port: "s1:p7"}); err == nil || !strings.Contains(err.Error(), "p0–p1") {

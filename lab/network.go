@@ -81,8 +81,9 @@ type Network struct {
 	Switches  []*Switch
 	// Pool supplies every node's frames, sized for the largest link MTU.
 	Pool *link.Pool
-	// BaseRTT is the HPCC base RTT Build derived: the round trip of an MTU-sized
-	// packet and its ACK over the longest shortest path between two hosts.
+	// BaseRTT is the round trip Build derived from the links: an MTU-sized packet and
+	// its ACK over the longest shortest path between two hosts. It is HPCC's T, except
+	// that a lab on the real-time clock runs with at least RealTimeMinBaseRTT.
 	BaseRTT time.Duration
 }
 
@@ -194,7 +195,8 @@ func newBuilder(t *topo.Topology, clk clock.Clock, opts Options) (*builder, erro
 	}
 	b.cc = opts.CC
 	if b.cc.Mode == "" {
-		if b.cc, err = topologyCC(t, b.format); err != nil {
+		_, realTime := clk.(*clock.Real)
+		if b.cc, err = topologyCC(t, b.format, realTime); err != nil {
 			return nil, err
 		}
 	}
@@ -427,11 +429,23 @@ func slowestLink(t *topo.Topology, name string) uint64 {
 	return rate
 }
 
+// RealTimeMinBaseRTT is the least HPCC base RTT T of a lab on the real-time clock.
+// T stands for the round trip of an unloaded path with its NICs (a hardware NIC adds a
+// microsecond or two, which deployments count in T); a soft-RNIC's part is its loop
+// thread's. Where the links are faster than the loop (the two-host lab's 100 Gb/s), the
+// loop is the bottleneck and sets the round trip: a probe's took 16.7 µs (median; p90
+// 17.9 µs) during write_bw in the two-host lab, against the links' 4.3 µs. With T at
+// the links' figure HPCC's window cap W = B·T holds a quarter of what the loop keeps in
+// flight: the sender waits for ACKs each window and the loop idles through the links'
+// delays (write_bw 17.5 against 20.2 Gb/s, docs/datapath.md). Topologies whose links a
+// lab can fill (1–10 Gb/s, T of tens of microseconds) keep their derived T.
+const RealTimeMinBaseRTT = 20 * time.Microsecond
+
 // topologyCC is the devices' congestion control for the topology's choice: HPCC in
 // the topology's mode (by default the draft's reference RoCEv2 mode, one
 // telemetry-request probe per RTT), with the draft's parameters for the slowest link
-// and the derived base RTT.
-func topologyCC(t *topo.Topology, format telemetry.Format) (rnic.CC, error) {
+// and the derived base RTT (at least RealTimeMinBaseRTT on the real-time clock).
+func topologyCC(t *topo.Topology, format telemetry.Format, realTime bool) (rnic.CC, error) {
 	switch t.CongestionControl {
 	case "none", "":
 		return rnic.CC{Mode: rnic.ModeNone}, nil
@@ -441,7 +455,11 @@ func topologyCC(t *topo.Topology, format telemetry.Format) (rnic.CC, error) {
 		if format == "" {
 			return rnic.CC{}, fmt.Errorf("lab: congestion control hpcc needs telemetry (int, ioam, ifa or hpcc), the topology has none")
 		}
-		p := hpcc.DraftParams(float64(slowestLink(t, "")), BaseRTT(t), max(1, len(t.Hosts)-1))
+		T := BaseRTT(t)
+		if realTime {
+			T = max(T, RealTimeMinBaseRTT)
+		}
+		p := hpcc.DraftParams(float64(slowestLink(t, "")), T, max(1, len(t.Hosts)-1))
 		if format == telemetry.FormatHPCC {
 			p.Wrap = hpcc.CompactWrap(1)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce"
+	"github.com/rocelab/rocelab/roce/telemetry"
 )
 
 // write is one RC RDMA WRITE between two hosts of a network, set up on their devices.
@@ -271,5 +272,40 @@ func TestBuildCCModes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTopologyCCRealTimeBaseRTT checks HPCC's T as a lab sets it: the links' round trip
+// in virtual time, at least RealTimeMinBaseRTT on the real-time clock, where links
+// faster than the loop can fill leave the loop to set the round trip (the two-host
+// lab's 100 Gb/s); a topology of 1 Gb/s links keeps its derived T in both.
+func TestTopologyCCRealTimeBaseRTT(t *testing.T) {
+	for _, tc := range []struct {
+		link       string
+		realTimeAt time.Duration // T on the real-time clock; 0: the derived T
+	}{
+		{"rate: 100G, delay: 1µs, mtu: 1500", RealTimeMinBaseRTT},
+		{"rate: 1G, delay: 10µs", 0},
+	} {
+		y := "telemetry: hpcc\ncongestion_control: hpcc\nhosts:\n  - {name: h1, ipv4: 10.0.0.1}\n  - {name: h2, ipv4: 10.0.0.2}\n" +
+			"switches:\n  - name: s1\nlinks:\n  - {endpoints: [h1, s1], " + tc.link + "}\n  - {endpoints: [h2, s1], " + tc.link + "}\n"
+		tp, err := topo.Parse([]byte(y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		derived := BaseRTT(tp)
+		want := map[bool]time.Duration{false: derived, true: derived}
+		if tc.realTimeAt > 0 {
+			want[true] = tc.realTimeAt
+		}
+		for _, realTime := range []bool{false, true} {
+			cc, err := topologyCC(tp, telemetry.FormatHPCC, realTime)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cc.HPCC.BaseRTT != want[realTime] {
+				t.Errorf("%s, real time %v: T = %v, want %v (links' round trip %v)", tc.link, realTime, cc.HPCC.BaseRTT, want[realTime], derived)
+			}
+		}
 	}
 }

@@ -98,6 +98,8 @@ type Device struct {
 	closed  bool
 	stats   Stats
 	tel     *telemetryCodecs
+	// holdUntil holds RC and UC request packets until this time (HoldRequests).
+	holdUntil clock.Time
 
 	// rxNow is when the batch of frames the Rx pipeline is handling was received: the
 	// time every frame of it is handled at (one clock read per batch, not per frame).
@@ -127,6 +129,7 @@ type Device struct {
 type Stats struct {
 	TxFrames          uint64 `json:"tx_frames"`
 	TxBytes           uint64 `json:"tx_bytes"`
+	TxDataBytes       uint64 `json:"tx_data_bytes"` // RDMA payload of the SEND and RDMA WRITE packets sent (resends included)
 	RxFrames          uint64 `json:"rx_frames"`
 	RxBytes           uint64 `json:"rx_bytes"`
 	RxMalformed       uint64 `json:"rx_malformed"` // frames that failed to parse or carried bad telemetry
@@ -197,6 +200,36 @@ func (d *Device) Name() string { return d.cfg.Name }
 
 // Stats returns the device's counters.
 func (d *Device) Stats() Stats { return d.stats }
+
+// HoldRequests keeps the device's RC and UC QPs from sending request packets until
+// its clock reaches until, or until called again with a time already past (0 releases
+// at once). Everything else goes on: responses and ACKs, UD (the CM's GSI QP
+// included), probes, the host's kernel traffic. A lab uses it to start several
+// hosts' flows together: their applications connect and post at different moments,
+// tens of milliseconds apart, and an incast whose senders start that far apart is
+// not one. The deadline releases a hold whose holder went away. Call it on the
+// device's loop (Do).
+func (d *Device) HoldRequests(until clock.Time) {
+	d.holdUntil = until
+	d.sched.kick()
+}
+
+// RequestsHeld reports whether a hold (HoldRequests) is keeping back a request that an
+// RC or UC QP would otherwise send now: its application has posted.
+func (d *Device) RequestsHeld() bool {
+	if d.holdUntil <= d.loop.Now() {
+		return false
+	}
+	for _, x := range d.active {
+		if held(x) && x.q.HasRequest() {
+			return true
+		}
+	}
+	return false
+}
+
+// held reports whether x is a QP a device's hold applies to.
+func held(x *QP) bool { t := x.q.Type(); return t == qp.RC || t == qp.UC }
 
 // QPs returns the device's queue pairs in QPN order.
 func (d *Device) QPs() []*QP {

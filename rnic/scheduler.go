@@ -216,9 +216,14 @@ func (s *scheduler) next(start clock.Time) (*link.Frame, clock.Time) {
 	return s.nextRR(start)
 }
 
-// admitted reports whether congestion control lets x send a request at start; if
-// only its pacer holds it, wake is lowered to the pacer's deadline.
+// admitted reports whether x may send a request at start: the device holds no
+// requests (HoldRequests) and congestion control lets it; if only the hold or its
+// pacer keeps it back, wake is lowered to when that ends.
 func admitted(x *QP, start clock.Time, wake *clock.Time) bool {
+	if until := x.dev.holdUntil; until > start && held(x) {
+		*wake = min(*wake, until)
+		return false
+	}
 	x.retime(start)
 	if float64(x.q.InFlightBytes()) >= x.cc.window {
 		return false

@@ -32,14 +32,21 @@ func shares(t *testing.T, arb Arbitration, weights []int, setup func([]*stream))
 	for i, s := range ss {
 		before[i] = s.sq.cc.sentBytes
 	}
-	tx := a.Stats().TxBytes
+	tx, data := a.Stats().TxBytes, a.Stats().TxDataBytes
 	const window = 10 * time.Millisecond
 	v.RunFor(window)
+	var sent uint64
 	for i, s := range ss {
 		bytes = append(bytes, float64(s.sq.cc.sentBytes-before[i]))
+		sent += s.sq.cc.sentBytes - before[i]
 		if s.completed == 0 {
 			t.Fatalf("stream %d completed nothing", i)
 		}
+	}
+	// The device's data bytes are its QPs' payload: what a lab's sampler reads as a
+	// flow's progress (lab.Counters).
+	if d := a.Stats().TxDataBytes - data; d != sent {
+		t.Errorf("TxDataBytes grew by %d, the QPs sent %d payload bytes", d, sent)
 	}
 	util = float64(a.Stats().TxBytes-tx) * 8 / (rate * window.Seconds())
 	return bytes, util
@@ -245,5 +252,46 @@ func TestPacerRetimedOnRateChange(t *testing.T) {
 	paced(x, f, 1050)
 	if x.nextSend != 1090 {
 		t.Errorf("next frame at 200 Gb/s sent at 1050 ns: next departure %d ns, want 1090", x.nextSend)
+	}
+}
+
+// TestHoldRequests checks a device's hold: RC requests wait for its deadline, or for
+// an earlier release, and RequestsHeld tells a holder that the application has posted.
+func TestHoldRequests(t *testing.T) {
+	for _, release := range []string{"deadline", "early"} {
+		t.Run(release, func(t *testing.T) {
+			v, a, b := linkedPair(t, 10e9, 1500, Config{})
+			const until = clock.Time(2 * time.Millisecond)
+			a.HoldRequests(until)
+			if a.RequestsHeld() {
+				t.Error("requests held before anything was posted")
+			}
+			s := newStream(t, a, b, QPInitAttr{}, 64<<10, 4, roce.MTU1024)
+			v.RunFor(time.Millisecond)
+			if got := a.Stats().TxDataBytes; got != 0 || s.completed != 0 {
+				t.Fatalf("held device sent %d data bytes, completed %d messages", got, s.completed)
+			}
+			if !a.RequestsHeld() {
+				t.Fatal("RequestsHeld false with posted WRITEs held")
+			}
+			if release == "early" {
+				a.HoldRequests(0)
+				if a.RequestsHeld() {
+					t.Error("requests held after the release")
+				}
+			}
+			v.RunFor(500 * time.Microsecond) // to 1.5 ms: before the deadline
+			sent := a.Stats().TxDataBytes
+			if release == "deadline" && sent != 0 {
+				t.Fatalf("sent %d data bytes before the hold's deadline", sent)
+			}
+			if release == "early" && sent == 0 {
+				t.Fatal("nothing sent after an early release")
+			}
+			v.RunFor(time.Millisecond) // past the deadline
+			if a.Stats().TxDataBytes <= sent || s.completed == 0 {
+				t.Fatalf("after the hold: %d data bytes, %d messages completed", a.Stats().TxDataBytes, s.completed)
+			}
+		})
 	}
 }

@@ -55,6 +55,7 @@ func (d *Device) buildRequest(x *QP, start clock.Time) *link.Frame {
 	if !data {
 		return f // READ requests and atomics: congestion control counts data only
 	}
+	d.stats.TxDataBytes += uint64(payload)
 	cc := x.cc
 	cc.sentBytes += uint64(payload)
 	if cc.rp != nil {

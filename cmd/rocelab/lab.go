@@ -329,7 +329,7 @@ func runLabProcess(name, file string, threads int, srv serving, ready *os.File, 
 		return err
 	}
 	if srv.metrics != "" {
-		addr, err := serveMetrics(srv.metrics, func() (lab.Status, error) { return l.Status(), nil })
+		addr, err := serveMetrics(srv.metrics, func() (lab.Status, error) { return l.Status(), nil }, true)
 		if err != nil {
 			report(errorPrefix, err.Error())
 			return errors.Join(err, l.Close())

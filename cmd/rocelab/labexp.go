@@ -142,7 +142,7 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 	}
 
 	res := &experiment.Result{Config: cfg, BaseRTT: baseRTT}
-	t0 := time.Now()
+	t0 := int64(-1) // the lab clock's time at the first sample: the run's zero
 	stop := make(chan struct{})
 	sampled := make(chan error, 1)
 	type hostBytes struct {
@@ -161,7 +161,14 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		if err != nil {
 			return err
 		}
-		now := clock.Time(time.Since(t0))
+		// Samples are timed by the lab's clock as it read them (lab.Counters.TimeNs).
+		if t0 < 0 {
+			t0 = r.Counters.TimeNs
+		}
+		now := clock.Time(r.Counters.TimeNs - t0)
+		if len(series) > 0 && now <= series[len(series)-1].t {
+			return nil // read no later than the last sample: nothing new to rate
+		}
 		ports := r.Counters.Switches[swName]
 		if port >= len(ports) {
 			return fmt.Errorf("experiment: lab %s: switch %s has no port %d", name, swName, port)
@@ -175,6 +182,70 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		series = append(series, hb)
 		return nil
 	}
+	// The senders' applications connect and post at different moments, tens of
+	// milliseconds apart on a small machine: the lab holds their RC requests until
+	// every one has posted, then lets them go together, so that the incast starts as
+	// one (lab.Hold; a hold outlives a killed experiment by at most holdFor).
+	senders := make([]string, cfg.Senders)
+	for i, h := range st.Hosts[:cfg.Senders] {
+		senders[i] = h.Name
+	}
+	const holdFor = 30 * time.Second
+	hold := func(d time.Duration) (map[string]bool, error) {
+		r, _, err := lab.Query(store, name, lab.Request{Op: "hold", Hosts: senders, HoldNs: int64(d)})
+		if err != nil {
+			return nil, fmt.Errorf("experiment: lab %s: hold the senders: %w", name, err)
+		}
+		return r.Held, nil
+	}
+	if _, err := hold(holdFor); err != nil {
+		return nil, err
+	}
+	defer hold(0) // released below; this covers the error returns
+	clients := make([]*exec.Cmd, cfg.Senders)
+	outs := make([]strings.Builder, cfg.Senders)
+	for i := range clients {
+		c := app("-p", fmt.Sprint(basePort+i), recv.IPv4)
+		c.Stdout, c.Stderr = &outs[i], &outs[i]
+		if err := store.Exec(name, st.Hosts[i].Name, c); err != nil {
+			for _, started := range clients[:i] {
+				started.Process.Kill()
+				started.Wait()
+			}
+			return nil, fmt.Errorf("experiment: write_bw on %s: %w", st.Hosts[i].Name, err)
+		}
+		clients[i] = c
+	}
+	waited := make([]error, cfg.Senders)
+	exited := make(chan struct{}, cfg.Senders)
+	for i, c := range clients {
+		go func() { waited[i] = c.Wait(); exited <- struct{}{} }()
+	}
+	// Until every sender has posted, or one of them ended without (it failed: its
+	// error is reported below), or the hold is about to run out.
+	deadline := time.Now().Add(holdFor - time.Second)
+	poll := time.NewTicker(2 * time.Millisecond)
+	for ready := false; !ready; {
+		select {
+		case <-exited:
+			exited <- struct{}{} // counted again below
+			ready = true
+		case <-poll.C:
+			held, err := hold(holdFor)
+			if err != nil {
+				poll.Stop()
+				return nil, err
+			}
+			ready = time.Now().After(deadline)
+			if !ready {
+				ready = true
+				for _, h := range senders {
+					ready = ready && held[h]
+				}
+			}
+		}
+	}
+	poll.Stop()
 	go func() {
 		tick := time.NewTicker(cfg.Sample)
 		defer tick.Stop()
@@ -191,24 +262,15 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 			}
 		}
 	}()
-	clients := make([]*exec.Cmd, cfg.Senders)
-	outs := make([]strings.Builder, cfg.Senders)
-	for i := range clients {
-		c := app("-p", fmt.Sprint(basePort+i), recv.IPv4)
-		c.Stdout, c.Stderr = &outs[i], &outs[i]
-		if err := store.Exec(name, st.Hosts[i].Name, c); err != nil {
-			for _, started := range clients[:i] {
-				started.Process.Kill()
-				started.Wait()
-			}
-			close(stop)
-			<-sampled
-			return nil, fmt.Errorf("experiment: write_bw on %s: %w", st.Hosts[i].Name, err)
-		}
-		clients[i] = c
+	if _, err := hold(0); err != nil {
+		// The hold runs out by itself: the flows start late, not never.
+		res.Errors = append(res.Errors, err.Error())
 	}
-	for i, c := range clients {
-		if err := c.Wait(); err != nil {
+	for range clients {
+		<-exited
+	}
+	for i, err := range waited {
+		if err != nil {
 			res.Errors = append(res.Errors, fmt.Sprintf("flow %d: write_bw on %s: %v: %s", i, st.Hosts[i].Name, err, outs[i].String()))
 		}
 	}
@@ -220,7 +282,8 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		return nil, err
 	}
 
-	// A flow lasts from the first to the last interval in which its sender sent.
+	// A flow lasts from the first to the last interval in which its sender sent RDMA
+	// payload (write_bw's setup before it, a TCP exchange, is not the flow's).
 	var last clock.Time
 	for i := range cfg.Senders {
 		start, end := clock.Time(-1), clock.Time(0)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/spf13/cobra"
 
@@ -14,14 +15,22 @@ import (
 func init() { rootCmd.AddCommand(newMetricsCmd()) }
 
 // serveMetrics serves source's metrics at http://addr/metrics in the background and
-// returns the address it listens on (addr with port 0 picks one).
-func serveMetrics(addr string, source func() (lab.Status, error)) (string, error) {
+// returns the address it listens on (addr with port 0 picks one). With profiles, the
+// calling process also serves Go's profiles at /debug/pprof/ (the lab process does:
+// its loop thread is what a profile of the data path wants to see).
+func serveMetrics(addr string, source func() (lab.Status, error), profiles bool) (string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("metrics: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", lab.NewMetrics(source).Handler())
+	if profiles {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	go http.Serve(ln, mux)
 	return ln.Addr().String(), nil
 }
@@ -57,7 +66,7 @@ point Prometheus and Grafana at a lab.`,
 				}
 				return *reply.Status, nil
 			}
-			addr, err := serveMetrics(listen, source)
+			addr, err := serveMetrics(listen, source, false)
 			if err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rocelab/rocelab/experiment"
 	"github.com/rocelab/rocelab/fabric/topo"
@@ -141,13 +142,55 @@ func TestLabRealTimeIncastTwin(t *testing.T) {
 	}
 }
 
+// TestLabRealTimeExperimentStartsTogether runs `rocelab experiment incast --lab` (2:1, 1 Gb/s,
+// HPCC with a probe per RTT) and checks what it does, not how fast: both write_bw
+// flows finish with no error, the run's files are written, and the two flows start
+// within two samples of each other — the lab holds the senders' requests until both
+// applications have posted (op "hold"); without it they started 10–15 ms apart, the
+// time one write_bw process takes to start and connect. It leaves no hold behind: a
+// second run on the same lab starts and finishes too.
+func TestLabRealTimeExperimentStartsTogether(t *testing.T) {
+	if raceEnabled {
+		t.Skip("real-time lab: not under the race detector, which slows the loops below real time")
+	}
+	c := newCLI(t)
+	if out, err := exec.Command("go", "build", "-o", filepath.Dir(c.bin)+"/", "../write_bw").CombinedOutput(); err != nil {
+		t.Fatalf("go build write_bw: %v\n%s", err, out)
+	}
+	name := labName("start")
+	c.run("up", "-f", writeTopology(t, 3, "1G", "int", "probe"), "--name", name)
+	defer c.run("down", name)
+	for run := range 2 {
+		dir := t.TempDir()
+		var res experiment.JSON
+		out := c.run("experiment", "incast", "--lab", name, "--senders", "2", "--flow-size", "2MiB", "--json", "--out", dir)
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Errors) > 0 || len(res.Flows) != 2 || !res.Flows[0].Finished || !res.Flows[1].Finished {
+			t.Fatalf("run %d: %d flows, errors %q", run, len(res.Flows), res.Errors)
+		}
+		const sample = time.Millisecond // the experiment's default --sample
+		skew := time.Duration(res.Flows[0].StartNs - res.Flows[1].StartNs).Abs()
+		t.Logf("run %d: flows start %v apart; utilization %.3f", run, skew, res.Metrics.Utilization)
+		if skew > 2*sample {
+			t.Errorf("run %d: the flows started %v apart: want both released together (within %v)", run, skew, 2*sample)
+		}
+		for _, f := range []string{"flows.csv", "queue.csv", "rates.csv", "summary.json"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				t.Errorf("run %d: %v", run, err)
+			}
+		}
+	}
+}
+
 // labModes are the congestion controls a lab offers: HPCC with a probe per RTT (the
 // default), per-ACK INT and Rx-HPCC (topology hpcc_mode), and DCQCN.
 var labModes = []rnic.Mode{rnic.ModeHPCCProbe, rnic.ModeHPCC, rnic.ModeRxHPCC, rnic.ModeDCQCN}
 
-// labIncastTwin runs an N:1 incast (4 MiB per sender, congestion control mode: an HPCC
-// mode over INT, or DCQCN) in a lab of N+1 hosts around one switch at rate with 10 µs
-// links — real write_bw processes sampled by `rocelab experiment incast --lab` — and
+// labIncastTwin runs an N:1 incast (4 MiB per sender per Gb/s, congestion control
+// mode: an HPCC mode over INT, or DCQCN) in a lab of N+1 hosts around one switch at
+// rate with 10 µs links — real write_bw processes sampled by `rocelab experiment incast --lab` — and
 // the same incast in virtual time with the lab's parameters, and returns both
 // summaries.
 func labIncastTwin(tb testing.TB, c *cli, rate string, senders int, mode rnic.Mode) (lab, virt experiment.JSON) {
@@ -158,7 +201,14 @@ func labIncastTwin(tb testing.TB, c *cli, rate string, senders int, mode rnic.Mo
 	name := labName("twin")
 	c.run("up", "-f", writeTopology(tb, senders+1, rate, "int", string(mode)), "--name", name)
 	defer c.run("down", name)
-	args := []string{"experiment", "incast", "--senders", fmt.Sprint(senders), "--flow-size", "4MiB", "--json"}
+	// 4 MiB per sender per Gb/s: about 70 ms of incast at any rate, 70 samples of the
+	// lab's 1 ms sampler (at 10 Gb/s, 4 MiB flows lasted 7 ms, a few samples).
+	bps, err := topo.ParseRate(rate)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	size := fmt.Sprintf("%dMiB", 4*max(1, bps/1e9))
+	args := []string{"experiment", "incast", "--senders", fmt.Sprint(senders), "--flow-size", size, "--json"}
 	for _, x := range []struct {
 		into  *experiment.JSON
 		extra []string

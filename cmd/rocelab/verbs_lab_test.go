@@ -368,7 +368,7 @@ func benchLabApps(b *testing.B, c *cli, file string) {
 		return out
 	}
 	for b.Loop() {
-		bw := pair("write_bw", "-x", "1", "-s", "65536", "-n", "5000", "--report_gbits")
+		bw := pair("write_bw", "-x", "1", "-s", "65536", "-n", "20000", "--report_gbits")
 		lat := pair("send_lat", "-x", "1", "-s", "64", "-n", "5000")
 		if v, ok := tableValue(bw, "65536", 3); ok {
 			b.ReportMetric(v, "Gb/s")
