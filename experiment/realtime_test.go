@@ -18,8 +18,8 @@ import (
 // loops wake late and utilization measures the neighbours, not rocelab.
 func needQuietMachine(t *testing.T) {
 	t.Helper()
-	// Issue 21's real-time targets are not all met yet (docs/rnic.md: at 10 Gb/s one
-	// loop thread does not keep up): these tests are its acceptance check, run by hand
+	// Issue 21's real-time targets are not all met yet (docs/rnic.md: 10 Gb/s HPCC with
+	// telemetry in every packet 75–82 %, a few 1 Gb/s cells just short): these tests are its acceptance check, run by hand
 	// on a quiet machine, and make test leaves them out rather than fail on a known gap.
 	if os.Getenv("ROCELAB_REALTIME_TARGETS") == "" {
 		t.Skip("issue 21's real-time targets, not met yet: set ROCELAB_REALTIME_TARGETS=1 to check them on a quiet machine")

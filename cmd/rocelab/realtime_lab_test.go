@@ -268,8 +268,8 @@ func BenchmarkLabIncastTwin(b *testing.B) {
 // exceeds the cores: the loops would then measure the machine's other work.
 func needQuietMachine(t *testing.T) {
 	t.Helper()
-	// Issue 21's real-time targets are not all met yet (docs/rnic.md: 1 Gb/s HPCC 84–98%,
-	// 10 Gb/s 32–58%, DCQCN's queue at 1 Gb/s): these tests are its acceptance check, run
+	// Issue 21's real-time targets are not all met yet (docs/rnic.md: the lab's per-ACK
+	// HPCC and 4:1 runs at 1 Gb/s, 10 Gb/s HPCC 77–86 %): these tests are its acceptance check, run
 	// by hand on a quiet machine, and make test leaves them out rather than fail on a
 	// known gap.
 	if os.Getenv("ROCELAB_REALTIME_TARGETS") == "" {
