@@ -78,10 +78,11 @@ const MaxHold = time.Minute
 // `rocelab experiment --lab`, it took most of a core from the loop it measured.
 type Counters struct {
 	// TimeNs is the lab clock's time (ns since the lab started) when the (last)
-	// switch's counters were read, just after the hosts': a sampler computes rates over these times, not over when
-	// its replies arrived, which the control socket and the sampler's own scheduling
-	// delay by varying amounts (two replies a few microseconds apart after a stall
-	// would make a millisecond's bytes look like a rate far above the link's).
+	// switch's counters were read, just after the hosts': a sampler computes rates
+	// over these times, not over when its replies arrived, which the control socket
+	// and the sampler's own scheduling delay by varying amounts (two replies a few
+	// microseconds apart after a stall would make a millisecond's bytes look like a
+	// rate far above the link's).
 	TimeNs   int64                     `json:"time_ns"`
 	Hosts    map[string]uint64         `json:"hosts"`    // RDMA payload each host's RNIC sent (Stats.TxDataBytes)
 	Switches map[string][]PortCounters `json:"switches"` // each switch's ports, by number

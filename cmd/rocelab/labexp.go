@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,10 @@ import (
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce/telemetry"
 )
+
+// holdFor is how long `experiment --lab` holds its senders at a time (lab.Hold): a
+// hold outlives a killed experiment by at most this.
+const holdFor = 30 * time.Second
 
 // labIncast runs the incast scenario in a running lab with real app processes: the
 // first cfg.Senders hosts each run rocelab's write_bw (64 KiB RDMA WRITEs) against a
@@ -190,7 +195,6 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 	for i, h := range st.Hosts[:cfg.Senders] {
 		senders[i] = h.Name
 	}
-	const holdFor = 30 * time.Second
 	hold := func(d time.Duration) (map[string]bool, error) {
 		r, _, err := lab.Query(store, name, lab.Request{Op: "hold", Hosts: senders, HoldNs: int64(d)})
 		if err != nil {
@@ -221,31 +225,16 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 	for i, c := range clients {
 		go func() { waited[i] = c.Wait(); exited <- struct{}{} }()
 	}
-	// Until every sender has posted, or one of them ended without (it failed: its
-	// error is reported below), or the hold is about to run out.
-	deadline := time.Now().Add(holdFor - time.Second)
-	poll := time.NewTicker(2 * time.Millisecond)
-	for ready := false; !ready; {
-		select {
-		case <-exited:
-			exited <- struct{}{} // counted again below
-			ready = true
-		case <-poll.C:
-			held, err := hold(holdFor)
-			if err != nil {
-				poll.Stop()
-				return nil, err
-			}
-			ready = time.Now().After(deadline)
-			if !ready {
-				ready = true
-				for _, h := range senders {
-					ready = ready && held[h]
-				}
-			}
+	ended, err := awaitPosted(hold, senders, exited, time.Now().Add(holdFor-time.Second))
+	if err != nil {
+		for _, c := range clients {
+			c.Process.Kill()
 		}
+		for ; ended < len(clients); ended++ {
+			<-exited
+		}
+		return nil, err
 	}
-	poll.Stop()
 	go func() {
 		tick := time.NewTicker(cfg.Sample)
 		defer tick.Stop()
@@ -266,7 +255,7 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		// The hold runs out by itself: the flows start late, not never.
 		res.Errors = append(res.Errors, err.Error())
 	}
-	for range clients {
+	for ; ended < len(clients); ended++ {
 		<-exited
 	}
 	for i, err := range waited {
@@ -311,4 +300,26 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 	}
 	res.Measure(last, cfg.Senders-len(res.Flows))
 	return res, nil
+}
+
+// awaitPosted polls the senders' hold (hold renews it) until every host has posted
+// requests it keeps back, one of the applications has ended without (it failed; its
+// exit is then counted in ended), or deadline passes, when the hold is about to run out.
+func awaitPosted(hold func(time.Duration) (map[string]bool, error), hosts []string, exited <-chan struct{}, deadline time.Time) (ended int, err error) {
+	poll := time.NewTicker(2 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case <-exited:
+			return 1, nil
+		case <-poll.C:
+			held, err := hold(holdFor)
+			if err != nil {
+				return 0, err
+			}
+			if time.Now().After(deadline) || !slices.ContainsFunc(hosts, func(h string) bool { return !held[h] }) {
+				return 0, nil
+			}
+		}
+	}
 }
