@@ -101,9 +101,16 @@ type Device struct {
 	// holdUntil holds RC and UC request packets until this time (HoldRequests).
 	holdUntil clock.Time
 
-	// rxNow is when the batch of frames the Rx pipeline is handling was received: the
-	// time every frame of it is handled at (one clock read per batch, not per frame).
-	rxNow clock.Time
+	// rxNow is when the batch of frames the Rx pipeline is handling arrived (its last
+	// frame; one clock read per batch, not per frame): the time every frame of it is
+	// handled at. On the real-time clock a loop that wakes late handles a batch after
+	// it arrived; what the batch makes sendable (ACKs, responses, the requests its
+	// ACKs admit) is then timed from the arrival while receiving is set, so that the
+	// next link's delay absorbs the loop's lateness instead of every round trip
+	// through the device adding it (HPCC's window, sized for the base RTT, stalled on
+	// it: docs/rnic.md). In virtual time a batch is handled when it arrives.
+	rxNow     clock.Time
+	receiving bool
 
 	// Scratch of the pipelines, reused for every frame so that nothing allocates.
 	rxPkt     roce.Packet

@@ -23,10 +23,13 @@ func (p *port) init(d *Device) {
 // Receive implements link.Receiver: the Rx pipeline, then whatever the frames made
 // sendable (ACKs, responses, requests the window now admits).
 func (p *port) Receive(frames []*link.Frame) {
-	p.d.rxNow = p.d.loop.Now()
+	d := p.d
+	d.rxNow = min(d.loop.Now(), frames[len(frames)-1].Time)
+	d.receiving = true
 	link.Contain(frames, p)
-	p.d.sched.kick()
-	p.d.sched.settle()
+	d.sched.kick()
+	d.sched.settle()
+	d.receiving = false
 }
 
 // HandleFrame implements link.FrameHandler: the Rx pipeline for one frame.

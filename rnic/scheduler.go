@@ -151,12 +151,17 @@ func (s *scheduler) fill() {
 	now := d.loop.Now()
 	horizon := now.Add(d.cfg.TxLookahead)
 	wake := clock.Never
-	// at is the earliest start the pass considers: now, then a paced QP's deadline.
+	// at is the earliest start the pass considers: now (or, for what a received batch
+	// made sendable, the batch's arrival: see Device.receiving), then a paced QP's
+	// deadline.
 	// A deadline within the lookahead is served in this pass at that very time, and
 	// the timer is armed a lookahead before a later one: a loop that wakes late (real
 	// time) then still sends at the pacing rate, instead of restarting the pacer from
 	// its late wake-up and losing that lateness on every paced frame.
 	at := now
+	if d.receiving {
+		at = d.rxNow
+	}
 	for {
 		start := max(at, p.busyUntil)
 		if start > horizon {

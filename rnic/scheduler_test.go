@@ -295,3 +295,88 @@ func TestHoldRequests(t *testing.T) {
 		})
 	}
 }
+
+// lateLink hands its device the frames that arrive a fixed time late, as a real-time
+// loop that wakes late does, and records how long after the arrival of the batch it
+// answers each frame the device sends meanwhile starts on the wire.
+type lateLink struct {
+	link.Endpoint
+	late    time.Duration
+	delay   time.Duration // the link's
+	loop    clock.Loop
+	rx      link.Receiver
+	held    []*link.Frame
+	timer   *clock.Timer
+	arrived clock.Time // the last arrival of the batch being handed over (0: none)
+	replies []time.Duration
+}
+
+func (e *lateLink) Attach(loop clock.Loop, rx link.Receiver) {
+	e.loop, e.rx = loop, rx
+	e.timer = loop.NewTimer(func() {
+		e.arrived = e.held[len(e.held)-1].Time
+		e.rx.Receive(e.held)
+		e.held, e.arrived = e.held[:0], 0
+	})
+	e.Endpoint.Attach(loop, e)
+}
+
+func (e *lateLink) Receive(frames []*link.Frame) {
+	e.held = append(e.held, frames...)
+	if !e.timer.Pending() {
+		e.timer.Reset(e.held[0].Time.Add(e.late))
+	}
+}
+
+func (e *lateLink) Send(frames []*link.Frame) {
+	for _, f := range frames {
+		if e.arrived != 0 {
+			e.replies = append(e.replies, f.Time.Add(-link.Serialization(f.Len(), e.Rate())).Sub(e.arrived))
+		}
+		// A frame timed in the past arrives at once, as the real clock runs a timer
+		// set in the past at once; the virtual clock must not go back.
+		f.Time = max(f.Time, e.loop.Now().Add(-e.delay))
+	}
+	e.Endpoint.Send(frames)
+}
+
+// TestLateBatchRepliesFromArrival: a device that handles frames late (its real-time
+// loop woke late) times what they make sendable — the responder's ACKs, and the
+// requester's next frames as ACKs open its window — from their arrival, not from the
+// late hand-over, when its wire is free then: the loop's lateness delays them in real
+// time, but the next link absorbs it instead of every round trip through the device
+// adding it (issue 21). One-packet WRITEs, one at a time, to a responder whose frames
+// are handed over 30 µs late: every ACK must start the moment its WRITE arrived.
+func TestLateBatchRepliesFromArrival(t *testing.T) {
+	const late = 30 * time.Microsecond
+	v := clock.NewVirtual(1)
+	ea, eb, err := link.New(link.Config{Rate: 10e9, Delay: time.Microsecond, MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := &lateLink{Endpoint: eb, late: late, delay: time.Microsecond}
+	pool := link.NewPool(1518)
+	open := func(name string, ep link.Endpoint, i byte) *Device {
+		d, err := Open(Config{Name: name, MAC: [6]byte{2, 0, 0, 0, 0, i}, GIDs: []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 0, i})},
+			Loop: v.NewLoop(name), Link: ep, Pool: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	a, b := open("h1", ea, 1), open("h2", lb, 2)
+	a.AddNeighbour(netip.AddrFrom4([4]byte{10, 0, 0, 2}), b.cfg.MAC)
+	b.AddNeighbour(netip.AddrFrom4([4]byte{10, 0, 0, 1}), a.cfg.MAC)
+	s := newStream(t, a, b, QPInitAttr{}, 1024, 1, roce.MTU1024)
+	v.RunFor(time.Millisecond)
+	if s.completed < 10 || len(lb.replies) < 10 {
+		t.Fatalf("%d WRITEs completed, %d ACKs sent: the stream did not run", s.completed, len(lb.replies))
+	}
+	for i, d := range lb.replies {
+		if d != 0 {
+			t.Fatalf("ACK %d of %d started %v after the WRITE it answers arrived, want at its arrival (the loop's %v lateness)",
+				i, len(lb.replies), d, late)
+		}
+	}
+	t.Logf("%d one-packet WRITEs in 1 ms; every ACK started at its WRITE's arrival", s.completed)
+}
