@@ -132,7 +132,7 @@ type interopCase struct {
 
 // runCase runs c once: the server first (in the VM or in h1), then the client. It
 // returns both outputs.
-func runCase(t *testing.T, l *lab.Lab, store netns.Store, peer, bin string, c interopCase) (server, client string) {
+func runCase(t testing.TB, l *lab.Lab, store netns.Store, peer, bin string, c interopCase) (server, client string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -163,7 +163,7 @@ func runCase(t *testing.T, l *lab.Lab, store netns.Store, peer, bin string, c in
 }
 
 // waitHostListening polls h1's TCP tables until something listens on 18515.
-func waitHostListening(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab) {
+func waitHostListening(ctx context.Context, t testing.TB, store netns.Store, l *lab.Lab) {
 	t.Helper()
 	for ctx.Err() == nil {
 		var out bytes.Buffer
@@ -217,7 +217,7 @@ func (lr *lineReader) String() string {
 	return lr.all.String()
 }
 
-func waitFor(t *testing.T, lr *lineReader, marker string) {
+func waitFor(t testing.TB, lr *lineReader, marker string) {
 	t.Helper()
 	timeout := time.After(60 * time.Second)
 	for {
@@ -239,7 +239,7 @@ func waitFor(t *testing.T, lr *lineReader, marker string) {
 // startVM boots the rxe VM on the lab's bridge and runs cmd in it; the channel yields
 // its console output once it exits. The VM's exit status is checked by the caller's
 // expectations on that output (RXE-EXIT rc=0).
-func startVM(ctx context.Context, t *testing.T, l *lab.Lab, peer, cmd string) (*lineReader, <-chan string) {
+func startVM(ctx context.Context, t testing.TB, l *lab.Lab, peer, cmd string) (*lineReader, <-chan string) {
 	t.Helper()
 	x := exec.CommandContext(ctx, filepath.Join(peer, "run-peer.sh"), "--netns", netns.NamespaceName(l.Name(), "rxe"),
 		"--bridge", "br0", "--ip", vmIPv4+"/24", "--ip6", vmIPv6+"/64", "--timeout", "80", "--cmd", cmd)
@@ -272,7 +272,7 @@ func hostCmd(ctx context.Context, bin string, s side) *exec.Cmd {
 }
 
 // runHost runs cmd in h1 and returns its output.
-func runHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, bin string, s side) string {
+func runHost(ctx context.Context, t testing.TB, store netns.Store, l *lab.Lab, bin string, s side) string {
 	t.Helper()
 	cmd := s.cmd
 	x := hostCmd(ctx, bin, s)
@@ -289,7 +289,7 @@ func runHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, b
 
 // startHost starts cmd in h1; the function it returns waits for it and returns its
 // output.
-func startHost(ctx context.Context, t *testing.T, store netns.Store, l *lab.Lab, bin string, s side) (func() string, *lineReader) {
+func startHost(ctx context.Context, t testing.TB, store netns.Store, l *lab.Lab, bin string, s side) (func() string, *lineReader) {
 	t.Helper()
 	cmd := s.cmd
 	x := hostCmd(ctx, bin, s)
@@ -331,7 +331,7 @@ func dataFrame(op uint8) bool {
 
 // checkCapture decodes every frame of the capture: RoCEv2 frames must verify their
 // ICRC; and tshark (when installed) must find no malformed packet.
-func checkCapture(t *testing.T, file string) capture {
+func checkCapture(t testing.TB, file string) capture {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
@@ -423,10 +423,12 @@ func TestInteropRXE(t *testing.T) {
 		out = t.TempDir()
 	}
 	for _, c := range cases() {
-		t.Run(c.name, func(t *testing.T) {
+		t.Run(c.name, func(tt *testing.T) {
 			if (c.server.real || c.client.real) && realTools != "" {
-				t.Skip(realTools)
+				tt.Skip(realTools)
 			}
+			t := &recorder{T: tt, name: tt.Name()}
+			defer t.done()
 			start := time.Now()
 			m := l.Network.External("rxe").Monitor
 			file := filepath.Join(out, c.name+".pcapng")
@@ -467,6 +469,7 @@ func TestInteropRXE(t *testing.T) {
 			}
 			if t.Failed() {
 				t.Logf("server:\n%s\nclient:\n%s", server, client)
+				t.keepOutput(server, client)
 			}
 		})
 	}
