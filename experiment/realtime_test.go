@@ -19,7 +19,8 @@ import (
 func needQuietMachine(t *testing.T) {
 	t.Helper()
 	// Issue 21's real-time targets are not all met yet (docs/rnic.md: 10 Gb/s HPCC with
-	// telemetry in every packet 75–82 %, a few 1 Gb/s cells just short): these tests are its acceptance check, run by hand
+	// telemetry in every packet 0.80–0.85, held by the one loop's CPU per packet; a
+	// few 1 Gb/s cells at the edge): these tests are its acceptance check, run by hand
 	// on a quiet machine, and make test leaves them out rather than fail on a known gap.
 	if os.Getenv("ROCELAB_REALTIME_TARGETS") == "" {
 		t.Skip("issue 21's real-time targets, not met yet: set ROCELAB_REALTIME_TARGETS=1 to check them on a quiet machine")

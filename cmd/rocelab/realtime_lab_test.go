@@ -268,8 +268,9 @@ func BenchmarkLabIncastTwin(b *testing.B) {
 // exceeds the cores: the loops would then measure the machine's other work.
 func needQuietMachine(t *testing.T) {
 	t.Helper()
-	// Issue 21's real-time targets are not all met yet (docs/rnic.md: the lab's per-ACK
-	// HPCC and 4:1 runs at 1 Gb/s, 10 Gb/s HPCC 77–86 %): these tests are its acceptance check, run
+	// Issue 21's real-time targets are not all met yet (docs/rnic.md: DCQCN's queue in
+	// a 1 Gb/s lab, 0 to 7 KB from run to run against the twin's 6.9 KB; 10 Gb/s HPCC
+	// 0.78–0.91, held by the CPU per packet): these tests are its acceptance check, run
 	// by hand on a quiet machine, and make test leaves them out rather than fail on a
 	// known gap.
 	if os.Getenv("ROCELAB_REALTIME_TARGETS") == "" {
