@@ -3,6 +3,7 @@ package experiment
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/rocelab/rocelab/internal/clock"
 )
@@ -48,6 +49,35 @@ type Metrics struct {
 	Goodput float64 `json:"goodput_bps"`
 	// Jain is Jain's index over the finished flows' throughputs (size / FCT).
 	Jain float64 `json:"jain_fairness"`
+	// LoopLateness is how late the event loops ran their timers during a real-time
+	// run (nil in virtual time, where no loop is ever late).
+	LoopLateness *LoopLateness `json:"loop_lateness,omitempty"`
+}
+
+// LoopLateness summarizes clock.Lateness over a real-time run's loops: the mean, and
+// the median and 99th-percentile lateness (each the upper bound of its bucket), in µs,
+// over Timers.
+type LoopLateness struct {
+	Timers uint64  `json:"timers"`
+	MeanUS float64 `json:"mean_us"`
+	P50US  float64 `json:"p50_us"`
+	P99US  float64 `json:"p99_us"`
+}
+
+// NewLoopLateness summarizes x (the last bucket's bound is its start).
+func NewLoopLateness(x clock.Lateness) *LoopLateness {
+	us := func(q float64) float64 {
+		d := x.Quantile(q)
+		if d == clock.LateBound(clock.LateBuckets-1) {
+			d = clock.LateBound(clock.LateBuckets - 2)
+		}
+		return float64(d / time.Microsecond)
+	}
+	l := &LoopLateness{Timers: x.Timers(), P50US: us(0.5), P99US: us(0.99)}
+	if l.Timers > 0 {
+		l.MeanUS = float64(x.Sum) / 1e3 / float64(l.Timers)
+	}
+	return l
 }
 
 // DeliveredSample is the payload every flow's receiver had accepted by T.

@@ -3,6 +3,7 @@ package experiment
 import (
 	"bytes"
 	"encoding/csv"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -200,5 +201,42 @@ func TestGoodputBelowWireRate(t *testing.T) {
 		if m.WireRate < tc.min {
 			t.Errorf("%s: wire rate %.2f Gb/s of a lone flow, want ≥ %.0f", tc.name, m.WireRate/1e9, tc.min/1e9)
 		}
+	}
+}
+
+// TestLoopLatenessSummary: a real-time run's loop lateness is summarized from the
+// clock's buckets and printed, with a warning once 1% of the timers ran later than the
+// base RTT; a virtual-time run has none and prints none.
+func TestLoopLatenessSummary(t *testing.T) {
+	var x clock.Lateness
+	x.Buckets[0], x.Buckets[5], x.Buckets[8] = 980, 15, 5 // < 1 µs; 16–32 µs; 128–256 µs
+	x.Sum = 980*500 + 15*20_000 + 5*200_000
+	l := NewLoopLateness(x)
+	if *l != (LoopLateness{Timers: 1000, MeanUS: 1.79, P50US: 1, P99US: 32}) {
+		t.Errorf("NewLoopLateness = %+v, want 1000 timers, mean 1.79 µs, p50 < 1 µs, p99 < 32 µs", *l)
+	}
+	for _, c := range []struct {
+		baseRTT time.Duration
+		p99     float64
+		warn    bool
+	}{{60 * time.Microsecond, 32, false}, {10 * time.Microsecond, 32, true}, {60 * time.Microsecond, 256, true}} {
+		res := &Result{Config: Defaults(), BaseRTT: c.baseRTT}
+		lc := *l
+		lc.P99US = c.p99
+		res.Metrics.LoopLateness = &lc
+		var sum bytes.Buffer
+		res.WriteSummary(&sum)
+		if !strings.Contains(sum.String(), fmt.Sprintf("loop lateness     mean 1.8 µs, p50 < 1 µs, p99 < %g µs over 1000 timers", c.p99)) {
+			t.Errorf("summary without the loop lateness:\n%s", sum.String())
+		}
+		if got := strings.Contains(sum.String(), "WARNING"); got != c.warn {
+			t.Errorf("base RTT %v, p99 < %g µs: warning %v, want %v:\n%s", c.baseRTT, c.p99, got, c.warn, sum.String())
+		}
+	}
+	res := &Result{Config: Defaults()}
+	var sum bytes.Buffer
+	res.WriteSummary(&sum)
+	if strings.Contains(sum.String(), "loop lateness") {
+		t.Errorf("a virtual-time summary with loop lateness:\n%s", sum.String())
 	}
 }

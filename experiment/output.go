@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"time"
 )
 
 // WriteFiles writes the time series and completion records as CSV and the plots as PNG
@@ -237,6 +238,15 @@ func (r *Result) writeMetrics(w io.Writer, rate string) {
 		m.PeakQueue, m.MeanQueue, m.QueueP99)
 	fmt.Fprintf(w, "  bottleneck rate   wire %.1f Gb/s (%.1f%% of %s, headers and telemetry included) in the window\n",
 		m.WireRate/1e9, 100*m.Utilization, rate)
+	if l := m.LoopLateness; l != nil {
+		fmt.Fprintf(w, "  loop lateness     mean %.1f µs, p50 < %g µs, p99 < %g µs over %d timers\n", l.MeanUS, l.P50US, l.P99US,
+			l.Timers)
+		// The p99 bucket's lower bound: 1% of the timers ran at least that late.
+		if late := time.Duration(l.P99US/2) * time.Microsecond; r.BaseRTT > 0 && late > r.BaseRTT {
+			fmt.Fprintf(w, "  WARNING           1%% of the loops' timers ran more than %v late, longer than the base RTT (%v): "+
+				"this machine's CPU, not only the topology, shapes these figures (docs/rnic.md)\n", late, r.BaseRTT)
+		}
+	}
 	if r.MixInfo != nil {
 		fmt.Fprintf(w, "  goodput           %.1f Gb/s of payload delivered, all flows of the network, in the window\n", m.Goodput/1e9)
 	} else {

@@ -124,6 +124,11 @@ func RunRealTime(cfg Config) (*Result, error) {
 		}
 	}
 	finish(res, flows, last, unfinished)
+	var late clock.Lateness
+	for _, x := range r.Lateness() {
+		late.Add(x)
+	}
+	res.Metrics.LoopLateness = NewLoopLateness(late)
 	return res, nil
 }
 

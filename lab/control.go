@@ -123,6 +123,57 @@ type Status struct {
 	Uptime            string         `json:"uptime,omitempty"`
 	Hosts             []HostStatus   `json:"hosts"`
 	Switches          []SwitchStatus `json:"switches,omitempty"`
+	// Loops are the lab's event loops and how late each ran its timers.
+	Loops []LoopStatus `json:"loops,omitempty"`
+}
+
+// LoopStatus is how late one of the lab's event loops (a node's, named after it) ran
+// its timers since the lab came up (clock.Lateness). A loop that keeps up runs nearly
+// all of them within microseconds; one the machine's cores cannot keep up with runs
+// them milliseconds late, and the lab's timing — its round trips, its pacing, what
+// congestion control sees — is then its CPU's, not its topology's.
+type LoopStatus struct {
+	Loop   string `json:"loop"`
+	Timers uint64 `json:"timers"`
+	// LateP50US and LateP99US bound the median and 99th-percentile lateness in µs
+	// (the upper bound of the bucket holding it; LateOverUS for the last bucket).
+	LateP50US float64 `json:"late_p50_us"`
+	LateP99US float64 `json:"late_p99_us"`
+	// LateBuckets count the timers run less than 1 µs late, 1–2 µs, 2–4 µs, and so on
+	// doubling; the last, LateOverUS µs and more.
+	LateBuckets []uint64 `json:"late_buckets"`
+	// LateSumUS is the lateness of every timer summed, in µs (with Timers, the mean).
+	LateSumUS float64 `json:"late_sum_us"`
+}
+
+// Lateness is s's counts as the clock keeps them.
+func (s LoopStatus) Lateness() clock.Lateness {
+	x := clock.Lateness{Loop: s.Loop, Sum: time.Duration(s.LateSumUS * 1e3)}
+	copy(x.Buckets[:], s.LateBuckets)
+	return x
+}
+
+// LateOverUS is where the last lateness bucket starts, in µs.
+var LateOverUS = float64(clock.LateBound(clock.LateBuckets-2) / time.Microsecond)
+
+// loopStatuses reads the clock's lateness counters.
+func loopStatuses(clk *clock.Real) []LoopStatus {
+	if clk == nil {
+		return nil
+	}
+	quantile := func(x clock.Lateness, q float64) float64 {
+		d := x.Quantile(q)
+		if d == clock.LateBound(clock.LateBuckets-1) {
+			return LateOverUS
+		}
+		return float64(d / time.Microsecond)
+	}
+	var out []LoopStatus
+	for _, x := range clk.Lateness() {
+		out = append(out, LoopStatus{Loop: x.Loop, Timers: x.Timers(), LateP50US: quantile(x, 0.5),
+			LateP99US: quantile(x, 0.99), LateBuckets: x.Buckets[:], LateSumUS: float64(x.Sum) / 1e3})
+	}
+	return out
 }
 
 // HostStatus is one host: the kernel's view (namespace, TAP, addresses) and its
@@ -531,6 +582,7 @@ func (l *Lab) Status() Status {
 		}
 		st.Switches = append(st.Switches, ss)
 	}
+	st.Loops = loopStatuses(l.clk)
 	return st
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rocelab/rocelab/fabric"
+	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/rnic"
 )
 
@@ -96,6 +97,10 @@ var (
 	qpInFlight = prometheus.NewDesc("rocelab_qp_inflight_bytes", "Request payload bytes sent and not yet acknowledged.", qpLabels, nil)
 	qpU        = prometheus.NewDesc("rocelab_qp_hpcc_u", "HPCC++'s U: normalized inflight of the most loaded hop (1 = a BDP in flight); HPCC modes only.", qpLabels, nil)
 
+	loopLateness = prometheus.NewDesc("rocelab_loop_timer_lateness_seconds",
+		"How late the event loop ran its timers after their time (a loop the cores cannot keep up with runs them milliseconds late).",
+		[]string{"lab", "loop"}, nil)
+
 	captureFrames  = prometheus.NewDesc("rocelab_capture_frames_total", "Frames the port's running or last capture wrote.", []string{"lab", "port"}, nil)
 	captureDropped = prometheus.NewDesc("rocelab_capture_dropped_total", "Frames the port's running or last capture left out (its reader fell behind).", []string{"lab", "port"}, nil)
 )
@@ -117,7 +122,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, r := range rnicMetrics {
 		ch <- r.desc
 	}
-	for _, d := range []*prometheus.Desc{qpRate, qpWindow, qpInFlight, qpU, captureFrames, captureDropped} {
+	for _, d := range []*prometheus.Desc{qpRate, qpWindow, qpInFlight, qpU, captureFrames, captureDropped, loopLateness} {
 		ch <- d
 	}
 }
@@ -160,6 +165,16 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(qpU, prometheus.GaugeValue, *q.HPCCU, st.Name, h.Name, qpn)
 			}
 		}
+	}
+	for _, l := range st.Loops {
+		// The buckets' bounds are clock.LateBound's.
+		buckets := map[float64]uint64{}
+		var cum uint64
+		for i, n := range l.LateBuckets[:len(l.LateBuckets)-1] {
+			cum += n
+			buckets[clock.LateBound(i).Seconds()] = cum
+		}
+		ch <- prometheus.MustNewConstHistogram(loopLateness, l.Timers, l.LateSumUS/1e6, buckets, st.Name, l.Loop)
 	}
 }
 

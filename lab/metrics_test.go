@@ -88,7 +88,9 @@ func TestMetrics(t *testing.T) {
 			QPs: []QPStatus{{QPN: 17, State: "RTS", RateBps: &rate, WindowBytes: &window, InFlightBytes: 4096, HPCCU: &u},
 				{QPN: 18, State: "RTS"}}}},
 		Switches: []SwitchStatus{{Name: "s1", Ports: []PortStatus{{Port: "s1:p0", Peer: "h1",
-			Stats: fabric.PortStats{TxFrames: 5, TxBytes: 500, Drops: 3, ECNMarks: 4, PauseSent: 2, QLen: 1234}}}}}}
+			Stats: fabric.PortStats{TxFrames: 5, TxBytes: 500, Drops: 3, ECNMarks: 4, PauseSent: 2, QLen: 1234}}}}},
+		Loops: []LoopStatus{{Loop: "s1", Timers: 12, LateSumUS: 300,
+			LateBuckets: []uint64{5, 4, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}}}}
 	fail := false
 	m := NewMetrics(func() (Status, error) {
 		if fail {
@@ -126,6 +128,28 @@ func TestMetrics(t *testing.T) {
 		}
 		if k := fams[c.name].GetType(); k != c.kind {
 			t.Errorf("%s is a %v, want a %v", c.name, k, c.kind)
+		}
+	}
+	// Loop lateness: a histogram whose cumulative buckets are clock.LateBound's, the
+	// last bucket's timers only in the count.
+	if f := fams["rocelab_loop_timer_lateness_seconds"]; f.GetType() != dto.MetricType_HISTOGRAM || len(f.Metric) != 1 {
+		t.Errorf("loop lateness: %v", f)
+	} else {
+		h := f.Metric[0].Histogram
+		if h.GetSampleCount() != 12 || math.Abs(h.GetSampleSum()-300e-6) > 1e-12 {
+			t.Errorf("loop lateness: %d timers, sum %v s; want 12 and 300 µs", h.GetSampleCount(), h.GetSampleSum())
+		}
+		for _, b := range h.Bucket {
+			want := map[float64]uint64{1e-6: 5, 2e-6: 9, 4e-6: 9, 8e-6: 11}[b.GetUpperBound()]
+			switch {
+			case math.IsInf(b.GetUpperBound(), 1):
+				want = 12
+			case b.GetUpperBound() > 8e-6:
+				want = 11
+			}
+			if b.GetCumulativeCount() != want {
+				t.Errorf("loop lateness bucket ≤ %v s: %d timers, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want)
+			}
 		}
 	}
 	if f := fams["rocelab_qp_hpcc_u"]; len(f.Metric) != 1 {

@@ -177,6 +177,28 @@ func printStatus(out io.Writer, st lab.Status) {
 	}
 	w.Flush()
 	printCaptures(out, st)
+	printLoops(out, st)
+}
+
+// printLoops shows how late each of the lab's event loops ran its timers: when the
+// machine cannot keep up, its figures measure the CPU, and this is where it shows.
+func printLoops(out io.Writer, st lab.Status) {
+	if len(st.Loops) == 0 {
+		return
+	}
+	bound := func(us float64) string {
+		if us >= lab.LateOverUS {
+			return fmt.Sprintf(">= %g µs", us)
+		}
+		return fmt.Sprintf("< %g µs", us)
+	}
+	fmt.Fprintln(out)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "LOOP\tTIMERS\tLATE P50\tLATE P99")
+	for _, l := range st.Loops {
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", l.Loop, l.Timers, bound(l.LateP50US), bound(l.LateP99US))
+	}
+	w.Flush()
 }
 
 // printCaptures lists the running and last captures of the lab's ports.

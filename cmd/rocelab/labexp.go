@@ -226,6 +226,13 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		go func() { waited[i] = c.Wait(); exited <- struct{}{} }()
 	}
 	ended, err := awaitPosted(hold, senders, exited, time.Now().Add(holdFor-time.Second))
+	var loopsBefore []lab.LoopStatus
+	if err == nil {
+		// The loops' lateness during the flows is what the figures below are worth.
+		var before lab.Status
+		before, err = status()
+		loopsBefore = before.Loops
+	}
 	if err != nil {
 		for _, c := range clients {
 			c.Process.Kill()
@@ -299,6 +306,21 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		last = max(last, end)
 	}
 	res.Measure(last, cfg.Senders-len(res.Flows))
+	after, err := status()
+	if err != nil {
+		return nil, err
+	}
+	var late clock.Lateness
+	for i, l := range after.Loops {
+		x := l.Lateness()
+		if i < len(loopsBefore) {
+			x = x.Since(loopsBefore[i].Lateness())
+		}
+		late.Add(x)
+	}
+	if len(after.Loops) > 0 {
+		res.Metrics.LoopLateness = experiment.NewLoopLateness(late)
+	}
 	return res, nil
 }
 

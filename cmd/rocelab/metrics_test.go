@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,29 @@ func TestMetricsLabRealTime(t *testing.T) {
 		t.Fatal("no QP's HPCC++ U was exported while write_bw ran")
 	}
 	t.Logf("a QP's U while write_bw ran: %.3f", u)
+	// The lab's event loops (one per four CPUs, the nodes dealt among them) report
+	// how late they ran their timers, in the metrics and in status.
+	loops := map[string]uint64{}
+	for _, m := range scrapeLab(t, addr)["rocelab_loop_timer_lateness_seconds"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "loop" {
+				loops[l.GetValue()] = m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	if want := max(1, runtime.NumCPU()/4); len(loops) != want {
+		t.Errorf("timer lateness exported for loops %v, want %d loops", loops, want)
+	}
+	for loop, n := range loops {
+		if n == 0 {
+			t.Errorf("loop %s ran no timers during write_bw", loop)
+		}
+	}
+	if out := c.run("status", "--lab", name); !strings.Contains(out, "LATE P99") {
+		t.Errorf("status shows no loop lateness:\n%s", out)
+	} else {
+		t.Logf("status after write_bw:\n%s", out[strings.Index(out, "LOOP"):])
+	}
 	after, _ := sample(scrapeLab(t, addr), "rocelab_port_rx_bytes_total", "port", "s1:p1")
 	if after-before < 1e8 {
 		t.Errorf("port s1:p1 received %v bytes during 3 s of write_bw, want more than 100 MB", after-before)

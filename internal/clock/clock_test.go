@@ -159,3 +159,63 @@ func TestInbox(t *testing.T) {
 		t.Errorf("ran %v, want [0 1 2 10]", got)
 	}
 }
+
+// TestRealLateness: a timer due while another's callback holds the loop for 3 ms runs
+// at least 2.9 ms late, and Lateness counts it so.
+// Only lower bounds on lateness are asserted: how much later the kernel wakes the loop
+// is the machine's business.
+func TestRealLateness(t *testing.T) {
+	r := NewReal(RealOptions{Seed: 1})
+	l := r.NewLoop("busy")
+	done := make(chan struct{})
+	second := l.NewTimer(func() { close(done) })
+	first := l.NewTimer(func() {
+		for start := time.Now(); time.Since(start) < 3*time.Millisecond; {
+		}
+	})
+	start := l.NewTask(func() {
+		now := l.Now()
+		first.Reset(now.Add(100 * time.Microsecond))
+		second.Reset(now.Add(200 * time.Microsecond))
+	})
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	start.Post()
+	<-done
+	got := r.Lateness()
+	if len(got) != 1 || got[0].Loop != "busy" || got[0].Timers() != 2 {
+		t.Fatalf("Lateness() = %+v, want the loop busy with 2 timers", got)
+	}
+	// The second timer ran at least 2.9 ms late: in the bucket [2.048, 4.096) ms or a
+	// later one.
+	if q := got[0].Quantile(1); q < 4*time.Millisecond {
+		t.Errorf("the timer due during a 3 ms callback counted less than %v late: %+v", q, got[0])
+	}
+}
+
+func TestLatenessQuantile(t *testing.T) {
+	var x Lateness
+	if x.Quantile(0.5) != 0 {
+		t.Errorf("an idle loop's median lateness is %v, want 0", x.Quantile(0.5))
+	}
+	x.Buckets[0], x.Buckets[3], x.Buckets[LateBuckets-1] = 90, 9, 1 // < 1 µs, 4–8 µs, the rest
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, time.Microsecond}, {0.9, time.Microsecond}, {0.95, 8 * time.Microsecond}, {0.99, 8 * time.Microsecond},
+		{1, time.Duration(Never)}} {
+		if got := x.Quantile(c.q); got != c.want {
+			t.Errorf("Quantile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		late Time
+		want int
+	}{{0, 0}, {999, 0}, {1000, 1}, {1999, 1}, {2000, 2}, {4000, 3}, {Time(time.Second), LateBuckets - 1}} {
+		if got := lateBucket(c.late); got != c.want {
+			t.Errorf("lateBucket(%v) = %d, want %d", c.late, got, c.want)
+		}
+	}
+}

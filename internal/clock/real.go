@@ -1,6 +1,8 @@
 package clock
 
 import (
+	"math"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -129,6 +131,101 @@ type realLoop struct {
 	// Loop-owned: watchers (see Watch) and the descriptors the loop sleeps on.
 	watches []*watch
 	pfds    []unix.PollFd
+
+	// late counts the timers the loop ran by how late it ran them (see Lateness):
+	// written by the loop, read by anyone.
+	late    [LateBuckets]atomic.Uint64
+	lateSum atomic.Int64 // ns
+}
+
+// LateBuckets is the number of lateness buckets: under 1 µs, then one per doubling
+// (1–2 µs, 2–4 µs, …), the last holding everything from 2^(LateBuckets-2) µs up.
+const LateBuckets = 16
+
+// lateBucket is the bucket of a timer run d late.
+func lateBucket(d Time) int {
+	if d < 1000 {
+		return 0
+	}
+	return min(bits.Len64(uint64(d/1000)), LateBuckets-1)
+}
+
+// LateBound is the upper bound of bucket i (the last bucket has none: Never).
+func LateBound(i int) time.Duration {
+	if i >= LateBuckets-1 {
+		return time.Duration(Never)
+	}
+	return time.Duration(1000) << i
+}
+
+// Lateness is how late one loop ran its timers: how many it ran with each lateness
+// (bucket i holds those run less than LateBound(i) after their time, and at least
+// LateBound(i-1)). A loop that keeps up runs nearly all of them within a few
+// microseconds (the kernel's wake-up, the spin); one the machine cannot keep up with
+// runs them milliseconds late, and then every time it reports — a frame's departure,
+// a sample — is as late.
+type Lateness struct {
+	Loop    string
+	Buckets [LateBuckets]uint64
+	Sum     time.Duration // of every timer's lateness
+}
+
+// Add adds y's counts to x's (several loops as one, or one loop's two spans).
+func (x *Lateness) Add(y Lateness) {
+	for i := range x.Buckets {
+		x.Buckets[i] += y.Buckets[i]
+	}
+	x.Sum += y.Sum
+}
+
+// Since is what x counted after earlier, a reading of the same loop.
+func (x Lateness) Since(earlier Lateness) Lateness {
+	for i := range x.Buckets {
+		x.Buckets[i] -= min(earlier.Buckets[i], x.Buckets[i])
+	}
+	x.Sum -= min(earlier.Sum, x.Sum)
+	return x
+}
+
+// Timers is how many timers the loop has run.
+func (x Lateness) Timers() uint64 {
+	var n uint64
+	for _, c := range x.Buckets {
+		n += c
+	}
+	return n
+}
+
+// Quantile is the upper bound of the bucket holding the q-quantile of the lateness
+// (0 < q ≤ 1): "q of the timers ran less than this late". It is 0 when the loop has
+// run none, and Never's duration for the last bucket.
+func (x Lateness) Quantile(q float64) time.Duration {
+	n := x.Timers()
+	if n == 0 {
+		return 0
+	}
+	want := uint64(math.Ceil(q * float64(n)))
+	var seen uint64
+	for i, c := range x.Buckets {
+		if seen += c; seen >= want {
+			return LateBound(i)
+		}
+	}
+	return LateBound(LateBuckets - 1)
+}
+
+// Lateness reports each loop's timer lateness since Start, in creation order. It may
+// be called from any goroutine.
+func (r *Real) Lateness() []Lateness {
+	out := make([]Lateness, len(r.loops))
+	for i, l := range r.loops {
+		out[i].Loop = l.name
+		for b := range l.late {
+			out[i].Buckets[b] = l.late[b].Load()
+		}
+		out[i].Sum = time.Duration(l.lateSum.Load())
+	}
+	return out
 }
 
 func (l *realLoop) Now() Time        { return l.r.Now() }
@@ -176,14 +273,15 @@ func (l *realLoop) run(wg *sync.WaitGroup) {
 		// makes that work visible before the frame is handled.
 		l.pollWatches()
 		l.runTasks()
-		now := l.Now()
 		for t := l.q.peek(); t != nil; t = l.q.peek() {
+			now := l.Now() // read per timer: its lateness includes the callbacks before it
 			if t.when > now {
-				if now = l.Now(); t.when > now {
-					break
-				}
+				break
 			}
 			l.q.pop()
+			late := max(now-t.when, 0)
+			l.late[lateBucket(late)].Add(1)
+			l.lateSum.Add(int64(late))
 			t.fn()
 		}
 		l.wait()
