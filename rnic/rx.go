@@ -101,6 +101,19 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte, l *roce.Layout) {
 			if !c.c.signal.Shown(b, l) {
 				continue
 			}
+			if c.c.decodeStrip != nil {
+				nb, err := d.tel.decodeStrip(c.c, f, b, l, st)
+				present, bad := found(err)
+				if bad {
+					d.stats.RxMalformed++
+					return
+				}
+				if present {
+					b, kind = nb, c.kind
+					break
+				}
+				continue
+			}
 			present, bad := found(c.c.decode(b, st))
 			if bad {
 				d.stats.RxMalformed++

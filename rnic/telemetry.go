@@ -6,6 +6,7 @@ import (
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/hpcc"
+	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 	"github.com/rocelab/rocelab/roce/telemetry/hpcchop"
 	"github.com/rocelab/rocelab/roce/telemetry/ifa"
@@ -38,10 +39,13 @@ const (
 // walk the headers again to find that out.
 type codec struct {
 	telemetry.Codec
-	decode     func(frame []byte, st *telemetry.Stack) error
-	signal     telemetry.Signal
-	inPlace    telemetry.InPlace    // the codec, if it edits frames in place
-	hopsPusher telemetry.HopsPusher // the codec, if it pushes several hops at once
+	decode func(frame []byte, st *telemetry.Stack) error
+	// decodeStrip, if the format has it, is decode then strip in place in one walk of
+	// the headers the Rx pipeline has located (the frame unchanged on an error).
+	decodeStrip func(frame []byte, l roce.Layout, st *telemetry.Stack, close telemetry.Closer) ([]byte, error)
+	signal      telemetry.Signal
+	inPlace     telemetry.InPlace    // the codec, if it edits frames in place
+	hopsPusher  telemetry.HopsPusher // the codec, if it pushes several hops at once
 }
 
 // telemetryCodecs is a device's format: request and echo codecs and the wrap of the
@@ -64,6 +68,15 @@ func (t *telemetryCodecs) addRequest(c *codec, f *link.Frame) ([]byte, error) {
 	t.editor.Edit(f)
 	defer t.editor.Edit(nil)
 	return c.inPlace.RequestWith(b, t.editor.Open, t.editor.Close)
+}
+
+// decodeStrip decodes c's telemetry in f, whose contents are b and whose headers l
+// locates, into st and removes it, in place, in one pass; the packet left is in f's
+// buffer, as strip leaves it.
+func (t *telemetryCodecs) decodeStrip(c *codec, f *link.Frame, b []byte, l *roce.Layout, st *telemetry.Stack) ([]byte, error) {
+	t.editor.Edit(f)
+	defer t.editor.Edit(nil)
+	return c.decodeStrip(b, *l, st, t.editor.Close)
 }
 
 // strip removes c's telemetry from f, whose contents are b, and returns the packet
@@ -133,8 +146,10 @@ func formatCodecs(format telemetry.Format) (*telemetryCodecs, error) {
 		req, echo := intmd.New(), intmd.New()
 		req.DSCP, echo.DSCP = RequestDSCPINT, EchoDSCP
 		return &telemetryCodecs{format: format,
-			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
-			echo:    codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
+			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err },
+				decodeStrip: req.DecodeStripIn},
+			echo: codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err },
+				decodeStrip: echo.DecodeStripIn},
 		}, nil
 	case telemetry.FormatHPCC:
 		req, echo := hpcchop.New(), hpcchop.New()

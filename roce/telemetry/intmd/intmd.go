@@ -558,18 +558,35 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 	if err != nil {
 		return Header{}, err
 	}
+	return decodeLocated(frame, &x, st), nil
+}
+
+// DecodeStripIn is Decode then StripWith, on a frame whose headers l locates (as
+// roce.Locate finds them): the INT sink's whole job in one walk of the headers, for a
+// receiver that has located the frame already. On an error the frame is unchanged.
+func (c *Codec) DecodeStripIn(frame []byte, l roce.Layout, st *telemetry.Stack, close telemetry.Closer) ([]byte, error) {
+	x, err := c.findIn(frame, l)
+	if err != nil {
+		return frame, err
+	}
+	decodeLocated(frame, &x, st)
+	return stripLocated(frame, &x, close), nil
+}
+
+// decodeLocated is Decode of the INT headers x located in frame.
+func decodeLocated(frame []byte, x *located, st *telemetry.Stack) Header {
 	md := MD(x.hdr)
 	hd := Header{Type: x.shim.Type(), NPT: x.shim.NPT(), Length: x.shim.Length(), OrigDSCP: x.shim.OrigDSCP(),
 		Version: md.Version(), D: md.D(), Instructions: md.Instructions(), DomainID: md.DomainID(),
 		DSInstructions: md.DSInstructions(), DSFlags: md.DSFlags()}
 	st.Format, st.N, st.Truncated = telemetry.FormatINTMX, 0, false
 	if hd.Type == TypeMX {
-		return hd, nil
+		return hd
 	}
 	st.Format = telemetry.FormatINTMD
 	hd.E, hd.M, hd.HopML, hd.RemainingHops = md.E(), md.M(), md.HopML(), md.RemainingHops()
 	if hd.HopML == 0 {
-		return hd, nil
+		return hd
 	}
 	size := 4 * hd.HopML
 	stack := frame[x.off+ShimSize+MDHeaderSize : x.off+x.size]
@@ -582,7 +599,7 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 		st.N++
 	}
 	st.Reverse()
-	return hd, nil
+	return hd
 }
 
 // Strip removes the INT headers and stack and restores the DSCP and the IP and UDP
@@ -597,10 +614,15 @@ func (c *Codec) StripWith(frame []byte, close telemetry.Closer) ([]byte, error) 
 	if err != nil {
 		return frame, err
 	}
+	return stripLocated(frame, &x, close), nil
+}
+
+// stripLocated is StripWith of the INT headers x located in frame.
+func stripLocated(frame []byte, x *located, close telemetry.Closer) []byte {
 	dscp := x.shim.OrigDSCP()
 	frame = close(frame, x.off, x.size)
 	telemetry.AddUDPLength(frame, x.l.L4, -x.size)
 	x.l.AddIPLength(frame, -x.size)
 	x.l.SetDSCP(frame, dscp)
-	return frame, nil
+	return frame
 }

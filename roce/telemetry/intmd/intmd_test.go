@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/rocelab/rocelab/roce"
@@ -320,4 +321,44 @@ func TestPushHopsIsPushes(t *testing.T) {
 			t.Errorf("%s: %d bytes after pushing %d hops onto %d", tc.name, len(all), tc.hops, len(req))
 		}
 	}
+}
+
+// FuzzDecodeStripIn: on any frame roce.Locate locates, DecodeStripIn decodes the same
+// stack and leaves the same bytes as Decode then Strip, and fails where they fail,
+// leaving the frame as it was.
+func FuzzDecodeStripIn(f *testing.F) {
+	c := New()
+	fr, _ := c.Request(telemetrytest.RoCEFrame(false))
+	h := telemetrytest.Hop(1)
+	fr, _, _ = c.Push(fr, &h)
+	f.Add(fr)
+	f.Add(telemetrytest.RoCEFrame(true))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, err := roce.Locate(b)
+		if err != nil {
+			return
+		}
+		var want, got telemetry.Stack
+		_, derr := c.Decode(b, &want)
+		stripped, serr := c.Strip(bytes.Clone(b))
+		in := bytes.Clone(b)
+		out, err := c.DecodeStripIn(in, l, &got, telemetry.Close)
+		switch {
+		case (err == nil) != (derr == nil && serr == nil):
+			t.Fatalf("DecodeStripIn: %v; Decode: %v, Strip: %v", err, derr, serr)
+		case err != nil:
+			if !bytes.Equal(in, b) {
+				t.Fatal("DecodeStripIn failed and changed the frame")
+			}
+		case !bytes.Equal(out, stripped):
+			t.Fatalf("DecodeStripIn left %x, Strip %x", out, stripped)
+		case got.N != want.N || got.Format != want.Format || got.Truncated != want.Truncated:
+			t.Fatalf("DecodeStripIn decoded %d hops (%s), Decode %d (%s)", got.N, got.Format, want.N, want.Format)
+		}
+		for i, hop := range got.HopList() {
+			if !reflect.DeepEqual(hop, want.Hops[i]) {
+				t.Fatalf("hop %d: DecodeStripIn %+v, Decode %+v", i, hop, want.Hops[i])
+			}
+		}
+	})
 }
