@@ -195,6 +195,54 @@ func TestRealLateness(t *testing.T) {
 	}
 }
 
+// TestRealBehindStillRunsTasks: a loop that has fallen behind, whose timer is overdue
+// again each time it returns, still runs a task posted meanwhile within a pass or two.
+// Before, a pass ran timers until none was due, and the task waited until the loop
+// caught up (here: never, until the timer stopped re-arming).
+func TestRealBehindStillRunsTasks(t *testing.T) {
+	r := NewReal(RealOptions{Seed: 1})
+	l := r.NewLoop("behind")
+	const callbacks = 200
+	fired := 0   // touched only by the loop
+	taskAt := -1 // the callbacks run before the task: touched only by the loop
+	done := make(chan struct{})
+	var busy *Timer
+	busy = l.NewTimer(func() {
+		fired++
+		// 100 µs of work, and re-armed in the past: due again at every return.
+		for start := time.Now(); time.Since(start) < 100*time.Microsecond; {
+		}
+		if fired == callbacks {
+			close(done)
+			return
+		}
+		busy.Reset(l.Now().Add(-50 * time.Microsecond))
+	})
+	task := l.NewTask(func() { taskAt = fired })
+	start := l.NewTask(func() { busy.Reset(l.Now()) })
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	start.Post()
+	// Post the task once the loop is busy: from the fifth callback on.
+	posted := 0
+	for seen := make(chan int); posted < 5; {
+		l.NewTask(func() { seen <- fired }).Post()
+		posted = <-seen
+	}
+	task.Post()
+	<-done
+	check := make(chan int)
+	l.NewTask(func() { check <- taskAt }).Post()
+	// The task was posted after callback posted+0 or during posted+1: it runs before
+	// posted+3 at the latest. (A starving loop answers the probes only once the timer
+	// stops: posted is then the last callback.)
+	if at := <-check; posted >= callbacks || at < 0 || at > posted+2 {
+		t.Fatalf("a task posted at callback %d of an overdue timer ran after callback %d of %d: starved", posted, at, callbacks)
+	}
+}
+
 func TestLatenessQuantile(t *testing.T) {
 	var x Lateness
 	if x.Quantile(0.5) != 0 {
