@@ -52,6 +52,10 @@ type Metrics struct {
 	// LoopLateness is how late the event loops ran their timers during a real-time
 	// run (nil in virtual time, where no loop is ever late).
 	LoopLateness *LoopLateness `json:"loop_lateness,omitempty"`
+	// LongestSampleGapUS is, in a lab run (experiment --lab), the longest interval
+	// between two of the samples polled from the lab, in µs: a loop too busy to answer
+	// stretches it past the --sample asked for, and the queue and rates with it.
+	LongestSampleGapUS float64 `json:"longest_sample_gap_us,omitempty"`
 }
 
 // LoopLateness summarizes clock.Lateness over a real-time run's loops: the mean, and

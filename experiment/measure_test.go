@@ -233,6 +233,20 @@ func TestLoopLatenessSummary(t *testing.T) {
 			t.Errorf("base RTT %v, p99 < %g µs: warning %v, want %v:\n%s", c.baseRTT, c.p99, got, c.warn, sum.String())
 		}
 	}
+	// A lab run's samples: asked every 1 ms, a 3 ms gap passes, a 52 ms one warns.
+	for _, c := range []struct {
+		gapUS float64
+		warn  bool
+	}{{3000, false}, {52000, true}} {
+		res := &Result{Config: Defaults()}
+		res.Config.Sample = time.Millisecond
+		res.Metrics.LongestSampleGapUS = c.gapUS
+		var sum bytes.Buffer
+		res.WriteSummary(&sum)
+		if got := strings.Contains(sum.String(), "the lab answered its samples up to"); got != c.warn {
+			t.Errorf("samples up to %g µs apart, every 1 ms asked: warning %v, want %v:\n%s", c.gapUS, got, c.warn, sum.String())
+		}
+	}
 	res := &Result{Config: Defaults()}
 	var sum bytes.Buffer
 	res.WriteSummary(&sum)

@@ -247,6 +247,10 @@ func (r *Result) writeMetrics(w io.Writer, rate string) {
 				"this machine's CPU, not only the topology, shapes these figures (docs/rnic.md)\n", late, r.BaseRTT)
 		}
 	}
+	if g := time.Duration(m.LongestSampleGapUS * 1e3); g > 4*r.Config.Sample {
+		fmt.Fprintf(w, "  WARNING           the lab answered its samples up to %v apart, asked for every %v: its loop was "+
+			"behind, and the queue and rates here are that coarse (docs/rnic.md)\n", g.Round(time.Microsecond), r.Config.Sample)
+	}
 	if r.MixInfo != nil {
 		fmt.Fprintf(w, "  goodput           %.1f Gb/s of payload delivered, all flows of the network, in the window\n", m.Goodput/1e9)
 	} else {

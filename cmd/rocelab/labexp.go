@@ -306,6 +306,10 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		last = max(last, end)
 	}
 	res.Measure(last, cfg.Senders-len(res.Flows))
+	for k := 1; k < len(series); k++ {
+		gap := float64(series[k].t-series[k-1].t) / 1e3
+		res.Metrics.LongestSampleGapUS = max(res.Metrics.LongestSampleGapUS, gap)
+	}
 	after, err := status()
 	if err != nil {
 		return nil, err

@@ -172,7 +172,11 @@ func TestLabRealTimeExperimentStartsTogether(t *testing.T) {
 		}
 		const sample = time.Millisecond // the experiment's default --sample
 		skew := time.Duration(res.Flows[0].StartNs - res.Flows[1].StartNs).Abs()
-		t.Logf("run %d: flows start %v apart; utilization %.3f", run, skew, res.Metrics.Utilization)
+		t.Logf("run %d: flows start %v apart; utilization %.3f; samples at most %.0f µs apart", run, skew,
+			res.Metrics.Utilization, res.Metrics.LongestSampleGapUS)
+		if res.Metrics.LongestSampleGapUS < float64(sample/time.Microsecond)/2 {
+			t.Errorf("run %d: longest gap between the lab's samples %.0f µs: not reported", run, res.Metrics.LongestSampleGapUS)
+		}
 		if skew > 2*sample {
 			t.Errorf("run %d: the flows started %v apart: want both released together (within %v)", run, skew, 2*sample)
 		}
@@ -257,6 +261,7 @@ func BenchmarkLabIncastTwin(b *testing.B) {
 					b.ReportMetric(lab.Metrics.MeanQueue, "lab-queue-B")
 					b.ReportMetric(virt.Metrics.MeanQueue, "virt-queue-B")
 					b.ReportMetric(lab.Metrics.Jain, "lab-jain")
+					b.ReportMetric(lab.Metrics.LongestSampleGapUS, "lab-sample-gap-us")
 					b.ReportMetric(virt.Metrics.Jain, "virt-jain")
 				})
 			}
