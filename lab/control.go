@@ -40,6 +40,10 @@ import (
 //	{"op":"status"}                                 → Reply{Status}
 //	{"op":"capture","port":"s1:p3","snaplen":128}   → Reply{}, chunks, 0, Reply{Capture}
 //	{"op":"capture","port":"s1:p3","file":"/abs"}   → Reply{}, 0, Reply{Capture}
+//	{"op":"counters"}                               → Reply{Counters}
+//	{"op":"record","every_ns":1000000}              → Reply{} (recording on the loops)
+//	{"op":"recorded"}                               → Reply{Recorded, RecordDropped}
+//	{"op":"record"}                                 → Reply{Recorded, RecordDropped} (stopped)
 
 // Request is a control request.
 type Request struct {
@@ -52,6 +56,9 @@ type Request struct {
 	// for HoldNs nanoseconds from now (at most MaxHold; 0 releases them).
 	Hosts  []string `json:"hosts,omitempty"`
 	HoldNs int64    `json:"hold_ns,omitempty"`
+	// EveryNs is op "record"'s: record the counters every EveryNs nanoseconds on the
+	// nodes' loops (MinRecordEvery to MaxRecordEvery), or stop (0).
+	EveryNs int64 `json:"every_ns,omitempty"`
 }
 
 // Reply answers a Request.
@@ -63,6 +70,11 @@ type Reply struct {
 	// Held answers op "hold": for each host, whether the hold keeps back a request its
 	// applications have posted (rnic.Device.RequestsHeld).
 	Held map[string]bool `json:"held,omitempty"`
+	// Recorded answers ops "recorded" and "record" (stop): the rows of counters
+	// recorded since the last drain, oldest first, and how many were dropped
+	// (MaxRecorded reached, or a node's loop never read its part).
+	Recorded      []Counters `json:"recorded,omitempty"`
+	RecordDropped uint64     `json:"record_dropped,omitempty"`
 }
 
 // MaxHold bounds op "hold": a hold whose holder died (a killed `rocelab experiment
@@ -320,8 +332,22 @@ func (l *Lab) serve(c *net.UnixConn) {
 			return
 		}
 		writeReply(c, Reply{Held: held})
+	case "record", "recorded":
+		var rows []Counters
+		var dropped uint64
+		var err error
+		if req.Op == "record" {
+			rows, dropped, err = l.Record(time.Duration(req.EveryNs))
+		} else {
+			rows, dropped, err = l.Recorded()
+		}
+		if err != nil {
+			writeReply(c, Reply{Error: err.Error()})
+			return
+		}
+		writeReply(c, Reply{Recorded: rows, RecordDropped: dropped})
 	default:
-		writeReply(c, Reply{Error: fmt.Sprintf("unknown op %q: want status, counters, capture or hold", req.Op)})
+		writeReply(c, Reply{Error: fmt.Sprintf("unknown op %q: want status, counters, record, recorded, capture or hold", req.Op)})
 	}
 }
 

@@ -115,6 +115,43 @@ func TestLabTwoHosts(t *testing.T) {
 		t.Errorf("counters %+v after status %+v", cs, st)
 	}
 
+	// The recorder samples the same counters on the loops, every 1 ms of the lab's
+	// clock: complete rows (every host and switch), in time order.
+	if _, _, err := Query(store, l.Name(), Request{Op: "record", EveryNs: 1}); err == nil || !strings.Contains(err.Error(), "want 0 (stop) or") {
+		t.Errorf("record every 1 ns: %v", err)
+	}
+	if _, _, err := Query(store, l.Name(), Request{Op: "recorded"}); err == nil || !strings.Contains(err.Error(), "nothing is recording") {
+		t.Errorf("recorded before record: %v", err)
+	}
+	if _, _, err := Query(store, l.Name(), Request{Op: "record", EveryNs: int64(time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	var rows []Counters
+	for deadline := time.Now().Add(10 * time.Second); len(rows) < 5 && time.Now().Before(deadline); {
+		reply, _, err := Query(store, l.Name(), Request{Op: "recorded"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, reply.Recorded...)
+	}
+	reply, _, err = Query(store, l.Name(), Request{Op: "record"}) // stop: the rest
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows = append(rows, reply.Recorded...)
+	if len(rows) < 5 {
+		t.Fatalf("recorded %d rows in 10 s at 1 ms", len(rows))
+	}
+	for i, r := range rows {
+		if len(r.Hosts) != 2 || len(r.Switches["s1"]) != 2 || (i > 0 && r.TimeNs <= rows[i-1].TimeNs) ||
+			r.Hosts["h1"] < cs.Hosts["h1"] {
+			t.Fatalf("recorded row %d of %d: %+v (the row before: %+v)", i, len(rows), r, rows[max(i-1, 0)])
+		}
+	}
+	if _, _, err := Query(store, l.Name(), Request{Op: "recorded"}); err == nil {
+		t.Errorf("recorded after the recorder stopped: no error")
+	}
+
 	// A hold of an idle host keeps nothing back; a host the lab lacks, or a hold
 	// longer than MaxHold, is refused by name.
 	reply, _, err = Query(store, l.Name(), Request{Op: "hold", Hosts: []string{"h1"}, HoldNs: int64(time.Second)})

@@ -84,6 +84,8 @@ type Lab struct {
 	closers  []Closer
 	services map[string]Closer // by host name: what Config.Services started there
 	inboxes  map[string]*clock.Inbox
+	recMu    sync.Mutex
+	rec      *recorder // op "record"'s, while one runs
 	ctl      net.Listener
 	wg       sync.WaitGroup
 	closeMu  sync.Mutex

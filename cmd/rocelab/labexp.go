@@ -155,36 +155,45 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		bytes []uint64
 	}
 	var series []hostBytes
-	// The samples poll the lab's counters, not its status: a status every millisecond
-	// would take most of a core from the loop being measured (lab.Counters).
+	// The lab records the counters (not its status, which costs far more) every
+	// cfg.Sample on its own loops (op "record"): a sampler polling from here got its
+	// answers 4–29 ms apart on two cores, where the lab's loop ran its timers a few µs
+	// late. The rows are drained every drainEvery and once more when the flows are over.
 	swName := st.Switches[sw].Name
-	take := func() error {
-		r, _, err := lab.Query(store, name, lab.Request{Op: "counters"})
-		if err == nil && r.Counters == nil {
-			err = fmt.Errorf("experiment: lab %s answered counters without them", name)
-		}
-		if err != nil {
-			return err
-		}
+	take := func(c *lab.Counters) error {
 		// Samples are timed by the lab's clock as it read them (lab.Counters.TimeNs).
 		if t0 < 0 {
-			t0 = r.Counters.TimeNs
+			t0 = c.TimeNs
 		}
-		now := clock.Time(r.Counters.TimeNs - t0)
+		now := clock.Time(c.TimeNs - t0)
 		if len(series) > 0 && now <= series[len(series)-1].t {
 			return nil // read no later than the last sample: nothing new to rate
 		}
-		ports := r.Counters.Switches[swName]
+		ports := c.Switches[swName]
 		if port >= len(ports) {
 			return fmt.Errorf("experiment: lab %s: switch %s has no port %d", name, swName, port)
 		}
 		p := ports[port]
 		hb := hostBytes{t: now}
 		for _, h := range st.Hosts[:cfg.Senders] {
-			hb.bytes = append(hb.bytes, r.Counters.Hosts[h.Name])
+			hb.bytes = append(hb.bytes, c.Hosts[h.Name])
 		}
 		res.Queue = append(res.Queue, experiment.QueueSample{T: now, Bytes: p.QLen, TxBytes: p.TxBytes})
 		series = append(series, hb)
+		return nil
+	}
+	var dropped uint64
+	record := func(op string, every time.Duration) error {
+		r, _, err := lab.Query(store, name, lab.Request{Op: op, EveryNs: int64(every)})
+		if err != nil {
+			return fmt.Errorf("experiment: lab %s: %s: %w", name, op, err)
+		}
+		dropped += r.RecordDropped
+		for i := range r.Recorded {
+			if err := take(&r.Recorded[i]); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
 	// The senders' applications connect and post at different moments, tens of
@@ -242,19 +251,24 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		}
 		return nil, err
 	}
+	if err := record("record", cfg.Sample); err != nil {
+		return nil, err
+	}
+	defer lab.Query(store, name, lab.Request{Op: "record"}) // stopped below; this covers the error returns
 	go func() {
-		tick := time.NewTicker(cfg.Sample)
+		const drainEvery = 20 * time.Millisecond
+		tick := time.NewTicker(drainEvery)
 		defer tick.Stop()
 		for {
-			if err := take(); err != nil {
-				sampled <- err
-				return
-			}
 			select {
 			case <-stop:
 				sampled <- nil
 				return
 			case <-tick.C:
+			}
+			if err := record("recorded", 0); err != nil {
+				sampled <- err
+				return
 			}
 		}
 	}()
@@ -274,8 +288,11 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 	if err := <-sampled; err != nil {
 		return nil, err
 	}
-	if err := take(); err != nil { // the sampler has stopped: one last sample after the flows
+	if err := record("record", 0); err != nil { // stops the recorder: the rows after the flows
 		return nil, err
+	}
+	if dropped > 0 {
+		res.Errors = append(res.Errors, fmt.Sprintf("the lab dropped %d of its samples (lab.MaxRecorded)", dropped))
 	}
 
 	// A flow lasts from the first to the last interval in which its sender sent RDMA
