@@ -29,7 +29,7 @@ const (
 
 // recorder samples what op "counters" reads, every interval, on each node's own loop:
 // a timer per node reads that node's counters at each multiple of the interval of the
-// lab's clock, and the reads of one instant make one row, timed by the last of them.
+// lab's clock, and the reads of one instant make one row, timed by its switches' reads.
 // A sampler outside the lab polling every millisecond gets its answers late and
 // irregularly on a busy machine (its own process, the control socket and every loop
 // between wait for a core: 4–29 ms apart in a 1 Gb/s lab whose loop ran its timers
@@ -52,8 +52,10 @@ type pendingRow struct {
 	got int
 }
 
-// add records one node's read for sample k, at clock time at.
-func (r *recorder) add(k int64, at clock.Time, fill func(*Counters)) {
+// add records one node's read for sample k, at clock time at; a switch's read (timed)
+// times the row, as it does op "counters": the rates a sampler computes are the
+// switch ports', over the times the switch read them.
+func (r *recorder) add(k int64, at clock.Time, timed bool, fill func(*Counters)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	i := 0
@@ -68,7 +70,9 @@ func (r *recorder) add(k int64, at clock.Time, fill func(*Counters)) {
 	}
 	p := r.pending[i]
 	fill(&p.c)
-	p.c.TimeNs = max(p.c.TimeNs, int64(at))
+	if timed {
+		p.c.TimeNs = max(p.c.TimeNs, int64(at))
+	}
 	if p.got++; p.got == r.nodes {
 		r.pending = append(r.pending[:i], r.pending[i+1:]...)
 		if len(r.rows) < MaxRecorded {
@@ -121,10 +125,10 @@ func (l *Lab) Record(every time.Duration) ([]Counters, uint64, error) {
 	r := &recorder{every: every, nodes: len(l.Network.Hosts) + len(l.Network.Switches), drained: l.clk.Now()}
 	first := int64(l.clk.Now()/clock.Time(every)) + 1
 	for _, h := range l.Network.Hosts {
-		l.recordOn(r, h.Loop, h.Device.Do, first, func(c *Counters) { c.Hosts[h.Name] = h.Device.Stats().TxDataBytes })
+		l.recordOn(r, h.Loop, h.Device.Do, first, false, func(c *Counters) { c.Hosts[h.Name] = h.Device.Stats().TxDataBytes })
 	}
 	for _, s := range l.Network.Switches {
-		l.recordOn(r, s.Loop, l.inboxes[s.Name].Do, first, func(c *Counters) {
+		l.recordOn(r, s.Loop, l.inboxes[s.Name].Do, first, true, func(c *Counters) {
 			ports := make([]PortCounters, 0, len(s.Switch.Ports()))
 			for _, p := range s.Switch.Ports() {
 				st := p.Stats()
@@ -150,8 +154,9 @@ func (l *Lab) Recorded() ([]Counters, uint64, error) {
 }
 
 // recordOn arms a timer on loop (through do, which runs on it) that reads a node's
-// counters at sample first and every r.every after, until r stops or idles.
-func (l *Lab) recordOn(r *recorder, loop clock.Loop, do func(func()), first int64, read func(*Counters)) {
+// counters at sample first and every r.every after, until r stops or idles; timed
+// reads time their rows.
+func (l *Lab) recordOn(r *recorder, loop clock.Loop, do func(func()), first int64, timed bool, read func(*Counters)) {
 	do(func() {
 		k := first
 		var t *clock.Timer
@@ -164,7 +169,7 @@ func (l *Lab) recordOn(r *recorder, loop clock.Loop, do func(func()), first int6
 				r.stopped.Store(true)
 				return
 			}
-			r.add(k, now, read)
+			r.add(k, now, timed, read)
 			k++
 			t.Reset(clock.Time(k) * clock.Time(r.every))
 		})
