@@ -274,8 +274,8 @@ func BenchmarkLabIncastTwin(b *testing.B) {
 func needQuietMachine(t *testing.T) {
 	t.Helper()
 	// Issue 21's real-time targets are not all met yet (docs/rnic.md: DCQCN's queue in
-	// a 1 Gb/s lab, 0 to 7 KB from run to run against the twin's 6.9 KB; 10 Gb/s HPCC
-	// 0.78–0.91, held by the CPU per packet): these tests are its acceptance check, run
+	// a 1 Gb/s lab, 0 to 7 KB from run to run against the twin's 6.9 KB; 10 Gb/s
+	// Rx-HPCC 0.85–0.86, held by the CPU per packet): these tests are its acceptance check, run
 	// by hand on a quiet machine, and make test leaves them out rather than fail on a
 	// known gap.
 	if os.Getenv("ROCELAB_REALTIME_TARGETS") == "" {
