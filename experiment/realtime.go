@@ -19,7 +19,7 @@ func RunRealTime(cfg Config) (*Result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := clock.NewReal(clock.RealOptions{Seed: cfg.Seed, GrowProcs: true, Nice: clock.EmulatorNice})
+	r := clock.NewReal(clock.RealOptions{Seed: cfg.Seed, GrowProcs: true})
 	// One loop thread for the nodes and the monitor's timers (flow starts, rate
 	// samples, the limit): a monitor loop of its own, woken every 20 µs, spun a second
 	// thread, and two spinning threads on two cores lost the nodes' loop for a

@@ -188,7 +188,7 @@ func (l *Lab) up() error {
 	// GrowProcs: a loop asleep in ppoll keeps its Go scheduler slot until sysmon takes
 	// it back (20 µs–10 ms later); with more loops than GOMAXPROCS, waking loops would
 	// wait that long.
-	l.clk = clock.NewReal(clock.RealOptions{Spin: cfg.Spin, GrowProcs: true, Nice: clock.EmulatorNice})
+	l.clk = clock.NewReal(clock.RealOptions{Spin: cfg.Spin, GrowProcs: true})
 	look := cfg.TxLookahead
 	if look == 0 {
 		look = DefaultTxLookahead

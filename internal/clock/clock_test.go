@@ -2,12 +2,9 @@ package clock
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 func TestVirtualOrderAndTies(t *testing.T) {
@@ -243,37 +240,6 @@ func TestRealBehindStillRunsTasks(t *testing.T) {
 	// stops: posted is then the last callback.)
 	if at := <-check; posted >= callbacks || at < 0 || at > posted+2 {
 		t.Fatalf("a task posted at callback %d of an overdue timer ran after callback %d of %d: starved", posted, at, callbacks)
-	}
-}
-
-// TestRealNice: with RealOptions.Nice the loops' threads run at that nice value when
-// the process may set it (root), and at the process's own otherwise.
-func TestRealNice(t *testing.T) {
-	own, err := unix.Getpriority(unix.PRIO_PROCESS, 0) // the kernel's 20 - nice
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := NewReal(RealOptions{Seed: 1, Nice: -5})
-	l := r.NewLoop("nice")
-	got := make(chan int, 1)
-	task := l.NewTask(func() {
-		p, err := unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
-		if err != nil {
-			p = -1
-		}
-		got <- 20 - p
-	})
-	if err := r.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	task.Post()
-	want := -5
-	if os.Geteuid() != 0 {
-		want = 20 - own
-	}
-	if n := <-got; n != want {
-		t.Errorf("the loop's thread runs at nice %d, want %d (euid %d, the process at %d)", n, want, os.Geteuid(), 20-own)
 	}
 }
 

@@ -17,13 +17,6 @@ import (
 // docs/architecture.md for the measurement); a larger value buys precision with CPU.
 const DefaultSpin = 40 * time.Microsecond
 
-// EmulatorNice is the nice value labs and real-time experiments give their loops
-// (RealOptions.Nice): above the applications they serve, as a NIC's hardware is.
-// Measured in a 10 Gb/s lab with two write_bw flows (docs/rnic.md): the loop's mean
-// timer lateness fell from 40–2,900 µs to 11–53 µs, and the two-host lab's write_bw
-// kept its 21 Gb/s.
-const EmulatorNice = -10
-
 // RealOptions configure a Real driver. The zero value is usable.
 type RealOptions struct {
 	// Seed seeds the loops' random sources (in creation order, as under Virtual).
@@ -38,11 +31,6 @@ type RealOptions struct {
 	// 4–5× in throughput and get millisecond tails (see docs/verbs-service.md). The
 	// threads then share the CPUs through the kernel's scheduler instead.
 	GrowProcs bool
-	// Nice, if negative, is the nice value of the loops' threads, set when the process
-	// may (CAP_SYS_NICE: a lab runs as root) and left at the process's otherwise. A
-	// loop is the emulated NICs and switches: waiting for a core behind the processes
-	// it serves, it ran its timers milliseconds late (docs/rnic.md).
-	Nice int
 }
 
 // Real is the real-time driver. Each loop runs on its own goroutine, locked to an OS
@@ -57,7 +45,6 @@ type Real struct {
 	wg      sync.WaitGroup
 	started bool
 	grow    bool
-	nice    int
 }
 
 // NewReal returns a real-time driver whose epoch is now.
@@ -66,7 +53,7 @@ func NewReal(opts RealOptions) *Real {
 	if spin <= 0 {
 		spin = DefaultSpin
 	}
-	return &Real{epoch: time.Now(), seed: opts.Seed, spin: Time(spin), grow: opts.GrowProcs, nice: min(opts.Nice, 0)}
+	return &Real{epoch: time.Now(), seed: opts.Seed, spin: Time(spin), grow: opts.GrowProcs}
 }
 
 // Now returns the time since the driver's epoch (monotonic).
@@ -279,9 +266,6 @@ func (l *realLoop) run(wg *sync.WaitGroup) {
 	defer runtime.UnlockOSThread()
 	// Without this the kernel may defer our wake-up by the default 50 µs slack.
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-	if l.r.nice < 0 {
-		unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), l.r.nice) // EACCES without CAP_SYS_NICE: left as it is
-	}
 	for !l.stop.Load() {
 		// Watchers before tasks: a task may carry a frame that an out-of-process
 		// producer's earlier work must precede (an app posts a receive, tells its peer
