@@ -355,18 +355,7 @@ func TestLateBatchRepliesFromArrival(t *testing.T) {
 		t.Fatal(err)
 	}
 	lb := &lateLink{Endpoint: eb, late: late, delay: time.Microsecond}
-	pool := link.NewPool(1518)
-	open := func(name string, ep link.Endpoint, i byte) *Device {
-		d, err := Open(Config{Name: name, MAC: [6]byte{2, 0, 0, 0, 0, i}, GIDs: []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 0, i})},
-			Loop: v.NewLoop(name), Link: ep, Pool: pool})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	a, b := open("h1", ea, 1), open("h2", lb, 2)
-	a.AddNeighbour(netip.AddrFrom4([4]byte{10, 0, 0, 2}), b.cfg.MAC)
-	b.AddNeighbour(netip.AddrFrom4([4]byte{10, 0, 0, 1}), a.cfg.MAC)
+	a, b := openPair(t, v, ea, lb, 1500, Config{})
 	s := newStream(t, a, b, QPInitAttr{}, 1024, 1, roce.MTU1024)
 	v.RunFor(time.Millisecond)
 	if s.completed < 10 || len(lb.replies) < 10 {

@@ -127,6 +127,14 @@ func linkedPair(t *testing.T, rate uint64, mtu int, cfg Config) (*clock.Virtual,
 	if err != nil {
 		t.Fatal(err)
 	}
+	d1, d2 := openPair(t, v, a, b, mtu, cfg)
+	return v, d1, d2
+}
+
+// openPair opens two devices with cfg's settings on v, on the two ends a and b of a
+// link of mtu, each knowing the other's MAC.
+func openPair(t *testing.T, v *clock.Virtual, a, b link.Endpoint, mtu int, cfg Config) (*Device, *Device) {
+	t.Helper()
 	pool := link.NewPool(mtu + 18)
 	open := func(name string, ep link.Endpoint, i byte) *Device {
 		c := cfg
@@ -141,5 +149,5 @@ func linkedPair(t *testing.T, rate uint64, mtu int, cfg Config) (*clock.Virtual,
 	d1, d2 := open("h1", a, 1), open("h2", b, 2)
 	d1.AddNeighbour(netip.AddrFrom4([4]byte{10, 0, 0, 2}), d2.cfg.MAC)
 	d2.AddNeighbour(netip.AddrFrom4([4]byte{10, 0, 0, 1}), d1.cfg.MAC)
-	return v, d1, d2
+	return d1, d2
 }

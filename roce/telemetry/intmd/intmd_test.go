@@ -178,12 +178,19 @@ func TestNotINT(t *testing.T) {
 	}
 }
 
-func FuzzDecode(f *testing.F) {
-	c := New()
+// oneHopFrame is a RoCE frame with c's telemetry request and one hop pushed: the
+// fuzzers' seed.
+func oneHopFrame(c *Codec) []byte {
 	fr, _ := c.Request(telemetrytest.RoCEFrame(false))
 	h := telemetrytest.Hop(1)
 	fr, _, _ = c.Push(fr, &h)
-	f.Add(fr)
+	return fr
+}
+
+func FuzzDecode(f *testing.F) {
+	c := New()
+	h := telemetrytest.Hop(1)
+	f.Add(oneHopFrame(c))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s telemetry.Stack
 		if _, err := c.Decode(b, &s); err != nil {
@@ -328,10 +335,7 @@ func TestPushHopsIsPushes(t *testing.T) {
 // leaving the frame as it was.
 func FuzzDecodeStripIn(f *testing.F) {
 	c := New()
-	fr, _ := c.Request(telemetrytest.RoCEFrame(false))
-	h := telemetrytest.Hop(1)
-	fr, _, _ = c.Push(fr, &h)
-	f.Add(fr)
+	f.Add(oneHopFrame(c))
 	f.Add(telemetrytest.RoCEFrame(true))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := roce.Locate(b)
