@@ -3,7 +3,6 @@ package experiment
 import (
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/rocelab/rocelab/internal/clock"
 )
@@ -70,14 +69,7 @@ type LoopLateness struct {
 
 // NewLoopLateness summarizes x (the last bucket's bound is its start).
 func NewLoopLateness(x clock.Lateness) *LoopLateness {
-	us := func(q float64) float64 {
-		d := x.Quantile(q)
-		if d == clock.LateBound(clock.LateBuckets-1) {
-			d = clock.LateBound(clock.LateBuckets - 2)
-		}
-		return float64(d / time.Microsecond)
-	}
-	l := &LoopLateness{Timers: x.Timers(), P50US: us(0.5), P99US: us(0.99)}
+	l := &LoopLateness{Timers: x.Timers(), P50US: x.QuantileUS(0.5), P99US: x.QuantileUS(0.99)}
 	if l.Timers > 0 {
 		l.MeanUS = float64(x.Sum) / 1e3 / float64(l.Timers)
 	}

@@ -173,17 +173,10 @@ func loopStatuses(clk *clock.Real) []LoopStatus {
 	if clk == nil {
 		return nil
 	}
-	quantile := func(x clock.Lateness, q float64) float64 {
-		d := x.Quantile(q)
-		if d == clock.LateBound(clock.LateBuckets-1) {
-			return LateOverUS
-		}
-		return float64(d / time.Microsecond)
-	}
 	var out []LoopStatus
 	for _, x := range clk.Lateness() {
-		out = append(out, LoopStatus{Loop: x.Loop, Timers: x.Timers(), LateP50US: quantile(x, 0.5),
-			LateP99US: quantile(x, 0.99), LateBuckets: x.Buckets[:], LateSumUS: float64(x.Sum) / 1e3})
+		out = append(out, LoopStatus{Loop: x.Loop, Timers: x.Timers(), LateP50US: x.QuantileUS(0.5),
+			LateP99US: x.QuantileUS(0.99), LateBuckets: x.Buckets[:], LateSumUS: float64(x.Sum) / 1e3})
 	}
 	return out
 }
@@ -632,15 +625,7 @@ func (l *Lab) Counters() Counters {
 	}
 	for _, s := range l.Network.Switches {
 		ch := make(chan read, 1)
-		l.inboxes[s.Name].Do(func() {
-			var r read
-			for _, p := range s.Switch.Ports() {
-				st := p.Stats()
-				r.ports = append(r.ports, PortCounters{QLen: st.QLen, TxBytes: st.TxBytes})
-			}
-			r.at = l.clk.Now()
-			ch <- r
-		})
+		l.inboxes[s.Name].Do(func() { ch <- read{portCounters(s), l.clk.Now()} })
 		select {
 		case r := <-ch:
 			cs.Switches[s.Name], cs.TimeNs = r.ports, int64(r.at)
@@ -648,6 +633,17 @@ func (l *Lab) Counters() Counters {
 		}
 	}
 	return cs
+}
+
+// portCounters reads a switch's ports' queues and bytes sent, on its loop: what op
+// "counters" and the recorder take of a switch.
+func portCounters(s *Switch) []PortCounters {
+	ports := make([]PortCounters, 0, len(s.Switch.Ports()))
+	for _, p := range s.Switch.Ports() {
+		st := p.Stats()
+		ports = append(ports, PortCounters{QLen: st.QLen, TxBytes: st.TxBytes})
+	}
+	return ports
 }
 
 // StatusFromRecord describes a lab from its state file alone: what `rocelab status`

@@ -128,14 +128,7 @@ func (l *Lab) Record(every time.Duration) ([]Counters, uint64, error) {
 		l.recordOn(r, h.Loop, h.Device.Do, first, false, func(c *Counters) { c.Hosts[h.Name] = h.Device.Stats().TxDataBytes })
 	}
 	for _, s := range l.Network.Switches {
-		l.recordOn(r, s.Loop, l.inboxes[s.Name].Do, first, true, func(c *Counters) {
-			ports := make([]PortCounters, 0, len(s.Switch.Ports()))
-			for _, p := range s.Switch.Ports() {
-				st := p.Stats()
-				ports = append(ports, PortCounters{QLen: st.QLen, TxBytes: st.TxBytes})
-			}
-			c.Switches[s.Name] = ports
-		})
+		l.recordOn(r, s.Loop, l.inboxes[s.Name].Do, first, true, func(c *Counters) { c.Switches[s.Name] = portCounters(s) })
 	}
 	l.rec = r
 	return nil, 0, nil

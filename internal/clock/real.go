@@ -214,6 +214,12 @@ func (x Lateness) Quantile(q float64) time.Duration {
 	return LateBound(LateBuckets - 1)
 }
 
+// QuantileUS is Quantile in µs, for reports: the last bucket, which has no upper
+// bound, is given by where it starts (LateBound(LateBuckets-2)).
+func (x Lateness) QuantileUS(q float64) float64 {
+	return float64(min(x.Quantile(q), LateBound(LateBuckets-2)) / time.Microsecond)
+}
+
 // Lateness reports each loop's timer lateness since Start, in creation order. It may
 // be called from any goroutine.
 func (r *Real) Lateness() []Lateness {
