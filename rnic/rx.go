@@ -101,34 +101,16 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte, l *roce.Layout) {
 			if !c.c.signal.Shown(b, l) {
 				continue
 			}
-			if c.c.decodeStrip != nil {
-				nb, err := d.tel.decodeStrip(c.c, f, b, l, st)
-				present, bad := found(err)
-				if bad {
-					d.stats.RxMalformed++
-					return
-				}
-				if present {
-					b, kind = nb, c.kind
-					break
-				}
-				continue
-			}
-			present, bad := found(c.c.decode(b, st))
+			nb, err := d.tel.decodeStrip(c.c, f, b, l, st)
+			present, bad := found(err)
 			if bad {
 				d.stats.RxMalformed++
 				return
 			}
-			if !present {
-				continue
+			if present {
+				b, kind = nb, c.kind
+				break
 			}
-			var err error
-			if b, err = d.tel.strip(c.c, f, b); err != nil {
-				d.stats.RxMalformed++
-				return
-			}
-			kind = c.kind
-			break
 		}
 	}
 	p := &d.rxPkt

@@ -71,9 +71,21 @@ func (t *telemetryCodecs) addRequest(c *codec, f *link.Frame) ([]byte, error) {
 }
 
 // decodeStrip decodes c's telemetry in f, whose contents are b and whose headers l
-// locates, into st and removes it, in place, in one pass; the packet left is in f's
-// buffer, as strip leaves it.
+// locates, into st and removes it: in one pass in place where the format can
+// (c.decodeStrip), else decode then strip. The packet left is in f's buffer, as strip
+// leaves it. A strip that fails after the decode found telemetry is a malformed
+// frame whatever its error says (found).
 func (t *telemetryCodecs) decodeStrip(c *codec, f *link.Frame, b []byte, l *roce.Layout, st *telemetry.Stack) ([]byte, error) {
+	if c.decodeStrip == nil {
+		if err := c.decode(b, st); err != nil {
+			return b, err
+		}
+		nb, err := t.strip(c, f, b)
+		if err != nil {
+			return b, fmt.Errorf("strip after decode: %v", err)
+		}
+		return nb, nil
+	}
 	t.editor.Edit(f)
 	defer t.editor.Edit(nil)
 	return c.decodeStrip(b, *l, st, t.editor.Close)
