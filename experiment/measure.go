@@ -197,11 +197,13 @@ func firstDrain(queue []QueueSample, level int, settled clock.Time) clock.Time {
 	if len(queue) == 0 {
 		return -1
 	}
-	peak := 0
-	for i, s := range queue {
-		if s.Bytes > queue[peak].Bytes {
-			peak = i
-		}
+	// The initial burst is the highest peak before the first completion: a later,
+	// higher one (a real-time lab's stall, the last flows speeding up) would start
+	// the window in the flows' tail. Without a peak above level before settled, the
+	// highest of all.
+	peak := highest(queue, settled)
+	if queue[peak].Bytes <= level {
+		peak = highest(queue, clock.Never)
 	}
 	if queue[peak].Bytes <= level {
 		return -1
@@ -236,4 +238,19 @@ func runEnd(res *Result, last clock.Time, unfinished int) (clock.Time, string) {
 		end = res.Queue[n-1].T
 	}
 	return end, fmt.Sprintf("the end of the run, %d flows unfinished", unfinished)
+}
+
+// highest is the index of the largest queue among the samples up to until (the first
+// sample's if none is).
+func highest(queue []QueueSample, until clock.Time) int {
+	peak := 0
+	for i, s := range queue {
+		if s.T > until {
+			break
+		}
+		if s.Bytes > queue[peak].Bytes {
+			peak = i
+		}
+	}
+	return peak
 }

@@ -76,6 +76,13 @@ func TestFirstDrainToStandingQueue(t *testing.T) {
 	if got := firstDrain(q, 1100, 0); got != 3000 {
 		t.Errorf("peak after the first completion: first drain at %d ns, want 3000", got)
 	}
+	// A higher peak after the first completion (a lab's stall in the flows' tail)
+	// does not move the drain of the initial burst: by hand, 0, 9000, 4000, 0, 0,
+	// 20000, 0 with the first completion at 4 µs drains at 3 µs, not at 6 µs.
+	late := queueSeries([]int{0, 9000, 4000, 0, 0, 20000, 0}, make([]uint64, 7))
+	if got := firstDrain(late, 1100, 4000); got != 3000 {
+		t.Errorf("a higher peak after the first completion: first drain at %d ns, want 3000", got)
+	}
 	if got := firstDrain(q[:1], 1100, 6000); got != -1 {
 		t.Errorf("a queue that never exceeds the level drains at %d, want -1", got)
 	}
