@@ -3,7 +3,6 @@ package lab
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -190,7 +189,7 @@ func TestLabTwoHosts(t *testing.T) {
 		}
 	}
 	// Shutting down our side ends the capture: the lab sends the rest and its figures.
-	conn.(*net.UnixConn).CloseWrite()
+	conn.CloseWrite()
 	res := <-done
 	conn.Close()
 	if res.err != nil {

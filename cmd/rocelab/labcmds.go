@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -448,7 +447,7 @@ reader keeps up with more easily.`,
 				<-stop
 				// Shutting down our side asks the lab to finish the file and send
 				// its figures; a second signal gives up on them.
-				conn.(*net.UnixConn).CloseWrite()
+				conn.CloseWrite()
 				<-stop
 				conn.Close()
 			}()

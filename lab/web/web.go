@@ -43,7 +43,7 @@ type Server struct {
 }
 
 type capture struct {
-	conn net.Conn
+	conn *lab.Stream
 	file string
 	done chan struct{}
 	res  *lab.CaptureStatus
@@ -207,7 +207,7 @@ func (s *Server) stop(port string) error {
 		return errors.New("no capture of " + port + " was started here")
 	}
 	// Shutting down our side ends the capture; the lab then sends its figures.
-	if err := c.conn.(*net.UnixConn).CloseWrite(); err != nil && !errors.Is(err, net.ErrClosed) {
+	if err := c.conn.CloseWrite(); err != nil && !errors.Is(err, net.ErrClosed) {
 		return err
 	}
 	<-c.done
