@@ -24,12 +24,24 @@ import (
 // hold outlives a killed experiment by at most this.
 const holdFor = 30 * time.Second
 
+// labCQModeration is the senders' write_bw -Q: one signalled WRITE in this many. Each
+// completion event wakes a sleeping app, and the wake-up (the eventfd write in the
+// lab's loop; on a VM an inter-processor interrupt) cost the loop about 7.5 µs, 15 %
+// of its CPU at 10 Gb/s with a completion per 64 KiB WRITE (docs/rnic.md).
+const labCQModeration = 16
+
+// labDrainEvery is how often `experiment --lab` drains the lab's recorded rows (at
+// most; labDrainInterval). Each drain is a round trip through two processes that
+// share the lab's cores: drained every 20 ms, a 10 Gb/s lab's link lost about a
+// millisecond of sending at every drain.
+const labDrainEvery = 250 * time.Millisecond
+
 // labIncast runs the incast scenario in a running lab with real app processes: the
 // first cfg.Senders hosts each run rocelab's write_bw (64 KiB RDMA WRITEs) against a
 // write_bw server of its own on the lab's last host, all started together, while
-// the lab's control socket is polled every cfg.Sample for the bottleneck port's queue
-// and bytes (the switch port towards the receiver) and each sender's RNIC bytes. The
-// samples make the same Result, files and metrics as the virtual-time run; a flow's
+// the lab records, every cfg.Sample on its own loops (control op record), the
+// bottleneck port's queue and bytes (the switch port towards the receiver) and each
+// sender's RNIC bytes. The samples make the same Result, files and metrics as the virtual-time run; a flow's
 // rate in rates.csv is its measured throughput over the interval (its congestion
 // control's rate lives inside the lab process), and it lasts from the first to the
 // last sample in which its sender's bytes grew. cfg.LinkRate is set from the port.
@@ -107,7 +119,9 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 	// -e: the apps sleep on completion events between completions instead of
 	// spinning, so that on a machine of few cores the lab's loops get the CPU the
 	// experiment measures (ROCELAB_LAB_POLL=1 keeps perftest's default busy polling).
-	events := []string{"-e"}
+	// -Q: one completion per labCQModeration WRITEs rather than perftest's one per
+	// large message.
+	events := []string{"-e", "-Q", fmt.Sprint(labCQModeration)}
 	if os.Getenv("ROCELAB_LAB_POLL") != "" {
 		events = nil
 	}
@@ -158,7 +172,7 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 	// The lab records the counters (not its status, which costs far more) every
 	// cfg.Sample on its own loops (op "record"): a sampler polling from here got its
 	// answers 4–29 ms apart on two cores, where the lab's loop ran its timers a few µs
-	// late. The rows are drained every drainEvery and once more when the flows are over.
+	// late. The rows are drained every labDrainInterval and once more when the flows are over.
 	swName := st.Switches[sw].Name
 	take := func(c *lab.Counters) error {
 		// Samples are timed by the lab's clock as it read them (lab.Counters.TimeNs).
@@ -256,8 +270,7 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 	}
 	defer lab.Query(store, name, lab.Request{Op: "record"}) // stopped below; this covers the error returns
 	go func() {
-		const drainEvery = 20 * time.Millisecond
-		tick := time.NewTicker(drainEvery)
+		tick := time.NewTicker(labDrainInterval(cfg.Sample))
 		defer tick.Stop()
 		for {
 			select {
@@ -365,4 +378,10 @@ func awaitPosted(hold func(time.Duration) (map[string]bool, error), hosts []stri
 			}
 		}
 	}
+}
+
+// labDrainInterval is how often to drain a lab recording every sample: labDrainEvery,
+// or sooner when a quarter of lab.MaxRecorded rows would come before it.
+func labDrainInterval(sample time.Duration) time.Duration {
+	return max(sample, min(labDrainEvery, lab.MaxRecorded/4*sample))
 }
