@@ -15,8 +15,10 @@ import (
 //  2. Telemetry: a request stack (data packets and probes) or an echo stack (ACKs) is
 //     decoded into a Stack and stripped, restoring the packet the sender built.
 //  3. Decode the RoCEv2 headers and verify the ICRC over the restored packet (not on a
-//     PayloadFree device, whose frames carry none). Anything malformed is counted and
-//     dropped here, before any QP sees it.
+//     PayloadFree device, whose frames carry none, nor for an intact frame, built by a
+//     soft-RNIC of this process and changed by nothing but telemetry since:
+//     link.Frame.Intact). Anything malformed is counted and dropped here, before any
+//     QP sees it.
 //  4. Demultiplex by BTH DestQP. Probes, probe responses, Rx-HPCC window updates and
 //     CNPs are the device's (step 6); everything else goes to the QP's engine.
 //  5. Congestion control, receiver side: keep the hops to echo in the next ACK
@@ -122,7 +124,7 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte, l *roce.Layout) {
 		}
 		return
 	}
-	if !d.cfg.PayloadFree && p.VerifyICRC() != nil {
+	if !d.cfg.PayloadFree && !f.Intact && p.VerifyICRC() != nil {
 		d.stats.RxBadICRC++
 		return
 	}

@@ -31,10 +31,12 @@ func pacingGap(n int, rate float64) time.Duration {
 }
 
 // frameBuffer returns a pooled frame opened to its whole buffer: room for the largest
-// frame a QP of the port's MTU builds, and for the telemetry added to it.
+// frame a QP of the port's MTU builds, and for the telemetry added to it. It is
+// marked intact: the device builds it and its ICRC (link.Frame.Intact).
 func (d *Device) frameBuffer() (*link.Frame, []byte) {
 	f := d.cfg.Pool.Get()
 	buf, _ := f.SetLen(f.Tailroom())
+	f.Intact = true
 	return f, buf
 }
 

@@ -49,6 +49,13 @@ type Frame struct {
 	InPort uint16
 	// Priority is the 802.1p priority (0–7) the receiving node classified it into.
 	Priority uint8
+	// Intact says that the frame's bytes under its RoCE ICRC, once any telemetry a
+	// switch added is stripped, are still those its sender computed the ICRC over:
+	// a soft-RNIC of this process built it, and it crossed only links of this
+	// process. The receiving soft-RNIC then need not check the ICRC, which cost a
+	// 10 Gb/s lab's loop 8 % of its time. Whoever changes such a byte clears it (the
+	// corrupt fault does); frames from a pool, SetBytes and a TAP start without it.
+	Intact bool
 }
 
 // Bytes returns the frame's contents. The slice aliases the buffer and is invalidated
@@ -81,6 +88,7 @@ func (f *Frame) SetBytes(b []byte) error {
 		return err
 	}
 	copy(dst, b)
+	f.Intact = false
 	return nil
 }
 
@@ -159,7 +167,7 @@ func (e *Editor) close(_ []byte, off, n int) []byte {
 func (f *Frame) Clone() *Frame {
 	c := f.pool.Get()
 	c.SetBytes(f.Bytes())
-	c.Time, c.InPort, c.Priority = f.Time, f.InPort, f.Priority
+	c.Time, c.InPort, c.Priority, c.Intact = f.Time, f.InPort, f.Priority, f.Intact
 	return c
 }
 
@@ -187,7 +195,7 @@ func NewPool(maxFrame int) *Pool {
 func (pl *Pool) Get() *Frame {
 	f := pl.p.Get().(*Frame)
 	f.off, f.end = Headroom, Headroom
-	f.Time, f.InPort, f.Priority = 0, 0, 0
+	f.Time, f.InPort, f.Priority, f.Intact = 0, 0, 0, false
 	return f
 }
 

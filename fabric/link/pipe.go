@@ -150,6 +150,7 @@ func (e *End) Send(frames []*Frame) {
 			e.stats.Corrupted++
 			bit := rng.IntN(fr.Len() * 8)
 			fr.Bytes()[bit/8] ^= 0x80 >> (bit % 8)
+			fr.Intact = false
 		}
 		if f.Jitter > 0 && (f.JitterProb == 0 || rng.Float64() < f.JitterProb) {
 			e.stats.Jittered++
