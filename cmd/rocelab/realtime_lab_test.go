@@ -16,15 +16,43 @@ import (
 	"time"
 
 	"github.com/rocelab/rocelab/experiment"
+	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/rnic"
 )
 
+// labLinks are the links of a test lab's star: their rate and Ethernet MTU.
+type labLinks struct {
+	rate string
+	mtu  int
+}
+
+// pathMTU is the RoCE path MTU a QP over l negotiates: 4096 with jumbo frames,
+// 1024 with 1500-byte ones.
+func (l labLinks) pathMTU() int {
+	if l.mtu >= 4096+100 {
+		return 4096
+	}
+	return 1024
+}
+
+func (l labLinks) String() string {
+	if l.mtu == 1500 {
+		return l.rate
+	}
+	return fmt.Sprintf("%s-mtu%d", l.rate, l.mtu)
+}
+
 // writeTopology writes a star of hosts around s1, every link at rate with 10 µs of
-// delay, under congestion control cc: hpcc (a probe per RTT), dcqcn, none, or an HPCC
-// mode (per-ack, rx, probe), and returns the file's path.
+// delay and a 1500-byte MTU, under congestion control cc: hpcc (a probe per RTT),
+// dcqcn, none, or an HPCC mode (per-ack, rx, probe), and returns the file's path.
 func writeTopology(t testing.TB, hosts int, rate, telemetry, cc string) string {
+	return writeStar(t, hosts, labLinks{rate, 1500}, telemetry, cc)
+}
+
+// writeStar is writeTopology with links l.
+func writeStar(t testing.TB, hosts int, l labLinks, telemetry, cc string) string {
 	t.Helper()
 	y := fmt.Sprintf("telemetry: %s\ncongestion_control: %s\n", telemetry, cc)
 	if slices.Contains(topo.HPCCModes, cc) {
@@ -36,7 +64,7 @@ func writeTopology(t testing.TB, hosts int, rate, telemetry, cc string) string {
 	}
 	y += "switches:\n  - name: s1\nlinks:\n"
 	for i := 1; i <= hosts; i++ {
-		y += fmt.Sprintf("  - {endpoints: [h%d, s1], rate: %s, delay: 10us, mtu: 1500}\n", i, rate)
+		y += fmt.Sprintf("  - {endpoints: [h%d, s1], rate: %s, delay: 10us, mtu: %d}\n", i, l.rate, l.mtu)
 	}
 	path := filepath.Join(t.TempDir(), "star.yaml")
 	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
@@ -119,7 +147,7 @@ func TestLabRealTimeIncastTwin(t *testing.T) {
 	c := newCLI(t)
 	for _, mode := range labModes {
 		t.Run(string(mode), func(t *testing.T) {
-			lab, virt := labIncastTwin(t, c, "1G", 2, mode)
+			lab, virt := labIncastTwin(t, c, labLinks{"1G", 1500}, 2, mode)
 			lm, vm := lab.Metrics, virt.Metrics
 			if math.Abs(lm.Utilization/vm.Utilization-1) > 0.1 {
 				t.Errorf("utilization %.3f in the lab, %.3f in virtual time: more than 10%% apart", lm.Utilization, vm.Utilization)
@@ -139,6 +167,71 @@ func TestLabRealTimeIncastTwin(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLabRealTimeIncastTargets holds N:1 incasts in a lab (N = 2, 4, 8; real
+// write_bw processes, `rocelab experiment incast --lab`) to issue 21's targets under
+// every congestion control a lab offers, at 1 Gb/s with 1500-byte frames and at
+// 10 Gb/s with jumbo frames (RoCE MTU 4096): every flow finishes, the bottleneck is
+// at least 90% utilized, the queue averaged after the first drain holds at most four
+// packets (DCQCN: below its marking threshold K_max) and every flow's rate is within
+// ±10% of the fair share (not DCQCN's: which flow RED marks is random). At 10 Gb/s
+// with 1500-byte frames the lab's loop thread runs out of CPU at 8:1 (docs/rnic.md):
+// BenchmarkLabIncastTwin reports those figures. Skipped unless asked for on a quiet
+// machine (needQuietMachine).
+func TestLabRealTimeIncastTargets(t *testing.T) {
+	if raceEnabled {
+		t.Skip("real-time lab: not under the race detector, which slows the loops below real time")
+	}
+	needQuietMachine(t)
+	c := newCLI(t)
+	for _, links := range []labLinks{{"1G", 1500}, {"10G", 9000}} {
+		for _, n := range []int{2, 4, 8} {
+			for _, mode := range labModes {
+				t.Run(fmt.Sprintf("%v/%d:1/%s", links, n, mode), func(t *testing.T) {
+					checkLabIncast(t, links, mode, runLabIncast(t, c, links, n, mode))
+				})
+			}
+		}
+	}
+}
+
+// checkLabIncast holds a lab incast's summary to issue 21's targets
+// (TestLabRealTimeIncastTargets).
+func checkLabIncast(t *testing.T, links labLinks, mode rnic.Mode, res experiment.JSON) {
+	t.Helper()
+	for _, e := range res.Errors {
+		t.Error(e)
+	}
+	m := res.Metrics
+	pkt := float64(links.pathMTU() + 100)
+	t.Logf("utilization %.3f, mean queue %.0f B = %.1f packets (window %v), Jain %.4f, samples at most %.0f µs apart",
+		m.Utilization, m.MeanQueue, m.MeanQueue/pkt, m.Window, m.Jain, m.LongestSampleGapUS)
+	if m.FlowsFinished != m.FlowsTotal {
+		t.Errorf("%d of %d flows finished", m.FlowsFinished, m.FlowsTotal)
+	}
+	if m.Utilization < 0.9 {
+		t.Errorf("bottleneck utilization %.3f, want at least 0.9", m.Utilization)
+	}
+	if mode == rnic.ModeDCQCN {
+		bps, _ := topo.ParseRate(links.rate)
+		if kmax := fabric.SimECN(bps).KMax; m.MeanQueue > float64(kmax) {
+			t.Errorf("mean queue %.0f B above DCQCN's K_max %d B", m.MeanQueue, kmax)
+		}
+		return
+	}
+	if m.MeanQueue > 4*pkt {
+		t.Errorf("mean queue %.0f B, want at most 4 packets (%.0f B)", m.MeanQueue, 4*pkt)
+	}
+	var fair float64
+	for _, f := range res.Flows {
+		fair += float64(f.Size) / float64(f.FCTNs) / float64(len(res.Flows))
+	}
+	for i, f := range res.Flows {
+		if r := float64(f.Size) / float64(f.FCTNs); math.Abs(r/fair-1) > 0.1 {
+			t.Errorf("flow %d: %.3f Gb/s, fair share %.3f Gb/s: off by more than 10%%", i, 8*r, 8*fair)
+		}
 	}
 }
 
@@ -193,41 +286,50 @@ func TestLabRealTimeExperimentStartsTogether(t *testing.T) {
 var labModes = []rnic.Mode{rnic.ModeHPCCProbe, rnic.ModeHPCC, rnic.ModeRxHPCC, rnic.ModeDCQCN}
 
 // labIncastTwin runs an N:1 incast (4 MiB per sender per Gb/s, congestion control
-// mode: an HPCC mode over INT, or DCQCN) in a lab of N+1 hosts around one switch at
-// rate with 10 µs links — real write_bw processes sampled by `rocelab experiment incast --lab` — and
-// the same incast in virtual time with the lab's parameters, and returns both
-// summaries.
-func labIncastTwin(tb testing.TB, c *cli, rate string, senders int, mode rnic.Mode) (lab, virt experiment.JSON) {
+// mode: an HPCC mode over INT, or DCQCN) in a lab of N+1 hosts around one switch with
+// links 10 µs long — real write_bw processes sampled by `rocelab experiment incast
+// --lab` — and the same incast in virtual time with the lab's parameters, and returns
+// both summaries.
+func labIncastTwin(tb testing.TB, c *cli, links labLinks, senders int, mode rnic.Mode) (lab, virt experiment.JSON) {
+	tb.Helper()
+	lab = runLabIncast(tb, c, links, senders, mode)
+	virt = incastJSON(tb, c, senders, links, append(ccArgs(mode), "--link-rate", links.rate, "--link-delay", "10us",
+		"--mtu", fmt.Sprint(links.pathMTU()), "--telemetry", "int", "--limit", "10s")...)
+	lm, vm := lab.Metrics, virt.Metrics
+	tb.Logf("%v %d:1 %s: lab: utilization %.3f, mean queue %.0f B, Jain %.4f; virtual: %.3f, %.0f B, %.4f",
+		links, senders, mode, lm.Utilization, lm.MeanQueue, lm.Jain, vm.Utilization, vm.MeanQueue, vm.Jain)
+	return lab, virt
+}
+
+// runLabIncast runs labIncastTwin's incast in a lab only.
+func runLabIncast(tb testing.TB, c *cli, links labLinks, senders int, mode rnic.Mode) experiment.JSON {
 	tb.Helper()
 	if out, err := exec.Command("go", "build", "-o", filepath.Dir(c.bin)+"/", "../write_bw").CombinedOutput(); err != nil {
 		tb.Fatalf("go build write_bw: %v\n%s", err, out)
 	}
-	name := labName("twin")
-	c.run("up", "-f", writeTopology(tb, senders+1, rate, "int", string(mode)), "--name", name)
+	name := labName("incast")
+	c.run("up", "-f", writeStar(tb, senders+1, links, "int", string(mode)), "--name", name)
 	defer c.run("down", name)
-	// 4 MiB per sender per Gb/s: about 70 ms of incast at any rate, 70 samples of the
-	// lab's 1 ms sampler (at 10 Gb/s, 4 MiB flows lasted 7 ms, a few samples).
-	bps, err := topo.ParseRate(rate)
+	return incastJSON(tb, c, senders, links, "--lab", name)
+}
+
+// incastJSON runs `rocelab experiment incast` of senders with flags and returns its
+// summary. Flows are 4 MiB per sender per Gb/s of links: about 70 ms of incast at any
+// rate, 70 samples of a lab's 1 ms sampler (at 10 Gb/s, 4 MiB flows lasted 7 ms, a
+// few samples).
+func incastJSON(tb testing.TB, c *cli, senders int, links labLinks, flags ...string) experiment.JSON {
+	tb.Helper()
+	bps, err := topo.ParseRate(links.rate)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	size := fmt.Sprintf("%dMiB", 4*max(1, bps/1e9))
-	args := []string{"experiment", "incast", "--senders", fmt.Sprint(senders), "--flow-size", size, "--json"}
-	for _, x := range []struct {
-		into  *experiment.JSON
-		extra []string
-	}{
-		{&lab, []string{"--lab", name, "--out", tb.TempDir()}},
-		{&virt, append(ccArgs(mode), "--link-rate", rate, "--link-delay", "10us", "--telemetry", "int", "--limit", "10s", "--out", tb.TempDir())},
-	} {
-		if err := json.Unmarshal([]byte(c.run(append(args, x.extra...)...)), x.into); err != nil {
-			tb.Fatal(err)
-		}
+	args := append([]string{"experiment", "incast", "--senders", fmt.Sprint(senders),
+		"--flow-size", fmt.Sprintf("%dMiB", 4*max(1, bps/1e9)), "--json", "--out", tb.TempDir()}, flags...)
+	var res experiment.JSON
+	if err := json.Unmarshal([]byte(c.run(args...)), &res); err != nil {
+		tb.Fatal(err)
 	}
-	lm, vm := lab.Metrics, virt.Metrics
-	tb.Logf("%s %d:1 %s: lab: utilization %.3f, mean queue %.0f B, Jain %.4f; virtual: %.3f, %.0f B, %.4f",
-		rate, senders, mode, lm.Utilization, lm.MeanQueue, lm.Jain, vm.Utilization, vm.MeanQueue, vm.Jain)
-	return lab, virt
+	return res
 }
 
 // ccArgs are the experiment flags of congestion control mode.
@@ -238,23 +340,27 @@ func ccArgs(mode rnic.Mode) []string {
 	return []string{"--cc", "hpcc", "--mode", string(mode)}
 }
 
-// BenchmarkLabIncastTwin runs the lab incast of TestLabRealTimeIncastTwin at 1 and
-// 10 Gb/s with 2 and 4 senders under every congestion control a lab offers, and
-// reports the lab's bottleneck utilization,
-// time-averaged queue and Jain's index next to its virtual-time twin's from the same
-// run (root: it starts labs).
+// benchLinks are the links of the lab incasts: 1 and 10 Gb/s with 1500-byte frames
+// (RoCE MTU 1024, the HPCC paper's packets), and 10 Gb/s with jumbo frames (RoCE MTU
+// 4096), at which a lab's one loop thread has the CPU for 8:1.
+var benchLinks = []labLinks{{"1G", 1500}, {"10G", 1500}, {"10G", 9000}}
+
+// BenchmarkLabIncastTwin runs the lab incast of TestLabRealTimeIncastTwin over each of
+// benchLinks with 2, 4 and 8 senders under every congestion control a lab offers, and
+// reports the lab's bottleneck utilization, time-averaged queue and Jain's index next
+// to its virtual-time twin's from the same run (root: it starts labs).
 func BenchmarkLabIncastTwin(b *testing.B) {
 	if raceEnabled {
 		b.Skip("real-time lab: not under the race detector")
 	}
 	c := newCLI(b)
-	for _, rate := range []string{"1G", "10G"} {
-		for _, n := range []int{2, 4} {
+	for _, links := range benchLinks {
+		for _, n := range []int{2, 4, 8} {
 			for _, mode := range labModes {
-				b.Run(fmt.Sprintf("%s/%d:1/%s", rate, n, mode), func(b *testing.B) {
+				b.Run(fmt.Sprintf("%v/%d:1/%s", links, n, mode), func(b *testing.B) {
 					var lab, virt experiment.JSON
 					for b.Loop() {
-						lab, virt = labIncastTwin(b, c, rate, n, mode)
+						lab, virt = labIncastTwin(b, c, links, n, mode)
 					}
 					b.ReportMetric(lab.Metrics.Utilization, "lab-util")
 					b.ReportMetric(virt.Metrics.Utilization, "virt-util")
@@ -273,11 +379,11 @@ func BenchmarkLabIncastTwin(b *testing.B) {
 // exceeds the cores: the loops would then measure the machine's other work.
 func needQuietMachine(t *testing.T) {
 	t.Helper()
-	// Issue 21's real-time targets are not all met yet (docs/rnic.md: DCQCN's queue in
-	// a 1 Gb/s lab, 0 to 7 KB from run to run against the twin's 6.9 KB; 10 Gb/s
-	// Rx-HPCC 0.85–0.86, held by the CPU per packet): these tests are its acceptance check, run
-	// by hand on a quiet machine, and make test leaves them out rather than fail on a
-	// known gap.
+	// Issue 21's real-time targets are not all met on every run (docs/rnic.md: a lab
+	// cell moves by ±3 points from run to run around 0.90 for HPCC 2:1 at 1 Gb/s and
+	// Rx-HPCC at 10 Gb/s; with 1500-byte frames a 10 Gb/s 8:1 lab runs out of CPU):
+	// these tests are its acceptance check, run by hand on a quiet machine, and make
+	// test leaves them out rather than fail on a known gap.
 	if os.Getenv("ROCELAB_REALTIME_TARGETS") == "" {
 		t.Skip("issue 21's real-time targets, not met yet: set ROCELAB_REALTIME_TARGETS=1 to check them on a quiet machine")
 	}
