@@ -282,6 +282,9 @@ type QueueSample struct {
 	T       clock.Time
 	Bytes   int
 	TxBytes uint64
+	// Area is ∫ queue dt in byte·ns since the port started, where the sampler reads it
+	// (a lab's samples: lab.PortCounters.QueueArea), and 0 where it does not.
+	Area uint64
 }
 
 // RateSample is one flow's pacing rate, window, bytes in flight and HPCC++'s U at one

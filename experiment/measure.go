@@ -126,11 +126,16 @@ func wireRate(samples []QueueSample) float64 {
 	return float64(b.TxBytes-a.TxBytes) * 8e9 / float64(b.T-a.T)
 }
 
-// meanQueue is the mean of the samples' queues (the samples are evenly spaced, so it
-// is the time average).
+// meanQueue is the time-averaged queue over the samples: from their queue areas where
+// they carry them (a lab's, read every millisecond or so: sparse point samples can
+// keep step with a periodic process and read its trough every time), else the mean of
+// their queues (evenly spaced, and dense in virtual time: 100 ns).
 func meanQueue(samples []QueueSample) float64 {
 	if len(samples) == 0 {
 		return 0
+	}
+	if a, b := samples[0], samples[len(samples)-1]; b.Area != 0 && b.T > a.T {
+		return float64(b.Area-a.Area) / float64(b.T-a.T)
 	}
 	sum := 0.0
 	for _, s := range samples {

@@ -54,6 +54,24 @@ func TestMeasureWindowAfterDrain(t *testing.T) {
 	}
 }
 
+// TestMeanQueueFromArea: samples that carry the port's queue area (a lab's) give the
+// time-averaged queue between the first and the last, whatever the point samples
+// read. By hand: the queue reads 0 at every sample of 0…4 µs, but the area grew by
+// 8,000,000 byte·ns over the 4 µs (2000 B on average, say a queue that fills and
+// empties between samples); without areas, the mean of the samples is 0.
+func TestMeanQueueFromArea(t *testing.T) {
+	q := queueSeries([]int{0, 0, 0, 0, 0}, make([]uint64, 5))
+	if got := meanQueue(q); got != 0 {
+		t.Errorf("point samples: mean queue %v, want 0", got)
+	}
+	for i := range q {
+		q[i].Area = 5_000_000 + uint64(i)*2_000_000
+	}
+	if got := meanQueue(q); got != 2000 {
+		t.Errorf("with areas: mean queue %v, want 2000", got)
+	}
+}
+
 // TestFirstDrainToStandingQueue: with more flows than the path's bandwidth-delay
 // product has packets, every flow at HPCC's minimum window, the queue settles at a
 // standing level above one packet and never drains to it while the flows run. By

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"sort"
 	"testing"
 	"time"
 
@@ -88,6 +89,45 @@ func TestBottleneckQueueAndStamps(t *testing.T) {
 	if p := sw.Ports()[1].Stats(); p.TxFrames != n || p.Stamped != n || p.QLen != 0 || p.Drops != 0 {
 		t.Fatalf("port stats %+v", p)
 	}
+}
+
+// TestQueueArea: the port's ∫ queue dt (QueueArea) equals the integral of a simple
+// reference — the queue rebuilt from the frames' arrival and departure times of
+// TestBottleneckQueueAndStamps's 200-into-100 Gb/s run (frame j arrives at first+40j
+// ns and departs at first+80j) — at the last departure and after it.
+func TestQueueArea(t *testing.T) {
+	const n, size = 2000, 1000
+	const delay = time.Microsecond
+	v := clock.NewVirtual(1)
+	sw, hosts := star(v, 1, 200e9, 100e9, delay, Config{})
+	hosts[0].start(1, n, 0)
+	v.Run()
+
+	first := clock.Time(link.Serialization(size, 200e9) + delay)
+	type change struct {
+		at    clock.Time
+		bytes int
+	}
+	var changes []change
+	for j := range n {
+		changes = append(changes, change{first.Add(time.Duration(j) * 40), size}, change{first.Add(time.Duration(j) * 80), -size})
+	}
+	sort.SliceStable(changes, func(a, b int) bool { return changes[a].at < changes[b].at })
+	var want uint64
+	queued, at := 0, clock.Time(0)
+	for _, c := range changes {
+		want += uint64(queued) * uint64(c.at-at)
+		queued, at = queued+c.bytes, c.at
+	}
+	port := sw.Ports()[1]
+	last := first.Add(time.Duration(n-1) * 80)
+	if got := port.QueueArea(last); got != want {
+		t.Errorf("queue area at the last departure %d byte·ns, want %d", got, want)
+	}
+	if got := port.QueueArea(last.Add(time.Millisecond)); got != want {
+		t.Errorf("queue area a millisecond after the queue emptied %d byte·ns, want %d (unchanged)", got, want)
+	}
+	t.Logf("time-averaged queue over the %v of traffic: %.0f B", time.Duration(last), float64(want)/float64(last))
 }
 
 // TestStampGrowth lets the stamper grow frames: the grown length goes on the wire and

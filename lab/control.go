@@ -104,6 +104,9 @@ type Counters struct {
 type PortCounters struct {
 	QLen    int    `json:"qlen"`
 	TxBytes uint64 `json:"tx_bytes"`
+	// QueueArea is ∫ queue dt in byte·ns since the port started (fabric.Port.QueueArea):
+	// between two reads, its difference over their interval is the time-averaged queue.
+	QueueArea uint64 `json:"queue_area_byte_ns"`
 }
 
 // CaptureStatus is a capture's figures: every frame that crossed the port while it
@@ -639,9 +642,10 @@ func (l *Lab) Counters() Counters {
 // "counters" and the recorder take of a switch.
 func portCounters(s *Switch) []PortCounters {
 	ports := make([]PortCounters, 0, len(s.Switch.Ports()))
+	now := s.Loop.Now()
 	for _, p := range s.Switch.Ports() {
 		st := p.Stats()
-		ports = append(ports, PortCounters{QLen: st.QLen, TxBytes: st.TxBytes})
+		ports = append(ports, PortCounters{QLen: st.QLen, TxBytes: st.TxBytes, QueueArea: p.QueueArea(now)})
 	}
 	return ports
 }

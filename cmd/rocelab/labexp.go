@@ -192,7 +192,7 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 		for _, h := range st.Hosts[:cfg.Senders] {
 			hb.bytes = append(hb.bytes, c.Hosts[h.Name])
 		}
-		res.Queue = append(res.Queue, experiment.QueueSample{T: now, Bytes: p.QLen, TxBytes: p.TxBytes})
+		res.Queue = append(res.Queue, experiment.QueueSample{T: now, Bytes: p.QLen, TxBytes: p.TxBytes, Area: p.QueueArea})
 		series = append(series, hb)
 		return nil
 	}
