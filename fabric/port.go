@@ -150,10 +150,14 @@ func (p *Port) enqueue(f *link.Frame) {
 		// Real time only: the loop saw the frame after the model had moved past its
 		// arrival (the loop woke late, or handled another port's frames first). An
 		// empty port would have sent it on arrival, or once the wire was free: take
-		// the model back to that instant, so that the loop's lateness does not become
-		// idle wire time. Nothing queued and nothing on the wire after busyUntil, so
-		// no departure already made is undone.
-		p.modelTime = max(f.Time, p.busyUntil)
+		// the model back to its arrival, so that the loop's lateness does not become
+		// idle wire time. Nothing is queued, so no departure already made is undone;
+		// a wire still busy at the arrival keeps the frame queued until busyUntil, as
+		// in time order. (Taken to busyUntil and sent at once, the frame put the
+		// model ahead of every later arrival, each of which then did the same: the
+		// port's queue stayed hidden on its wire, at zero in samples, telemetry and
+		// ECN marking. TestLateArrivalsStillQueue.)
+		p.modelTime = f.Time
 	}
 	t := max(f.Time, p.modelTime)
 	p.advance(t)

@@ -235,6 +235,49 @@ func TestLateArrivalsKeepTheirTimes(t *testing.T) {
 	}
 }
 
+// TestLateArrivalsStillQueue: two senders at the bottleneck's rate, each link's frames
+// handed to the switch 30 µs late in batches (a late real-time loop sees one link's
+// frames before the other's, each after its arrival). The port must queue what waits
+// for the wire, as with every frame on time: before, a late frame at a port with
+// nothing queued was put on the wire at once, however long the wire was busy, which
+// moved the port's model ahead of every later arrival, so that each frame after took
+// the same path and the queue, its samples, its telemetry and its ECN marks stayed at
+// zero (the lab's DCQCN queue of 0 B in some runs, 7 KB in others). By hand: 2 × 40
+// frames of 1000 B at 1 Gb/s into 1 Gb/s build a queue of one frame per 16 µs for
+// 640 µs; the time-averaged queue late must be at least 80 % of the one on time.
+func TestLateArrivalsStillQueue(t *testing.T) {
+	const n = 40
+	run := func(late bool) (area uint64, end clock.Time) {
+		v := clock.NewVirtual(1)
+		sw, hosts := starWith(v, 2, link.Config{Rate: 1e9}, 1e9, Config{ID: 1},
+			func(i int, ep link.Endpoint) link.Endpoint {
+				if late && i < 2 {
+					return &lateEndpoint{Endpoint: ep, period: 30 * time.Microsecond}
+				}
+				return ep
+			})
+		var last clock.Time
+		hosts[2].onRx = func(f *link.Frame) { last = f.Time }
+		hosts[0].start(2, n, 0)
+		hosts[1].start(2, n, 0)
+		v.RunFor(10 * time.Millisecond)
+		if hosts[2].rxFrames != 2*n {
+			t.Fatalf("late %v: %d frames delivered, want %d", late, hosts[2].rxFrames, 2*n)
+		}
+		return sw.Ports()[2].QueueArea(last), last
+	}
+	onTime, onEnd := run(false)
+	late, lateEnd := run(true)
+	t.Logf("time-averaged queue %.0f B on time, %.0f B late; last frame at %v and %v",
+		float64(onTime)/float64(onEnd), float64(late)/float64(lateEnd), time.Duration(onEnd), time.Duration(lateEnd))
+	if late < onTime*8/10 {
+		t.Errorf("queue area %d byte·ns with late arrivals, %d on time: the late port hid its queue", late, onTime)
+	}
+	if lateEnd != onEnd {
+		t.Errorf("last frame delivered at %v late, %v on time: want the same wire time", time.Duration(lateEnd), time.Duration(onEnd))
+	}
+}
+
 // TestECMPSpread sends one frame for each of 1000 flows (RoCEv2 source ports) to a
 // destination reachable over 4 ports: each must carry 250 ± 10%.
 func TestECMPSpread(t *testing.T) {
