@@ -127,9 +127,9 @@ func wireRate(samples []QueueSample) float64 {
 }
 
 // meanQueue is the time-averaged queue over the samples: from their queue areas where
-// they carry them (a lab's, read every millisecond or so: sparse point samples can
-// keep step with a periodic process and read its trough every time), else the mean of
-// their queues (evenly spaced, and dense in virtual time: 100 ns).
+// they carry them (a lab's, read every millisecond or so, where point samples only
+// estimate it), else the mean of their queues (evenly spaced, and dense in virtual
+// time: 100 ns).
 func meanQueue(samples []QueueSample) float64 {
 	if len(samples) == 0 {
 		return 0

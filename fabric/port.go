@@ -92,9 +92,9 @@ func (p *Port) TxBytes() uint64 { return p.txBytes }
 
 // QueueArea returns ∫ queue dt since the port started, in byte·ns, up to now: a
 // sampler that reads it at two instants has the time-averaged queue between them,
-// which point samples of the queue miss when they are sparse and keep step with a
-// periodic process (a real-time lab's 1 ms samples and DCQCN's 50 µs timers: a mean
-// of 0 in one run and 7 KB in the next). It wraps after 2^64 (differences stay right).
+// which sparse point samples only estimate (a lab's 1 ms samples of a 1 Gb/s port
+// whose queue changes every 8 µs, DCQCN's cuts every 50 µs). It wraps after 2^64
+// (differences stay right).
 func (p *Port) QueueArea(now clock.Time) uint64 {
 	a := p.queueArea
 	if now > p.queueAt {
