@@ -96,11 +96,10 @@ func (p *Port) TxBytes() uint64 { return p.txBytes }
 // whose queue changes every 8 µs, DCQCN's cuts every 50 µs). It wraps after 2^64
 // (differences stay right).
 func (p *Port) QueueArea(now clock.Time) uint64 {
-	a := p.queueArea
-	if now > p.queueAt {
-		a += uint64(p.bytes) * uint64(now-p.queueAt)
+	if now <= p.queueAt {
+		return p.queueArea
 	}
-	return a
+	return p.queueArea + uint64(p.bytes)*uint64(now-p.queueAt)
 }
 
 // integrate brings queueArea up to t, before the queue changes at t. A real-time port
@@ -108,8 +107,7 @@ func (p *Port) QueueArea(now clock.Time) uint64 {
 // nothing over the span it went back: the queue was empty.
 func (p *Port) integrate(t clock.Time) {
 	if t > p.queueAt {
-		p.queueArea += uint64(p.bytes) * uint64(t-p.queueAt)
-		p.queueAt = t
+		p.queueArea, p.queueAt = p.QueueArea(t), t
 	}
 }
 

@@ -41,10 +41,11 @@ const labDrainEvery = 250 * time.Millisecond
 // write_bw server of its own on the lab's last host, all started together, while
 // the lab records, every cfg.Sample on its own loops (control op record), the
 // bottleneck port's queue and bytes (the switch port towards the receiver) and each
-// sender's RNIC bytes. The samples make the same Result, files and metrics as the virtual-time run; a flow's
-// rate in rates.csv is its measured throughput over the interval (its congestion
-// control's rate lives inside the lab process), and it lasts from the first to the
-// last sample in which its sender's bytes grew. cfg.LinkRate is set from the port.
+// sender's RNIC bytes. The samples make the same Result, files and metrics as the
+// virtual-time run; a flow's rate in rates.csv is its measured throughput over the
+// interval (its congestion control's rate lives inside the lab process), and it lasts
+// from the first to the last sample in which its sender's bytes grew. cfg.LinkRate is
+// set from the port.
 func labIncast(cfg experiment.Config, store netns.Store, name string) (*experiment.Result, error) {
 	status := func() (lab.Status, error) {
 		r, _, err := lab.Query(store, name, lab.Request{Op: "status"})

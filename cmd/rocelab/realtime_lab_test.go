@@ -20,6 +20,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/roce"
 )
 
 // labLinks are the links of a test lab's star: their rate and Ethernet MTU.
@@ -30,12 +31,7 @@ type labLinks struct {
 
 // pathMTU is the RoCE path MTU a QP over l negotiates: 4096 with jumbo frames,
 // 1024 with 1500-byte ones.
-func (l labLinks) pathMTU() int {
-	if l.mtu >= 4096+100 {
-		return 4096
-	}
-	return 1024
-}
+func (l labLinks) pathMTU() int { return int(roce.MTUForLinkMTU(l.mtu)) }
 
 func (l labLinks) String() string {
 	if l.mtu == 1500 {
