@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -347,10 +348,16 @@ func (l *Lab) serve(c *net.UnixConn) {
 	}
 }
 
-// Hold holds the named hosts' RC and UC request packets for d from now (0 releases
-// them; rnic.Device.HoldRequests) and reports for each whether the hold keeps back a
-// request already posted. `rocelab experiment --lab` holds the senders while their
-// applications start, polls until every one has posted, then releases them together.
+// Hold holds the named hosts' RC and UC request packets for d from now, or releases
+// them (d = 0) releaseLead from now (rnic.Device.HoldRequests), and reports for each
+// whether the hold keeps back a request already posted. `rocelab experiment --lab`
+// holds the senders while their applications start, polls until every one has
+// posted, then releases them together.
+//
+// Every host gets the same deadline, read once from the lab's clock: the hosts are
+// reached one loop call after another, and a release "now" on each let a host
+// reached a few milliseconds later (a loaded machine) start that much later. A
+// release reaching a host after its deadline is an error that says by how much.
 func (l *Lab) Hold(hosts []string, d time.Duration) (map[string]bool, error) {
 	if d < 0 || d > MaxHold {
 		return nil, fmt.Errorf("hold for %v: want 0 (release) up to %v", d, MaxHold)
@@ -363,25 +370,42 @@ func (l *Lab) Hold(hosts []string, d time.Duration) (map[string]bool, error) {
 		}
 		devs = append(devs, h)
 	}
+	until := l.clk.Now().Add(d)
+	if d == 0 {
+		until = l.clk.Now().Add(releaseLead)
+	}
+	type answer struct {
+		held bool
+		late time.Duration
+	}
 	held := map[string]bool{}
+	var late []string
 	for _, h := range devs {
-		ch := make(chan bool, 1)
+		ch := make(chan answer, 1)
 		h.Device.Do(func() {
-			until := clock.Time(0)
-			if d > 0 {
-				until = h.Device.Now().Add(d)
-			}
 			h.Device.HoldRequests(until)
-			ch <- h.Device.RequestsHeld()
+			ch <- answer{h.Device.RequestsHeld(), time.Duration(h.Device.Now() - until)}
 		})
 		select {
-		case held[h.Name] = <-ch:
+		case a := <-ch:
+			held[h.Name] = a.held
+			if d == 0 && a.late > 0 {
+				late = append(late, fmt.Sprintf("%s %v late", h.Name, a.late))
+			}
 		case <-time.After(2 * time.Second):
 			return nil, fmt.Errorf("hold: host %s's loop did not answer", h.Name)
 		}
 	}
+	if len(late) > 0 {
+		return held, fmt.Errorf("hold: released %s after the common start (%v after the call): %s",
+			strings.Join(hosts, ", "), releaseLead, strings.Join(late, ", "))
+	}
 	return held, nil
 }
+
+// releaseLead is how far ahead of the call Hold releases its hosts: room for a loop
+// call per host on a loaded machine (each takes microseconds on a quiet one).
+const releaseLead = 20 * time.Millisecond
 
 // controlPeerAllowed admits the lab's own user and root (SO_PEERCRED), whatever the
 // socket's mode: a lab's control socket captures every frame of the lab.
