@@ -1,6 +1,8 @@
 package experiment
 
 import (
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -226,12 +228,21 @@ func benchScenarios() map[string]Config {
 	}
 	big := MixDefaults()
 	big.Topology, big.K, big.Load, big.Duration = "fat-tree", 16, 0.5, 10*time.Millisecond
-	return map[string]Config{
+	scenarios := map[string]Config{
 		"fat3-hpcc":  fat3(rnic.ModeHPCC),
 		"fat3-dcqcn": fat3(rnic.ModeDCQCN),
 		"incast16":   Defaults(),
 		"fat1024":    big,
 	}
+	// The parallel driver's runs of the fat trees, on one thread and on two.
+	for _, name := range []string{"fat3-hpcc", "fat1024"} {
+		for _, threads := range []int{1, 2} {
+			c := scenarios[name]
+			c.Threads = threads
+			scenarios[fmt.Sprintf("%s-threads%d", name, threads)] = c
+		}
+	}
+	return scenarios
 }
 
 // TestBenchChild is the child side of the scenario benchmarks; without benchChildEnv
@@ -252,7 +263,13 @@ func TestBenchChild(t *testing.T) {
 	if len(res.Errors) > 0 {
 		t.Fatalf("%d errors, the first: %s", len(res.Errors), res.Errors[0])
 	}
-	out := fmt.Sprintf("%d %d\n", res.Packets, res.Events)
+	// What the flows did, every FCT: the parallel driver's runs on one and two
+	// threads must agree on it.
+	js, err := json.Marshal(JSON{Metrics: res.Metrics, Flows: res.Flows, Errors: res.Errors})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := fmt.Sprintf("%d %d %x\n", res.Packets, res.Events, sha256.Sum256(js))
 	if err := os.WriteFile(os.Getenv(benchOutEnv), []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -260,12 +277,13 @@ func TestBenchChild(t *testing.T) {
 
 // benchScenario runs the scenario b.N times, each in a child process, and reports
 // per run: wall and CPU time, packets per CPU-second, events per packet and the peak
-// RSS of the largest child.
-func benchScenario(b *testing.B, name string) {
+// RSS of the largest child. It returns the hash of the last run's flows and metrics.
+func benchScenario(b *testing.B, name string) string {
 	out := filepath.Join(b.TempDir(), "counts")
 	var wall, cpu time.Duration
 	var rss int64
 	var packets, events uint64
+	var hash string
 	for range b.N {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestBenchChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), benchChildEnv+"="+name, benchOutEnv+"="+out)
@@ -282,13 +300,14 @@ func benchScenario(b *testing.B, name string) {
 			b.Fatal(err)
 		}
 		var p, e uint64
-		if _, err := fmt.Sscan(string(data), &p, &e); err != nil {
+		if _, err := fmt.Sscan(string(data), &p, &e, &hash); err != nil {
 			b.Fatalf("%s: counts %q: %v", name, data, err)
 		}
 		packets, events = packets+p, events+e
 	}
 	reportScenario(b, wall, cpu, packets, events)
 	b.ReportMetric(float64(rss)/1e6, "peak-RSS-MB")
+	return hash
 }
 
 // benchScenarioInProcess runs a scenario too short for a child process's start-up
@@ -333,6 +352,28 @@ func reportScenario(b *testing.B, wall, cpu time.Duration, packets, events uint6
 // BenchmarkFatTree3HPCC is the HPCC paper's 320-host three-tier fat tree, WebSearch at
 // 30% load for 5 ms of arrivals (about 3,500 flows, 5.8 GB), HPCC per-ACK over INT.
 func BenchmarkFatTree3HPCC(b *testing.B) { benchScenario(b, "fat3-hpcc") }
+
+// BenchmarkFatTree3HPCCParallel is BenchmarkFatTree3HPCC on the parallel driver, on
+// one thread and on two; it fails if the two runs' flows differ.
+func BenchmarkFatTree3HPCCParallel(b *testing.B) { benchParallel(b, "fat3-hpcc") }
+
+// BenchmarkFatTree1024Parallel is BenchmarkFatTree1024 on the parallel driver, on one
+// thread and on two.
+func BenchmarkFatTree1024Parallel(b *testing.B) { benchParallel(b, "fat1024") }
+
+// benchParallel runs a scenario on the parallel driver on one and two threads, and
+// fails if their flows and metrics differ.
+func benchParallel(b *testing.B, name string) {
+	var hashes []string
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			hashes = append(hashes, benchScenario(b, fmt.Sprintf("%s-threads%d", name, threads)))
+		})
+	}
+	if len(hashes) == 2 && hashes[0] != hashes[1] {
+		b.Fatalf("%s: the flows on two threads differ from those on one (%s, %s)", name, hashes[0], hashes[1])
+	}
+}
 
 // BenchmarkFatTree3DCQCN is the same arrivals under DCQCN.
 func BenchmarkFatTree3DCQCN(b *testing.B) { benchScenario(b, "fat3-dcqcn") }

@@ -26,7 +26,7 @@ const goldenFile = "testdata/golden.txt"
 // goldenRuns are short runs that between them take every telemetry format and
 // HPCC mode, DCQCN's marking and CNPs, the ns-3 preset, the fairness scenario and
 // both mix topologies (the leaf-spine and the HPCC paper's 320-host fat tree) through
-// the per-packet path.
+// the per-packet path, the fat tree on the parallel driver too.
 func goldenRuns() map[string]Config {
 	runs := map[string]Config{}
 	incast := func(mode rnic.Mode, format telemetry.Format) Config {
@@ -61,6 +61,8 @@ func goldenRuns() map[string]Config {
 	fat3 := MixDefaults()
 	fat3.Topology, fat3.Load, fat3.Duration = "fat-tree-3tier", 0.3, 40*time.Microsecond
 	runs["fat3-hpcc"] = fat3
+	fat3.Threads = 2 // the parallel driver
+	runs["fat3-hpcc-parallel"] = fat3
 	return runs
 }
 

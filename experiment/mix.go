@@ -1,13 +1,16 @@
 package experiment
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric"
@@ -68,6 +71,11 @@ type Mix struct {
 	// YAML or the simulator's format (topo.ParseNS3). Its links' rates and delays
 	// apply; the experiment sets the MTU, telemetry, congestion control and marking.
 	TopologyFile string
+	// Threads, if positive, runs the mix on the parallel driver (clock.Parallel) on
+	// that many threads, the network partitioned by pod (partitionTopology). Its
+	// output is the same on any number of threads; it is not the sequential driver's
+	// output byte for byte, since events due at one instant may run in another order.
+	Threads int
 }
 
 // MixDefaults returns the mix scenario at 30% load of WebSearch flows on a leaf-spine
@@ -87,6 +95,10 @@ func MixDefaults() Config {
 type MixInfo struct {
 	Topology string // "leaf-spine 4×2×4"
 	Hosts    int
+	// Partitions is the parallel driver's number of partitions (Mix.Threads), or 0;
+	// Windows the rounds it ran.
+	Partitions int
+	Windows    uint64
 	// Workload says where the flows come from: "websearch flow sizes (mean 1.71 MB)
 	// at load 0.30" or "the flows of flows.txt (mean 1.71 MB)".
 	Workload string
@@ -463,8 +475,14 @@ type mixRun struct {
 	res   *Result
 	flows []*flow
 
-	v  *clock.Virtual
-	nw *lab.Network
+	clk clock.Clock
+	seq *clock.Virtual  // the sequential driver, or
+	par *clock.Parallel // the parallel one (Mix.Threads)
+	nw  *lab.Network
+	// completed holds, on the parallel driver, the flows that completed during a
+	// window, for the coordinator to account for at the barrier (settle).
+	mu        sync.Mutex
+	completed []*flow
 
 	left     int        // flows not finished
 	last     clock.Time // the last completion
@@ -496,13 +514,20 @@ func runMix(cfg Config) (*Result, error) {
 	}
 	rates := m.sampleRates()
 
-	cfg.simulate(m.v, &m.left, len(m.flows))
+	if m.par != nil {
+		m.simulateParallel()
+		m.par.Close()
+		m.info.Windows = m.par.Rounds()
+		m.res.Events = m.par.Events()
+	} else {
+		cfg.simulate(m.seq, &m.left, len(m.flows))
+		m.res.Events = m.seq.Events()
+	}
 	for _, stop := range stops {
 		stop()
 	}
 	rates.Stop()
 	arrivals.Stop()
-	m.res.Events = m.v.Events()
 	for _, h := range m.nw.Hosts {
 		m.res.Packets += h.Device.Stats().TxFrames
 	}
@@ -568,8 +593,20 @@ func (m *mixRun) arrivals(hostOf func(int) (int, bool)) error {
 // build builds the network in virtual time, with HPCC's W_ai sized for every other
 // host sending to one receiver, and gives each flow the GIDs of its ends.
 func (m *mixRun) build() error {
-	m.v = clock.NewVirtual(m.cfg.Seed)
-	nw, err := lab.Build(m.topo, m.v, lab.Options{CC: m.cfg.ccConfigFor(m.res.BaseRTT, max(1, len(m.topo.Hosts)-1)), StaticNeighbours: true,
+	if m.cfg.Threads > 0 {
+		p := partitionTopology(m.topo)
+		par, err := clock.NewParallel(clock.ParallelOptions{Seed: m.cfg.Seed, Partitions: p.n, PartitionOf: p.partition,
+			Lookahead: p.lookahead, Threads: m.cfg.Threads})
+		if err != nil {
+			return fmt.Errorf("experiment: --threads: %w (links between pods need a positive delay)", err)
+		}
+		m.par, m.clk = par, par
+		m.info.Partitions = p.n
+	} else {
+		m.seq = clock.NewVirtual(m.cfg.Seed)
+		m.clk = m.seq
+	}
+	nw, err := lab.Build(m.topo, m.clk, lab.Options{CC: m.cfg.ccConfigFor(m.res.BaseRTT, max(1, len(m.topo.Hosts)-1)), StaticNeighbours: true,
 		PayloadFree: !m.cfg.Verify})
 	if err != nil {
 		return fmt.Errorf("experiment: %w", err)
@@ -636,15 +673,73 @@ func (m *mixRun) start(f *flow) {
 	}
 }
 
+// startParallel is start on the parallel driver: the coordinator, between windows,
+// connects both ends (nothing else runs then), and the sender posts at the flow's
+// start on its own loop. Its completion waits for the barrier (complete, settle).
+func (m *mixRun) startParallel(f *flow) {
+	src, dst := m.nw.Hosts[f.Src].Device, m.nw.Hosts[f.Dst].Device
+	if err := f.connect(src, dst, m.cfg, m.complete); err != nil {
+		f.Failed = err.Error()
+		m.finish(f)
+		return
+	}
+	m.active = append(m.active, f)
+	src.Do(func() {
+		if err := f.post(); err != nil {
+			f.Failed = err.Error()
+			m.complete(f)
+		}
+	})
+}
+
+// complete is a flow's completion on the parallel driver, on its sender's loop: the
+// coordinator accounts for it at the barrier.
+func (m *mixRun) complete(f *flow) {
+	m.mu.Lock()
+	m.completed = append(m.completed, f)
+	m.mu.Unlock()
+}
+
+// settle accounts, at a barrier, for the flows completed during the window, in the
+// order of their completion times (then IDs), whichever thread ran them.
+func (m *mixRun) settle() {
+	done := m.completed
+	m.completed = nil
+	slices.SortFunc(done, func(a, b *flow) int { return cmp.Or(cmp.Compare(a.Done, b.Done), cmp.Compare(a.ID, b.ID)) })
+	for _, f := range done {
+		m.done(f)
+	}
+}
+
+// simulateParallel runs the parallel driver round by round until every flow has
+// finished or the limit, settling completions at each barrier.
+func (m *mixRun) simulateParallel() {
+	c := m.cfg
+	limit := clock.Time(c.Limit)
+	flows := len(m.flows)
+	var reported uint64
+	for m.left > 0 && m.par.Now() < limit && m.par.Round() {
+		m.settle()
+		if ev := m.par.Events(); c.Progress != nil && ev-reported >= ProgressEvery {
+			reported = ev
+			c.Progress(Progress{Now: m.par.Now(), Done: flows - m.left, Flows: flows, Events: ev})
+		}
+	}
+}
+
 // scheduleArrivals starts each flow at its arrival time on its sender's loop.
 func (m *mixRun) scheduleArrivals() *clock.Timer {
-	arrivals := m.v.NewLoop("arrivals")
+	arrivals := m.clk.NewLoop("arrivals")
 	next := 0
 	var at *clock.Timer
 	at = arrivals.NewTimer(func() {
 		for next < len(m.flows) && m.flows[next].Start <= arrivals.Now() {
 			f := m.flows[next]
 			next++
+			if m.par != nil {
+				m.startParallel(f)
+				continue
+			}
 			m.nw.Hosts[f.Src].Device.Do(func() { m.start(f) })
 		}
 		if next < len(m.flows) {
@@ -681,7 +776,7 @@ func (m *mixRun) watchPorts() ([]func(), error) {
 // sampleRates records the active flows' rates and windows, and every flow's
 // payload delivered, every quarter of T.
 func (m *mixRun) sampleRates() *clock.Timer {
-	mon := m.v.NewLoop("monitor")
+	mon := m.clk.NewLoop("monitor")
 	every := max(m.cfg.Sample, m.res.BaseRTT/4)
 	var rt *clock.Timer
 	rt = mon.NewTimer(func() {

@@ -173,7 +173,7 @@ func (e *End) Send(frames []*Frame) {
 	if e.direct {
 		far.arm()
 	} else {
-		far.drain.Post()
+		far.drain.PostFrom(e.loop)
 	}
 }
 
@@ -227,7 +227,7 @@ func (e *End) flushBacklog() {
 		e.blocked.Store(false)
 	}
 	if n > 0 {
-		far.drain.Post()
+		far.drain.PostFrom(e.loop)
 	}
 }
 
@@ -237,7 +237,7 @@ func (e *End) drainRing() {
 		e.arrived.insert(fr)
 	}
 	if e.peer.blocked.Load() {
-		e.peer.flush.Post() // room for the frames the sender holds back
+		e.peer.flush.PostFrom(e.loop) // room for the frames the sender holds back
 	}
 	e.deliver()
 }

@@ -1,18 +1,21 @@
 // Package clock is the one source of time and the event scheduler for every node of a
 // lab. Protocol code never calls time.Now, time.Sleep or Go timers: it asks its Loop.
 //
-// Two drivers implement the same interfaces:
+// Three drivers implement the same interfaces:
 //
 //   - Virtual is a discrete-event simulator. Every loop runs on the single goroutine that
 //     calls Run; time jumps from event to event; events due at the same instant run in
 //     the order they were scheduled; each loop has a random source derived from one
 //     seed. The same inputs and seed therefore give the same run, bit for bit.
+//   - Parallel is Virtual partitioned: each partition of loops has its own queue and
+//     time, and the partitions advance together in windows of the lookahead on
+//     several threads, giving the same run whatever the number of threads.
 //   - Real runs each loop on its own goroutine, locked to an OS thread that sleeps with
 //     nanosecond slack and spins for the last microseconds before a deadline, because Go
 //     timers fire at about 1.1 ms granularity on the project's machines. A loop's events
 //     are serialized, so a node's state needs no locks.
 //
-// A node is written once against Loop and runs under both drivers.
+// A node is written once against Loop and runs under every driver.
 package clock
 
 import (

@@ -14,6 +14,10 @@ type Task struct {
 	fn      func()
 	pending atomic.Bool
 	post    func(*Task)
+	// postFrom, under Parallel, posts on behalf of another loop's code (PostFrom);
+	// order is the task's creation order in its partition, the order hand-overs run in.
+	postFrom func(*Task, Loop)
+	order    uint64
 }
 
 // Post schedules the task's callback to run on its loop. Under Real it is safe from any
@@ -24,6 +28,21 @@ func (t *Task) Post() {
 		return
 	}
 	t.post(t)
+}
+
+// PostFrom is Post called by code running on another node's loop, src: the way a link
+// end wakes its peer. Under Real and Virtual it is Post. Under Parallel, a post from
+// another partition runs at the start of the next window, before any event of it
+// (the lookahead guarantees nothing it hands over is due earlier).
+func (t *Task) PostFrom(src Loop) {
+	if t.postFrom == nil {
+		t.Post()
+		return
+	}
+	if t.pending.Swap(true) {
+		return
+	}
+	t.postFrom(t, src)
 }
 
 func (t *Task) run() {

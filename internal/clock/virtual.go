@@ -69,12 +69,16 @@ func (v *Virtual) RunUntil(t Time) {
 func (v *Virtual) RunFor(d time.Duration) { v.RunUntil(v.now.Add(d)) }
 
 // Synchronous reports whether loops a and b run on one goroutine in one event order
-// (two loops of one Virtual, or one loop of any driver: nodes that share a Real loop,
-// as a lab's nodes do), so that code on a may touch b's state directly instead of
-// handing work over through a Task.
+// (two loops of one Virtual, two of one Parallel partition, or one loop of any driver:
+// nodes that share a Real loop, as a lab's nodes do), so that code on a may touch b's
+// state directly instead of handing work over through a Task.
 func Synchronous(a, b Loop) bool {
 	if a == b {
 		return true
+	}
+	if pa, ok := a.(*parallelLoop); ok {
+		pb, ok := b.(*parallelLoop)
+		return ok && pa.part == pb.part
 	}
 	va, ok := a.(*virtualLoop)
 	vb, ok2 := b.(*virtualLoop)

@@ -1,0 +1,123 @@
+package experiment
+
+import (
+	"slices"
+	"time"
+
+	"github.com/rocelab/rocelab/fabric/topo"
+)
+
+// partitioning places a topology's nodes for the parallel driver (clock.Parallel):
+// the pods, the connected parts of the network once its top tier of switches is
+// taken away (a fat tree's pods, a leaf-spine's leaves with their hosts), each a
+// partition, and the top tier's switches dealt round-robin among them. Every link
+// between partitions then runs from a pod to the top tier, and the lookahead is the
+// least delay of those links. A single-tier network (a star) is one partition.
+//
+// The partitioning depends on the topology only, never on the number of threads,
+// which is what keeps a parallel run the same on any number of them.
+type partitioning struct {
+	of        map[string]int // node name → partition
+	n         int
+	lookahead time.Duration
+}
+
+// partition returns the partition of a loop by its node's name, -1 for a loop that
+// is not a node's (the experiment's arrivals and monitor: the coordinator's).
+func (p *partitioning) partition(name string) int {
+	if i, ok := p.of[name]; ok {
+		return i
+	}
+	return -1
+}
+
+func partitionTopology(t *topo.Topology) partitioning {
+	adj := map[string][]string{}
+	for _, l := range t.Links {
+		a, b := l.Endpoints[0], l.Endpoints[1]
+		adj[a] = append(adj[a], b)
+		adj[b] = append(adj[b], a)
+	}
+	// tier: a switch's hops from the nearest host.
+	tier := map[string]int{}
+	var frontier []string
+	for _, h := range t.Hosts {
+		tier[h.Name] = 0
+		frontier = append(frontier, h.Name)
+	}
+	top := 0
+	for len(frontier) > 0 {
+		var next []string
+		for _, n := range frontier {
+			for _, m := range adj[n] {
+				if _, seen := tier[m]; !seen {
+					tier[m] = tier[n] + 1
+					top = max(top, tier[m])
+					next = append(next, m)
+				}
+			}
+		}
+		frontier = next
+	}
+	p := partitioning{of: map[string]int{}}
+	if top < 2 {
+		for _, h := range t.Hosts {
+			p.of[h.Name] = 0
+		}
+		for _, s := range t.Switches {
+			p.of[s.Name] = 0
+		}
+		p.n = 1
+		p.lookahead = time.Microsecond // nothing crosses: any positive window does
+		return p
+	}
+	// The pods, numbered in the order of their first host.
+	for _, h := range t.Hosts {
+		if _, done := p.of[h.Name]; done {
+			continue
+		}
+		stack := []string{h.Name}
+		p.of[h.Name] = p.n
+		for len(stack) > 0 {
+			n := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for _, m := range adj[n] {
+				if _, done := p.of[m]; !done && tier[m] < top {
+					p.of[m] = p.n
+					stack = append(stack, m)
+				}
+			}
+		}
+		p.n++
+	}
+	k := 0
+	for _, s := range t.Switches {
+		if _, placed := p.of[s.Name]; !placed {
+			p.of[s.Name] = k % p.n
+			k++
+		}
+	}
+	p.lookahead = min(minDelay(t, func(a, b string) bool { return p.of[a] != p.of[b] }), maxWindow)
+	return p
+}
+
+// maxWindow bounds the parallel driver's window whatever the links' delays: a link
+// between partitions hands a window's frames over in its ring (link.New: 4096 frames)
+// at the window's end, and a microsecond of frames fills at most 2 Tb/s × 1 µs / 64 B
+// ≈ 3,900 slots. Links of 10 µs and more would otherwise make windows whose frames
+// overflow into the sender's backlog, handed over a window late.
+const maxWindow = time.Microsecond
+
+// minDelay is the least delay of the links between nodes that cross reports.
+func minDelay(t *topo.Topology, cross func(a, b string) bool) time.Duration {
+	var ds []time.Duration
+	for _, l := range t.Links {
+		if cross(l.Endpoints[0], l.Endpoints[1]) {
+			ds = append(ds, l.Delay)
+		}
+	}
+	if len(ds) == 0 {
+		return 0
+	}
+	return slices.Min(ds)
+}
