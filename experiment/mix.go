@@ -703,8 +703,10 @@ func (m *mixRun) complete(f *flow) {
 // settle accounts, at a barrier, for the flows completed during the window, in the
 // order of their completion times (then IDs), whichever thread ran them.
 func (m *mixRun) settle() {
+	m.mu.Lock()
 	done := m.completed
 	m.completed = nil
+	m.mu.Unlock()
 	slices.SortFunc(done, func(a, b *flow) int { return cmp.Or(cmp.Compare(a.Done, b.Done), cmp.Compare(a.ID, b.ID)) })
 	for _, f := range done {
 		m.done(f)
