@@ -660,13 +660,9 @@ func (m *mixRun) done(f *flow) {
 // start runs on the sender's loop and sets up the receiver's side too: Run drives the
 // virtual clock, whose loops all run on one goroutine.
 func (m *mixRun) start(f *flow) {
-	src, dst := m.nw.Hosts[f.Src].Device, m.nw.Hosts[f.Dst].Device
-	if err := f.connect(src, dst, m.cfg, m.done); err != nil {
-		f.Failed = err.Error()
-		m.finish(f)
+	if !m.connect(f, m.done) {
 		return
 	}
-	m.active = append(m.active, f)
 	if err := f.post(); err != nil {
 		f.Failed = err.Error()
 		m.finish(f)
@@ -677,19 +673,27 @@ func (m *mixRun) start(f *flow) {
 // connects both ends (nothing else runs then), and the sender posts at the flow's
 // start on its own loop. Its completion waits for the barrier (complete, settle).
 func (m *mixRun) startParallel(f *flow) {
-	src, dst := m.nw.Hosts[f.Src].Device, m.nw.Hosts[f.Dst].Device
-	if err := f.connect(src, dst, m.cfg, m.complete); err != nil {
-		f.Failed = err.Error()
-		m.finish(f)
+	if !m.connect(f, m.complete) {
 		return
 	}
-	m.active = append(m.active, f)
-	src.Do(func() {
+	m.nw.Hosts[f.Src].Device.Do(func() {
 		if err := f.post(); err != nil {
 			f.Failed = err.Error()
 			m.complete(f)
 		}
 	})
+}
+
+// connect sets up f's QPs on both devices, with onDone as its completion, and makes
+// it active; if it cannot, f has failed and is finished.
+func (m *mixRun) connect(f *flow, onDone func(*flow)) bool {
+	if err := f.connect(m.nw.Hosts[f.Src].Device, m.nw.Hosts[f.Dst].Device, m.cfg, onDone); err != nil {
+		f.Failed = err.Error()
+		m.finish(f)
+		return false
+	}
+	m.active = append(m.active, f)
+	return true
 }
 
 // complete is a flow's completion on the parallel driver, on its sender's loop: the
