@@ -55,6 +55,19 @@ func labRateHPCC(t *testing.T) []byte {
 	return f
 }
 
+// labSignal sets c's signal to v, as a lab's soft-RNICs do for requests and echoes.
+func labSignal(c telemetry.Codec, v uint8) telemetry.Codec {
+	switch c := c.(type) {
+	case *intmd.Codec:
+		c.DSCP = v
+	case *hpcchop.Codec:
+		c.DSCP = v
+	case *ifa.Codec:
+		c.Protocol = v
+	}
+	return c
+}
+
 func probeFrameBytes(opcode roce.Opcode, body []byte) []byte {
 	b := telemetrytest.Builder(false)
 	b.BTH.Opcode, b.Payload = opcode, body
@@ -82,6 +95,10 @@ func TestLuaDissectors(t *testing.T) {
 		probeFrameBytes(roce.OpTelemetryRequest, req),
 		probeFrameBytes(roce.OpTelemetryResponse, rb),
 		labRateHPCC(t),
+		stamped(t, labSignal(intmd.New(), telemetry.RequestDSCPINT), 1), // what a lab's soft-RNICs send
+		stamped(t, labSignal(intmd.New(), telemetry.EchoDSCP), 1),
+		stamped(t, labSignal(hpcchop.New(), telemetry.EchoDSCP), 1),
+		stamped(t, labSignal(ifa.New(), telemetry.EchoProtocol), 1),
 	}
 	pcap := writePcap(t, frames)
 	extra := []string{"-X", "lua_script:" + luaScript(t), "-o", "udp.try_heuristic_first:TRUE"}
@@ -127,6 +144,10 @@ func TestLuaDissectors(t *testing.T) {
 		{5, "rocelab.hpcc.rate_table", []uint64{1}},
 		{5, "rocelab.hpcc.rate_code", []uint64{hpcchop.EscapeCode, 2}},
 		{5, "rocelab.hpcc.rate_bps", []uint64{10e9, h2.Rate}},
+		{6, "rocelab.int.node_id", []uint64{uint64(h1.SwitchID)}},
+		{7, "rocelab.int.node_id", []uint64{uint64(h1.SwitchID)}},
+		{8, "rocelab.hpcc.tx_bytes", []uint64{h1.TxBytes}},
+		{9, "rocelab.ifa.device_id", []uint64{uint64(h1.SwitchID)}},
 	}
 	// One column per field: tshark prints a field given twice in one column only.
 	var fields []string

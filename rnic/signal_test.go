@@ -28,7 +28,7 @@ func TestTelemetrySignal(t *testing.T) {
 				carries *codec // the codec whose telemetry it carries, if any
 			}
 			var samples []sample
-			for _, dscp := range []uint8{0, 26, RequestDSCPINT, EchoDSCP, 0x19} {
+			for _, dscp := range []uint8{0, 26, telemetry.RequestDSCPINT, telemetry.EchoDSCP, 0x19} {
 				samples = append(samples, sample{fmt.Sprintf("plain, DSCP %#x", dscp), roceFrame(t, v6, dscp), nil})
 			}
 			for _, c := range []*codec{&tel.request, &tel.echo} {

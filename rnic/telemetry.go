@@ -20,17 +20,8 @@ import (
 // a different signal (DSCP, IP protocol or IOAM namespace), so the switches on the
 // reverse path, which serve only the request's signal, leave it alone.
 
-// Echo signals, one per format. Their DSCPs share the class selector of the request
-// DSCPs (3), so requests, echoes and plain RoCE data of AF31 land in one priority.
-const (
-	EchoDSCP      = 0x1D // INT-MD and HPCC-compact echoes
-	EchoProtocol  = 254  // IFA echoes (the request uses ifa.DefaultProtocol, 253)
-	EchoNamespace = 2    // IOAM echoes (the request uses namespace 1)
-	// RequestDSCPINT is the DSCP that signals an INT-MD request: the INT
-	// specification's example value (0x17) is class 2, which would put telemetry
-	// packets in another queue than the flow's other packets and reorder them.
-	RequestDSCPINT = 0x1B
-)
+// The signals are telemetry.RequestDSCPINT, telemetry.EchoDSCP, telemetry.EchoProtocol
+// and telemetry.EchoNamespace, where decoders find them too.
 
 // codec is one direction of a format: the generic operations, its decoder, and its
 // signal: what a frame must show to carry it at all (telemetry.Signal). The Rx
@@ -156,7 +147,7 @@ func formatCodecs(format telemetry.Format) (*telemetryCodecs, error) {
 		return nil, nil
 	case telemetry.FormatINTMD:
 		req, echo := intmd.New(), intmd.New()
-		req.DSCP, echo.DSCP = RequestDSCPINT, EchoDSCP
+		req.DSCP, echo.DSCP = telemetry.RequestDSCPINT, telemetry.EchoDSCP
 		return &telemetryCodecs{format: format,
 			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err },
 				decodeStrip: req.DecodeStripIn},
@@ -165,21 +156,21 @@ func formatCodecs(format telemetry.Format) (*telemetryCodecs, error) {
 		}, nil
 	case telemetry.FormatHPCC:
 		req, echo := hpcchop.New(), hpcchop.New()
-		echo.DSCP = EchoDSCP
+		echo.DSCP = telemetry.EchoDSCP
 		return &telemetryCodecs{format: format, wrap: hpcc.CompactWrap(req.Multi),
 			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
 			echo:    codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
 		}, nil
 	case telemetry.FormatIFA:
 		req, echo := ifa.New(), ifa.New()
-		echo.Protocol = EchoProtocol
+		echo.Protocol = telemetry.EchoProtocol
 		return &telemetryCodecs{format: format, wrap: hpcc.Wrap{TxBytes: ifa.TxBytesWrap},
 			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
 			echo:    codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
 		}, nil
 	case telemetry.FormatIOAM:
 		req, echo := ioam.New(), ioam.New()
-		echo.Namespace = EchoNamespace
+		echo.Namespace = telemetry.EchoNamespace
 		// The IOAM decoder reads any trace; the namespace tells request from echo.
 		ns := func(c *ioam.Codec) func(f []byte, st *telemetry.Stack) error {
 			return func(f []byte, st *telemetry.Stack) error {

@@ -5,6 +5,11 @@
 --   rocelab.int    P4.org INT v2.1 INT-MD / INT-MX over UDP, on the configured DSCP
 --   rocelab.hpcc   the HPCC simulator's 64-bit hops in rocelab's UDP shim (DSCP)
 --   rocelab.ifa    IFA 2.0 on IP protocol 253 (configurable)
+--
+-- Besides the configured signals, rocelab's own are honoured, so that a lab's captures
+-- dissect as they stand: INT-MD requests on DSCP 0x1B, INT-MD and HPCC-block echoes on
+-- 0x1D, IFA echoes on IP protocol 254 (roce/telemetry: RequestDSCPINT, EchoDSCP,
+-- EchoProtocol).
 --   rocelab.probe  telemetry request (BTH opcode 0xC0) and response (0xC1) bodies
 --
 -- The UDP dissectors are heuristics; RoCEv2 owns UDP port 4791, so enable
@@ -18,6 +23,8 @@ local function dscp()
   local v = f_dscp4() or f_dscp6()
   return v and v.value or -1
 end
+
+local LAB_REQUEST_DSCP_INT, LAB_ECHO_DSCP, LAB_ECHO_PROTOCOL = 0x1B, 0x1D, 254
 
 ---------------------------------------------------------------------------- INT
 local int = Proto("rocelab.int", "In-band Network Telemetry v2.1 (rocelab)")
@@ -82,7 +89,8 @@ local function dissect_int_hop(tvb, tree, bitmap, dsid, dsinst)
 end
 
 local function int_heuristic(tvb, pinfo, tree)
-  if tvb:len() < 16 or dscp() ~= int.prefs.dscp then return false end
+  local d = dscp()
+  if tvb:len() < 16 or (d ~= int.prefs.dscp and d ~= LAB_REQUEST_DSCP_INT and d ~= LAB_ECHO_DSCP) then return false end
   local typ = bit.rshift(tvb(0, 1):uint(), 4)
   if (typ ~= 1 and typ ~= 3) or bit.rshift(tvb(4, 1):uint(), 4) ~= 2 then return false end
   local size = 4 + 4 * tvb(1, 1):uint()
@@ -131,7 +139,8 @@ local rates = {[0]=25e9, [1]=50e9, [2]=100e9, [3]=200e9, [4]=400e9}
 -- rates in Mb/s follow the slots, one per slot; a hop with rate code 7 reads its rate
 -- from the entry of its slot.
 local function hpcc_heuristic(tvb, pinfo, tree)
-  if tvb:len() < 44 or dscp() ~= hpcc.prefs.dscp or bit.rshift(tvb(0, 1):uint(), 4) ~= 1 then return false end
+  local d = dscp()
+  if tvb:len() < 44 or (d ~= hpcc.prefs.dscp and d ~= LAB_ECHO_DSCP) or bit.rshift(tvb(0, 1):uint(), 4) ~= 1 then return false end
   local size = 44
   local ext = bit.band(tvb(0, 1):uint(), 0x08) ~= 0
   if ext then size = 64 end
@@ -221,6 +230,7 @@ function ifa.dissector(tvb, pinfo, tree)
   return tvb:len()
 end
 DissectorTable.get("ip.proto"):add(ifa.prefs.protocol, ifa)
+DissectorTable.get("ip.proto"):add(LAB_ECHO_PROTOCOL, ifa)
 
 ---------------------------------------------------------------------------- probes
 local probe = Proto("rocelab.probe", "rocelab telemetry probe")

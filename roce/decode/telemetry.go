@@ -3,6 +3,7 @@ package decode
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
@@ -27,7 +28,9 @@ import (
 
 // Signals are the values that mark telemetry which its structure alone cannot
 // identify. Labs configure them per topology; decode and conformance take them from
-// --int-dscp, --hpcc-dscp and --ifa-protocol.
+// --int-dscp, --hpcc-dscp and --ifa-protocol. rocelab's own signals, which a lab's
+// soft-RNICs send (telemetry.RequestDSCPINT, EchoDSCP, EchoProtocol), are honoured
+// besides them.
 type Signals struct {
 	INTDSCP     uint8 // DSCP of INT over UDP (intmd)
 	HPCCDSCP    uint8 // DSCP of the HPCC hop block (hpcchop)
@@ -54,9 +57,10 @@ func (s Signals) Validate() error {
 
 // telemetryState holds the codecs and buffers reused across frames.
 type telemetryState struct {
-	intmd   *intmd.Codec
-	hpcc    *hpcchop.Codec
-	ifa     *ifa.Codec
+	// A codec per signal: the Signals' first, then rocelab's own.
+	intmd   []*intmd.Codec
+	hpcc    []*hpcchop.Codec
+	ifa     []*ifa.Codec
 	ioam    *ioam.Codec
 	stack   telemetry.Stack
 	strip   []byte
@@ -65,10 +69,36 @@ type telemetryState struct {
 }
 
 func (t *telemetryState) init(s Signals) {
-	if !t.enabled {
-		t.intmd, t.hpcc, t.ifa, t.ioam, t.enabled = intmd.New(), hpcchop.New(), ifa.New(), ioam.New(), true
-		t.intmd.DSCP, t.hpcc.DSCP, t.ifa.Protocol = s.INTDSCP, s.HPCCDSCP, s.IFAProtocol
+	if t.enabled {
+		return
 	}
+	t.enabled, t.ioam = true, ioam.New()
+	for _, dscp := range distinct(s.INTDSCP, telemetry.RequestDSCPINT, telemetry.EchoDSCP) {
+		c := intmd.New()
+		c.DSCP = dscp
+		t.intmd = append(t.intmd, c)
+	}
+	for _, dscp := range distinct(s.HPCCDSCP, telemetry.EchoDSCP) {
+		c := hpcchop.New()
+		c.DSCP = dscp
+		t.hpcc = append(t.hpcc, c)
+	}
+	for _, proto := range distinct(s.IFAProtocol, telemetry.EchoProtocol) {
+		c := ifa.New()
+		c.Protocol = proto
+		t.ifa = append(t.ifa, c)
+	}
+}
+
+// distinct returns vs without repeats, in order.
+func distinct(vs ...uint8) []uint8 {
+	var out []uint8
+	for _, v := range vs {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // decodeTelemetry returns the telemetry record of frame (nil when it carries none),
@@ -78,31 +108,44 @@ func (t *telemetryState) init(s Signals) {
 func (t *telemetryState) decodeTelemetry(frame []byte) (hdr map[string]any, inner []byte, note string) {
 	st := &t.stack
 	var codec telemetry.Codec
-	// The DSCP-signalled formats: INT, then the HPCC block.
+	// The DSCP-signalled formats: INT, then the HPCC block. rocelab's echo DSCP serves
+	// both: the one whose headers validate wins.
 	signal, dscp := "", uint8(0)
-	if h, err := t.intmd.Decode(frame, st); !errors.Is(err, telemetry.ErrNoTelemetry) {
-		signal, dscp = "INT", t.intmd.DSCP
-		if err == nil {
-			hdr, codec = map[string]any{
-				"type": h.Type, "npt": h.NPT, "length_words": h.Length, "orig_dscp": h.OrigDSCP, "version": h.Version,
-				"d": h.D, "e": h.E, "m": h.M, "hop_ml": h.HopML, "remaining_hop_count": h.RemainingHops,
-				"instruction_bitmap": h.Instructions, "domain_id": h.DomainID, "ds_instructions": h.DSInstructions,
-				"ds_flags": h.DSFlags,
-			}, t.intmd
-		} else {
-			note = dscpNote(signal, dscp, err)
+	for _, c := range t.intmd {
+		h, err := c.Decode(frame, st)
+		if errors.Is(err, telemetry.ErrNoTelemetry) {
+			continue
 		}
+		signal, dscp = "INT", c.DSCP
+		if err != nil {
+			note = dscpNote(signal, dscp, err)
+			break
+		}
+		hdr, codec = map[string]any{
+			"type": h.Type, "npt": h.NPT, "length_words": h.Length, "orig_dscp": h.OrigDSCP, "version": h.Version,
+			"d": h.D, "e": h.E, "m": h.M, "hop_ml": h.HopML, "remaining_hop_count": h.RemainingHops,
+			"instruction_bitmap": h.Instructions, "domain_id": h.DomainID, "ds_instructions": h.DSInstructions,
+			"ds_flags": h.DSFlags,
+		}, c
+		break
 	}
-	if hdr == nil {
-		if h, err := t.hpcc.Decode(frame, st); !errors.Is(err, telemetry.ErrNoTelemetry) {
-			signal, dscp = "HPCC", t.hpcc.DSCP
-			if err == nil {
-				hdr, codec = map[string]any{"version": h.Version, "orig_dscp": h.OrigDSCP, "nhop": h.NHop,
-					"wrapped": h.NHop > hpcchop.MaxHops, "rate_table": h.RateTable, "error": h.Error}, t.hpcc
-			} else {
+	for _, c := range t.hpcc {
+		if hdr != nil {
+			break
+		}
+		h, err := c.Decode(frame, st)
+		if errors.Is(err, telemetry.ErrNoTelemetry) {
+			continue
+		}
+		signal, dscp = "HPCC", c.DSCP
+		if err != nil {
+			if note == "" {
 				note = dscpNote(signal, dscp, err)
 			}
+			break
 		}
+		hdr, codec = map[string]any{"version": h.Version, "orig_dscp": h.OrigDSCP, "nhop": h.NHop,
+			"wrapped": h.NHop > hpcchop.MaxHops, "rate_table": h.RateTable, "error": h.Error}, c
 	}
 	if hdr != nil {
 		// Accept only what leaves a RoCEv2 packet whose ICRC verifies.
@@ -120,16 +163,22 @@ func (t *telemetryState) decodeTelemetry(frame []byte) (hdr map[string]any, inne
 		return t.record(hdr, st), stripped, ""
 	}
 	// The formats whose signal is unambiguous: IFA's IP protocol, IOAM's option.
-	if h, err := t.ifa.Decode(frame, st); err == nil {
-		hdr, codec = map[string]any{"version": h.Version, "gns": h.GNS, "next_header": h.NextHeader, "flags": h.Flags,
-			"mf": h.Flags&ifa.FlagMF != 0, "max_length_words": h.MaxLength, "request_vector": h.RequestVector,
-			"action_vector": h.ActionVector, "hop_limit": h.HopLimit, "current_length_words": h.CurrentLength}, t.ifa
-	} else if h, err := t.ioam.Decode(frame, st); err == nil {
+	for _, c := range t.ifa {
+		if h, err := c.Decode(frame, st); err == nil {
+			hdr, codec = map[string]any{"version": h.Version, "gns": h.GNS, "next_header": h.NextHeader, "flags": h.Flags,
+				"mf": h.Flags&ifa.FlagMF != 0, "max_length_words": h.MaxLength, "request_vector": h.RequestVector,
+				"action_vector": h.ActionVector, "hop_limit": h.HopLimit, "current_length_words": h.CurrentLength}, c
+			break
+		}
+	}
+	if hdr == nil {
+		h, err := t.ioam.Decode(frame, st)
+		if err != nil {
+			return nil, frame, note
+		}
 		hdr, codec = map[string]any{"option_type": h.OptionType, "namespace": h.Namespace, "node_len": h.NodeLen,
 			"flags": h.Flags, "overflow": h.Overflow, "remaining_len": h.RemainingLen, "trace_type": h.TraceType,
 			"data_len": h.DataLen}, t.ioam
-	} else {
-		return nil, frame, note
 	}
 	hdr = t.record(hdr, st)
 	t.strip = append(t.strip[:0], frame...)

@@ -45,6 +45,35 @@ func TestTelemetryRecords(t *testing.T) {
 	}
 }
 
+// What a lab's soft-RNICs send decodes with its telemetry under the default signals:
+// INT-MD requests on rocelab's request DSCP, INT-MD and HPCC-block echoes on its echo
+// DSCP, IFA echoes on its echo protocol (a lab's capture showed every probe as a
+// READ response with a bad ICRC).
+func TestRocelabSignalsByDefault(t *testing.T) {
+	intReq, intEcho, hpccEcho, ifaEcho := intmd.New(), intmd.New(), hpcchop.New(), ifa.New()
+	intReq.DSCP, intEcho.DSCP, hpccEcho.DSCP = telemetry.RequestDSCPINT, telemetry.EchoDSCP, telemetry.EchoDSCP
+	ifaEcho.Protocol = telemetry.EchoProtocol
+	for _, c := range []struct {
+		name, format string
+		codec        telemetry.Codec
+	}{{"int request", "int-md", intReq}, {"int echo", "int-md", intEcho}, {"hpcc echo", "hpcc", hpccEcho}, {"ifa echo", "ifa", ifaEcho}} {
+		f, err := c.codec.Request(telemetrytest.RoCEFrame(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := telemetrytest.Hop(1)
+		f, _, _ = c.codec.Push(f, &h)
+		var d Decoder
+		r := d.Decode(1, f)
+		if tel, ok := r.Telemetry.(map[string]any); !ok || tel["format"] != c.format {
+			t.Errorf("%s: telemetry %v, note %q", c.name, r.Telemetry, r.Note)
+		}
+		if !r.RoCE || r.ICRCOK == nil || !*r.ICRCOK || r.BTH == nil || r.BTH.PSN != 0x123456 {
+			t.Errorf("%s: inner packet: roce %v icrc %v error %q", c.name, r.RoCE, r.ICRCOK, r.Error)
+		}
+	}
+}
+
 // A plain RoCEv2 packet whose DSCP happens to be the HPCC block's and whose BTH reads
 // as an HPCC shim (opcode 0x10: "version 1") is no HPCC packet: stripping 44 bytes
 // would leave no valid RoCEv2. It decodes as it stands, with a note (issue 20).

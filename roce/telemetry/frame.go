@@ -145,6 +145,24 @@ type Signal struct {
 	Value uint8 // the DSCP (SignalDSCP) or the IP protocol (SignalProtocol)
 }
 
+// rocelab's own signals. A soft-RNIC (package rnic) uses each format twice: as the
+// request a sender adds to a data packet or probe, which switches on the forward path
+// push hops into, and as the echo a receiver puts in an ACK to carry those hops back.
+// The echo is the same encoding with another signal, so that the switches on the
+// reverse path, which serve only the request's, leave it alone. Decoders (rocelab
+// decode, conformance, the Wireshark dissector) honour these besides each format's
+// default, so that a lab's captures decode as they stand.
+const (
+	// RequestDSCPINT signals an INT-MD request: the INT specification's example value
+	// (0x17) is class 2, which would put telemetry packets in another queue than the
+	// flow's other packets and reorder them. Requests, echoes and plain RoCE data of
+	// AF31 share class 3, one priority.
+	RequestDSCPINT = 0x1B
+	EchoDSCP       = 0x1D // INT-MD and HPCC-block echoes (the block's request: hpcchop.DefaultDSCP)
+	EchoProtocol   = 254  // IFA echoes (the request: ifa.DefaultProtocol, 253)
+	EchoNamespace  = 2    // IOAM echoes (the request: namespace 1)
+)
+
 // SignalBy is the kind of mark a format uses.
 type SignalBy uint8
 
