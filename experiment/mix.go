@@ -144,6 +144,8 @@ func (c *Config) validateMix() error {
 		return fmt.Errorf("experiment: --mtu %d: want 256, 512, 1024, 2048 or 4096", c.MTU)
 	case c.Sample <= 0:
 		return fmt.Errorf("experiment: sample interval must be positive")
+	case c.Threads < 0:
+		return fmt.Errorf("experiment: --threads %d: want 0 (the sequential driver) or more", c.Threads)
 	case c.FlowFile != "":
 	case !(c.Load > 0 && c.Load <= 1):
 		return fmt.Errorf("experiment: --load %v: want a fraction of the host link rate in (0, 1]", c.Load)

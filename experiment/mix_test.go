@@ -316,6 +316,7 @@ func TestMixConfigErrors(t *testing.T) {
 		{func(c *Config) { c.MTU = 1500 }, "--mtu 1500"},
 		{func(c *Config) { c.Telemetry = "int-mx" }, `--telemetry "int-mx"`},
 		{func(c *Config) { c.Duration = time.Nanosecond }, "no flow arrives"},
+		{func(c *Config) { c.Threads = -2 }, "--threads -2"},
 	} {
 		cfg := mixConfig()
 		tc.set(&cfg)
