@@ -59,6 +59,35 @@ func TestExperimentMixJSON(t *testing.T) {
 	}
 }
 
+// TestExperimentMixThreads: `experiment mix --threads 2` runs on the parallel driver,
+// says so, and writes what one thread writes.
+func TestExperimentMixThreads(t *testing.T) {
+	var outs [2]map[string][]byte
+	for i, threads := range []string{"1", "2"} {
+		dir := t.TempDir()
+		out, err := runExperiment(t, "mix", "--cdf", "fbhadoop", "--flows", "20", "--load", "0.5", "--threads", threads, "--out", dir)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if !strings.Contains(out, "driver            parallel: 4 partitions") {
+			t.Errorf("--threads %s: the summary does not name the parallel driver and its partitions:\n%s", threads, out)
+		}
+		outs[i] = map[string][]byte{}
+		for _, name := range []string{"flows.csv", "rates.csv", "links.csv", "summary.json"} {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			outs[i][name] = b
+		}
+	}
+	for name, b := range outs[0] {
+		if !bytes.Equal(b, outs[1][name]) {
+			t.Errorf("%s differs between --threads 1 and --threads 2", name)
+		}
+	}
+}
+
 // TestExperimentBadFlags: mistakes are errors that name the flag and the choices.
 func TestExperimentBadFlags(t *testing.T) {
 	for _, tc := range []struct {
@@ -92,6 +121,8 @@ func TestExperimentBadFlags(t *testing.T) {
 		{[]string{"incast", "--every-n", "-1"}, "--every-n -1: want at least 1"},
 		{[]string{"incast", "--senders", "100000"}, "--senders 100000: want 1 to 1024"},
 		{[]string{"mix", "--topology", "fat-tree", "--k", "100"}, "at most 65536 hosts"},
+		{[]string{"mix", "--threads", "-1"}, "--threads -1: want 0 (the sequential driver) or more"},
+		{[]string{"incast", "--threads", "2"}, "--threads does not apply to the incast scenario"},
 	} {
 		out, err := runExperiment(t, append(tc.args, "--out", t.TempDir())...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
