@@ -31,7 +31,7 @@ func NewMetrics(source func() (Status, error)) *Metrics {
 // Handler serves the metrics at any path (mount it at /metrics).
 func (m *Metrics) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m, m.failed)
+	reg.MustRegister(m)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
@@ -125,15 +125,21 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{qpRate, qpWindow, qpInFlight, qpU, captureFrames, captureDropped, loopLateness} {
 		ch <- d
 	}
+	m.failed.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
+// The scrape-error counter is sent from here, after a failed read has counted: a
+// registry gathers its collectors concurrently, and registered on its own the counter
+// was sometimes read before the failure that should have raised it.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	st, err := m.source()
 	if err != nil {
 		m.failed.Inc()
+		ch <- m.failed
 		return
 	}
+	ch <- m.failed
 	capture := func(port string, c *CaptureStatus) {
 		if c != nil {
 			ch <- prometheus.MustNewConstMetric(captureFrames, prometheus.CounterValue, float64(c.Frames), st.Name, port)
