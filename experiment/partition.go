@@ -1,7 +1,6 @@
 package experiment
 
 import (
-	"slices"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric/topo"
@@ -67,8 +66,7 @@ func partitionTopology(t *topo.Topology) partitioning {
 		for _, s := range t.Switches {
 			p.of[s.Name] = 0
 		}
-		p.n = 1
-		p.lookahead = time.Microsecond // nothing crosses: any positive window does
+		p.n, p.lookahead = 1, maxWindow // nothing crosses: any positive window does
 		return p
 	}
 	// The pods, numbered in the order of their first host.
@@ -97,7 +95,12 @@ func partitionTopology(t *topo.Topology) partitioning {
 			k++
 		}
 	}
-	p.lookahead = min(minDelay(t, func(a, b string) bool { return p.of[a] != p.of[b] }), maxWindow)
+	p.lookahead = maxWindow
+	for _, l := range t.Links {
+		if p.of[l.Endpoints[0]] != p.of[l.Endpoints[1]] {
+			p.lookahead = min(p.lookahead, l.Delay)
+		}
+	}
 	return p
 }
 
@@ -107,17 +110,3 @@ func partitionTopology(t *topo.Topology) partitioning {
 // ≈ 3,900 slots. Links of 10 µs and more would otherwise make windows whose frames
 // overflow into the sender's backlog, handed over a window late.
 const maxWindow = time.Microsecond
-
-// minDelay is the least delay of the links between nodes that cross reports.
-func minDelay(t *topo.Topology, cross func(a, b string) bool) time.Duration {
-	var ds []time.Duration
-	for _, l := range t.Links {
-		if cross(l.Endpoints[0], l.Endpoints[1]) {
-			ds = append(ds, l.Delay)
-		}
-	}
-	if len(ds) == 0 {
-		return 0
-	}
-	return slices.Min(ds)
-}

@@ -370,10 +370,11 @@ func (l *Lab) Hold(hosts []string, d time.Duration) (map[string]bool, error) {
 		}
 		devs = append(devs, h)
 	}
-	until := l.clk.Now().Add(d)
+	lead := d
 	if d == 0 {
-		until = l.clk.Now().Add(releaseLead)
+		lead = releaseLead
 	}
+	until := l.clk.Now().Add(lead)
 	type answer struct {
 		held bool
 		late time.Duration

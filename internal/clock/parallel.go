@@ -78,7 +78,6 @@ type ParallelOptions struct {
 // partition is one partition's queue and time. Its inbox collects the tasks other
 // partitions post during a window.
 type partition struct {
-	index  int
 	q      queue
 	now    Time
 	events uint64
@@ -101,9 +100,9 @@ func NewParallel(opts ParallelOptions) (*Parallel, error) {
 	case opts.Threads < 1:
 		return nil, fmt.Errorf("clock: %d threads: want at least 1", opts.Threads)
 	}
-	p := &Parallel{opts: opts, coord: partition{index: -1}}
-	for i := range opts.Partitions {
-		p.parts = append(p.parts, &partition{index: i})
+	p := &Parallel{opts: opts}
+	for range opts.Partitions {
+		p.parts = append(p.parts, &partition{})
 	}
 	return p, nil
 }
@@ -134,7 +133,7 @@ func (p *Parallel) NewLoop(name string) Loop {
 		}
 		pt = p.parts[i]
 	}
-	return &parallelLoop{p: p, part: pt, name: name, rng: rand.New(rand.NewPCG(p.opts.Seed, p.loops))}
+	return &parallelLoop{part: pt, name: name, rng: rand.New(rand.NewPCG(p.opts.Seed, p.loops))}
 }
 
 // Round runs one round (see Parallel) and reports whether anything was left to run.
@@ -295,7 +294,6 @@ func (p *Parallel) Close() {
 }
 
 type parallelLoop struct {
-	p    *Parallel
 	part *partition
 	name string
 	rng  *rand.Rand

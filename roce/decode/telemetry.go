@@ -131,7 +131,7 @@ func (t *telemetryState) decodeTelemetry(frame []byte) (hdr map[string]any, inne
 	}
 	for _, c := range t.hpcc {
 		if hdr != nil {
-			break
+			break // INT found
 		}
 		h, err := c.Decode(frame, st)
 		if errors.Is(err, telemetry.ErrNoTelemetry) {
@@ -146,6 +146,7 @@ func (t *telemetryState) decodeTelemetry(frame []byte) (hdr map[string]any, inne
 		}
 		hdr, codec = map[string]any{"version": h.Version, "orig_dscp": h.OrigDSCP, "nhop": h.NHop,
 			"wrapped": h.NHop > hpcchop.MaxHops, "rate_table": h.RateTable, "error": h.Error}, c
+		break
 	}
 	if hdr != nil {
 		// Accept only what leaves a RoCEv2 packet whose ICRC verifies.
