@@ -221,13 +221,17 @@ const (
 
 // benchScenarios are the `make bench` scenarios of issue 15, by name.
 func benchScenarios() map[string]Config {
+	// The scenarios' figures are the sequential driver's; the parallel driver's runs
+	// are named by their threads.
 	fat3 := func(cc rnic.Mode) Config {
 		c := MixDefaults()
 		c.Topology, c.CC, c.Load, c.Duration = "fat-tree-3tier", cc, 0.3, 5*time.Millisecond
+		c.Threads = 0
 		return c
 	}
 	big := MixDefaults()
 	big.Topology, big.K, big.Load, big.Duration = "fat-tree", 16, 0.5, 10*time.Millisecond
+	big.Threads = 0
 	scenarios := map[string]Config{
 		"fat3-hpcc":  fat3(rnic.ModeHPCC),
 		"fat3-dcqcn": fat3(rnic.ModeDCQCN),

@@ -26,7 +26,8 @@ const goldenFile = "testdata/golden.txt"
 // goldenRuns are short runs that between them take every telemetry format and
 // HPCC mode, DCQCN's marking and CNPs, the ns-3 preset, the fairness scenario and
 // both mix topologies (the leaf-spine and the HPCC paper's 320-host fat tree) through
-// the per-packet path, the fat tree on the parallel driver too.
+// the per-packet path, on the sequential driver, and the leaf-spine and the fat tree
+// on the parallel one.
 func goldenRuns() map[string]Config {
 	runs := map[string]Config{}
 	incast := func(mode rnic.Mode, format telemetry.Format) Config {
@@ -54,14 +55,17 @@ func goldenRuns() map[string]Config {
 
 	mix := mixConfig()
 	mix.Duration, mix.MTU = 60*time.Microsecond, roce.MTU1024
+	runs["mix-hpcc-parallel"] = mix // the default driver: parallel, one thread
+	mix.Threads = 0                 // the sequential driver
 	runs["mix-hpcc"] = mix
 	mix.CC = rnic.ModeDCQCN
 	runs["mix-dcqcn"] = mix
 
 	fat3 := MixDefaults()
 	fat3.Topology, fat3.Load, fat3.Duration = "fat-tree-3tier", 0.3, 40*time.Microsecond
+	fat3.Threads = 0
 	runs["fat3-hpcc"] = fat3
-	fat3.Threads = 2 // the parallel driver
+	fat3.Threads = 2
 	runs["fat3-hpcc-parallel"] = fat3
 	return runs
 }
@@ -88,7 +92,7 @@ func TestGoldenOutputs(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		// 1 s, 16 s under the race detector; the outputs do not depend on it, and
 		// make test's second pass runs this without it.
-		t.Skip("runs fourteen short experiments: not in -short or -race runs")
+		t.Skip("runs sixteen short experiments: not in -short or -race runs")
 	}
 	got := map[string]string{}
 	for name, cfg := range goldenRuns() {

@@ -315,6 +315,8 @@ func (r *Result) writeMixSummary(w io.Writer) {
 	fmt.Fprintf(w, ", cc %s, seed %d\n", c.ccName(), c.Seed)
 	if x.Partitions > 0 {
 		fmt.Fprintf(w, "  driver            parallel: %d partitions, %d windows (the same output on any number of threads)\n", x.Partitions, x.Windows)
+	} else {
+		fmt.Fprintf(w, "  driver            sequential\n")
 	}
 	fmt.Fprintf(w, "  base RTT          %v to %v by path; HPCC T %v\n", x.RTTMin, x.RTTMax, r.BaseRTT)
 	fmt.Fprintf(w, "  bottleneck        %s at %s: of %d switch egress ports, the largest peak queue\n",

@@ -93,4 +93,19 @@ func TestPartitionTopology(t *testing.T) {
 	if part := partitionTopology(star); part.n != 1 {
 		t.Errorf("star: %d partitions, want 1", part.n)
 	}
+	for i, l := range fat.Links { // a link between pods without delay: no window is safe
+		if part.partition(l.Endpoints[0]) != part.partition(l.Endpoints[1]) {
+			fat.Links[i].Delay = 0
+			break
+		}
+	}
+	part = partitionTopology(fat)
+	if part.n != 1 || part.lookahead <= 0 {
+		t.Errorf("k=4 fat tree with a link of no delay between pods: %d partitions, lookahead %v; want 1 and a positive window", part.n, part.lookahead)
+	}
+	for _, s := range fat.Switches {
+		if i := part.partition(s.Name); i != 0 {
+			t.Errorf("one partition: %s is in partition %d", s.Name, i)
+		}
+	}
 }

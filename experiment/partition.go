@@ -58,17 +58,10 @@ func partitionTopology(t *topo.Topology) partitioning {
 		}
 		frontier = next
 	}
-	p := partitioning{of: map[string]int{}}
 	if top < 2 {
-		for _, h := range t.Hosts {
-			p.of[h.Name] = 0
-		}
-		for _, s := range t.Switches {
-			p.of[s.Name] = 0
-		}
-		p.n, p.lookahead = 1, maxWindow // nothing crosses: any positive window does
-		return p
+		return onePartition(t)
 	}
+	p := partitioning{of: map[string]int{}}
 	// The pods, numbered in the order of their first host.
 	for _, h := range t.Hosts {
 		if _, done := p.of[h.Name]; done {
@@ -100,6 +93,23 @@ func partitionTopology(t *topo.Topology) partitioning {
 		if p.of[l.Endpoints[0]] != p.of[l.Endpoints[1]] {
 			p.lookahead = min(p.lookahead, l.Delay)
 		}
+	}
+	if p.lookahead <= 0 {
+		// A frame can cross between pods in no time: no window is safe, and the
+		// network runs as one partition.
+		return onePartition(t)
+	}
+	return p
+}
+
+// onePartition places every node in one partition.
+func onePartition(t *topo.Topology) partitioning {
+	p := partitioning{of: map[string]int{}, n: 1, lookahead: maxWindow} // nothing crosses: any positive window does
+	for _, h := range t.Hosts {
+		p.of[h.Name] = 0
+	}
+	for _, s := range t.Switches {
+		p.of[s.Name] = 0
 	}
 	return p
 }

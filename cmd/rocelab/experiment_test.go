@@ -59,18 +59,20 @@ func TestExperimentMixJSON(t *testing.T) {
 	}
 }
 
-// TestExperimentMixThreads: `experiment mix --threads 2` runs on the parallel driver,
-// says so, and writes what one thread writes.
+// TestExperimentMixThreads: `experiment mix` runs on the parallel driver by default
+// and says so, and writes what `--threads 2` writes; `--threads 0` runs on the
+// sequential driver and says so.
 func TestExperimentMixThreads(t *testing.T) {
+	args := []string{"mix", "--cdf", "fbhadoop", "--flows", "20", "--load", "0.5"}
 	var outs [2]map[string][]byte
-	for i, threads := range []string{"1", "2"} {
+	for i, threads := range [][]string{nil, {"--threads", "2"}} {
 		dir := t.TempDir()
-		out, err := runExperiment(t, "mix", "--cdf", "fbhadoop", "--flows", "20", "--load", "0.5", "--threads", threads, "--out", dir)
+		out, err := runExperiment(t, append(append(args, threads...), "--out", dir)...)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
 		if !strings.Contains(out, "driver            parallel: 4 partitions") {
-			t.Errorf("--threads %s: the summary does not name the parallel driver and its partitions:\n%s", threads, out)
+			t.Errorf("%q: the summary does not name the parallel driver and its partitions:\n%s", threads, out)
 		}
 		outs[i] = map[string][]byte{}
 		for _, name := range []string{"flows.csv", "rates.csv", "links.csv", "summary.json"} {
@@ -83,8 +85,15 @@ func TestExperimentMixThreads(t *testing.T) {
 	}
 	for name, b := range outs[0] {
 		if !bytes.Equal(b, outs[1][name]) {
-			t.Errorf("%s differs between --threads 1 and --threads 2", name)
+			t.Errorf("%s differs between the default (one thread) and --threads 2", name)
 		}
+	}
+	out, err := runExperiment(t, append(args, "--threads", "0", "--out", t.TempDir())...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out, "driver            sequential") {
+		t.Errorf("--threads 0: the summary does not name the sequential driver:\n%s", out)
 	}
 }
 
