@@ -51,7 +51,20 @@ func TestParallelMixSameOnAnyThreads(t *testing.T) {
 // least delay of a link between partitions.
 func TestPartitionTopology(t *testing.T) {
 	p := topo.Params{Rate: 100e9, Delay: time.Microsecond, MTU: 1500}
-	fat, err := topo.FatTree(4, p)
+	// hostsPer checks that every partition holds n hosts.
+	hostsPer := func(name string, tp *topo.Topology, part partitioning, n int) {
+		t.Helper()
+		perPart := make([]int, part.n)
+		for _, h := range tp.Hosts {
+			perPart[part.partition(h.Name)]++
+		}
+		for i, got := range perPart {
+			if got != n {
+				t.Errorf("%s: partition %d holds %d hosts, want %d", name, i, got, n)
+			}
+		}
+	}
+	fat, err := topo.FatTree(8, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,20 +76,31 @@ func TestPartitionTopology(t *testing.T) {
 		}
 	}
 	part = partitionTopology(fat)
-	if part.n != 4 || part.lookahead != 700*time.Nanosecond {
-		t.Errorf("k=4 fat tree: %d partitions, lookahead %v; want 4 pods, 700ns", part.n, part.lookahead)
+	if part.n != 8 || part.lookahead != 700*time.Nanosecond {
+		t.Errorf("k=8 fat tree: %d partitions, lookahead %v; want its 8 pods, 700ns", part.n, part.lookahead)
 	}
-	perPart := make([]int, part.n)
-	for _, h := range fat.Hosts {
-		perPart[part.partition(h.Name)]++
-	}
-	for i, n := range perPart {
-		if n != 4 {
-			t.Errorf("partition %d holds %d hosts, want a pod's 4", i, n)
-		}
-	}
+	hostsPer("k=8 fat tree", fat, part, 16)
 	if part.partition("arrivals") != -1 {
 		t.Errorf("a loop that is no node's is in partition %d, want the coordinator (-1)", part.partition("arrivals"))
+	}
+	// Fewer pods than minPartitions: cut at the first tier of switches.
+	small, err := topo.FatTree(4, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if part := partitionTopology(small); part.n != 8 {
+		t.Errorf("k=4 fat tree: %d partitions, want its 8 ToRs", part.n)
+	} else {
+		hostsPer("k=4 fat tree", small, part, 2)
+	}
+	paper, err := topo.FatTree3(topo.PaperThreeTier, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if part := partitionTopology(paper); part.n != 20 {
+		t.Errorf("320-host three-tier tree: %d partitions, want its 20 ToRs", part.n)
+	} else {
+		hostsPer("three-tier tree", paper, part, 16)
 	}
 	ls, err := topo.LeafSpine(3, 2, 4, p)
 	if err != nil {
@@ -101,7 +125,7 @@ func TestPartitionTopology(t *testing.T) {
 	}
 	part = partitionTopology(fat)
 	if part.n != 1 || part.lookahead <= 0 {
-		t.Errorf("k=4 fat tree with a link of no delay between pods: %d partitions, lookahead %v; want 1 and a positive window", part.n, part.lookahead)
+		t.Errorf("k=8 fat tree with a link of no delay between pods: %d partitions, lookahead %v; want 1 and a positive window", part.n, part.lookahead)
 	}
 	for _, s := range fat.Switches {
 		if i := part.partition(s.Name); i != 0 {

@@ -9,9 +9,12 @@ import (
 // partitioning places a topology's nodes for the parallel driver (clock.Parallel):
 // the pods, the connected parts of the network once its top tier of switches is
 // taken away (a fat tree's pods, a leaf-spine's leaves with their hosts), each a
-// partition, and the top tier's switches dealt round-robin among them. Every link
-// between partitions then runs from a pod to the top tier, and the lookahead is the
-// least delay of those links. A single-tier network (a star) is one partition.
+// partition, and the top tier's switches dealt round-robin among them. A network of
+// fewer than minPartitions pods is cut a tier lower, down to the first tier of
+// switches (the 320-host three-tier tree's 5 pods become its 20 ToRs with their
+// hosts, the aggregation and core switches dealt among them). The lookahead is the
+// least delay of a link between partitions. A single-tier network (a star) is one
+// partition.
 //
 // The partitioning depends on the topology only, never on the number of threads,
 // which is what keeps a parallel run the same on any number of them.
@@ -61,25 +64,9 @@ func partitionTopology(t *topo.Topology) partitioning {
 	if top < 2 {
 		return onePartition(t)
 	}
-	p := partitioning{of: map[string]int{}}
-	// The pods, numbered in the order of their first host.
-	for _, h := range t.Hosts {
-		if _, done := p.of[h.Name]; done {
-			continue
-		}
-		stack := []string{h.Name}
-		p.of[h.Name] = p.n
-		for len(stack) > 0 {
-			n := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			for _, m := range adj[n] {
-				if _, done := p.of[m]; !done && tier[m] < top {
-					p.of[m] = p.n
-					stack = append(stack, m)
-				}
-			}
-		}
-		p.n++
+	p := pods(t, adj, tier, top)
+	for cut := top - 1; p.n < minPartitions && cut >= 2; cut-- {
+		p = pods(t, adj, tier, cut)
 	}
 	k := 0
 	for _, s := range t.Switches {
@@ -101,6 +88,39 @@ func partitionTopology(t *topo.Topology) partitioning {
 	}
 	return p
 }
+
+// pods places the hosts and the switches below tier cut (hops from the nearest
+// host) in partitions, one per connected part, numbered in the order of their first
+// host.
+func pods(t *topo.Topology, adj map[string][]string, tier map[string]int, cut int) partitioning {
+	p := partitioning{of: map[string]int{}}
+	for _, h := range t.Hosts {
+		if _, done := p.of[h.Name]; done {
+			continue
+		}
+		stack := []string{h.Name}
+		p.of[h.Name] = p.n
+		for len(stack) > 0 {
+			n := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for _, m := range adj[n] {
+				if _, done := p.of[m]; !done && tier[m] < cut {
+					p.of[m] = p.n
+					stack = append(stack, m)
+				}
+			}
+		}
+		p.n++
+	}
+	return p
+}
+
+// minPartitions is the fewest partitions partitionTopology leaves a network of
+// several tiers, where a lower cut can give more: a window lasts as long as its
+// busiest thread's partitions, and 5 pods on 2 threads leave one thread 3 of them
+// (the 320-host tree ran 10% faster on two threads as 20 partitions than as 5, and
+// the same on one).
+const minPartitions = 8
 
 // onePartition places every node in one partition.
 func onePartition(t *topo.Topology) partitioning {
