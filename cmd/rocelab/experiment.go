@@ -189,7 +189,7 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.Var(durationValue{&cfg.Duration}, "duration", "mix: arrival window (0: none, with --flows)")
 	f.Var(flowsValue{&cfg.Flows, &cfg.FlowFile}, "flows", "mix: stop the arrivals after N flows (0: --duration decides), or replay a flow file in the HPCC simulator's format")
 	f.StringVar(&cfg.TopologyFile, "topology-file", "", "mix: the network from a file: rocelab YAML or the HPCC simulator's topology format")
-	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "mix: threads of the parallel driver, the network partitioned by pod; the output is the same on any number of threads (more than one only with idle cores: the threads spin between windows; 0: the sequential driver, whose output differs in the order of simultaneous events)")
+	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "mix: threads of the parallel driver, the network partitioned by pod (by ToR under 8 pods); the output is the same on any number of threads (more than one only with idle cores: the threads spin between windows; 0: the sequential driver, whose output differs in the order of simultaneous events)")
 	f.StringVar(&cfg.Preset, "preset", "", "ns3: the HPCC simulator's parameters, payload, headers and marking (docs/hpcc.md)")
 	f.IntVar(&cfg.Payload, "payload", 0, "payload bytes of a full data packet, at most --mtu (0: the MTU; ns3: 1000)")
 	f.IntVar(&cfg.HeaderOverhead, "header-overhead", 0, "header bytes per packet the ideal FCT counts (0: the frames' own; ns3: 48)")
