@@ -121,13 +121,13 @@ type Switch struct {
 	cfg     Config
 	loop    clock.Loop
 	ports   []*Port
-	fib     map[uint64]uint32 // by macKey: the index of the address's route in routes
-	routes  []route           // the distinct routes (routeIndex)
-	tree    []uint16          // flood ports; nil floods every port
-	used    int               // shared buffer bytes in use
-	dirty   []*Port           // ports with frames to hand to their link
-	hdr     Headers           // the frame being received
-	markHdr Headers           // the frame being ECN-marked at dequeue, possibly meanwhile
+	fib     fib      // the index of each address's route in routes
+	routes  []route  // the distinct routes (routeIndex)
+	tree    []uint16 // flood ports; nil floods every port
+	used    int      // shared buffer bytes in use
+	dirty   []*Port  // ports with frames to hand to their link
+	hdr     Headers  // the frame being received
+	markHdr Headers  // the frame being ECN-marked at dequeue, possibly meanwhile
 	outs    []uint16
 	dscp    [64]uint8
 	ingBuf  [][8]int // bytes held per ingress port and priority (PFC accounting)
@@ -139,12 +139,6 @@ func (s *Switch) panicked(v any, stack []byte) {
 	if s.panics++; s.panics == 1 && s.cfg.OnPanic != nil {
 		s.cfg.OnPanic(v, stack)
 	}
-}
-
-// macKey is a MAC address as the FIB's key: an integer hashes several times faster
-// than a 6-byte array, and the switch looks up two addresses per frame.
-func macKey(m [6]byte) uint64 {
-	return uint64(m[0])<<40 | uint64(m[1])<<32 | uint64(m[2])<<24 | uint64(m[3])<<16 | uint64(m[4])<<8 | uint64(m[5])
 }
 
 type route struct {
@@ -181,7 +175,7 @@ func New(loop clock.Loop, cfg Config) (*Switch, error) {
 	if cfg.PFC.PauseQuanta == 0 {
 		cfg.PFC.PauseQuanta = 0xFFFF
 	}
-	s := &Switch{cfg: cfg, loop: loop, fib: make(map[uint64]uint32)}
+	s := &Switch{cfg: cfg, loop: loop}
 	if cfg.DSCPPriority != nil {
 		s.dscp = *cfg.DSCPPriority
 	} else {
@@ -211,7 +205,7 @@ func (s *Switch) Ports() []*Port { return s.ports }
 
 // SetRoute installs the ECMP set of ports towards dst, replacing any learned entry.
 func (s *Switch) SetRoute(dst MAC, ports []uint16) {
-	s.fib[macKey(dst)] = s.routeIndex(ports, false)
+	s.fib.set(dst, s.routeIndex(ports, false))
 }
 
 // SetFloodPorts sets the ports on the spanning tree; broadcast, multicast and unknown
@@ -249,12 +243,12 @@ func (s *Switch) receive(in *Port, f *link.Frame) {
 		f.Priority = 0
 	}
 	if h.Src[0]&1 == 0 {
-		if i, ok := s.fib[macKey(h.Src)]; !ok || (s.routes[i].learned && s.routes[i].ports[0] != in.index) {
-			s.fib[macKey(h.Src)] = s.routeIndex([]uint16{in.index}, true)
+		if i, ok := s.fib.get(h.Src); !ok || (s.routes[i].learned && s.routes[i].ports[0] != in.index) {
+			s.fib.learn(h.Src, s.routeIndex([]uint16{in.index}, true))
 		}
 	}
 	s.outs = s.outs[:0]
-	if i, ok := s.fib[macKey(h.Dst)]; ok && h.Dst[0]&1 == 0 {
+	if i, ok := s.fib.get(h.Dst); ok && h.Dst[0]&1 == 0 {
 		r := &s.routes[i]
 		out := r.ports[0]
 		if len(r.ports) > 1 {

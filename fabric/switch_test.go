@@ -370,7 +370,7 @@ func TestFloodAndLearn(t *testing.T) {
 	v := clock.NewVirtual(1)
 	sw, hosts := star(v, 3, 100e9, 100e9, 0, Config{})
 	for i := range 4 {
-		delete(sw.fib, macKey(hostMAC(i)))
+		sw.fib.remove(hostMAC(i))
 	}
 	sw.SetFloodPorts([]uint16{0, 1, 2}) // port 3 is off the tree
 	hosts[0].start(1, 1, 0)
