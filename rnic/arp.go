@@ -31,6 +31,21 @@ type neighbours struct {
 	macs map[netip.Addr][6]byte
 }
 
+// maxNeighbours bounds the entries the device learns from ARP and NDP: any host can
+// send those from any address, and the table must not grow without bound for it. A
+// full table still updates the addresses it holds (Stats.NeighboursFull counts the
+// others). Far above a lab's hosts × their addresses.
+const maxNeighbours = 16384
+
+// learnNeighbour records mac as ip's, unless ip is new and the table is full.
+func (d *Device) learnNeighbour(ip netip.Addr, mac [6]byte) {
+	if _, ok := d.neigh.macs[ip]; !ok && len(d.neigh.macs) >= maxNeighbours {
+		d.stats.NeighboursFull++
+		return
+	}
+	d.neigh.macs[ip] = mac
+}
+
 func (n *neighbours) init() { n.macs = make(map[netip.Addr][6]byte) }
 
 // AddNeighbour installs a static neighbour entry, as `ip neigh replace` does.
@@ -82,7 +97,7 @@ func (d *Device) receiveARP(b []byte) bool {
 	op := binary.BigEndian.Uint16(a[6:])
 	sha, spa, tpa := [6]byte(a[8:14]), netip.AddrFrom4([4]byte(a[14:18])), netip.AddrFrom4([4]byte(a[24:28]))
 	if spa.IsValid() && !spa.IsUnspecified() {
-		d.neigh.macs[spa] = sha
+		d.learnNeighbour(spa, sha)
 	}
 	if op == 1 && d.cfg.Host == nil && d.ownsAddr(tpa) {
 		d.sendARP(2, sha, tpa, sha, spa)
@@ -139,9 +154,9 @@ func (d *Device) receiveNDP(b []byte, l3 int) bool {
 	src := ip.Src()
 	switch {
 	case typ == ndpAdvert && hasLLA:
-		d.neigh.macs[target] = lla
+		d.learnNeighbour(target, lla)
 	case typ == ndpSolicit && hasLLA && !src.IsUnspecified():
-		d.neigh.macs[src] = lla
+		d.learnNeighbour(src, lla)
 		if d.cfg.Host == nil && d.ownsAddr(target) {
 			d.sendNDP(ndpAdvert, lla, target, src, target)
 			d.stats.ARPReplies++

@@ -150,6 +150,7 @@ type Stats struct {
 	CNPsRcvd          uint64 `json:"cnps_rcvd"`
 	ARPReplies        uint64 `json:"arp_replies"`
 	ARPReqs           uint64 `json:"arp_reqs"`
+	NeighboursFull    uint64 `json:"neighbours_full"` // ARP/NDP senders not learned: the neighbour table was full
 	AsyncEvents       uint64 `json:"async_events"`
 	AsyncEventsLost   uint64 `json:"async_events_lost"`
 	HostFrames        uint64 `json:"host_frames"`    // frames the host's kernel sent through the device (SendFromHost)

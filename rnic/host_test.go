@@ -81,3 +81,58 @@ func TestHostRelay(t *testing.T) {
 		t.Errorf("h1 dropped %d host frames, want 6", s.HostDropped)
 	}
 }
+
+// TestNeighbourTableIsBounded: a host that sends ARP requests from ever new sender
+// addresses makes its peer learn at most maxNeighbours of them, counted past that; a
+// neighbour learned before still resolves and still updates.
+func TestNeighbourTableIsBounded(t *testing.T) {
+	v := clock.NewVirtual(1)
+	a, b, err := link.New(link.Config{Rate: 10e9, Delay: time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := link.NewPool(1518)
+	h1, err := Open(Config{Name: "h1", MAC: [6]byte{2, 0, 0, 0, 0, 1}, GIDs: []netip.Addr{netip.MustParseAddr("10.0.0.1")},
+		Loop: v.NewLoop("h1"), Link: a, Pool: pool, Host: &hostSink{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := Open(Config{Name: "h2", MAC: [6]byte{2, 0, 0, 0, 0, 2}, GIDs: []netip.Addr{netip.MustParseAddr("10.0.0.2")},
+		Loop: v.NewLoop("h2"), Link: b, Pool: pool, Host: &hostSink{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// arp is an ARP request for 10.0.0.2 from sender address 10.i and MAC 02:..:last.
+	arp := func(i int, last byte) []byte {
+		return []byte{
+			0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 1, 0x08, 0x06,
+			0, 1, 0x08, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, last, 10, byte(i >> 16), byte(i >> 8), byte(i), 0, 0, 0, 0, 0, 0, 10, 0, 0, 2,
+		}
+	}
+	const extra = 1000
+	for i := 1; i <= maxNeighbours+extra; i += MaxHostBacklog {
+		var batch [][]byte
+		for j := i; j < i+MaxHostBacklog && j <= maxNeighbours+extra; j++ {
+			batch = append(batch, arp(j, 1))
+		}
+		if n := h1.SendFromHost(batch); n != len(batch) {
+			t.Fatalf("SendFromHost took %d of %d", n, len(batch))
+		}
+		v.Run()
+	}
+	if got := len(h2.neigh.macs); got != maxNeighbours {
+		t.Errorf("h2 holds %d neighbours, want the bound %d", got, maxNeighbours)
+	}
+	if got := h2.Stats().NeighboursFull; got != extra {
+		t.Errorf("NeighboursFull %d, want %d", got, extra)
+	}
+	first := netip.AddrFrom4([4]byte{10, 0, 0, 1})
+	if mac, ok := h2.Neighbour(first); !ok || mac != [6]byte{2, 0, 0, 0, 0, 1} {
+		t.Errorf("the first neighbour resolves to %x, %v", mac, ok)
+	}
+	h1.SendFromHost([][]byte{arp(1, 9)}) // the same address from another MAC: an update
+	v.Run()
+	if mac, _ := h2.Neighbour(first); mac != [6]byte{2, 0, 0, 0, 0, 9} {
+		t.Errorf("a full table did not update a neighbour it holds: %x", mac)
+	}
+}
