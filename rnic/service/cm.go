@@ -18,7 +18,13 @@ import (
 type sCMChannel struct {
 	fd     int
 	refs   int
-	events []wire.CMEvent
+	events []cmQueued
+}
+
+// cmQueued is an event on a channel, with the listener of a connection request.
+type cmQueued struct {
+	w        wire.CMEvent
+	listener *sCMID
 }
 
 // sCMID is a client's communication identifier.
@@ -26,7 +32,16 @@ type sCMID struct {
 	id *rnic.CMID
 	h  uint32
 	ch *sCMChannel
+	// A listener's backlog (rdma_listen), and its connection requests queued on the
+	// channel that the client has not fetched yet.
+	backlog, queued int
 }
+
+// maxBacklog is the most connection requests a listener may have queued: the
+// kernel's net.rdma_ucm.max_backlog, which a backlog of 0 gets too. Past it, as the
+// kernel's ucma does, a request is refused (REJ): a client that never fetches its
+// events, or a host that floods requests, must not grow the service without bound.
+const maxBacklog = 1024
 
 func (c *conn) cmCreateChannel(body []byte, fd int) (any, int, error) {
 	if err := wire.DecodeBody(body, &struct{}{}); err != nil {
@@ -75,9 +90,13 @@ func (c *conn) cmEvent(e rnic.CMEvent) {
 		return
 	}
 	w := wire.CMEvent{Type: uint8(e.Type), Status: int32(e.Status)}
-	var s *sCMID
+	var s, listener *sCMID
 	if e.Type == rnic.CMEventConnectRequest {
 		l := e.Listener.Context.(*sCMID)
+		if l.queued >= l.backlog {
+			c.s.dev.DestroyCMID(e.ID) // answers the request with a REJ
+			return
+		}
 		s = &sCMID{id: e.ID, ch: l.ch}
 		e.ID.Context = s
 		var err error
@@ -86,6 +105,8 @@ func (c *conn) cmEvent(e rnic.CMEvent) {
 			c.s.dev.DestroyCMID(e.ID)
 			return
 		}
+		l.queued++
+		listener = l
 		s.ch.refs++
 		w.Listener = l.h
 	} else {
@@ -95,7 +116,7 @@ func (c *conn) cmEvent(e rnic.CMEvent) {
 	w.Local, w.Remote = wire.FromAddrPort(e.ID.Local()), wire.FromAddrPort(e.ID.Remote())
 	w.Param = toWireParam(&e.Param)
 	w.QPN, w.QKey, w.FlowLabel = uint32(e.RemoteQPN), e.QKey, e.ID.FlowLabel()
-	s.ch.events = append(s.ch.events, w)
+	s.ch.events = append(s.ch.events, cmQueued{w, listener})
 	unix.Write(s.ch.fd, one[:])
 }
 
@@ -128,7 +149,10 @@ func (c *conn) cmGetEvent(body []byte) (any, int, error) {
 	}
 	e := ch.events[0]
 	ch.events = ch.events[1:]
-	return &e, -1, nil
+	if e.listener != nil {
+		e.listener.queued--
+	}
+	return &e.w, -1, nil
 }
 
 // cmID decodes a call's identifier.
@@ -148,7 +172,14 @@ func (c *conn) cmListen(body []byte) (any, int, error) {
 	if err != nil {
 		return nil, -1, err
 	}
-	return nil, -1, c.s.dev.Listen(s.id, r.Addr.AddrPort())
+	if err := c.s.dev.Listen(s.id, r.Addr.AddrPort()); err != nil {
+		return nil, -1, err
+	}
+	s.backlog = int(r.Backlog)
+	if s.backlog <= 0 || s.backlog > maxBacklog {
+		s.backlog = maxBacklog
+	}
+	return nil, -1, nil
 }
 
 func (c *conn) cmResolveAddr(body []byte) (any, int, error) {

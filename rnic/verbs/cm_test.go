@@ -110,3 +110,63 @@ func TestCMThroughService(t *testing.T) {
 	}
 	must(cch.Destroy())
 }
+
+// TestCMListenBacklog: a listener's connection requests queue up to its backlog
+// (rdma_listen's); past it, while the server fetches none, a request is refused with
+// a REJ (consumer defined, as the kernel's ucma refuses it), and once the server
+// fetches one, the next queues again.
+func TestCMListenBacklog(t *testing.T) {
+	l := newLab(t)
+	srv, cli := newApp(t, l.addrs[1], qp.RC, 4096, nil), newApp(t, l.addrs[0], qp.RC, 4096, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	sch, err := srv.ctx.CreateCMChannel()
+	must(err)
+	listener, err := sch.CreateID()
+	must(err)
+	must(listener.Listen(netip.MustParseAddrPort("0.0.0.0:7174"), 1))
+	cch, err := cli.ctx.CreateCMChannel()
+	must(err)
+	param := rnic.CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
+	// connect starts a connection to the listener from a new identifier.
+	connect := func() *verbs.CMID {
+		t.Helper()
+		id, err := cch.CreateID()
+		must(err)
+		must(id.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("10.0.0.2:7174"), 2*time.Second))
+		for _, want := range []rnic.CMEventType{rnic.CMEventAddrResolved, rnic.CMEventRouteResolved} {
+			e, err := cch.GetEvent(ctx)
+			must(err)
+			if e.Type != want {
+				t.Fatalf("event %v, want %v", e.Type, want)
+			}
+			if want == rnic.CMEventAddrResolved {
+				must(id.ResolveRoute())
+			}
+		}
+		x, err := cli.ctx.CreateQP(cli.pd, verbs.QPInitAttr{Type: qp.RC, SendCQ: cli.cq, RecvCQ: cli.cq, Cap: rnic.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
+		must(err)
+		must(id.Connect(x, param))
+		return id
+	}
+	connect() // queued: the backlog's one
+	second := connect()
+	e, err := cch.GetEvent(ctx)
+	must(err)
+	if e.Type != rnic.CMEventRejected || e.ID != second || e.Status != 28 {
+		t.Fatalf("past the backlog: event %v (status %d) for %p, want REJECTED (28) for the second request %p", e.Type, e.Status, e.ID, second)
+	}
+	if req, err := sch.GetEvent(ctx); err != nil || req.Type != rnic.CMEventConnectRequest {
+		t.Fatalf("the queued request: %v, %v", req.Type, err)
+	}
+	connect() // room again
+	if req, err := sch.GetEvent(ctx); err != nil || req.Type != rnic.CMEventConnectRequest {
+		t.Fatalf("after a fetch, the next request: %v, %v", req.Type, err)
+	}
+}
