@@ -51,16 +51,20 @@ func TestParallelMixSameOnAnyThreads(t *testing.T) {
 // least delay of a link between partitions.
 func TestPartitionTopology(t *testing.T) {
 	p := topo.Params{Rate: 100e9, Delay: time.Microsecond, MTU: 1500}
-	// hostsPer checks that every partition holds n hosts.
-	hostsPer := func(name string, tp *topo.Topology, part partitioning, n int) {
+	// checkParts checks that part has n partitions of hosts hosts each.
+	checkParts := func(name string, tp *topo.Topology, part partitioning, n, hosts int) {
 		t.Helper()
+		if part.n != n {
+			t.Errorf("%s: %d partitions, want %d", name, part.n, n)
+			return
+		}
 		perPart := make([]int, part.n)
 		for _, h := range tp.Hosts {
 			perPart[part.partition(h.Name)]++
 		}
 		for i, got := range perPart {
-			if got != n {
-				t.Errorf("%s: partition %d holds %d hosts, want %d", name, i, got, n)
+			if got != hosts {
+				t.Errorf("%s: partition %d holds %d hosts, want %d", name, i, got, hosts)
 			}
 		}
 	}
@@ -76,10 +80,10 @@ func TestPartitionTopology(t *testing.T) {
 		}
 	}
 	part = partitionTopology(fat)
-	if part.n != 8 || part.lookahead != 700*time.Nanosecond {
-		t.Errorf("k=8 fat tree: %d partitions, lookahead %v; want its 8 pods, 700ns", part.n, part.lookahead)
+	if part.lookahead != 700*time.Nanosecond {
+		t.Errorf("k=8 fat tree: lookahead %v, want 700ns", part.lookahead)
 	}
-	hostsPer("k=8 fat tree", fat, part, 16)
+	checkParts("k=8 fat tree (its pods)", fat, part, 8, 16)
 	if part.partition("arrivals") != -1 {
 		t.Errorf("a loop that is no node's is in partition %d, want the coordinator (-1)", part.partition("arrivals"))
 	}
@@ -88,20 +92,12 @@ func TestPartitionTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if part := partitionTopology(small); part.n != 8 {
-		t.Errorf("k=4 fat tree: %d partitions, want its 8 ToRs", part.n)
-	} else {
-		hostsPer("k=4 fat tree", small, part, 2)
-	}
+	checkParts("k=4 fat tree (its ToRs)", small, partitionTopology(small), 8, 2)
 	paper, err := topo.FatTree3(topo.PaperThreeTier, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if part := partitionTopology(paper); part.n != 20 {
-		t.Errorf("320-host three-tier tree: %d partitions, want its 20 ToRs", part.n)
-	} else {
-		hostsPer("three-tier tree", paper, part, 16)
-	}
+	checkParts("320-host three-tier tree (its ToRs)", paper, partitionTopology(paper), 20, 16)
 	ls, err := topo.LeafSpine(3, 2, 4, p)
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,18 @@ func (h *hostSink) Receive(frames []*link.Frame) {
 	}
 }
 
+// openHostDevice opens a device at 02:00:00:00:00:mac with address ip on ep, relaying
+// what it does not terminate to host (nil: none).
+func openHostDevice(t *testing.T, v *clock.Virtual, name string, ep link.Endpoint, pool *link.Pool, mac byte, ip string, host link.Receiver) *Device {
+	t.Helper()
+	d, err := Open(Config{Name: name, MAC: [6]byte{2, 0, 0, 0, 0, mac}, GIDs: []netip.Addr{netip.MustParseAddr(ip)},
+		Loop: v.NewLoop(name), Link: ep, Pool: pool, Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // TestHostRelay sends kernel frames into h1 (SendFromHost) and expects them, unchanged,
 // at h2's host netdev: the two directions of a lab host's TAP relay. The backlog bound
 // and oversized frames are counted drops.
@@ -31,16 +43,8 @@ func TestHostRelay(t *testing.T) {
 	}
 	pool := link.NewPool(1518)
 	sink := &hostSink{}
-	open := func(name string, ep link.Endpoint, mac byte, ip string, host link.Receiver) *Device {
-		d, err := Open(Config{Name: name, MAC: [6]byte{2, 0, 0, 0, 0, mac}, GIDs: []netip.Addr{netip.MustParseAddr(ip)},
-			Loop: v.NewLoop(name), Link: ep, Pool: pool, Host: host})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	h1 := open("h1", a, 1, "10.0.0.1", nil)
-	h2 := open("h2", b, 2, "10.0.0.2", sink)
+	h1 := openHostDevice(t, v, "h1", a, pool, 1, "10.0.0.1", nil)
+	h2 := openHostDevice(t, v, "h2", b, pool, 2, "10.0.0.2", sink)
 
 	// An ARP request from h1's kernel for 10.0.0.2 and an IPv4 ICMP echo to it.
 	arp := []byte{
@@ -92,16 +96,8 @@ func TestNeighbourTableIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	pool := link.NewPool(1518)
-	h1, err := Open(Config{Name: "h1", MAC: [6]byte{2, 0, 0, 0, 0, 1}, GIDs: []netip.Addr{netip.MustParseAddr("10.0.0.1")},
-		Loop: v.NewLoop("h1"), Link: a, Pool: pool, Host: &hostSink{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h2, err := Open(Config{Name: "h2", MAC: [6]byte{2, 0, 0, 0, 0, 2}, GIDs: []netip.Addr{netip.MustParseAddr("10.0.0.2")},
-		Loop: v.NewLoop("h2"), Link: b, Pool: pool, Host: &hostSink{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h1 := openHostDevice(t, v, "h1", a, pool, 1, "10.0.0.1", &hostSink{})
+	h2 := openHostDevice(t, v, "h2", b, pool, 2, "10.0.0.2", &hostSink{})
 	// arp is an ARP request for 10.0.0.2 from sender address 10.i and MAC 02:..:last.
 	arp := func(i int, last byte) []byte {
 		return []byte{

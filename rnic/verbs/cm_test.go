@@ -11,6 +11,60 @@ import (
 	"github.com/rocelab/rocelab/rnic/verbs"
 )
 
+// cmPair is two clients of two lab hosts' verbs services, the server's and the
+// client's, for RDMA-CM tests.
+type cmPair struct {
+	t        *testing.T
+	ctx      context.Context
+	srv, cli *app
+}
+
+func newCMPair(t *testing.T) *cmPair {
+	l := newLab(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return &cmPair{t: t, ctx: ctx, srv: newApp(t, l.addrs[1], qp.RC, 4096, nil), cli: newApp(t, l.addrs[0], qp.RC, 4096, nil)}
+}
+
+func (p *cmPair) must(err error) {
+	p.t.Helper()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// expect returns ch's next event, which must be of type want.
+func (p *cmPair) expect(ch *verbs.CMChannel, want rnic.CMEventType) verbs.CMEvent {
+	p.t.Helper()
+	e, err := ch.GetEvent(p.ctx)
+	p.must(err)
+	if e.Type != want {
+		p.t.Fatalf("event %v (status %d), want %v", e.Type, e.Status, want)
+	}
+	return e
+}
+
+// resolved returns a new identifier on ch with its address and route to dst resolved.
+func (p *cmPair) resolved(ch *verbs.CMChannel, dst string, timeout time.Duration) *verbs.CMID {
+	p.t.Helper()
+	id, err := ch.CreateID()
+	p.must(err)
+	p.must(id.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort(dst), timeout))
+	p.expect(ch, rnic.CMEventAddrResolved)
+	p.must(id.ResolveRoute())
+	p.expect(ch, rnic.CMEventRouteResolved)
+	return id
+}
+
+// clientQP returns a new RC QP of the client's, of one send and one receive WR.
+func (p *cmPair) clientQP() *verbs.QP {
+	p.t.Helper()
+	c := p.cli
+	x, err := c.ctx.CreateQP(c.pd, verbs.QPInitAttr{Type: qp.RC, SendCQ: c.cq, RecvCQ: c.cq, Cap: rnic.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
+	p.must(err)
+	return x
+}
+
 // TestCMThroughService runs rping's RDMA-CM sequence between two clients of two lab
 // hosts' verbs services: the server listens, the client resolves, connects with
 // private data, the server accepts; a SEND crosses the connection the CM agents
@@ -18,25 +72,8 @@ import (
 // nobody listens on is REJECTED with reason 8; destroying a channel that still has
 // identifiers is refused.
 func TestCMThroughService(t *testing.T) {
-	l := newLab(t)
-	srv, cli := newApp(t, l.addrs[1], qp.RC, 4096, nil), newApp(t, l.addrs[0], qp.RC, 4096, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	expect := func(ch *verbs.CMChannel, want rnic.CMEventType) verbs.CMEvent {
-		t.Helper()
-		e, err := ch.GetEvent(ctx)
-		must(err)
-		if e.Type != want {
-			t.Fatalf("event %v (status %d), want %v", e.Type, e.Status, want)
-		}
-		return e
-	}
+	p := newCMPair(t)
+	srv, cli, ctx, must, expect := p.srv, p.cli, p.ctx, p.must, p.expect
 	sch, err := srv.ctx.CreateCMChannel()
 	must(err)
 	listener, err := sch.CreateID()
@@ -45,12 +82,7 @@ func TestCMThroughService(t *testing.T) {
 
 	cch, err := cli.ctx.CreateCMChannel()
 	must(err)
-	id, err := cch.CreateID()
-	must(err)
-	must(id.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("10.0.0.2:7174"), 2*time.Second))
-	expect(cch, rnic.CMEventAddrResolved)
-	must(id.ResolveRoute())
-	expect(cch, rnic.CMEventRouteResolved)
+	id := p.resolved(cch, "10.0.0.2:7174", 2*time.Second)
 	param := rnic.CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
 	offer := param
 	offer.PrivateData = []byte("rping")
@@ -89,15 +121,8 @@ func TestCMThroughService(t *testing.T) {
 	must(req.ID.Disconnect())
 	expect(cch, rnic.CMEventDisconnected)
 
-	other, err := cch.CreateID()
-	must(err)
-	must(other.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("10.0.0.2:9"), time.Second))
-	expect(cch, rnic.CMEventAddrResolved)
-	must(other.ResolveRoute())
-	expect(cch, rnic.CMEventRouteResolved)
-	x, err := cli.ctx.CreateQP(cli.pd, verbs.QPInitAttr{Type: qp.RC, SendCQ: cli.cq, RecvCQ: cli.cq, Cap: rnic.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
-	must(err)
-	must(other.Connect(x, param))
+	other := p.resolved(cch, "10.0.0.2:9", time.Second)
+	must(other.Connect(p.clientQP(), param))
 	if e := expect(cch, rnic.CMEventRejected); e.Status != 8 {
 		t.Errorf("rejected with status %d, want 8 (invalid service ID)", e.Status)
 	}
@@ -116,43 +141,21 @@ func TestCMThroughService(t *testing.T) {
 // a REJ (consumer defined, as the kernel's ucma refuses it), and once the server
 // fetches one, the next queues again.
 func TestCMListenBacklog(t *testing.T) {
-	l := newLab(t)
-	srv, cli := newApp(t, l.addrs[1], qp.RC, 4096, nil), newApp(t, l.addrs[0], qp.RC, 4096, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	sch, err := srv.ctx.CreateCMChannel()
+	p := newCMPair(t)
+	ctx, must := p.ctx, p.must
+	sch, err := p.srv.ctx.CreateCMChannel()
 	must(err)
 	listener, err := sch.CreateID()
 	must(err)
 	must(listener.Listen(netip.MustParseAddrPort("0.0.0.0:7174"), 1))
-	cch, err := cli.ctx.CreateCMChannel()
+	cch, err := p.cli.ctx.CreateCMChannel()
 	must(err)
 	param := rnic.CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
 	// connect starts a connection to the listener from a new identifier.
 	connect := func() *verbs.CMID {
 		t.Helper()
-		id, err := cch.CreateID()
-		must(err)
-		must(id.ResolveAddr(netip.Addr{}, netip.MustParseAddrPort("10.0.0.2:7174"), 2*time.Second))
-		for _, want := range []rnic.CMEventType{rnic.CMEventAddrResolved, rnic.CMEventRouteResolved} {
-			e, err := cch.GetEvent(ctx)
-			must(err)
-			if e.Type != want {
-				t.Fatalf("event %v, want %v", e.Type, want)
-			}
-			if want == rnic.CMEventAddrResolved {
-				must(id.ResolveRoute())
-			}
-		}
-		x, err := cli.ctx.CreateQP(cli.pd, verbs.QPInitAttr{Type: qp.RC, SendCQ: cli.cq, RecvCQ: cli.cq, Cap: rnic.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
-		must(err)
-		must(id.Connect(x, param))
+		id := p.resolved(cch, "10.0.0.2:7174", 2*time.Second)
+		must(id.Connect(p.clientQP(), param))
 		return id
 	}
 	connect() // queued: the backlog's one
