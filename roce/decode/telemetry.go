@@ -129,24 +129,23 @@ func (t *telemetryState) decodeTelemetry(frame []byte) (hdr map[string]any, inne
 		}, c
 		break
 	}
-	for _, c := range t.hpcc {
-		if hdr != nil {
-			break // INT found
-		}
-		h, err := c.Decode(frame, st)
-		if errors.Is(err, telemetry.ErrNoTelemetry) {
-			continue
-		}
-		signal, dscp = "HPCC", c.DSCP
-		if err != nil {
-			if note == "" {
-				note = dscpNote(signal, dscp, err)
+	if hdr == nil { // no INT: the HPCC block
+		for _, c := range t.hpcc {
+			h, err := c.Decode(frame, st)
+			if errors.Is(err, telemetry.ErrNoTelemetry) {
+				continue
 			}
+			signal, dscp = "HPCC", c.DSCP
+			if err != nil {
+				if note == "" {
+					note = dscpNote(signal, dscp, err)
+				}
+				break
+			}
+			hdr, codec = map[string]any{"version": h.Version, "orig_dscp": h.OrigDSCP, "nhop": h.NHop,
+				"wrapped": h.NHop > hpcchop.MaxHops, "rate_table": h.RateTable, "error": h.Error}, c
 			break
 		}
-		hdr, codec = map[string]any{"version": h.Version, "orig_dscp": h.OrigDSCP, "nhop": h.NHop,
-			"wrapped": h.NHop > hpcchop.MaxHops, "rate_table": h.RateTable, "error": h.Error}, c
-		break
 	}
 	if hdr != nil {
 		// Accept only what leaves a RoCEv2 packet whose ICRC verifies.
