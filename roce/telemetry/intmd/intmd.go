@@ -44,6 +44,7 @@ package intmd
 
 import (
 	"encoding/binary"
+	"math/bits"
 
 	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
@@ -91,20 +92,15 @@ const (
 	DSLineRate uint16 = 1 << 14 // line rate in Mb/s, 32
 )
 
-// instWords[i] is the size in words of the metadata of instruction bit i (bit 0 = MSB).
-// Reserved bits 9–14 are taken as one word each, filled with all ones: the value of
-// data a node cannot supply.
-var instWords = [16]int{1, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+// wideInsts are the instructions whose metadata is two words; every other bit,
+// reserved bits 9–14 included, is one word (a node fills a reserved word with all
+// ones: the value of data it cannot supply).
+const wideInsts = InstIngressTS | InstEgressTS | InstL2Ports
 
 // HopWords returns the metadata words one hop adds for an instruction bitmap and,
 // when domain is DomainHPCC, its DS instructions.
 func HopWords(bitmap uint16, domain, dsInst uint16) int {
-	n := 0
-	for i := range 16 {
-		if bitmap&(1<<(15-i)) != 0 {
-			n += instWords[i]
-		}
-	}
+	n := bits.OnesCount16(bitmap) + bits.OnesCount16(bitmap&wideInsts)
 	if domain == DomainHPCC {
 		if dsInst&DSTxBytes != 0 {
 			n += 2
@@ -403,63 +399,64 @@ func (c *Codec) PushHops(frame []byte, hops []telemetry.Hop) ([]byte, error) {
 }
 
 // writeHop encodes one hop's metadata into b (Hop ML words). Values that do not fit
-// their field saturate just below all ones, which means "not supplied".
+// their field saturate just below all ones, which means "not supplied". It visits
+// only the bitmap's set bits, most significant first: every hop of every INT frame
+// a switch stamps or a NIC echoes comes through here.
 func writeHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 	p := 0
-	put32 := func(v uint32) { binary.BigEndian.PutUint32(b[p:], v); p += 4 }
-	put64 := func(v uint64) { binary.BigEndian.PutUint64(b[p:], v); p += 8 }
-	for i := range 16 {
-		bit := uint16(1) << (15 - i)
-		if bitmap&bit == 0 {
-			continue
-		}
+	for m := bitmap; m != 0; {
+		bit := uint16(0x8000) >> bits.LeadingZeros16(m)
+		m &^= bit
 		switch bit {
 		case InstNodeID:
-			put32(h.SwitchID)
+			binary.BigEndian.PutUint32(b[p:], h.SwitchID)
 		case InstL1Ports:
-			put32(uint32(telemetry.Saturate(uint64(h.IngressPort), 0xFFFE))<<16 |
+			binary.BigEndian.PutUint32(b[p:], uint32(telemetry.Saturate(uint64(h.IngressPort), 0xFFFE))<<16|
 				uint32(telemetry.Saturate(uint64(h.PortID), 0xFFFE)))
 		case InstHopLatency:
-			put32(h.HopLatency)
+			binary.BigEndian.PutUint32(b[p:], h.HopLatency)
 		case InstQueue:
-			put32(uint32(h.QueueID)<<24 | uint32(telemetry.Saturate(h.QLen, 0xFFFFFE)))
+			binary.BigEndian.PutUint32(b[p:], uint32(h.QueueID)<<24|uint32(telemetry.Saturate(h.QLen, 0xFFFFFE)))
 		case InstIngressTS:
-			put64(h.IngressTS)
+			binary.BigEndian.PutUint64(b[p:], h.IngressTS)
+			p += 4
 		case InstEgressTS:
-			put64(h.TS)
+			binary.BigEndian.PutUint64(b[p:], h.TS)
+			p += 4
 		case InstL2Ports:
-			put64(uint64(h.IngressPort)<<32 | uint64(h.PortID))
+			binary.BigEndian.PutUint64(b[p:], uint64(h.IngressPort)<<32|uint64(h.PortID))
+			p += 4
 		case InstTxUtil:
+			v := uint32(0xFFFFFFFF)
 			if h.Has&telemetry.FieldTxUtil != 0 {
-				put32(h.TxUtil)
-			} else {
-				put32(0xFFFFFFFF)
+				v = h.TxUtil
 			}
+			binary.BigEndian.PutUint32(b[p:], v)
 		case InstBuffer:
-			put32(uint32(h.BufferID)<<24 | uint32(telemetry.Saturate(uint64(h.BufferOcc), 0xFFFFFE)))
+			binary.BigEndian.PutUint32(b[p:], uint32(h.BufferID)<<24|uint32(telemetry.Saturate(uint64(h.BufferOcc), 0xFFFFFE)))
 		default: // reserved bits and the checksum complement: not supplied
-			put32(0xFFFFFFFF)
+			binary.BigEndian.PutUint32(b[p:], 0xFFFFFFFF)
 		}
+		p += 4
 	}
 	if domain != DomainHPCC {
 		return
 	}
 	if dsInst&DSTxBytes != 0 {
-		put64(h.TxBytes)
+		binary.BigEndian.PutUint64(b[p:], h.TxBytes)
+		p += 8
 	}
 	if dsInst&DSLineRate != 0 {
-		put32(uint32(telemetry.Saturate(h.Rate/1e6, 0xFFFFFFFE)))
+		binary.BigEndian.PutUint32(b[p:], uint32(telemetry.Saturate(h.Rate/1e6, 0xFFFFFFFE)))
 	}
 }
 
 // readHop decodes one hop's metadata from b. A field whose bits are all ones was not
 // supplied: it is left out of Has and never overrides the same value read from
-// another field (the L1 and L2 port IDs).
+// another field (the L1 and L2 port IDs). Like writeHop it visits only the set bits.
 func readHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 	*h = telemetry.Hop{}
 	p := 0
-	get32 := func() uint32 { v := binary.BigEndian.Uint32(b[p:]); p += 4; return v }
-	get64 := func() uint64 { v := binary.BigEndian.Uint64(b[p:]); p += 8; return v }
 	port := func(f telemetry.Field, v, allOnes uint32) {
 		if v == allOnes {
 			return
@@ -471,80 +468,82 @@ func readHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 		}
 		h.Has |= f
 	}
-	for i := range 16 {
-		bit := uint16(1) << (15 - i)
-		if bitmap&bit == 0 {
+	for m := bitmap; m != 0; {
+		bit := uint16(0x8000) >> bits.LeadingZeros16(m)
+		m &^= bit
+		if bit&wideInsts != 0 {
+			v := binary.BigEndian.Uint64(b[p:])
+			p += 8
+			switch bit {
+			case InstIngressTS:
+				if v != 0xFFFFFFFFFFFFFFFF {
+					h.IngressTS = v
+					h.Has |= telemetry.FieldIngressTS
+				}
+			case InstEgressTS:
+				if v != 0xFFFFFFFFFFFFFFFF {
+					h.TS = v
+					h.Has |= telemetry.FieldTS
+				}
+			default:
+				port(telemetry.FieldIngressPort, uint32(v>>32), 0xFFFFFFFF)
+				port(telemetry.FieldEgressPort, uint32(v), 0xFFFFFFFF)
+			}
 			continue
 		}
+		v := binary.BigEndian.Uint32(b[p:])
+		p += 4
 		switch bit {
 		case InstNodeID:
-			if v := get32(); v != 0xFFFFFFFF {
+			if v != 0xFFFFFFFF {
 				h.SwitchID = v
 				h.Has |= telemetry.FieldSwitchID
 			}
 		case InstL1Ports:
-			v := get32()
 			port(telemetry.FieldIngressPort, v>>16, 0xFFFF)
 			port(telemetry.FieldEgressPort, v&0xFFFF, 0xFFFF)
 		case InstHopLatency:
-			if v := get32(); v != 0xFFFFFFFF {
+			if v != 0xFFFFFFFF {
 				h.HopLatency = v
 				h.Has |= telemetry.FieldHopLatency
 			}
 		case InstQueue:
-			v := get32()
 			h.QueueID = uint8(v >> 24)
 			h.Has |= telemetry.FieldQueueID
 			if occ := v & 0xFFFFFF; occ != 0xFFFFFF {
 				h.QLen = uint64(occ)
 				h.Has |= telemetry.FieldQLen
 			}
-		case InstIngressTS:
-			if v := get64(); v != 0xFFFFFFFFFFFFFFFF {
-				h.IngressTS = v
-				h.Has |= telemetry.FieldIngressTS
-			}
-		case InstEgressTS:
-			if v := get64(); v != 0xFFFFFFFFFFFFFFFF {
-				h.TS = v
-				h.Has |= telemetry.FieldTS
-			}
-		case InstL2Ports:
-			v := get64()
-			port(telemetry.FieldIngressPort, uint32(v>>32), 0xFFFFFFFF)
-			port(telemetry.FieldEgressPort, uint32(v), 0xFFFFFFFF)
 		case InstTxUtil:
-			if v := get32(); v != 0xFFFFFFFF {
+			if v != 0xFFFFFFFF {
 				h.TxUtil = v
 				h.Has |= telemetry.FieldTxUtil
 			}
 		case InstBuffer:
-			v := get32()
 			h.BufferID = uint8(v >> 24)
 			if occ := v & 0xFFFFFF; occ != 0xFFFFFF {
 				h.BufferOcc = occ
 				h.Has |= telemetry.FieldBufferOcc
 			}
 		case InstChecksum:
-			if v := get32(); v != 0xFFFFFFFF {
+			if v != 0xFFFFFFFF {
 				h.Checksum = v
 				h.Has |= telemetry.FieldChecksum
 			}
-		default:
-			p += 4
 		}
 	}
 	if domain != DomainHPCC {
 		return
 	}
 	if dsInst&DSTxBytes != 0 {
-		if v := get64(); v != 0xFFFFFFFFFFFFFFFF {
+		if v := binary.BigEndian.Uint64(b[p:]); v != 0xFFFFFFFFFFFFFFFF {
 			h.TxBytes = v
 			h.Has |= telemetry.FieldTxBytes
 		}
+		p += 8
 	}
 	if dsInst&DSLineRate != 0 {
-		if v := get32(); v != 0xFFFFFFFF {
+		if v := binary.BigEndian.Uint32(b[p:]); v != 0xFFFFFFFF {
 			h.Rate = uint64(v) * 1e6
 			h.Has |= telemetry.FieldRate
 		}
