@@ -372,11 +372,12 @@ func Run(cfg Config) (*Result, error) {
 		t.Reset(f.Start)
 	}
 	ports := make([]portSeries, n)
+	var sampled sampling
 	for i, name := range starPorts(n) {
-		ports[i] = newPortSeries(cfg.Sample)
+		ports[i] = newPortSeries(cfg.Sample, &sampled)
 		res.links.add(name, 0, &ports[i])
 	}
-	stopQ := st.sw.Sample(cfg.Sample, func(s fabric.Sample) {
+	stopQ := st.sw.SampleChanges(cfg.Sample, sampled.tick, func(s fabric.Sample) {
 		if int(s.Port) < len(ports) {
 			ports[s.Port].record(s)
 		}

@@ -29,23 +29,39 @@ type LinkSample struct {
 // when it differs from the one before, so a port costs memory only while it sends
 // (a dense series of every port was the largest part of a long mix's memory). Its
 // dense form repeats each stored sample at every sampling instant up to the next
-// one, to the latest: exactly the samples the switch took.
+// one, to its switch's latest: exactly the samples the switch took. The switch
+// reports a port only when its sample changes (fabric.Switch.SampleChanges), so the
+// series learns how far the samples run from its switch's sampling.
 type portSeries struct {
 	every   clock.Time  // the sampling interval
 	changes changeLog   // the first sample and every one that differs from its predecessor
-	latest  QueueSample // the latest sample
+	latest  QueueSample // the latest change: the values of the latest sample
 	seen    bool
+	sw      *sampling // the switch's sampling instants
 }
 
-func newPortSeries(every time.Duration) portSeries { return portSeries{every: clock.Time(every)} }
+// sampling is how far a switch has sampled its ports: every port of a switch is
+// sampled in the same event.
+type sampling struct {
+	latest clock.Time // the latest instant
+	seen   bool       // at least one
+}
 
-// record takes the switch's sample s of the port.
+// tick records a sampling instant.
+func (s *sampling) tick(now clock.Time) { s.latest, s.seen = now, true }
+
+func newPortSeries(every time.Duration, sw *sampling) portSeries {
+	return portSeries{every: clock.Time(every), sw: sw}
+}
+
+// record takes the switch's sample s of the port, sent because it differs from the
+// port's sample before or is its first.
 func (p *portSeries) record(s fabric.Sample) {
 	q := QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes}
 	if !p.seen || q.Bytes != p.latest.Bytes || q.TxBytes != p.latest.TxBytes {
 		p.changes.add(q)
+		p.latest, p.seen = q, true
 	}
-	p.latest, p.seen = q, true
 }
 
 // dense appends to buf the samples taken from from to to (both included) and
@@ -54,7 +70,7 @@ func (p *portSeries) dense(buf []QueueSample, from, to clock.Time) []QueueSample
 	if !p.seen {
 		return buf
 	}
-	to = min(to, p.latest.T)
+	to = min(to, p.sw.latest)
 	c := p.changes.cursor()
 	t := c.next.T // the first sample
 	if from > t {
@@ -70,7 +86,7 @@ func (p *portSeries) dense(buf []QueueSample, from, to clock.Time) []QueueSample
 }
 
 // all returns the whole dense series.
-func (p *portSeries) all() []QueueSample { return p.dense(nil, 0, p.latest.T) }
+func (p *portSeries) all() []QueueSample { return p.dense(nil, 0, p.sw.latest) }
 
 // changeLog is a port's change points, each stored as the differences of its time,
 // queue and bytes sent from the change before, as varints: about 6 bytes a change
@@ -166,6 +182,7 @@ type linkTable struct {
 	switches int
 	at       []clock.Time // the rate samples' instants
 	sampled  []clock.Time // per rate sample, per switch: its latest sample's instant, or -1
+	sampling []*sampling  // per switch
 }
 
 // linkPort is one port of a linkTable.
@@ -179,19 +196,21 @@ type linkPort struct {
 func (l *linkTable) add(name string, sw int, series *portSeries) {
 	l.ports = append(l.ports, linkPort{name: name, sw: sw, series: series})
 	l.switches = max(l.switches, sw+1)
+	for len(l.sampling) < l.switches {
+		l.sampling = append(l.sampling, nil)
+	}
+	l.sampling[sw] = series.sw
 }
 
 // record takes a rate sample at now.
 func (l *linkTable) record(now clock.Time) {
 	l.at = append(l.at, now)
-	first := len(l.sampled)
-	for range l.switches {
-		l.sampled = append(l.sampled, -1)
-	}
-	for _, p := range l.ports {
-		if p.series.seen {
-			l.sampled[first+p.sw] = p.series.latest.T
+	for _, sw := range l.sampling {
+		at := clock.Time(-1)
+		if sw != nil && sw.seen {
+			at = sw.latest
 		}
+		l.sampled = append(l.sampled, at)
 	}
 }
 

@@ -99,16 +99,22 @@ func TestReplayFiles(t *testing.T) {
 func TestPortSeriesDense(t *testing.T) {
 	const every = 100
 	rng := rand.New(rand.NewPCG(1, 2))
-	p := newPortSeries(every)
+	var sw sampling
+	p := newPortSeries(every, &sw)
 	var taken []QueueSample
 	q, tx := 0, uint64(0)
 	for i := range 1000 {
+		changed := i == 0
 		if rng.IntN(4) == 0 { // idle stretches repeat the sample before
 			q = rng.IntN(3) * 1000
 			tx += uint64(rng.IntN(2) * 1500)
+			changed = true
 		}
 		s := fabric.Sample{Time: clock.Time(50 + i*every), QLen: q, TxBytes: tx}
-		p.record(s)
+		sw.tick(s.Time)
+		if changed || rng.IntN(2) == 0 { // as SampleChanges reports, or more often
+			p.record(s)
+		}
 		taken = append(taken, QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
 	}
 	if !slices.Equal(p.all(), taken) {
@@ -134,9 +140,10 @@ func TestLinkTable(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const switches, perSwitch = 3, 4
 	series := make([]portSeries, switches*perSwitch)
+	sampled := make([]sampling, switches)
 	var l linkTable
 	for i := range series {
-		series[i] = newPortSeries(100)
+		series[i] = newPortSeries(100, &sampled[i/perSwitch])
 		l.add(fmt.Sprintf("s%d:p%d", i/perSwitch+1, i%perSwitch), i/perSwitch, &series[i])
 	}
 	latest := make([]*LinkSample, len(series))
@@ -144,10 +151,13 @@ func TestLinkTable(t *testing.T) {
 	for step := range 3000 {
 		now := clock.Time(step * 10)
 		if sw := step % 10; sw < switches && now >= clock.Time(sw*300) { // switch sw samples every 100 ns from sw·300
+			sampled[sw].tick(now)
 			for j := range perSwitch {
 				i := sw*perSwitch + j
 				q, tx := rng.IntN(2)*1000, uint64(step/(1+rng.IntN(3))*100)
-				series[i].record(fabric.Sample{Time: now, QLen: q, TxBytes: tx})
+				if latest[i] == nil || q != latest[i].Bytes || tx != latest[i].TxBytes { // as SampleChanges reports
+					series[i].record(fabric.Sample{Time: now, QLen: q, TxBytes: tx})
+				}
 				latest[i] = &LinkSample{Port: l.ports[i].name, Sampled: now, Bytes: q, TxBytes: tx}
 			}
 		}
@@ -189,8 +199,9 @@ func TestEachPortQueue(t *testing.T) {
 	series := make([]portSeries, ports)
 	info := &MixInfo{}
 	perPort := make([][]PortQueueSample, ports)
+	var sampled sampling
 	for i := range series {
-		series[i] = newPortSeries(100)
+		series[i] = newPortSeries(100, &sampled)
 		info.ports = append(info.ports, &series[i])
 	}
 	q := make([]int, ports)

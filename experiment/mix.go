@@ -768,16 +768,17 @@ func (m *mixRun) scheduleArrivals() *clock.Timer {
 func (m *mixRun) watchPorts() ([]func(), error) {
 	m.ports = mixPorts(m.topo)
 	var stops []func()
+	samplings := make([]sampling, len(m.nw.Switches))
 	for i, s := range m.nw.Switches {
 		ps := m.ports[i]
 		if len(ps) != len(s.Switch.Ports()) {
 			return nil, fmt.Errorf("experiment: switch %s has %d ports, the topology %d", s.Name, len(s.Switch.Ports()), len(ps))
 		}
 		for _, p := range ps {
-			p.series = newPortSeries(m.cfg.Sample)
+			p.series = newPortSeries(m.cfg.Sample, &samplings[i])
 			m.res.links.add(p.id, i, &p.series)
 		}
-		stops = append(stops, s.Switch.Sample(m.cfg.Sample, func(smp fabric.Sample) {
+		stops = append(stops, s.Switch.SampleChanges(m.cfg.Sample, samplings[i].tick, func(smp fabric.Sample) {
 			p := ps[smp.Port]
 			p.series.record(smp)
 			p.peak = max(p.peak, smp.QLen)

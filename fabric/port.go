@@ -160,6 +160,7 @@ func (p *Port) enqueue(f *link.Frame) {
 	t := max(f.Time, p.modelTime)
 	p.advance(t)
 	if !p.admit(f, t) {
+		p.arm() // the advance may have emptied the port: its timer goes with its frames
 		return
 	}
 	prio := f.Priority
@@ -301,6 +302,19 @@ func (p *Port) stamp(f *link.Frame, hop hpcc.Hop) (stamped bool, err error) {
 		}
 	}()
 	return p.sw.cfg.Stamper.Stamp(f, hop)
+}
+
+// sampleAt advances the egress model to a sampling instant, so that a sample is the
+// port's state then and not at its last event. An empty port has nothing to send and
+// no timer armed (every operation that empties it re-arms it), so only its model time
+// moves: the sampler looks at a quiet port's counters and nothing else.
+func (p *Port) sampleAt(now clock.Time) {
+	if p.bytes == 0 {
+		p.modelTime = max(p.modelTime, now)
+		return
+	}
+	p.advance(now)
+	p.arm()
 }
 
 // transmit puts f on the wire at start.

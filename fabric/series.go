@@ -41,17 +41,50 @@ func (s *Switch) Sample(interval time.Duration, record func(Sample), ports ...ui
 			}
 		}
 	}
+	return s.sample(interval, func(now clock.Time) {
+		for _, p := range watched {
+			p.sampleAt(now)
+			record(Sample{Time: now, Switch: s.cfg.ID, Port: p.index, QLen: p.bytes, TxBytes: p.txBytes})
+		}
+	})
+}
+
+// SampleChanges is Sample of every port for a recorder that keeps change points: at
+// each instant it calls tick with the instant, then record only for the ports whose
+// queue or bytes sent differ from their previous sample (every port at the first
+// instant). A port that was empty and sent nothing since then would give the same
+// sample again; on a large fabric most ports, most microseconds, and calling record
+// for each of them was most of the sampler's cost.
+func (s *Switch) SampleChanges(interval time.Duration, tick func(clock.Time), record func(Sample)) (stop func()) {
+	type last struct {
+		qlen int
+		tx   uint64
+	}
+	prev := make([]last, len(s.ports))
+	first := true
+	return s.sample(interval, func(now clock.Time) {
+		tick(now)
+		for i, p := range s.ports {
+			p.sampleAt(now)
+			if l := &prev[i]; first || p.bytes != l.qlen || p.txBytes != l.tx {
+				l.qlen, l.tx = p.bytes, p.txBytes
+				record(Sample{Time: now, Switch: s.cfg.ID, Port: p.index, QLen: p.bytes, TxBytes: p.txBytes})
+			}
+		}
+		first = false
+	})
+}
+
+// sample runs take at now and every interval after, on the switch's loop, until stop
+// is called, and flushes what the ports it advanced sent.
+func (s *Switch) sample(interval time.Duration, take func(now clock.Time)) (stop func()) {
 	var t *clock.Timer
 	t = s.loop.NewTimer(func() {
 		// The time the sample was due, not the loop's now: on the real-time clock a late
 		// loop has arrivals due in between still to handle, and advancing a port to now
 		// would send without them (Port.wake). In virtual time the two are the same.
 		now := t.When()
-		for _, p := range watched {
-			p.advance(now) // the model's state at now, not at the port's last event
-			p.arm()
-			record(Sample{Time: now, Switch: s.cfg.ID, Port: p.index, QLen: p.bytes, TxBytes: p.stats.TxBytes})
-		}
+		take(now)
 		s.flush()
 		// A loop that fell more than an interval behind resumes sampling at its now
 		// instead of replaying every sample it missed.

@@ -55,3 +55,51 @@ func TestSamplingSomePorts(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleChanges: a change sampler, running beside a full one on the same switch,
+// ticks at every instant the full one samples and reports exactly the full one's
+// samples that differ from the port's sample before (every port at the first
+// instant): the full series is the change points repeated, and an idle port is
+// reported once.
+func TestSampleChanges(t *testing.T) {
+	v := clock.NewVirtual(1)
+	sw, hosts := star(v, 2, 100e9, 100e9, 0, Config{})
+	var all, changes Series
+	var ticks []clock.Time
+	stopAll := sw.Sample(time.Microsecond, all.Record)
+	stopChanges := sw.SampleChanges(time.Microsecond, func(now clock.Time) { ticks = append(ticks, now) }, changes.Record)
+	// One sender alone (port 2 sends, its queue stays empty), then two (it queues),
+	// then every port idle.
+	hosts[0].start(2, 200, 1)
+	hosts[1].start(2, 50, clock.Time(10*time.Microsecond))
+	v.RunUntil(clock.Time(60 * time.Microsecond))
+	stopAll()
+	stopChanges()
+	v.Run()
+	ports := len(sw.Ports())
+	var want []Sample
+	prev := map[uint16]Sample{}
+	for i, s := range all.Samples {
+		if i%ports == 0 && (len(ticks) <= i/ports || ticks[i/ports] != s.Time) {
+			t.Fatalf("no tick at %v", s.Time)
+		}
+		if p, ok := prev[s.Port]; !ok || p.QLen != s.QLen || p.TxBytes != s.TxBytes {
+			want = append(want, s)
+		}
+		prev[s.Port] = s
+	}
+	if len(ticks) != len(all.Samples)/ports {
+		t.Fatalf("%d ticks for %d instants", len(ticks), len(all.Samples)/ports)
+	}
+	if len(changes.Samples) != len(want) {
+		t.Fatalf("%d changes reported, want %d", len(changes.Samples), len(want))
+	}
+	for i := range want {
+		if changes.Samples[i] != want[i] {
+			t.Fatalf("change %d: %+v, want %+v", i, changes.Samples[i], want[i])
+		}
+	}
+	if len(want) >= len(all.Samples)/2 {
+		t.Fatalf("%d of %d samples changed: the test needs idle ports", len(want), len(all.Samples))
+	}
+}
