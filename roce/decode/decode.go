@@ -160,7 +160,7 @@ func (d *Decoder) Decode(index int, frame []byte) Record {
 	fillTransport(&r, p)
 	n := len(p.Payload)
 	r.PayloadLen = &n
-	crc, ok := p.ICRC, p.ICRCOK()
+	crc, ok := roce.ReadICRC(p.ICRC), p.ICRCOK()
 	r.ICRC, r.ICRCOK = &crc, &ok
 	return r
 }

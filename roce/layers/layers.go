@@ -87,7 +87,11 @@ func (l *BTH) SerializeTo(b gopacket.SerializeBuffer, opts gopacket.SerializeOpt
 	} else {
 		copy(tail, l.Pad)
 	}
-	roce.PutICRC(tail[pad:], l.ICRC)
+	if len(l.ICRC) == roce.ICRCSize {
+		copy(tail[pad:], l.ICRC)
+	} else {
+		clear(tail[pad:]) // none given: zeros, for a builder to fill
+	}
 	head, err := b.PrependBytes(len(l.contents))
 	if err != nil {
 		return err

@@ -72,7 +72,7 @@ func sameTransport(l *BTH, p *roce.Packet) bool {
 	eq := bytes.Equal
 	return eq(a.BTH, b.BTH) && eq(a.DETH, b.DETH) && eq(a.RETH, b.RETH) && eq(a.AtomicETH, b.AtomicETH) &&
 		eq(a.AETH, b.AETH) && eq(a.AtomicAck, b.AtomicAck) && eq(a.ImmDt, b.ImmDt) && eq(a.IETH, b.IETH) &&
-		eq(a.CNP, b.CNP) && eq(a.Payload, b.Payload) && eq(a.Pad, b.Pad) && a.ICRC == b.ICRC
+		eq(a.CNP, b.CNP) && eq(a.Payload, b.Payload) && eq(a.Pad, b.Pad) && eq(a.ICRC, b.ICRC)
 }
 
 // Golden vectors: every RoCEv2 frame the kernel's rxe sent decodes through a
