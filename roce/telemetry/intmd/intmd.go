@@ -407,36 +407,39 @@ func writeHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 	for m := bitmap; m != 0; {
 		bit := uint16(0x8000) >> bits.LeadingZeros16(m)
 		m &^= bit
+		if bit&wideInsts != 0 {
+			var v uint64
+			switch bit {
+			case InstIngressTS:
+				v = h.IngressTS
+			case InstEgressTS:
+				v = h.TS
+			default: // InstL2Ports
+				v = uint64(h.IngressPort)<<32 | uint64(h.PortID)
+			}
+			binary.BigEndian.PutUint64(b[p:], v)
+			p += 8
+			continue
+		}
+		v := uint32(0xFFFFFFFF) // reserved bits and the checksum complement: not supplied
 		switch bit {
 		case InstNodeID:
-			binary.BigEndian.PutUint32(b[p:], h.SwitchID)
+			v = h.SwitchID
 		case InstL1Ports:
-			binary.BigEndian.PutUint32(b[p:], uint32(telemetry.Saturate(uint64(h.IngressPort), 0xFFFE))<<16|
-				uint32(telemetry.Saturate(uint64(h.PortID), 0xFFFE)))
+			v = uint32(telemetry.Saturate(uint64(h.IngressPort), 0xFFFE))<<16 |
+				uint32(telemetry.Saturate(uint64(h.PortID), 0xFFFE))
 		case InstHopLatency:
-			binary.BigEndian.PutUint32(b[p:], h.HopLatency)
+			v = h.HopLatency
 		case InstQueue:
-			binary.BigEndian.PutUint32(b[p:], uint32(h.QueueID)<<24|uint32(telemetry.Saturate(h.QLen, 0xFFFFFE)))
-		case InstIngressTS:
-			binary.BigEndian.PutUint64(b[p:], h.IngressTS)
-			p += 4
-		case InstEgressTS:
-			binary.BigEndian.PutUint64(b[p:], h.TS)
-			p += 4
-		case InstL2Ports:
-			binary.BigEndian.PutUint64(b[p:], uint64(h.IngressPort)<<32|uint64(h.PortID))
-			p += 4
+			v = uint32(h.QueueID)<<24 | uint32(telemetry.Saturate(h.QLen, 0xFFFFFE))
 		case InstTxUtil:
-			v := uint32(0xFFFFFFFF)
 			if h.Has&telemetry.FieldTxUtil != 0 {
 				v = h.TxUtil
 			}
-			binary.BigEndian.PutUint32(b[p:], v)
 		case InstBuffer:
-			binary.BigEndian.PutUint32(b[p:], uint32(h.BufferID)<<24|uint32(telemetry.Saturate(uint64(h.BufferOcc), 0xFFFFFE)))
-		default: // reserved bits and the checksum complement: not supplied
-			binary.BigEndian.PutUint32(b[p:], 0xFFFFFFFF)
+			v = uint32(h.BufferID)<<24 | uint32(telemetry.Saturate(uint64(h.BufferOcc), 0xFFFFFE))
 		}
+		binary.BigEndian.PutUint32(b[p:], v)
 		p += 4
 	}
 	if domain != DomainHPCC {
