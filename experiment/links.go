@@ -178,11 +178,10 @@ func (c *changeCursor) advance(t clock.Time) {
 // the rows take memory only as they are written, not 48 bytes per port per rate
 // sample for the whole run.
 type linkTable struct {
-	ports    []linkPort // in the lab's order: by switch, then port
-	switches int
+	ports    []linkPort   // in the lab's order: by switch, then port
+	sampling []*sampling  // per switch (nil for one without ports)
 	at       []clock.Time // the rate samples' instants
 	sampled  []clock.Time // per rate sample, per switch: its latest sample's instant, or -1
-	sampling []*sampling  // per switch
 }
 
 // linkPort is one port of a linkTable.
@@ -195,8 +194,7 @@ type linkPort struct {
 // add adds a port of switch number sw (numbered from 0, in the lab's order).
 func (l *linkTable) add(name string, sw int, series *portSeries) {
 	l.ports = append(l.ports, linkPort{name: name, sw: sw, series: series})
-	l.switches = max(l.switches, sw+1)
-	for len(l.sampling) < l.switches {
+	for len(l.sampling) <= sw {
 		l.sampling = append(l.sampling, nil)
 	}
 	l.sampling[sw] = series.sw
@@ -223,7 +221,7 @@ func (l *linkTable) each(fn func(LinkSample)) {
 	}
 	for k, t := range l.at {
 		for i, p := range l.ports {
-			sampled := l.sampled[k*l.switches+p.sw]
+			sampled := l.sampled[k*len(l.sampling)+p.sw]
 			if sampled < 0 {
 				continue
 			}

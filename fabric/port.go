@@ -304,17 +304,18 @@ func (p *Port) stamp(f *link.Frame, hop hpcc.Hop) (stamped bool, err error) {
 	return p.sw.cfg.Stamper.Stamp(f, hop)
 }
 
-// sampleAt advances the egress model to a sampling instant, so that a sample is the
-// port's state then and not at its last event. An empty port has nothing to send and
-// no timer armed (every operation that empties it re-arms it), so only its model time
-// moves: the sampler looks at a quiet port's counters and nothing else.
-func (p *Port) sampleAt(now clock.Time) {
+// sampleAt advances the egress model to a sampling instant and returns the port's
+// sample then, not at its last event. An empty port has nothing to send and no timer
+// armed (every operation that empties it re-arms it), so only its model time moves:
+// the sampler looks at a quiet port's counters and nothing else.
+func (p *Port) sampleAt(now clock.Time) Sample {
 	if p.bytes == 0 {
 		p.modelTime = max(p.modelTime, now)
-		return
+	} else {
+		p.advance(now)
+		p.arm()
 	}
-	p.advance(now)
-	p.arm()
+	return Sample{Time: now, Switch: p.sw.cfg.ID, Port: p.index, QLen: p.bytes, TxBytes: p.txBytes}
 }
 
 // transmit puts f on the wire at start.

@@ -43,8 +43,7 @@ func (s *Switch) Sample(interval time.Duration, record func(Sample), ports ...ui
 	}
 	return s.sample(interval, func(now clock.Time) {
 		for _, p := range watched {
-			p.sampleAt(now)
-			record(Sample{Time: now, Switch: s.cfg.ID, Port: p.index, QLen: p.bytes, TxBytes: p.txBytes})
+			record(p.sampleAt(now))
 		}
 	})
 }
@@ -65,10 +64,10 @@ func (s *Switch) SampleChanges(interval time.Duration, tick func(clock.Time), re
 	return s.sample(interval, func(now clock.Time) {
 		tick(now)
 		for i, p := range s.ports {
-			p.sampleAt(now)
-			if l := &prev[i]; first || p.bytes != l.qlen || p.txBytes != l.tx {
-				l.qlen, l.tx = p.bytes, p.txBytes
-				record(Sample{Time: now, Switch: s.cfg.ID, Port: p.index, QLen: p.bytes, TxBytes: p.txBytes})
+			smp := p.sampleAt(now)
+			if l := &prev[i]; first || smp.QLen != l.qlen || smp.TxBytes != l.tx {
+				l.qlen, l.tx = smp.QLen, smp.TxBytes
+				record(smp)
 			}
 		}
 		first = false
