@@ -165,6 +165,7 @@ func (p *Port) enqueue(f *link.Frame) {
 	}
 	prio := f.Priority
 	n := f.Len()
+	p.markActive()
 	p.queues[prio].push(f)
 	p.qbytes[prio] += n
 	p.integrate(t)
@@ -318,10 +319,14 @@ func (p *Port) sampleAt(now clock.Time) Sample {
 	return Sample{Time: now, Switch: p.sw.cfg.ID, Port: p.index, QLen: p.bytes, TxBytes: p.txBytes}
 }
 
+// markActive tells SampleChanges that the port's sample may have changed.
+func (p *Port) markActive() { p.sw.active[p.index/64] |= 1 << (p.index % 64) }
+
 // transmit puts f on the wire at start.
 func (p *Port) transmit(f *link.Frame, start clock.Time) {
 	n := f.Len()
 	p.txBytes += uint64(n)
+	p.markActive()
 	p.busyUntil = start.Add(link.Serialization(n, p.rate))
 	f.Time = p.busyUntil
 	p.stats.TxFrames++

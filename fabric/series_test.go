@@ -62,8 +62,25 @@ func TestSamplingSomePorts(t *testing.T) {
 // instant): the full series is the change points repeated, and an idle port is
 // reported once.
 func TestSampleChanges(t *testing.T) {
+	// At 100 Gb/s a frame is on the wire for less than a sampling interval; at 1 Gb/s
+	// for eight, so a frame arrives at a port with an empty queue and a busy wire and
+	// queues without being sent: a port the sampler last found empty must be visited
+	// again for it.
+	// With PFC the senders' ports, which carry nothing else, send pause frames without
+	// queueing them.
+	pfc := Config{PFC: PFC{Lossless: 1 << 3, XOff: 8 << 10, XOn: 4 << 10, Headroom: 32 << 10}}
+	for _, c := range []struct {
+		name string
+		rate uint64
+		cfg  Config
+	}{{"100Gbps", 100e9, Config{}}, {"1Gbps", 1e9, Config{}}, {"PFC", 100e9, pfc}} {
+		t.Run(c.name, func(t *testing.T) { testSampleChanges(t, c.rate, c.cfg) })
+	}
+}
+
+func testSampleChanges(t *testing.T, rate uint64, cfg Config) {
 	v := clock.NewVirtual(1)
-	sw, hosts := star(v, 2, 100e9, 100e9, 0, Config{})
+	sw, hosts := star(v, 2, rate, rate, 0, cfg)
 	var all, changes Series
 	var ticks []clock.Time
 	stopAll := sw.Sample(time.Microsecond, all.Record)
@@ -101,5 +118,8 @@ func TestSampleChanges(t *testing.T) {
 	}
 	if len(want) >= len(all.Samples)/2 {
 		t.Fatalf("%d of %d samples changed: the test needs idle ports", len(want), len(all.Samples))
+	}
+	if cfg.PFC.Lossless != 0 && sw.Ports()[0].Stats().PauseSent == 0 {
+		t.Fatal("no pause frame sent")
 	}
 }

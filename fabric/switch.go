@@ -118,16 +118,19 @@ type Config struct {
 
 // Switch is a bridge-switch. All its methods run on its loop (or during setup).
 type Switch struct {
-	cfg     Config
-	loop    clock.Loop
-	ports   []*Port
-	fib     fib      // the index of each address's route in routes
-	routes  []route  // the distinct routes (routeIndex)
-	tree    []uint16 // flood ports; nil floods every port
-	used    int      // shared buffer bytes in use
-	dirty   []*Port  // ports with frames to hand to their link
-	hdr     Headers  // the frame being received
-	markHdr Headers  // the frame being ECN-marked at dequeue, possibly meanwhile
+	cfg    Config
+	loop   clock.Loop
+	ports  []*Port
+	fib    fib      // the index of each address's route in routes
+	routes []route  // the distinct routes (routeIndex)
+	tree   []uint16 // flood ports; nil floods every port
+	used   int      // shared buffer bytes in use
+	dirty  []*Port  // ports with frames to hand to their link
+	// active has a bit per port that queued or sent a frame since SampleChanges last
+	// found it empty: the only ports whose sample can have changed.
+	active  []uint64
+	hdr     Headers // the frame being received
+	markHdr Headers // the frame being ECN-marked at dequeue, possibly meanwhile
 	outs    []uint16
 	dscp    [64]uint8
 	ingBuf  [][8]int // bytes held per ingress port and priority (PFC accounting)
@@ -195,6 +198,9 @@ func (s *Switch) AddPort(ep link.Endpoint, mac MAC) *Port {
 	p := &Port{sw: s, ep: ep, index: uint16(len(s.ports)), mac: mac, rate: ep.Rate()}
 	p.timer = s.loop.NewTimer(p.wake)
 	s.ports = append(s.ports, p)
+	if int(p.index)/64 == len(s.active) {
+		s.active = append(s.active, 0)
+	}
 	s.ingBuf = append(s.ingBuf, [8]int{})
 	ep.Attach(s.loop, p)
 	return p
