@@ -195,9 +195,8 @@ func (p *Parallel) windowEnd() (Time, bool) {
 func (p *Parallel) runCoordinator() {
 	c := &p.coord
 	for t := c.q.peek(); t != nil && t.when <= p.now; t = c.q.peek() {
-		c.q.pop()
 		c.events++
-		t.fn()
+		c.q.fire(t)
 	}
 }
 
@@ -219,10 +218,9 @@ func (pt *partition) runInbox() {
 // runEvents runs pt's events before end.
 func (pt *partition) runEvents(end Time) {
 	for t := pt.q.peek(); t != nil && t.when < end; t = pt.q.peek() {
-		pt.q.pop()
 		pt.now = t.when
 		pt.events++
-		t.fn()
+		pt.q.fire(t)
 	}
 }
 

@@ -5,12 +5,23 @@ package clock
 type queue struct {
 	heap []*Timer
 	seq  uint64
+	// firing is the timer whose callback fire is running: it stays at the root,
+	// unscheduled (index -1), until the callback returns or re-arms it.
+	firing *Timer
 }
 
 func (q *queue) schedule(t *Timer, at Time) {
 	t.when = at
 	q.seq++
 	t.seq = q.seq
+	if t == q.firing {
+		// Re-armed by its own callback, as most timers are: one move down from the
+		// root instead of a removal and an insertion.
+		q.firing = nil
+		t.index = 0
+		q.down(0)
+		return
+	}
 	if t.index >= 0 {
 		q.fix(t.index)
 		return
@@ -24,7 +35,7 @@ func (q *queue) remove(t *Timer) {
 	i := t.index
 	last := len(q.heap) - 1
 	if i != last {
-		q.swap(i, last)
+		q.heap[i] = q.heap[last] // fix sets its index
 	}
 	q.heap[last] = nil
 	q.heap = q.heap[:last]
@@ -42,22 +53,25 @@ func (q *queue) peek() *Timer {
 	return q.heap[0]
 }
 
-// pop removes and returns the earliest timer.
-func (q *queue) pop() *Timer {
-	t := q.heap[0]
-	q.remove(t)
-	return t
+// fire runs the callback of t, the earliest timer, and unschedules it unless the
+// callback re-arms it. While the callback runs t is not pending (Stop returns false)
+// but holds the root, which no other timer takes from it (up stops below it), so the
+// order of the others is as if it had been removed first.
+func (q *queue) fire(t *Timer) {
+	t.index = -1
+	q.firing = t
+	t.fn()
+	if q.firing == t {
+		q.firing = nil
+		t.index = 0
+		q.remove(t)
+	}
 }
 
-func (q *queue) less(i, j int) bool {
-	a, b := q.heap[i], q.heap[j]
+// before reports whether a fires before b: the earlier deadline, or the same one
+// scheduled first.
+func before(a, b *Timer) bool {
 	return a.when < b.when || (a.when == b.when && a.seq < b.seq)
-}
-
-func (q *queue) swap(i, j int) {
-	q.heap[i], q.heap[j] = q.heap[j], q.heap[i]
-	q.heap[i].index = i
-	q.heap[j].index = j
 }
 
 func (q *queue) fix(i int) {
@@ -66,34 +80,48 @@ func (q *queue) fix(i int) {
 	}
 }
 
+// up and down move the timer at i through a hole: each timer it passes moves once,
+// and the timer itself is written once, where it stops.
 func (q *queue) up(i int) {
-	for i > 0 {
+	h := q.heap
+	t := h[i]
+	top := 0
+	if q.firing != nil {
+		top = 2 // the root's children: the firing timer keeps the root
+	}
+	for i > top {
 		p := (i - 1) / 2
-		if !q.less(i, p) {
-			return
+		if !before(t, h[p]) {
+			break
 		}
-		q.swap(i, p)
+		h[i] = h[p]
+		h[i].index = i
 		i = p
 	}
+	h[i] = t
+	t.index = i
 }
 
 func (q *queue) down(i int) bool {
-	start := i
-	n := len(q.heap)
+	h := q.heap
+	start, t, n := i, h[i], len(h)
 	for {
 		l := 2*i + 1
 		if l >= n {
 			break
 		}
 		m := l
-		if r := l + 1; r < n && q.less(r, l) {
+		if r := l + 1; r < n && before(h[r], h[l]) {
 			m = r
 		}
-		if !q.less(m, i) {
+		if !before(h[m], t) {
 			break
 		}
-		q.swap(i, m)
+		h[i] = h[m]
+		h[i].index = i
 		i = m
 	}
+	h[i] = t
+	t.index = i
 	return i > start
 }

@@ -287,11 +287,10 @@ func (l *realLoop) run(wg *sync.WaitGroup) {
 		horizon := l.Now()
 		for t := l.q.peek(); t != nil && t.when <= horizon; t = l.q.peek() {
 			now := l.Now() // read per timer: its lateness includes the callbacks before it
-			l.q.pop()
 			late := max(now-t.when, 0)
 			l.late[lateBucket(late)].Add(1)
 			l.lateSum.Add(int64(late))
-			t.fn()
+			l.q.fire(t)
 		}
 		l.wait()
 	}

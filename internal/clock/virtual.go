@@ -37,10 +37,9 @@ func (v *Virtual) Step() bool {
 	if t == nil {
 		return false
 	}
-	v.q.pop()
 	v.now = t.when
 	v.events++
-	t.fn()
+	v.q.fire(t)
 	return true
 }
 
