@@ -135,8 +135,8 @@ func onePartition(t *topo.Topology) partitioning {
 }
 
 // maxWindow bounds the parallel driver's window whatever the links' delays: a link
-// between partitions hands a window's frames over in its ring (link.New: 4096 frames)
-// at the window's end, and a microsecond of frames fills at most 2 Tb/s × 1 µs / 64 B
-// ≈ 3,900 slots. Links of 10 µs and more would otherwise make windows whose frames
-// overflow into the sender's backlog, handed over a window late.
+// between partitions holds a window's frames in its ring until the window ends (the
+// ring grows to hold them: link.New), so the window bounds that memory; and a
+// microsecond is already thousands of events per window on the fat trees (5,300 on
+// the 320-host one), enough to amortize the barrier between windows.
 const maxWindow = time.Microsecond

@@ -385,3 +385,62 @@ func TestEditor(t *testing.T) {
 		}
 	}
 }
+
+// lateness records how long after its arrival time each frame was delivered.
+type lateness struct {
+	loop clock.Loop
+	late []time.Duration
+}
+
+func (l *lateness) Receive(frames []*Frame) {
+	for _, f := range frames {
+		l.late = append(l.late, l.loop.Now().Sub(f.Time))
+		f.Release()
+	}
+}
+
+// TestParallelHandoverGrows sends more frames in one window of the parallel driver
+// than a real-time ring holds, across a link between two partitions: the ring grows to
+// hold them, and every frame is delivered at its arrival time (held back in the
+// sender's backlog, the frames beyond the ring's size would arrive windows late).
+func TestParallelHandoverGrows(t *testing.T) {
+	for _, threads := range []int{1, 2} {
+		p, err := clock.NewParallel(clock.ParallelOptions{Seed: 1, Partitions: 2, Lookahead: time.Microsecond, Threads: threads,
+			PartitionOf: func(name string) int { return map[string]int{"src": 0, "dst": 1}[name] }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b, err := New(Config{Rate: 100e9, Delay: time.Microsecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, dst := p.NewLoop("src"), p.NewLoop("dst")
+		a.Attach(src, &lateness{loop: src})
+		rx := &lateness{loop: dst}
+		b.Attach(dst, rx)
+		const frames = realTimeRing + 1000
+		pool := NewPool(1518)
+		src.NewTimer(func() {
+			batch := make([]*Frame, frames)
+			for i := range batch {
+				f := pool.Get()
+				f.SetLen(64)
+				f.Time = clock.Time(i) // a nanosecond apart: all in the first window
+				batch[i] = f
+			}
+			a.Send(batch)
+		}).Reset(0)
+		for p.Round() {
+		}
+		p.Close()
+		if len(rx.late) != frames {
+			t.Fatalf("%d threads: %d of %d frames delivered", threads, len(rx.late), frames)
+		}
+		if late := slices.Max(rx.late); late != 0 {
+			t.Fatalf("%d threads: a frame delivered %v after its arrival time", threads, late)
+		}
+		if n := len(b.ring.slots); n < frames {
+			t.Fatalf("%d threads: the ring has %d slots for %d frames", threads, n, frames)
+		}
+	}
+}

@@ -133,7 +133,7 @@ func (p *Parallel) NewLoop(name string) Loop {
 		}
 		pt = p.parts[i]
 	}
-	return &parallelLoop{part: pt, name: name, rng: rand.New(rand.NewPCG(p.opts.Seed, p.loops))}
+	return &parallelLoop{clock: p, part: pt, name: name, rng: rand.New(rand.NewPCG(p.opts.Seed, p.loops))}
 }
 
 // Round runs one round (see Parallel) and reports whether anything was left to run.
@@ -292,9 +292,10 @@ func (p *Parallel) Close() {
 }
 
 type parallelLoop struct {
-	part *partition
-	name string
-	rng  *rand.Rand
+	clock *Parallel
+	part  *partition
+	name  string
+	rng   *rand.Rand
 }
 
 func (l *parallelLoop) Now() Time        { return l.part.now }

@@ -84,6 +84,17 @@ func Synchronous(a, b Loop) bool {
 	return ok && ok2 && va.v == vb.v
 }
 
+// Barriered reports whether a task that loop src's code posts to loop dst
+// (Task.PostFrom) runs only while src's loop is stopped, and src's loop runs only
+// while the task is not running: two partitions of one Parallel, whose hand-overs run
+// at the barrier between windows. What src's callbacks and the task share then needs
+// no synchronization of its own: the barrier orders them. Real loops run at once.
+func Barriered(src, dst Loop) bool {
+	ps, ok1 := src.(*parallelLoop)
+	pd, ok2 := dst.(*parallelLoop)
+	return ok1 && ok2 && ps.clock == pd.clock && ps.part != pd.part
+}
+
 type virtualLoop struct {
 	v    *Virtual
 	name string
