@@ -8,7 +8,6 @@ import (
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/hpcc"
-	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 )
 
@@ -50,23 +49,25 @@ func (s *Stamper) Last() telemetry.Status { return s.last }
 func (s *Stamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
 	b := f.Bytes()
 	// Most frames carry no request (a probe-per-RTT flow's data and ACKs): one look at
-	// the located headers turns them away before the codec walks them again. A frame
-	// the locator refuses goes to the codec, which says what is wrong with it.
-	if l, err := roce.Locate(b); err == nil && !s.signal.Shown(b, &l) {
+	// the located headers turns them away before the codec looks at them.
+	l, err := telemetry.Locate(b)
+	switch {
+	case errors.Is(err, telemetry.ErrUnsupported):
+		return false, nil // not IP: no format carries telemetry in it
+	case err != nil:
+		return false, err
+	case !s.signal.Shown(b, &l):
 		return false, nil
 	}
 	s.hop = telemetry.Hop{Hop: hop, IngressPort: uint32(f.InPort)}
 	var out []byte
 	var st telemetry.Status
-	var err error
 	if s.inPlace != nil {
 		s.editor.Edit(f)
-		out, st, err = s.inPlace.PushWith(b, &s.hop, s.editor.Open)
+		out, st, err = s.inPlace.PushWith(b, l, &s.hop, s.editor.Open)
 		s.editor.Edit(nil)
 	} else {
-		if l, err := telemetry.Locate(b); err == nil {
-			s.hop.TTL = l.TTL(b)
-		}
+		s.hop.TTL = l.TTL(b)
 		out, st, err = s.codec.Push(b, &s.hop)
 	}
 	switch {

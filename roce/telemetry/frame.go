@@ -85,12 +85,13 @@ type (
 // after it (fabric/link's Editor): telemetry goes a few dozen bytes into a frame, so
 // a NIC adding or stripping it and a switch pushing a hop move the headers, not the
 // payload. RequestWith, PushWith and StripWith are Request, Push and Strip with every
-// gap opened by open and closed by close; PushWith also sets h.TTL to the TTL (or hop
-// limit) of the frame's IP header, as a switch does, which saves it walking the
-// headers a second time.
+// gap opened by open and closed by close. PushWith takes the frame's headers as Locate
+// found them, l, and sets h.TTL to the TTL (or hop limit) of the frame's IP header, as
+// a switch does: the switch has located the headers to see whether the frame asks for
+// telemetry, and the codec does not walk them a second time.
 type InPlace interface {
 	RequestWith(frame []byte, open Opener, close Closer) ([]byte, error)
-	PushWith(frame []byte, h *Hop, open Opener) ([]byte, Status, error)
+	PushWith(frame []byte, l roce.Layout, h *Hop, open Opener) ([]byte, Status, error)
 	StripWith(frame []byte, close Closer) ([]byte, error)
 }
 

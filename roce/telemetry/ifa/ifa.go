@@ -129,11 +129,16 @@ type located struct {
 }
 
 func (c *Codec) find(frame []byte) (located, error) {
-	var x located
 	l, err := telemetry.Locate(frame)
 	if err != nil {
-		return x, err
+		return located{}, err
 	}
+	return c.findIn(frame, l)
+}
+
+// findIn is find in a frame whose headers l locates.
+func (c *Codec) findIn(frame []byte, l roce.Layout) (located, error) {
+	var x located
 	x.l = l
 	if l.Proto != c.Protocol {
 		return x, telemetry.ErrNoTelemetry
@@ -200,22 +205,27 @@ func (c *Codec) RequestWith(frame []byte, open telemetry.Opener, close telemetry
 // Max Length or the MTU sets MF; otherwise the record goes on top of the stack,
 // Current Length grows by 8 words and Hop Limit drops by one.
 func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, error) {
-	return c.push(frame, h, telemetry.Open, false)
-}
-
-// PushWith is Push taking the hop's TTL from the frame and opening the record's gap with
-// open (telemetry.InPlace).
-func (c *Codec) PushWith(frame []byte, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
-	return c.push(frame, h, open, true)
-}
-
-// push is Push with open opening the gap, and the hop's TTL read from the frame if
-// ttl is set.
-func (c *Codec) push(frame []byte, h *telemetry.Hop, open telemetry.Opener, ttl bool) ([]byte, telemetry.Status, error) {
 	x, err := c.find(frame)
 	if err != nil {
 		return frame, 0, err
 	}
+	return c.push(frame, x, h, telemetry.Open, false)
+}
+
+// PushWith is Push in a frame whose headers l locates, taking the hop's TTL from the
+// frame and opening the record's gap with open (telemetry.InPlace).
+func (c *Codec) PushWith(frame []byte, l roce.Layout, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
+	x, err := c.findIn(frame, l)
+	if err != nil {
+		return frame, 0, err
+	}
+	return c.push(frame, x, h, open, true)
+}
+
+// push is Push of the IFA headers x locates, with open opening the gap, and the hop's
+// TTL read from the frame if ttl is set.
+func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.Opener, ttl bool) ([]byte, telemetry.Status, error) {
+	var err error
 	m := frame[x.md : x.md+MDHeaderSize]
 	if m[2] == 0 {
 		return frame, telemetry.HopLimitReached, nil

@@ -315,22 +315,27 @@ func (c *Codec) RequestWith(frame []byte, open telemetry.Opener, _ telemetry.Clo
 // instruction bitmap asks, and decrements Remaining Hop Count. INT-MX packets are left
 // unchanged (telemetry.NotStacked).
 func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, error) {
-	return c.push(frame, h, telemetry.Open, false)
-}
-
-// PushWith is Push taking the hop's TTL from the frame and opening the hop's gap with
-// open (telemetry.InPlace).
-func (c *Codec) PushWith(frame []byte, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
-	return c.push(frame, h, open, true)
-}
-
-// push is Push with open opening the gap, and the hop's TTL read from the frame if
-// ttl is set.
-func (c *Codec) push(frame []byte, h *telemetry.Hop, open telemetry.Opener, ttl bool) ([]byte, telemetry.Status, error) {
 	x, err := c.find(frame)
 	if err != nil {
 		return frame, 0, err
 	}
+	return c.push(frame, x, h, telemetry.Open, false)
+}
+
+// PushWith is Push in a frame whose headers l locates, taking the hop's TTL from the
+// frame and opening the hop's gap with open (telemetry.InPlace).
+func (c *Codec) PushWith(frame []byte, l roce.Layout, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
+	x, err := c.findIn(frame, l)
+	if err != nil {
+		return frame, 0, err
+	}
+	return c.push(frame, x, h, open, true)
+}
+
+// push is Push of the INT headers x locates, with open opening the gap, and the hop's
+// TTL read from the frame if ttl is set.
+func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.Opener, ttl bool) ([]byte, telemetry.Status, error) {
+	var err error
 	if x.shim.Type() == TypeMX {
 		return frame, telemetry.NotStacked, nil
 	}

@@ -177,13 +177,31 @@ const Tailroom = 256
 // as a switch port does with whatever frame a host sent, and returns how the push
 // broke the Codec contract, if it did: an error other than ErrNoTelemetry,
 // ErrUnsupported or ErrMalformed, a failed push that changed the frame, or a pushed
-// hop that decode and Strip then refuse. (A panic fails the caller by itself.) The
-// codecs' FuzzPush targets run it on arbitrary input.
+// hop that decode and Strip then refuse; for a codec that edits in place
+// (telemetry.InPlace), PushWith on the located frame giving other bytes, status, error
+// or hop TTL than Push. (A panic fails the caller by itself.) The codecs' FuzzPush
+// targets run it on arbitrary input.
 func CheckPush(c telemetry.Codec, decode DecodeFunc, frame []byte) error {
 	buf := make([]byte, len(frame), len(frame)+Tailroom)
 	copy(buf, frame)
 	h := Hop(1)
+	l, lerr := telemetry.Locate(frame)
+	if lerr == nil {
+		h.TTL = l.TTL(frame) // as PushWith sets it
+	}
 	out, st, err := c.Push(buf, &h)
+	if ip, ok := c.(telemetry.InPlace); ok && lerr == nil {
+		buf := make([]byte, len(frame), len(frame)+Tailroom)
+		copy(buf, frame)
+		with := Hop(1)
+		wout, wst, werr := ip.PushWith(buf, l, &with, telemetry.Open)
+		switch {
+		case (werr == nil) != (err == nil) || wst != st || !bytes.Equal(wout, out):
+			return fmt.Errorf("PushWith gave %d bytes, %v, %v; Push %d bytes, %v, %v", len(wout), wst, werr, len(out), st, err)
+		case werr == nil && wst == telemetry.Pushed && with.TTL != h.TTL:
+			return fmt.Errorf("PushWith took TTL %d, the frame has %d", with.TTL, h.TTL)
+		}
+	}
 	if err != nil {
 		if !errors.Is(err, telemetry.ErrNoTelemetry) && !errors.Is(err, telemetry.ErrUnsupported) && !errors.Is(err, telemetry.ErrMalformed) {
 			return fmt.Errorf("push: unexpected error %w", err)
