@@ -288,6 +288,11 @@ type ring struct {
 	slots      []*Frame      // a power of two of them
 	grows      bool          // when full, instead of refusing a frame
 	head, tail atomic.Uint64 // head: next to pop (consumer); tail: next to push (producer)
+	// The rest of two cache lines (128 bytes, what the processor fetches together):
+	// the rings of links that other threads fill and drain at the same time (a
+	// real-time lab's loops) would otherwise share lines with this one. (The ring
+	// held its slots inline, 32 KB, before it could grow.)
+	_ [128 - 24 - 8 - 16]byte
 }
 
 const (
