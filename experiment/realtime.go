@@ -59,12 +59,12 @@ func RunRealTime(cfg Config) (*Result, error) {
 	}
 	// The samplers run on the switch's and the senders' loops; what they record is
 	// read once the clock has stopped.
+	// Only the bottleneck's samples are kept, so only the bottleneck is sampled: the
+	// loop that samples is the one that moves every frame.
 	bottleneck := st.sw.Ports()[cfg.Senders]
 	stopQ := st.sw.Sample(cfg.Sample, func(s fabric.Sample) {
-		if s.Port == bottleneck.Index() {
-			res.Queue = append(res.Queue, QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
-		}
-	})
+		res.Queue = append(res.Queue, QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
+	}, bottleneck.Index())
 	// A flow's rate sample is its pacing rate and window, read on its sender's loop;
 	// the payload delivered, all flows together, is read on the receiver's. (A flow's
 	// own delivered rate, RateSample.Measured, would need both: a real-time run
