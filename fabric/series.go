@@ -63,8 +63,8 @@ func (s *Switch) SampleChanges(interval time.Duration, tick func(clock.Time), re
 		tx   uint64
 	}
 	prev := make([]last, len(s.ports))
-	for i := range s.ports {
-		s.active[i/64] |= 1 << (i % 64)
+	for _, p := range s.ports {
+		p.markActive()
 	}
 	first := true
 	return s.sample(interval, func(now clock.Time) {

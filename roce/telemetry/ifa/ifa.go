@@ -209,7 +209,7 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 	if err != nil {
 		return frame, 0, err
 	}
-	return c.push(frame, x, h, telemetry.Open, false)
+	return c.push(frame, x, h, telemetry.Open)
 }
 
 // PushWith is Push in a frame whose headers l locates, taking the hop's TTL from the
@@ -219,12 +219,12 @@ func (c *Codec) PushWith(frame []byte, l roce.Layout, h *telemetry.Hop, open tel
 	if err != nil {
 		return frame, 0, err
 	}
-	return c.push(frame, x, h, open, true)
+	h.TTL = l.TTL(frame)
+	return c.push(frame, x, h, open)
 }
 
-// push is Push of the IFA headers x locates, with open opening the gap, and the hop's
-// TTL read from the frame if ttl is set.
-func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.Opener, ttl bool) ([]byte, telemetry.Status, error) {
+// push is Push of the IFA headers x locates, with open opening the gap.
+func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
 	var err error
 	m := frame[x.md : x.md+MDHeaderSize]
 	if m[2] == 0 {
@@ -237,9 +237,6 @@ func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.O
 	if c.MTU > 0 && x.l.End-x.l.L3+HopSize > c.MTU || len(frame)+HopSize > cap(frame) {
 		frame[x.ifa+2] |= FlagMF
 		return frame, telemetry.MTUExceeded, nil
-	}
-	if ttl {
-		h.TTL = x.l.TTL(frame)
 	}
 	at := x.md + MDHeaderSize
 	if frame, err = open(frame, at, HopSize); err != nil {

@@ -319,7 +319,7 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 	if err != nil {
 		return frame, 0, err
 	}
-	return c.push(frame, x, h, telemetry.Open, false)
+	return c.push(frame, x, h, telemetry.Open)
 }
 
 // PushWith is Push in a frame whose headers l locates, taking the hop's TTL from the
@@ -329,12 +329,12 @@ func (c *Codec) PushWith(frame []byte, l roce.Layout, h *telemetry.Hop, open tel
 	if err != nil {
 		return frame, 0, err
 	}
-	return c.push(frame, x, h, open, true)
+	h.TTL = l.TTL(frame)
+	return c.push(frame, x, h, open)
 }
 
-// push is Push of the INT headers x locates, with open opening the gap, and the hop's
-// TTL read from the frame if ttl is set.
-func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.Opener, ttl bool) ([]byte, telemetry.Status, error) {
+// push is Push of the INT headers x locates, with open opening the gap.
+func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
 	var err error
 	if x.shim.Type() == TypeMX {
 		return frame, telemetry.NotStacked, nil
@@ -351,9 +351,6 @@ func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.O
 	if 4*x.shim.Length()+n > 255*4 || c.MTU > 0 && x.l.End-x.l.L3+n > c.MTU || len(frame)+n > cap(frame) {
 		md.SetM()
 		return frame, telemetry.MTUExceeded, nil
-	}
-	if ttl {
-		h.TTL = x.l.TTL(frame)
 	}
 	at, words := x.off+ShimSize+MDHeaderSize, x.shim.Length()
 	if frame, err = open(frame, at, n); err != nil {
