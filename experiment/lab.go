@@ -34,6 +34,10 @@ func hostIP(i int, v6 bool) netip.Addr {
 // statically (the lab's job; ARP is tested on its own).
 func buildStar(clk clock.Clock, n int, cfg *Config) (*star, error) {
 	pool := link.NewPool(cfg.linkMTU() + 18)
+	switch clk.(type) {
+	case *clock.Virtual, oneLoop: // every frame is got and released on one thread
+		pool = link.NewSerialPool(cfg.linkMTU() + 18)
+	}
 	scfg := fabric.Config{ID: 1, Buffer: cfg.Buffer, SharedBuffer: true, Pool: pool}
 	// One priority for everything: strict priority between telemetry classes would
 	// reorder a flow whose packets carry telemetry only sometimes.

@@ -11,7 +11,7 @@ import (
 )
 
 // TestIncastQueueBoundRealTime runs a 4:1 incast under the real-time driver, in-process, at 1
-// and 10 Gb/s: every byte arrives, nothing is dropped, and the queue never exceeds
+// and 10 Gb/s, with real payload: every byte arrives intact, nothing is dropped, and the queue never exceeds
 // what the senders' windows allow in flight, N·W_init·(MTU+overhead)/MTU + N packets.
 //
 // Nothing here depends on timer precision: the switch computes queue lengths and
@@ -33,6 +33,7 @@ func queueBoundRealTime(t *testing.T, rate uint64) {
 	cfg := Defaults()
 	cfg.Senders, cfg.FlowSize, cfg.LinkRate = 4, 200_000, rate
 	cfg.TxLookahead = 20 * time.Microsecond
+	cfg.Verify = true // real payload, checked byte for byte, through loops on several threads
 	r := clock.NewReal(clock.RealOptions{Seed: 1})
 	st, err := buildStar(r, cfg.Senders+1, &cfg)
 	if err != nil {

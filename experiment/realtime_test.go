@@ -72,10 +72,12 @@ func flowRates(res *Result) (rates []float64, mean float64) {
 // TestIncastRealTime runs N:1 incasts (N = 2, 4, 8) under the real-time driver,
 // in-process as a lab runs them, at 1 and 10 Gb/s, for every congestion control a
 // lab offers — HPCC with a probe per RTT, per-ACK INT and Rx-HPCC, and DCQCN — and
-// holds each to the targets of issue 21: every byte arrives, the bottleneck is at
+// holds each to the targets of issue 21: every flow completes, the bottleneck is at
 // least 90% utilized, the queue averaged after the first drain is at most a few
 // packets and every flow's rate within ±10% of the fair share (DCQCN: its own
-// targets, the queue below its marking threshold K_max).
+// targets, the queue below its marking threshold K_max). Like a virtual-time run
+// it moves no payload bytes (Config.Verify, docs/rnic.md); TestIncastQueueBoundRealTime
+// checks real payload in real time.
 //
 // These are real-time figures: on a machine whose cores are taken by other work the
 // loops fall behind and utilization drops. The race detector slows the loops too far
@@ -151,7 +153,7 @@ func TestIncastRealTimeTargetsVirtual(t *testing.T) {
 	}
 }
 
-// checkIncastTargets holds an incast to issue 21's targets: every byte arrives; the
+// checkIncastTargets holds an incast to issue 21's targets: every flow completes; the
 // bottleneck is at least 90% utilized (minUtil instead, when given); the queue
 // averaged after the first drain is at most four packets (DCQCN: below K_max); every
 // flow's rate is within ±10% of the fair share (not DCQCN's: see below).
