@@ -187,12 +187,8 @@ func newBuilder(t *topo.Topology, clk clock.Clock, opts Options) (*builder, erro
 	for _, l := range t.Links {
 		maxMTU = max(maxMTU, l.MTU)
 	}
-	pool := link.NewPool(maxMTU + 18)
-	if _, sequential := clk.(*clock.Virtual); sequential { // every frame is got and released on one thread
-		pool = link.NewSerialPool(maxMTU + 18)
-	}
 	b := &builder{t: t, clk: clk, opts: opts, switches: map[string]*Switch{}, hostLinks: map[string]*link.End{},
-		n: &Network{Topology: t, Pool: pool, BaseRTT: BaseRTT(t)}}
+		n: &Network{Topology: t, Pool: link.NewPool(maxMTU + 18), BaseRTT: BaseRTT(t)}}
 	var err error
 	if b.format, err = telemetryFormat(t.Telemetry); err != nil {
 		return nil, err
