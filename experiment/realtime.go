@@ -19,7 +19,7 @@ import (
 // As in Run, the devices move payload bytes only with cfg.Verify. Without it a run
 // spends its one loop thread's CPU on packets rather than on copying payload out of
 // flow-sized memory regions, which at 10 Gb/s cost that thread a fifth of its time
-// and the HPCC cells 4–11 points of the link (docs/rnic.md); with it every byte is
+// and the HPCC cells 2–13 points of the link (docs/rnic.md); with it every byte is
 // checked at its receiver. Every frame of the run is got and released on that one
 // thread, so its frames come from a serial pool (link.NewSerialPool).
 func RunRealTime(cfg Config) (*Result, error) {

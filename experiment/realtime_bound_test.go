@@ -11,8 +11,9 @@ import (
 )
 
 // TestIncastQueueBoundRealTime runs a 4:1 incast under the real-time driver, in-process, at 1
-// and 10 Gb/s, with real payload: every byte arrives intact, nothing is dropped, and the queue never exceeds
-// what the senders' windows allow in flight, N·W_init·(MTU+overhead)/MTU + N packets.
+// and 10 Gb/s, with real payload: every byte arrives intact, nothing is dropped, and the
+// queue never exceeds what the senders' windows allow in flight,
+// N·W_init·(MTU+overhead)/MTU + N packets.
 //
 // Nothing here depends on timer precision: the switch computes queue lengths and
 // departures from the model, and a window caps the bytes in flight however late the
