@@ -82,6 +82,7 @@ type End struct {
 	arrived arrivals
 	timer   *clock.Timer
 	batch   []*Frame
+	merge   *Merge // the ends whose late arrivals are handed over together with this one's
 }
 
 var _ Endpoint = (*End)(nil)
@@ -243,9 +244,16 @@ func (e *End) drainRing() {
 }
 
 // deliver hands every frame that has arrived to the receiver, as one batch, and arms
-// the timer for the next arrival.
+// the timer for the next arrival. A late end in a Merge hands over the frames of every
+// end in it instead, in arrival order.
 func (e *End) deliver() {
 	now := e.loop.Now()
+	if m := e.merge; m != nil {
+		if fr := e.arrived.head(); fr != nil && fr.Time < now {
+			m.deliver(now)
+			return
+		}
+	}
 	e.batch = e.batch[:0]
 	for fr := e.arrived.head(); fr != nil && fr.Time <= now; fr = e.arrived.head() {
 		e.batch = append(e.batch, e.arrived.pop())
@@ -256,6 +264,60 @@ func (e *End) deliver() {
 		clear(e.batch)
 	}
 	e.arm()
+}
+
+// Merge is a set of ends attached to one loop, typically a switch's, whose frames a
+// late loop hands over in arrival order across them, a frame at a time, rather than
+// each end's arrivals as a batch.
+//
+// On the real-time clock an end's timer fires after its first frame arrived, and
+// delivers every frame that has arrived by then. A switch that takes one link's
+// batch and then another's runs its egress model to the first batch's last arrival
+// before it sees the second link's earlier frames, which then queue behind a wire
+// model that ran ahead of them: in a 10 Gb/s 8:1 incast on one loop, 29–36 % of the
+// frames reached their port that way, 5–6 µs after the model had passed their
+// arrival, a queue that time order does not have (docs/rnic.md). In virtual time an
+// end's timer fires at its first arrival, which no other end's frames precede, and
+// a Merge changes nothing.
+type Merge struct {
+	ends []*End
+	one  [1]*Frame
+}
+
+// Add puts ep in the merge if it is an End attached to the loop of the ends already
+// in it, and reports whether it did. Call it during setup, after Attach.
+func (m *Merge) Add(ep Endpoint) bool {
+	e, ok := ep.(*End)
+	if !ok || e.loop == nil || e.merge != nil || (len(m.ends) > 0 && m.ends[0].loop != e.loop) {
+		return false
+	}
+	e.merge = m
+	m.ends = append(m.ends, e)
+	return true
+}
+
+// deliver hands over every frame of the merge's ends that has arrived by now, the
+// earliest first (on equal times, the end added first), and re-arms the ends.
+func (m *Merge) deliver(now clock.Time) {
+	for {
+		var next *End
+		var at clock.Time
+		for _, e := range m.ends {
+			if fr := e.arrived.head(); fr != nil && fr.Time <= now && (next == nil || fr.Time < at) {
+				next, at = e, fr.Time
+			}
+		}
+		if next == nil {
+			break
+		}
+		m.one[0] = next.arrived.pop()
+		next.peer.stats.Delivered++
+		next.rx.Receive(m.one[:])
+		m.one[0] = nil
+	}
+	for _, e := range m.ends {
+		e.arm()
+	}
 }
 
 // arm sets the timer for the next arrival, and has the processor fetch that frame's
