@@ -275,7 +275,7 @@ func (e *End) deliver() {
 // batch and then another's runs its egress model to the first batch's last arrival
 // before it sees the second link's earlier frames, which then queue behind a wire
 // model that ran ahead of them: in a 10 Gb/s 8:1 incast on one loop, 29–36 % of the
-// frames reached their port that way, 5–6 µs after the model had passed their
+// frames reached their port that way, 5–7 µs after the model had passed their
 // arrival, a queue that time order does not have (docs/rnic.md). In virtual time an
 // end's timer fires at its first arrival, which no other end's frames precede, and
 // a Merge changes nothing.
