@@ -49,6 +49,10 @@ func (l *ibverbsLab) cmPair(t *testing.T, srvHost string, server []string, cliHo
 	var srvOut bytes.Buffer
 	srv := l.exec(srvHost, server...)
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	// Killing `rocelab exec` leaves its command running until the lab's down stops it,
+	// holding the output pipe open: Wait gives up on the pipe this long after the kill,
+	// so that a failing pair fails the test instead of hanging it.
+	srv.WaitDelay = 5 * time.Second
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +71,7 @@ func (l *ibverbsLab) cmPair(t *testing.T, srvHost string, server []string, cliHo
 		cli := l.exec(cliHost, client...)
 		cmd := exec.CommandContext(ctx, cli.Path, cli.Args[1:]...)
 		cmd.Env = cli.Env
+		cmd.WaitDelay = 5 * time.Second
 		var err error
 		if out, err = cmd.CombinedOutput(); err == nil {
 			break
