@@ -178,6 +178,27 @@ func TestResultPatterns(t *testing.T) {
 	}
 }
 
+// TestVMClockRefused: a VM-side perftest run that ended on its clock check's refusal
+// is recognised (and its case run again); the warning followed by a result row, or
+// any other failure, is not.
+func TestVMClockRefused(t *testing.T) {
+	const header = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
+	for _, tc := range []struct {
+		out  string
+		want bool
+	}{
+		{header + "Correlation coefficient r^2: 0.73 < 0.9\n Can't produce a report\nRXE-EXIT rc=1\n", true},
+		{header + "Correlation coefficient r^2: 0.73 < 0.9\n\n Can't produce a report\n", true},
+		{header + "Correlation coefficient r^2: 0.73 < 0.9\n 8          1000           5.62               5.50                0.720950\n", false},
+		{header + " Completion with error at client\nRXE-EXIT rc=1\n", false},
+		{" Can't produce a report\n", false}, // not the clock check's
+	} {
+		if got := vmClockRefused.MatchString(tc.out); got != tc.want {
+			t.Errorf("%q: matched %v, want %v", tc.out, got, tc.want)
+		}
+	}
+}
+
 // TestDataFrame: the opcodes counted as message data are SEND and RDMA WRITE packets
 // of RC and UC, RC READ responses and SEND with invalidate; never requests for READs
 // or atomics, ACKs, UD or CNPs.
