@@ -151,6 +151,10 @@ func (q *QP) Type() Type { return q.cfg.Type }
 // affiliated asynchronous event when a QP has moved to ERR or SQE by itself.
 func (q *QP) State() State { return q.state }
 
+// MaxPayload returns the payload of a full request packet: the path MTU, or
+// Config.Segment if smaller (UD: the port's MTU).
+func (q *QP) MaxPayload() int { return q.pathMTU() }
+
 // Attr returns the QP's current attributes (ibv_query_qp).
 func (q *QP) Attr() Attr {
 	a := q.attr

@@ -55,6 +55,10 @@ type scheduler struct {
 	pumping bool
 	again   bool       // kicked while completion handlers ran: run again when they are done
 	now     clock.Time // the loop's time when the current pass (fill) began
+	// edge is the earliest start, in the current pass, of a request that admitted held
+	// back for its window ahead of the loop's time; held is the edge the timer was
+	// last armed for (clock.Never: none).
+	edge, held clock.Time
 }
 
 // Arbitration is how the scheduler shares the port among the QPs that may send.
@@ -86,6 +90,7 @@ func (s *scheduler) init(d *Device) {
 	s.timer = d.loop.NewTimer(s.pump)
 	s.dwrr = d.cfg.Arbitration == ArbitrationDWRR
 	s.unit = d.maxFrameSize()
+	s.held = clock.Never
 }
 
 // maxFrameSize is the largest frame a QP builds at the port's MTU, telemetry aside:
@@ -164,6 +169,14 @@ func (s *scheduler) fill() {
 	if d.receiving {
 		at = d.rxNow
 	}
+	// A request held at its window's edge goes at its own start once the loop's time
+	// has reached it, even if the timer serving it fired late (real time): as the
+	// replies to a received batch are timed from its arrival, the lateness is not
+	// taken out of the flow's rate.
+	if s.held <= now {
+		at = min(at, s.held)
+	}
+	s.edge, s.held = clock.Never, clock.Never
 	for {
 		start := max(at, p.busyUntil)
 		if start > horizon {
@@ -186,6 +199,9 @@ func (s *scheduler) fill() {
 		p.transmit(f, start)
 	}
 	p.flush()
+	if s.edge <= wake {
+		wake, s.held = s.edge, s.edge // at the start itself, not a lookahead before
+	}
 	switch {
 	case wake == clock.Never:
 		s.timer.Stop()
@@ -273,6 +289,18 @@ func admitted(x *QP, start clock.Time, wake *clock.Time) bool {
 	}
 	if x.nextSend > start {
 		*wake = min(*wake, x.nextSend)
+		return false
+	}
+	// A request handed to the link ahead of the loop's time (the transmit lookahead)
+	// is admitted before the ACKs and the telemetry that arrive until it leaves. Under
+	// the window's usual slack, sending while any of it is left, it then overshoots by
+	// up to a packet that congestion control cannot take back: at 1 Gb/s a 2:1
+	// incast's windows are about three packets, and a probe-per-RTT HPCC incast lost
+	// 3.4 points of the link to it (docs/rnic.md). Ahead of the loop's time the window
+	// must hold the whole packet; otherwise the request waits for its start, when it is
+	// admitted as without lookahead.
+	if s := &x.dev.sched; start > s.now && float64(x.q.InFlightBytes()+uint64(x.q.MaxPayload())) > x.cc.window {
+		s.edge = min(s.edge, start)
 		return false
 	}
 	return true
