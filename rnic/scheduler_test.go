@@ -3,7 +3,6 @@ package rnic
 import (
 	"errors"
 	"math"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -143,19 +142,8 @@ func TestPacedFramesUseTheLookahead(t *testing.T) {
 		t.Fatal(err)
 	}
 	meter := &leadMeter{Endpoint: ea}
-	pool := link.NewPool(1518)
-	open := func(name string, ep link.Endpoint, i byte) *Device {
-		d, err := Open(Config{Name: name, MAC: [6]byte{2, 0, 0, 0, 0, i}, GIDs: []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 0, i})},
-			Loop: v.NewLoop(name), Link: ep, Pool: pool, TxLookahead: look})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	a, b := open("h1", meter, 1), open("h2", eb, 2)
+	a, b := openPair(t, v, meter, eb, 1500, Config{TxLookahead: look})
 	meter.now = a.loop.Now
-	a.AddNeighbour(netip.AddrFrom4([4]byte{10, 0, 0, 2}), b.cfg.MAC)
-	b.AddNeighbour(netip.AddrFrom4([4]byte{10, 0, 0, 1}), a.cfg.MAC)
 	s := newStream(t, a, b, QPInitAttr{}, 64<<10, 4, roce.MTU1024)
 	s.sq.cc.rate = paced
 	v.RunFor(time.Millisecond)
@@ -209,18 +197,7 @@ func TestWindowEdgeAheadOfTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	meter := &edgeMeter{Endpoint: ea}
-	pool := link.NewPool(1518)
-	open := func(name string, ep link.Endpoint, i byte) *Device {
-		d, err := Open(Config{Name: name, MAC: [6]byte{2, 0, 0, 0, 0, i}, GIDs: []netip.Addr{netip.AddrFrom4([4]byte{10, 0, 0, i})},
-			Loop: v.NewLoop(name), Link: ep, Pool: pool, TxLookahead: look})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	a, b := open("h1", meter, 1), open("h2", eb, 2)
-	a.AddNeighbour(netip.AddrFrom4([4]byte{10, 0, 0, 2}), b.cfg.MAC)
-	b.AddNeighbour(netip.AddrFrom4([4]byte{10, 0, 0, 1}), a.cfg.MAC)
+	a, b := openPair(t, v, meter, eb, 1500, Config{TxLookahead: look})
 	meter.now = a.loop.Now
 	// One-packet WRITEs, each acknowledged (a QP outside HPCC asks for an ACK only
 	// every 64 packets and on a message's last), eight posted at a time.
