@@ -205,7 +205,9 @@ func (r *Result) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, ", cc %s, base RTT %v, seed %d\n", c.ccName(), r.BaseRTT, c.Seed)
 	r.writeMetrics(w, topoRate(c.LinkRate))
 	r.writeSlowdown(w)
-	fmt.Fprintf(w, "  simulated events  %d\n", r.Events)
+	if r.Events > 0 { // a lab's run simulates nothing: its nodes run in its own process
+		fmt.Fprintf(w, "  simulated events  %d\n", r.Events)
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "  ERROR %s\n", e)
 	}
@@ -330,7 +332,9 @@ func (r *Result) writeMixSummary(w io.Writer) {
 				bytesString(float64(b.MinSize))+" – "+bytesString(float64(b.Size)), b.N, b.P50, b.P95, b.P99)
 		}
 	}
-	fmt.Fprintf(w, "  simulated events  %d\n", r.Events)
+	if r.Events > 0 { // a lab's run simulates nothing: its nodes run in its own process
+		fmt.Fprintf(w, "  simulated events  %d\n", r.Events)
+	}
 	for i, e := range r.Errors {
 		if i == 5 {
 			fmt.Fprintf(w, "  ... and %d more errors\n", len(r.Errors)-i)

@@ -98,6 +98,7 @@ type Counters struct {
 	// rate far above the link's).
 	TimeNs   int64                     `json:"time_ns"`
 	Hosts    map[string]uint64         `json:"hosts"`    // RDMA payload each host's RNIC sent (Stats.TxDataBytes)
+	Received map[string]uint64         `json:"received"` // RDMA payload each host's QPs accepted (Stats.RxDataBytes)
 	Switches map[string][]PortCounters `json:"switches"` // each switch's ports, by number
 }
 
@@ -633,17 +634,22 @@ func (l *Lab) Status() Status {
 	return st
 }
 
+func newCounters() Counters {
+	return Counters{Hosts: map[string]uint64{}, Received: map[string]uint64{}, Switches: map[string][]PortCounters{}}
+}
+
 // Counters reads the hosts' and switch ports' byte counters and queues on their loops
 // (one task per node), for a sampler.
 func (l *Lab) Counters() Counters {
-	cs := Counters{Hosts: map[string]uint64{}, Switches: map[string][]PortCounters{}}
+	cs := newCounters()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, h := range l.Network.Hosts {
-		ch := make(chan uint64, 1)
-		h.Device.Do(func() { ch <- h.Device.Stats().TxDataBytes })
+		ch := make(chan rnic.Stats, 1)
+		h.Device.Do(func() { ch <- h.Device.Stats() })
 		select {
-		case cs.Hosts[h.Name] = <-ch:
+		case st := <-ch:
+			cs.Hosts[h.Name], cs.Received[h.Name] = st.TxDataBytes, st.RxDataBytes
 		case <-ctx.Done():
 		}
 	}

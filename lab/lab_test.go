@@ -108,8 +108,9 @@ func TestLabTwoHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := reply.Counters
-	if cs == nil || len(cs.Hosts) != 2 || len(cs.Switches["s1"]) != 2 ||
-		cs.Hosts["h1"] < st.Hosts[0].RNIC.TxDataBytes || cs.Switches["s1"][1].TxBytes < st.Switches[0].Ports[1].Stats.TxBytes ||
+	if cs == nil || len(cs.Hosts) != 2 || len(cs.Received) != 2 || len(cs.Switches["s1"]) != 2 ||
+		cs.Hosts["h1"] < st.Hosts[0].RNIC.TxDataBytes || cs.Received["h2"] < st.Hosts[1].RNIC.RxDataBytes ||
+		cs.Switches["s1"][1].TxBytes < st.Switches[0].Ports[1].Stats.TxBytes ||
 		cs.TimeNs <= 0 || time.Duration(cs.TimeNs) > time.Minute {
 		t.Errorf("counters %+v after status %+v", cs, st)
 	}
@@ -142,8 +143,8 @@ func TestLabTwoHosts(t *testing.T) {
 		t.Fatalf("recorded %d rows in 10 s at 1 ms", len(rows))
 	}
 	for i, r := range rows {
-		if len(r.Hosts) != 2 || len(r.Switches["s1"]) != 2 || (i > 0 && r.TimeNs <= rows[i-1].TimeNs) ||
-			r.Hosts["h1"] < cs.Hosts["h1"] {
+		if len(r.Hosts) != 2 || len(r.Received) != 2 || len(r.Switches["s1"]) != 2 || (i > 0 && r.TimeNs <= rows[i-1].TimeNs) ||
+			r.Hosts["h1"] < cs.Hosts["h1"] || r.Received["h2"] < cs.Received["h2"] {
 			t.Fatalf("recorded row %d of %d: %+v (the row before: %+v)", i, len(rows), r, rows[max(i-1, 0)])
 		}
 	}

@@ -63,7 +63,7 @@ func (r *recorder) add(k int64, at clock.Time, timed bool, fill func(*Counters))
 		i++
 	}
 	if i == len(r.pending) || r.pending[i].k != k {
-		p := &pendingRow{k: k, c: Counters{Hosts: map[string]uint64{}, Switches: map[string][]PortCounters{}}}
+		p := &pendingRow{k: k, c: newCounters()}
 		r.pending = append(r.pending, nil)
 		copy(r.pending[i+1:], r.pending[i:])
 		r.pending[i] = p
@@ -125,7 +125,10 @@ func (l *Lab) Record(every time.Duration) ([]Counters, uint64, error) {
 	r := &recorder{every: every, nodes: len(l.Network.Hosts) + len(l.Network.Switches), drained: l.clk.Now()}
 	first := int64(l.clk.Now()/clock.Time(every)) + 1
 	for _, h := range l.Network.Hosts {
-		l.recordOn(r, h.Loop, h.Device.Do, first, false, func(c *Counters) { c.Hosts[h.Name] = h.Device.Stats().TxDataBytes })
+		l.recordOn(r, h.Loop, h.Device.Do, first, false, func(c *Counters) {
+			st := h.Device.Stats()
+			c.Hosts[h.Name], c.Received[h.Name] = st.TxDataBytes, st.RxDataBytes
+		})
 	}
 	for _, s := range l.Network.Switches {
 		l.recordOn(r, s.Loop, l.inboxes[s.Name].Do, first, true, func(c *Counters) { c.Switches[s.Name] = portCounters(s) })

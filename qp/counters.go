@@ -8,6 +8,7 @@ type Counters struct {
 	TxResponses   uint64 // ACKs, NAKs, read responses and atomic ACKs built
 
 	RxRequests  uint64 // request packets accepted in sequence
+	RxDataBytes uint64 // payload of the SEND and RDMA WRITE packets accepted (UD: delivered)
 	RxResponses uint64 // responses that advanced the send queue
 
 	Timeouts      uint64 // transport timer expiries that caused a retry

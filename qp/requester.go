@@ -65,6 +65,10 @@ func (q *QP) HasRequest() bool { return q.ready() != nil }
 // not acknowledged, report 0.
 func (q *QP) InFlightBytes() uint64 { return q.req.inflight }
 
+// RxDataBytes is Counters().RxDataBytes without copying the counters: the device reads
+// it around every packet it hands the QP.
+func (q *QP) RxDataBytes() uint64 { return q.ctr.RxDataBytes }
+
 func (q *QP) ready() *sendWQE {
 	if q.state != StateRTS && q.state != StateSQD {
 		return nil

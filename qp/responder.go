@@ -114,6 +114,7 @@ func (q *QP) respondRC(p *roce.Packet) {
 	q.resp.psn = psn.Add(1)
 	q.resp.nakSent = false
 	q.ctr.RxRequests++
+	q.ctr.RxDataBytes += uint64(len(p.Payload))
 	if p.BTH.AckReq() {
 		q.queueAck(roce.MakeSyndrome(roce.AckTypeACK, roce.AETHCreditsUnlimited), psn)
 	}

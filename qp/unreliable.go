@@ -72,6 +72,7 @@ func (q *QP) ucSend(p *roce.Packet, info *roce.OpcodeInfo) {
 		return
 	}
 	r.offset += uint32(len(p.Payload))
+	q.ctr.RxDataBytes += uint64(len(p.Payload))
 	r.inSend = info.Position == roce.PosFirst || info.Position == roce.PosMiddle
 	if r.inSend {
 		return
@@ -111,6 +112,7 @@ func (q *QP) ucWrite(p *roce.Packet, info *roce.OpcodeInfo) {
 		return
 	}
 	r.offset += n
+	q.ctr.RxDataBytes += uint64(n)
 	r.inWrite = !last
 	if last {
 		q.ctr.RxRequests++
@@ -168,6 +170,7 @@ func (q *QP) respondUD(p *roce.Packet) {
 		imm, flags = p.ImmDt.Imm(), flags|WCFlagWithImm
 	}
 	q.ctr.RxRequests++
+	q.ctr.RxDataBytes += uint64(len(p.Payload))
 	q.cfg.RecvCQ.Push(WC{WRID: wr.WRID, Status: WCSuccess, Opcode: WCRecv, ByteLen: n, Imm: imm,
 		Flags: flags, QPNum: uint32(q.cfg.QPN), SrcQP: uint32(p.DETH.SrcQP())})
 }

@@ -139,7 +139,8 @@ type Stats struct {
 	TxDataBytes       uint64 `json:"tx_data_bytes"` // RDMA payload of the SEND and RDMA WRITE packets sent (resends included)
 	RxFrames          uint64 `json:"rx_frames"`
 	RxBytes           uint64 `json:"rx_bytes"`
-	RxMalformed       uint64 `json:"rx_malformed"` // frames that failed to parse or carried bad telemetry
+	RxDataBytes       uint64 `json:"rx_data_bytes"` // RDMA payload of the SEND and RDMA WRITE packets its QPs accepted
+	RxMalformed       uint64 `json:"rx_malformed"`  // frames that failed to parse or carried bad telemetry
 	RxBadICRC         uint64 `json:"rx_bad_icrc"`
 	RxUnknownQP       uint64 `json:"rx_unknown_qp"`       // RoCEv2 packets for a QPN the device does not have
 	RxNotForUs        uint64 `json:"rx_not_for_us"`       // frames the device does not terminate and has no host for

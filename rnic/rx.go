@@ -153,7 +153,9 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte, l *roce.Layout) {
 		d.onProbeResponse(x, p.Payload)
 		return
 	}
+	accepted := x.q.RxDataBytes()
 	x.q.Receive(now, p)
+	d.stats.RxDataBytes += x.q.RxDataBytes() - accepted
 	x.afterEvent()
 	if p.Info().Request() {
 		d.receiverCC(x, p, kind, st, now)

@@ -420,3 +420,21 @@ func TestLateBatchRepliesFromArrival(t *testing.T) {
 	}
 	t.Logf("%d one-packet WRITEs in 1 ms; every ACK started at its WRITE's arrival", s.completed)
 }
+
+// TestRxDataBytes: a device counts the RDMA payload its QPs accepted (Stats.RxDataBytes,
+// a lab's goodput): on a lossless link no more than its peer sent, every completed
+// WRITE's whole payload, and nothing for ACKs.
+func TestRxDataBytes(t *testing.T) {
+	const size = 10000
+	v, a, b := linkedPair(t, 10e9, 1500, Config{})
+	s := newStream(t, a, b, QPInitAttr{}, size, 2, roce.MTU1024)
+	v.RunFor(200 * time.Microsecond)
+	sent, got := a.Stats().TxDataBytes, b.Stats().RxDataBytes
+	t.Logf("%d WRITEs completed; %d payload bytes sent, %d accepted", s.completed, sent, got)
+	if s.completed == 0 || got > sent || got < uint64(s.completed*size) {
+		t.Errorf("the receiver accepted %d payload bytes; the sender sent %d and completed %d WRITEs of %d", got, sent, s.completed, size)
+	}
+	if n := a.Stats().RxDataBytes; n != 0 {
+		t.Errorf("the sender counts %d payload bytes accepted: ACKs carry none", n)
+	}
+}

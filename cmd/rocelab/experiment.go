@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rocelab/rocelab/experiment"
 	"github.com/rocelab/rocelab/fabric"
+	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/netns"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce"
@@ -24,7 +26,7 @@ func init() { rootCmd.AddCommand(newExperimentCmd()) }
 var (
 	starFlags = []string{"senders", "flow-size", "stagger"}
 	mixFlags  = []string{"topology", "leaves", "spines", "hosts-per-leaf", "k", "pods", "tors", "aggs", "cores", "hosts-per-tor",
-		"oversubscription", "fabric-rate", "cdf", "load", "duration", "flows", "topology-file", "threads"}
+		"oversubscription", "fabric-rate", "cdf", "load", "duration", "flows", "threads"}
 	// What a flow file replaces.
 	arrivalFlags = []string{"cdf", "load", "duration"}
 )
@@ -54,6 +56,11 @@ Scenarios:
   incast    --senders hosts each WRITE --flow-size to one receiver through one switch.
   fairness  --senders long flows to one receiver through one switch, joining every
             --stagger and leaving in reverse order.
+            Both run a star: --topology-file FILE takes it from a lab's topology (one
+            switch, one link per host, all alike, in the hosts' order): its links,
+            congestion control, telemetry, buffer and RED marking, its first
+            --senders hosts (default all but the last) sending to its last. The
+            same file in a lab, 'experiment incast --lab', is its real-time twin.
   mix       the HPCC paper's workload: each host of a leaf-spine, a k-ary fat-tree or the
             paper's three-tier fat tree (fat-tree-3tier: 20 ToRs × 16 hosts, 20
             aggregation and 16 core switches in 5 pods, fabric links at --link-rate ×
@@ -87,6 +94,7 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
   rocelab experiment mix --topology fat-tree --k 4 --cdf fbhadoop --load 0.3 --cc dcqcn --json
   rocelab experiment mix --topology fat-tree-3tier --link-rate 100G --load 0.3 --duration 5ms --out out/fat3
   rocelab experiment mix --cdf my_cdf.txt --flows 200 --duration 0 --link-rate 25G --fabric-rate 100G
+  rocelab experiment incast --topology-file topologies/incast-1g.yaml --flow-size 4MiB --out out/twin-virtual
   rocelab experiment incast --preset ns3 --cc dcqcn --ecn 400KB,1600KB,0.2
   rocelab experiment mix --preset ns3 --flows flows.txt --topology-file fat.txt --out out/ns3`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -122,6 +130,16 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 			if err := applyPreset(flags, &cfg); err != nil {
 				return err
 			}
+			if cfg.Scenario != "mix" && cfg.TopologyFile != "" {
+				t, err := topo.Load(cfg.TopologyFile)
+				if err != nil {
+					return fmt.Errorf("experiment: --topology-file: %w", err)
+				}
+				if err := starFromTopology(t, &cfg, flags.Changed("senders")); err != nil {
+					return fmt.Errorf("experiment: --topology-file %s: %w", cfg.TopologyFile, err)
+				}
+				cfg.TopologyFile = "" // read: the star's configuration holds it
+			}
 			run := experiment.Run
 			switch {
 			case labName != "":
@@ -136,7 +154,8 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 				if !flags.Changed("sample") {
 					cfg.Sample = time.Millisecond
 				}
-				run = func(cfg experiment.Config) (*experiment.Result, error) { return labIncast(cfg, store, name) }
+				sendersGiven := flags.Changed("senders")
+				run = func(cfg experiment.Config) (*experiment.Result, error) { return labIncast(cfg, store, name, sendersGiven) }
 			case realTime:
 				if cfg.Scenario == "mix" {
 					return fmt.Errorf("experiment: --realtime runs incast and fairness, not mix")
@@ -188,7 +207,7 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.Float64Var(&cfg.Load, "load", cfg.Load, "mix: offered load, a fraction of each host link's rate")
 	f.Var(durationValue{&cfg.Duration}, "duration", "mix: arrival window (0: none, with --flows)")
 	f.Var(flowsValue{&cfg.Flows, &cfg.FlowFile}, "flows", "mix: stop the arrivals after N flows (0: --duration decides), or replay a flow file in the HPCC simulator's format")
-	f.StringVar(&cfg.TopologyFile, "topology-file", "", "mix: the network from a file: rocelab YAML or the HPCC simulator's topology format")
+	f.StringVar(&cfg.TopologyFile, "topology-file", "", "the network from a file: mix: rocelab YAML or the HPCC simulator's topology format; incast, fairness: a star in rocelab YAML, as a lab runs it")
 	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "mix: threads of the parallel driver, the network partitioned by pod (by ToR under 8 pods); the output is the same on any number of threads (more than one only with idle cores: the threads spin between windows; 0: the sequential driver, whose output differs in the order of simultaneous events)")
 	f.StringVar(&cfg.Preset, "preset", "", "ns3: the HPCC simulator's parameters, payload, headers and marking (docs/hpcc.md)")
 	f.IntVar(&cfg.Payload, "payload", 0, "payload bytes of a full data packet, at most --mtu (0: the MTU; ns3: 1000)")
@@ -198,7 +217,7 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
 	f.StringVar(&out, "out", "experiment-out", "output directory")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout")
-	f.StringVar(&labName, "lab", "", "incast: run in this running lab (rocelab up) with real write_bw processes, its first --senders hosts into its last; sampled through its control socket every --sample (default 1ms)")
+	f.StringVar(&labName, "lab", "", "incast: run in this running lab (rocelab up) with real write_bw processes, its first --senders hosts (default all but the last) into its last; sampled through its control socket every --sample (default 1ms)")
 	f.BoolVar(&realTime, "realtime", false, "incast, fairness: run in real time, as a lab runs (the twin of the virtual-time run; figures depend on the machine's load)")
 	cmd.AddCommand(newFlowsCmd(), newCompareCmd())
 	return cmd
@@ -232,12 +251,16 @@ func checkGivenZeros(flags *pflag.FlagSet, cfg *experiment.Config) error {
 
 // checkFileFlags rejects the flags a flow file or a topology file replaces.
 func checkFileFlags(flags *pflag.FlagSet, cfg *experiment.Config) error {
+	topologyReplaces := []string{"topology", "leaves", "spines", "hosts-per-leaf", "k", "pods", "tors", "aggs",
+		"cores", "hosts-per-tor", "oversubscription", "fabric-rate", "link-rate", "link-delay"}
+	if cfg.Scenario != "mix" {
+		topologyReplaces = slices.Concat(starFileFlags, []string{"ecn", "lab", "realtime"})
+	}
 	for _, d := range []struct {
 		file, what string
 		replaced   []string
 	}{{cfg.FlowFile, "a flow file (--flows FILE)", arrivalFlags},
-		{cfg.TopologyFile, "--topology-file", []string{"topology", "leaves", "spines", "hosts-per-leaf", "k", "pods", "tors", "aggs",
-			"cores", "hosts-per-tor", "oversubscription", "fabric-rate", "link-rate", "link-delay"}}} {
+		{cfg.TopologyFile, "--topology-file", topologyReplaces}} {
 		if d.file == "" {
 			continue
 		}

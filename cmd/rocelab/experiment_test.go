@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,4 +251,101 @@ func TestExperimentPresetYieldsToFlags(t *testing.T) {
 			t.Errorf("%v: cc %q, want %q", tc.args, s.CC, tc.want)
 		}
 	}
+}
+
+// TestExperimentStarTopologyFile: `experiment incast --topology-file` runs a lab's star
+// topology as its virtual-time twin, exactly the run its links, congestion control and
+// telemetry given as flags make (every output file the same), with all but the last
+// host sending unless --senders says otherwise; and refuses, with the reason, a file
+// that is no star the incast can run and the flags the file replaces.
+func TestExperimentStarTopologyFile(t *testing.T) {
+	const file = "../../topologies/incast-1g.yaml"
+	fromFile, fromFlags := t.TempDir(), t.TempDir()
+	common := []string{"incast", "--flow-size", "256KiB", "--seed", "3"}
+	for _, run := range []struct {
+		dir  string
+		args []string
+	}{
+		{fromFile, []string{"--topology-file", file}},
+		{fromFlags, []string{"--senders", "2", "--link-rate", "1G", "--link-delay", "10us", "--mtu", "1024",
+			"--cc", "hpcc", "--mode", "probe", "--telemetry", "int", "--ecn", "4KB,16KB,0.2"}},
+	} {
+		if out, err := runExperiment(t, slices.Concat(common, run.args, []string{"--out", run.dir})...); err != nil {
+			t.Fatalf("%v: %v\n%s", run.args, err, out)
+		}
+	}
+	for _, name := range []string{"summary.json", "flows.csv", "queue.csv", "rates.csv"} {
+		a, err := os.ReadFile(filepath.Join(fromFile, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(fromFlags, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "summary.json" { // the wall clock differs
+			a, b = dropWallClock(t, a), dropWallClock(t, b)
+		}
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs between --topology-file and the same star as flags", name)
+		}
+	}
+	one := t.TempDir()
+	if out, err := runExperiment(t, "incast", "--topology-file", file, "--senders", "1", "--flow-size", "64KiB", "--json", "--out", one); err != nil {
+		t.Fatalf("--senders 1: %v\n%s", err, out)
+	} else if !strings.Contains(out, `"flows_total": 1,`) {
+		t.Errorf("--senders 1 with the file: the run did not use one sender:\n%.400s", out)
+	}
+
+	dir := t.TempDir()
+	write := func(name, y string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	hosts := "hosts:\n  - {name: h1, ipv4: 10.0.0.1}\n  - {name: h2, ipv4: 10.0.0.2}\n"
+	mixed := write("mixed.yaml", "telemetry: int\ncongestion_control: hpcc\n"+hosts+"switches:\n  - name: s1\nlinks:\n"+
+		"  - {endpoints: [h1, s1], rate: 1G, delay: 10us}\n  - {endpoints: [h2, s1], rate: 10G, delay: 10us}\n")
+	blind := write("blind.yaml", "telemetry: none\ncongestion_control: hpcc\n"+hosts+"switches:\n  - name: s1\nlinks:\n"+
+		"  - {endpoints: [h1, s1], rate: 1G}\n  - {endpoints: [h2, s1], rate: 1G}\n")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--topology-file", "../../topologies/dumbbell.yaml"}, "a star has one switch"},
+		{[]string{"--topology-file", "../../topologies/incast.yaml"}, "switch s1 has PFC"},
+		{[]string{"--topology-file", mixed}, "link h2–s1 differs from h1–s1"},
+		{[]string{"--topology-file", blind}, "congestion control hpcc needs telemetry"},
+		{[]string{"--topology-file", file, "--senders", "3"}, "--senders 3: the topology has 3 hosts, room for 2 senders"},
+		{[]string{"--topology-file", file, "--link-rate", "10G"}, "--link-rate does not apply with --topology-file"},
+		{[]string{"--topology-file", file, "--mode", "rx"}, "--mode does not apply with --topology-file"},
+		{[]string{"--topology-file", file, "--lab", "x"}, "--lab does not apply with --topology-file"},
+		{[]string{"--topology-file", "/nonexistent.yaml"}, "--topology-file: open /nonexistent.yaml"},
+	} {
+		out, err := runExperiment(t, slices.Concat([]string{"incast"}, tc.args, []string{"--out", t.TempDir()})...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one containing %q\n%s", tc.args, err, tc.want, out)
+		}
+	}
+}
+
+// dropWallClock returns a summary.json without its wall-clock figures.
+func dropWallClock(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	for k := range m {
+		if strings.Contains(k, "wall") {
+			delete(m, k)
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -37,7 +37,7 @@ const labCQModeration = 16
 const labDrainEvery = 250 * time.Millisecond
 
 // labIncast runs the incast scenario in a running lab with real app processes: the
-// first cfg.Senders hosts each run rocelab's write_bw (64 KiB RDMA WRITEs) against a
+// first cfg.Senders hosts (all but the last unless sendersGiven) each run rocelab's write_bw (64 KiB RDMA WRITEs) against a
 // write_bw server of its own on the lab's last host, all started together, while
 // the lab records, every cfg.Sample on its own loops (control op record), the
 // bottleneck port's queue and bytes (the switch port towards the receiver) and each
@@ -46,7 +46,7 @@ const labDrainEvery = 250 * time.Millisecond
 // interval (its congestion control's rate lives inside the lab process), and it lasts
 // from the first to the last sample in which its sender's bytes grew. cfg.LinkRate is
 // set from the port.
-func labIncast(cfg experiment.Config, store netns.Store, name string) (*experiment.Result, error) {
+func labIncast(cfg experiment.Config, store netns.Store, name string, sendersGiven bool) (*experiment.Result, error) {
 	status := func() (lab.Status, error) {
 		r, _, err := lab.Query(store, name, lab.Request{Op: "status"})
 		if err == nil && r.Status == nil {
@@ -60,6 +60,9 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 	st, err := status()
 	if err != nil {
 		return nil, err
+	}
+	if !sendersGiven {
+		cfg.Senders = len(st.Hosts) - 1
 	}
 	if len(st.Hosts) < cfg.Senders+1 {
 		return nil, fmt.Errorf("experiment: lab %s has %d hosts: too few for %d senders and a receiver", name, len(st.Hosts), cfg.Senders)
@@ -194,6 +197,9 @@ func labIncast(cfg experiment.Config, store netns.Store, name string) (*experime
 			hb.bytes = append(hb.bytes, c.Hosts[h.Name])
 		}
 		res.Queue = append(res.Queue, experiment.QueueSample{T: now, Bytes: p.QLen, TxBytes: p.TxBytes, Area: p.QueueArea})
+		// The receiver's QPs' accepted payload: the goodput, as a virtual-time run
+		// counts it at its receivers.
+		res.Delivered = append(res.Delivered, experiment.DeliveredSample{T: now, Bytes: c.Received[recv.Name]})
 		series = append(series, hb)
 		return nil
 	}
