@@ -55,4 +55,12 @@ wait $CAP
 step "9. What crossed switch port s1:p1 (towards h2; the capture printed how many frames it wrote and dropped), decoded: every RoCEv2 frame's ICRC verified"
 $R decode --summary out/demo-s1p1.pcapng
 $R down demo
+
+step "10. HPCC++ closing its loop in a 1 Gb/s lab (h1, h2 -> h3, real write_bw processes), next to its virtual-time twin from the same topology file"
+trap '$R down twin >/dev/null 2>&1 || true' EXIT
+$R up -f topologies/incast-1g.yaml --name twin >/dev/null
+$R experiment incast --lab twin --flow-size 4MiB --out out/twin-lab | grep -E "bottleneck|goodput"
+$R experiment incast --topology-file topologies/incast-1g.yaml --flow-size 4MiB --out out/twin-virtual >/dev/null
+$R experiment compare out/twin-virtual out/twin-lab | sed -n '/^metric/,/^jain/p'
+$R down twin
 trap - EXIT
