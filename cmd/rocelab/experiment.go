@@ -155,7 +155,9 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 					cfg.Sample = time.Millisecond
 				}
 				sendersGiven := flags.Changed("senders")
-				run = func(cfg experiment.Config) (*experiment.Result, error) { return labIncast(cfg, store, name, sendersGiven) }
+				run = func(cfg experiment.Config) (*experiment.Result, error) {
+					return labIncast(cfg, store, name, sendersGiven)
+				}
 			case realTime:
 				if cfg.Scenario == "mix" {
 					return fmt.Errorf("experiment: --realtime runs incast and fairness, not mix")
