@@ -130,7 +130,7 @@ func TestLabRealTimeHPCCStampsEveryProbe(t *testing.T) {
 // control a lab offers (HPCC over INT with a probe per RTT, per-ACK and Rx-HPCC;
 // DCQCN), real write_bw processes through the verbs services, sampled by
 // `rocelab experiment incast --lab`, against the same incast in virtual time
-// (`rocelab experiment incast` with the lab's parameters): utilization, the queue
+// (`rocelab experiment incast --topology-file` of the lab's own topology file): utilization, the queue
 // averaged after the first drain and every flow's rate agree within 10% (the queue
 // within 10% or one packet, whichever is larger; DCQCN's per-flow rates are not
 // compared). Skipped when the load average exceeds the cores: the figures would
@@ -284,13 +284,13 @@ var labModes = []rnic.Mode{rnic.ModeHPCCProbe, rnic.ModeHPCC, rnic.ModeRxHPCC, r
 // labIncastTwin runs an N:1 incast (4 MiB per sender per Gb/s, congestion control
 // mode: an HPCC mode over INT, or DCQCN) in a lab of N+1 hosts around one switch with
 // links 10 µs long — real write_bw processes sampled by `rocelab experiment incast
-// --lab` — and the same incast in virtual time with the lab's parameters, and returns
+// --lab` — and the same incast in virtual time from the same topology file, and returns
 // both summaries.
 func labIncastTwin(tb testing.TB, c *cli, links labLinks, senders int, mode rnic.Mode) (lab, virt experiment.JSON) {
 	tb.Helper()
-	lab = runLabIncast(tb, c, links, senders, mode)
-	virt = incastJSON(tb, c, senders, links, append(ccArgs(mode), "--link-rate", links.rate, "--link-delay", "10us",
-		"--mtu", fmt.Sprint(links.pathMTU()), "--telemetry", "int", "--limit", "10s")...)
+	star := writeStar(tb, senders+1, links, "int", string(mode))
+	lab = labIncastOf(tb, c, star, links, senders)
+	virt = incastJSON(tb, c, senders, links, "--topology-file", star, "--limit", "10s") // the same file in virtual time
 	lm, vm := lab.Metrics, virt.Metrics
 	tb.Logf("%v %d:1 %s: lab: utilization %.3f, mean queue %.0f B, Jain %.4f; virtual: %.3f, %.0f B, %.4f",
 		links, senders, mode, lm.Utilization, lm.MeanQueue, lm.Jain, vm.Utilization, vm.MeanQueue, vm.Jain)
@@ -300,11 +300,17 @@ func labIncastTwin(tb testing.TB, c *cli, links labLinks, senders int, mode rnic
 // runLabIncast runs labIncastTwin's incast in a lab only.
 func runLabIncast(tb testing.TB, c *cli, links labLinks, senders int, mode rnic.Mode) experiment.JSON {
 	tb.Helper()
+	return labIncastOf(tb, c, writeStar(tb, senders+1, links, "int", string(mode)), links, senders)
+}
+
+// labIncastOf runs the incast of senders in a lab of the star topology file star.
+func labIncastOf(tb testing.TB, c *cli, star string, links labLinks, senders int) experiment.JSON {
+	tb.Helper()
 	if out, err := exec.Command("go", "build", "-o", filepath.Dir(c.bin)+"/", "../write_bw").CombinedOutput(); err != nil {
 		tb.Fatalf("go build write_bw: %v\n%s", err, out)
 	}
 	name := labName("incast")
-	c.run("up", "-f", writeStar(tb, senders+1, links, "int", string(mode)), "--name", name)
+	c.run("up", "-f", star, "--name", name)
 	defer c.run("down", name)
 	return incastJSON(tb, c, senders, links, "--lab", name)
 }
@@ -326,14 +332,6 @@ func incastJSON(tb testing.TB, c *cli, senders int, links labLinks, flags ...str
 		tb.Fatal(err)
 	}
 	return res
-}
-
-// ccArgs are the experiment flags of congestion control mode.
-func ccArgs(mode rnic.Mode) []string {
-	if mode == rnic.ModeDCQCN {
-		return []string{"--cc", "dcqcn"}
-	}
-	return []string{"--cc", "hpcc", "--mode", string(mode)}
 }
 
 // benchLinks are the links of the lab incasts: 1 and 10 Gb/s with 1500-byte frames
