@@ -135,7 +135,7 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 				if err != nil {
 					return fmt.Errorf("experiment: --topology-file: %w", err)
 				}
-				if err := starFromTopology(t, &cfg, flags.Changed("senders")); err != nil {
+				if err := starFromTopology(t, &cfg, flags.Changed("senders"), flags.Changed("base-rtt")); err != nil {
 					return fmt.Errorf("experiment: --topology-file %s: %w", cfg.TopologyFile, err)
 				}
 				cfg.TopologyFile = "" // read: the star's configuration holds it

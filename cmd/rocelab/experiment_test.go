@@ -268,7 +268,7 @@ func TestExperimentStarTopologyFile(t *testing.T) {
 	}{
 		{fromFile, []string{"--topology-file", file}},
 		{fromFlags, []string{"--senders", "2", "--link-rate", "1G", "--link-delay", "10us", "--mtu", "1024",
-			"--cc", "hpcc", "--mode", "probe", "--telemetry", "int", "--ecn", "4KB,16KB,0.2"}},
+			"--cc", "hpcc", "--mode", "probe", "--telemetry", "int", "--ecn", "4KB,16KB,0.2", "--base-rtt", "65.888us"}},
 	} {
 		if out, err := runExperiment(t, slices.Concat(common, run.args, []string{"--out", run.dir})...); err != nil {
 			t.Fatalf("%v: %v\n%s", run.args, err, out)

@@ -7,6 +7,7 @@ import (
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/fabric/topo"
+	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
@@ -20,11 +21,13 @@ var starFileFlags = []string{"link-rate", "link-delay", "mtu", "cc", "mode", "te
 // built from it: its first cfg.Senders hosts (all but the last when senders is not
 // given) send to its last; the links' rate, delay and path MTU; its congestion control
 // (HPCC in the topology's mode, a probe per RTT by default, DCQCN or none) and
-// telemetry; the switch's buffer and RED marking where it sets them (fabric.SimECN
-// for the links' rate otherwise, as a lab does). So the same file runs in a lab and,
+// telemetry; HPCC's base RTT T as the lab derives it (lab.BaseRTT: the link MTU's
+// frames, at least lab.RealTimeMinBaseRTT) unless --base-rtt is given; the switch's
+// buffer and RED marking where it sets them (fabric.SimECN for the links' rate
+// otherwise, as a lab does). So the same file runs in a lab and,
 // here, as its virtual-time twin. The incast's star runs every link alike, without
 // PFC: a file that differs is refused with the reason.
-func starFromTopology(t *topo.Topology, cfg *experiment.Config, sendersGiven bool) error {
+func starFromTopology(t *topo.Topology, cfg *experiment.Config, sendersGiven, baseRTTGiven bool) error {
 	if len(t.Switches) != 1 {
 		return fmt.Errorf("a star has one switch, the topology has %d", len(t.Switches))
 	}
@@ -67,6 +70,9 @@ func starFromTopology(t *topo.Topology, cfg *experiment.Config, sendersGiven boo
 	var err error
 	if cfg.CC, cfg.Telemetry, err = starCC(t); err != nil {
 		return err
+	}
+	if !baseRTTGiven {
+		cfg.BaseRTT = max(lab.BaseRTT(t), lab.RealTimeMinBaseRTT)
 	}
 	if sw.Buffer > 0 {
 		cfg.Buffer = sw.Buffer
