@@ -58,7 +58,8 @@ Scenarios:
             --stagger and leaving in reverse order.
             Both run a star: --topology-file FILE takes it from a lab's topology (one
             switch, one link per host, all alike, in the hosts' order): its links,
-            congestion control, telemetry, buffer and RED marking, its first
+            congestion control, telemetry, HPCC base RTT (as the lab derives it;
+            --base-rtt overrides), buffer and RED marking, its first
             --senders hosts (default all but the last) sending to its last. The
             same file in a lab, 'experiment incast --lab', is its real-time twin.
   mix       the HPCC paper's workload: each host of a leaf-spine, a k-ary fat-tree or the
