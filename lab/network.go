@@ -441,6 +441,22 @@ func slowestLink(t *topo.Topology, name string) uint64 {
 // lab can fill (1–10 Gb/s, T of tens of microseconds) keep their derived T.
 const RealTimeMinBaseRTT = 20 * time.Microsecond
 
+// TopologyCC is the congestion control the soft-RNICs of a lab built from t run on the
+// real-time clock, and the telemetry format its switches stamp: what a virtual-time
+// twin of that lab runs.
+func TopologyCC(t *topo.Topology) (rnic.CC, telemetry.Format, error) {
+	format, err := telemetryFormat(t.Telemetry)
+	if err != nil {
+		return rnic.CC{}, "", err
+	}
+	cc, err := topologyCC(t, format, true)
+	return cc, format, err
+}
+
+// RealTimeBaseRTT is HPCC's base RTT T in a lab of t on the real-time clock: BaseRTT,
+// at least RealTimeMinBaseRTT.
+func RealTimeBaseRTT(t *topo.Topology) time.Duration { return max(BaseRTT(t), RealTimeMinBaseRTT) }
+
 // topologyCC is the devices' congestion control for the topology's choice: HPCC in
 // the topology's mode (by default the draft's reference RoCEv2 mode, one
 // telemetry-request probe per RTT), with the draft's parameters for the slowest link
@@ -457,7 +473,7 @@ func topologyCC(t *topo.Topology, format telemetry.Format, realTime bool) (rnic.
 		}
 		T := BaseRTT(t)
 		if realTime {
-			T = max(T, RealTimeMinBaseRTT)
+			T = RealTimeBaseRTT(t)
 		}
 		p := hpcc.DraftParams(float64(slowestLink(t, "")), T, max(1, len(t.Hosts)-1))
 		if format == telemetry.FormatHPCC {

@@ -8,9 +8,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/lab"
-	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce"
-	"github.com/rocelab/rocelab/roce/telemetry"
 )
 
 // starFileFlags are the flags a star's topology file replaces in the incast and
@@ -20,9 +18,9 @@ var starFileFlags = []string{"link-rate", "link-delay", "mtu", "cc", "mode", "te
 // starFromTopology sets cfg from a star topology, as `experiment --lab` reads a lab
 // built from it: its first cfg.Senders hosts (all but the last when senders is not
 // given) send to its last; the links' rate, delay and path MTU; its congestion control
-// (HPCC in the topology's mode, a probe per RTT by default, DCQCN or none) and
-// telemetry; HPCC's base RTT T as the lab derives it (lab.BaseRTT: the link MTU's
-// frames, at least lab.RealTimeMinBaseRTT) unless --base-rtt is given; the switch's
+// (lab.TopologyCC: HPCC in the topology's mode, a probe per RTT by default, DCQCN or
+// none) and telemetry; HPCC's base RTT T as the lab derives it (lab.BaseRTT: the link MTU's
+// frames, at least lab.RealTimeMinBaseRTT: lab.RealTimeBaseRTT) unless --base-rtt is given; the switch's
 // buffer and RED marking where it sets them (fabric.SimECN for the links' rate
 // otherwise, as a lab does). So the same file runs in a lab and,
 // here, as its virtual-time twin. The incast's star runs every link alike, without
@@ -67,12 +65,13 @@ func starFromTopology(t *topo.Topology, cfg *experiment.Config, sendersGiven, ba
 	}
 	cfg.LinkRate, cfg.LinkDelay = first.Rate, first.Delay
 	cfg.MTU = roce.MTUForLinkMTU(first.MTU)
-	var err error
-	if cfg.CC, cfg.Telemetry, err = starCC(t); err != nil {
+	cc, format, err := lab.TopologyCC(t)
+	if err != nil {
 		return err
 	}
+	cfg.CC, cfg.Telemetry = cc.Mode, format
 	if !baseRTTGiven {
-		cfg.BaseRTT = max(lab.BaseRTT(t), lab.RealTimeMinBaseRTT)
+		cfg.BaseRTT = lab.RealTimeBaseRTT(t)
 	}
 	if sw.Buffer > 0 {
 		cfg.Buffer = sw.Buffer
@@ -82,26 +81,4 @@ func starFromTopology(t *topo.Topology, cfg *experiment.Config, sendersGiven, ba
 		cfg.ECN = fabric.ECN{Enabled: true, KMin: e.KMin, KMax: e.KMax, PMax: e.PMax}
 	}
 	return nil
-}
-
-// starCC is the congestion control and telemetry a lab built from t runs: HPCC in the
-// topology's mode, DCQCN or none, and its telemetry format (none: the zero format).
-func starCC(t *topo.Topology) (rnic.Mode, telemetry.Format, error) {
-	var format telemetry.Format
-	switch t.Telemetry {
-	case "int":
-		format = telemetry.FormatINTMD
-	case "ioam", "ifa", "hpcc":
-		format = telemetry.Format(t.Telemetry)
-	}
-	switch t.CongestionControl {
-	case "hpcc":
-		if format == "" {
-			return "", "", fmt.Errorf("congestion control hpcc needs telemetry, the topology has none")
-		}
-		return rnic.Mode(t.HPCCMode), format, nil
-	case "dcqcn":
-		return rnic.ModeDCQCN, format, nil
-	}
-	return rnic.ModeNone, format, nil
 }
