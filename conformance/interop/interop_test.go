@@ -188,14 +188,7 @@ func captureCase(t testing.TB, l *lab.Lab, store netns.Store, peer, bin string, 
 		f.Close()
 		t.Fatal(err)
 	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			s.Stop()
-			f.Close()
-			stopped = true
-		}
-	}
+	stop := func() { s.Stop(); f.Close() }
 	defer stop() // a failed case must free the capture point for the next
 	server, client = runCase(t, l, store, peer, bin, c)
 	stop()
