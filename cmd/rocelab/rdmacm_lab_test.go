@@ -38,6 +38,7 @@ func newRDMACMLab(t *testing.T) *ibverbsLab {
 // noListener is how rping and perftest report the REJ "invalid service ID" that a
 // connection request gets from a host where nothing listens on the port yet.
 var noListener = []string{"RDMA_CM_EVENT_REJECTED, error 8", "Unexpected CM event bl blka 8",
+	"Event: RDMA_CM_EVENT_REJECTED; error: 8.",
 	"cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8", "udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 5"}
 
 // cmPair runs server in srvHost and client in cliHost and returns both outputs; either
