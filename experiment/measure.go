@@ -191,21 +191,26 @@ func measure(res *Result, candidates []span, rate uint64) Metrics {
 	return m
 }
 
-// firstDrain is the first sample after the queue's peak at which it holds at most
-// level bytes, or at most the lower quartile of the queue between the peak and
-// settled, whichever is more: with more flows than the bandwidth-delay product has packets,
-// every flow at HPCC's minimum window, the queue settles at a standing level of a few
-// packets that it never leaves while the flows run, and its first drain is reaching
-// that level. settled is when the flows stop being all active (the first completion).
-// It returns -1 if the queue never drains.
+// firstDrain is the first sample after the initial burst's top at which the queue
+// holds at most level bytes, or at most the lower quartile of the queue between that
+// top and settled, whichever is more: with more flows than the bandwidth-delay product has
+// packets, every flow at HPCC's minimum window, the queue settles at a standing level
+// of a few packets that it never leaves while the flows run, and its first drain is
+// reaching that level. settled is when the flows stop being all active (the first
+// completion). It returns -1 if the queue never drains.
 func firstDrain(queue []QueueSample, level int, settled clock.Time) clock.Time {
 	if len(queue) == 0 {
 		return -1
 	}
-	// The initial burst is the highest peak before the first completion: a later,
-	// higher one (a real-time lab's stall, the last flows speeding up) would start
-	// the window in the flows' tail. Without a peak above level before settled, the
-	// highest of all.
+	// The initial burst is the first time the queue reaches half its highest peak
+	// before the first completion, and its top the highest sample before the queue
+	// falls below that half again. Not the highest peak itself: a queue that
+	// oscillates while the flows run (DCQCN's between its marking thresholds, above
+	// all when a lab samples it every millisecond) can peak highest anywhere, and the
+	// drain after that peak started a lab's window in the flows' last few
+	// milliseconds. Nor a peak after the first completion (a real-time lab's stall,
+	// the last flows speeding up), which would start the window in the flows' tail.
+	// Without a peak above level before settled, the highest of all.
 	peak := highest(queue, settled)
 	if queue[peak].Bytes <= level {
 		peak = highest(queue, clock.Never)
@@ -213,8 +218,19 @@ func firstDrain(queue []QueueSample, level int, settled clock.Time) clock.Time {
 	if queue[peak].Bytes <= level {
 		return -1
 	}
+	half := (queue[peak].Bytes + 1) / 2
+	start := 0
+	for queue[start].Bytes < half {
+		start++
+	}
+	top := start
+	for i := start; i < len(queue) && queue[i].Bytes >= half; i++ {
+		if queue[i].Bytes > queue[top].Bytes {
+			top = i
+		}
+	}
 	var after []int
-	for _, s := range queue[peak:] {
+	for _, s := range queue[top:] {
 		if s.T > settled {
 			break
 		}
@@ -224,7 +240,7 @@ func firstDrain(queue []QueueSample, level int, settled clock.Time) clock.Time {
 		sort.Ints(after)
 		level = max(level, after[len(after)/4])
 	}
-	for _, s := range queue[peak:] {
+	for _, s := range queue[top:] {
 		if s.Bytes <= level {
 			return s.T
 		}

@@ -101,6 +101,17 @@ func TestFirstDrainToStandingQueue(t *testing.T) {
 	if got := firstDrain(late, 1100, 4000); got != 3000 {
 		t.Errorf("a higher peak after the first completion: first drain at %d ns, want 3000", got)
 	}
+	// A queue that oscillates while the flows run (DCQCN's, sampled every
+	// millisecond in a lab) peaks highest after the initial burst; the window still
+	// starts at the burst's drain. By hand: 0, 9000, 4000, 0, 5000, 12000, 0, 3000 with
+	// the first completion at 7 µs: half the highest peak (12000 at 5 µs) is first
+	// reached at 1 µs, and the burst's top is that 9000 (the 4000 after it is below
+	// half); from there the lower quartile (the second of seven) is 0, so the level
+	// stays 1100, first reached at 3 µs, not the 6 µs after the highest peak.
+	dcqcn := queueSeries([]int{0, 9000, 4000, 0, 5000, 12000, 0, 3000}, make([]uint64, 8))
+	if got := firstDrain(dcqcn, 1100, 7000); got != 3000 {
+		t.Errorf("an oscillating queue: first drain at %d ns, want 3000 (after the initial burst)", got)
+	}
 	if got := firstDrain(q[:1], 1100, 6000); got != -1 {
 		t.Errorf("a queue that never exceeds the level drains at %d, want -1", got)
 	}
