@@ -50,10 +50,6 @@ type atomicReplay struct {
 }
 
 func (r *responder) reset(psn roce.PSN) {
-	if r.queue.items == nil {
-		r.queue.init()
-		r.replay = make([]atomicReplay, MaxRdAtomicLimit)
-	}
 	r.queue.clear()
 	clear(r.replay)
 	*r = responder{psn: psn, queue: r.queue, replay: r.replay}
@@ -295,7 +291,7 @@ func (q *QP) execWrite(p *roce.Packet, info *roce.OpcodeInfo) bool {
 
 // readResources reports whether another READ or atomic response fits.
 func (q *QP) readResources() bool {
-	return q.resp.queue.rdAtomic < int(q.attr.MaxDestRdAtomic) && q.resp.queue.size < len(q.resp.queue.items)
+	return q.resp.queue.rdAtomic < int(q.attr.MaxDestRdAtomic) && !q.resp.queue.full()
 }
 
 func (q *QP) execRead(p *roce.Packet) {
@@ -337,6 +333,9 @@ func (q *QP) execAtomic(p *roce.Packet) {
 		return
 	}
 	r := &q.resp
+	if r.replay == nil { // only a QP that executes atomics needs the cache
+		r.replay = make([]atomicReplay, MaxRdAtomicLimit)
+	}
 	r.replay[r.replayN%max(1, int(q.attr.MaxDestRdAtomic))] = atomicReplay{psn: psn, orig: orig, valid: true}
 	r.replayN++
 	r.msn++
@@ -368,7 +367,7 @@ func (q *QP) duplicate(p *roce.Packet) {
 	case roce.OperationCompareSwap, roce.OperationFetchAdd:
 		for _, e := range q.resp.replay {
 			if e.valid && e.psn == psn {
-				if q.resp.queue.size < len(q.resp.queue.items) {
+				if !q.resp.queue.full() {
 					q.queueAtomic(psn, e.orig)
 				}
 				q.ctr.DupRequests++

@@ -29,13 +29,30 @@ type response struct {
 // respSlack is room for ACKs and NAKs beside max_dest_rd_atomic READ/atomic entries.
 const respSlack = 8
 
+// respCapacity is the most responses a QP queues: the READs and atomics its
+// max_dest_rd_atomic may allow, and respSlack ACKs and NAKs beside them.
+const respCapacity = MaxRdAtomicLimit + respSlack
+
+// respQueue is a ring that grows as it fills, up to respCapacity. Most QPs queue only
+// ACKs, a few at a time: reserved whole up front, a QP's 136 entries were 8.7 KB, and
+// with the atomic replay cache two thirds of a simulated flow's memory.
 type respQueue struct {
 	items      []response
 	head, size int
 	rdAtomic   int // READ and atomic entries queued
 }
 
-func (r *respQueue) init() { r.items = make([]response, MaxRdAtomicLimit+respSlack) }
+// full reports whether the queue holds respCapacity responses.
+func (r *respQueue) full() bool { return r.size == respCapacity }
+
+// grow enlarges a full ring, keeping its order: to twice its size, at least
+// respSlack, at most respCapacity.
+func (r *respQueue) grow() {
+	items := make([]response, min(max(2*len(r.items), respSlack), respCapacity))
+	n := copy(items, r.items[r.head:])
+	copy(items[n:], r.items[:r.head])
+	r.items, r.head = items, 0
+}
 
 func (r *respQueue) clear() {
 	clear(r.items)
@@ -50,8 +67,11 @@ func (r *respQueue) tail() *response {
 
 // push appends e, or reports false when the queue is full.
 func (r *respQueue) push(e response) bool {
-	if r.size == len(r.items) {
+	if r.full() {
 		return false
+	}
+	if r.size == len(r.items) {
+		r.grow()
 	}
 	r.items[(r.head+r.size)%len(r.items)] = e
 	r.size++
