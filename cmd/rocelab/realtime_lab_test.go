@@ -202,8 +202,12 @@ func checkLabIncast(t *testing.T, links labLinks, mode rnic.Mode, res experiment
 	}
 	m := res.Metrics
 	pkt := float64(links.pathMTU() + 100)
-	t.Logf("utilization %.3f, mean queue %.0f B = %.1f packets (window %v), Jain %.4f, samples at most %.0f µs apart",
-		m.Utilization, m.MeanQueue, m.MeanQueue/pkt, m.Window, m.Jain, m.LongestSampleGapUS)
+	late := "no lateness reported"
+	if l := m.LoopLateness; l != nil {
+		late = fmt.Sprintf("timers late %.1f µs on average, p99 %.0f µs", l.MeanUS, l.P99US)
+	}
+	t.Logf("utilization %.3f, mean queue %.0f B = %.1f packets (window %v), Jain %.4f, samples at most %.0f µs apart, %s",
+		m.Utilization, m.MeanQueue, m.MeanQueue/pkt, m.Window, m.Jain, m.LongestSampleGapUS, late)
 	if m.FlowsFinished != m.FlowsTotal {
 		t.Errorf("%d of %d flows finished", m.FlowsFinished, m.FlowsTotal)
 	}
