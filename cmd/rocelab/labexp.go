@@ -17,6 +17,7 @@ import (
 	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/netns"
 	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 )
 
@@ -82,32 +83,39 @@ func labIncast(cfg experiment.Config, store netns.Store, name string, sendersGiv
 	if cfg.LinkRate, err = topo.ParseRate(st.Switches[sw].Ports[port].Rate); err != nil {
 		return nil, fmt.Errorf("experiment: lab %s: rate of %s: %w", name, st.Switches[sw].Ports[port].Port, err)
 	}
-	// The summary describes the lab: its receiver link's delay, its congestion control
-	// as the lab runs it (HPCC in the topology's mode, by default a probe per RTT) and
-	// its telemetry.
+	// The summary describes the lab as its topology file has it, as the twin
+	// (experiment --topology-file) reads it: the receiver link's delay and path MTU
+	// (the MTU also sets the drain level that starts the window, and the headers in
+	// the ideal FCT), the congestion control and telemetry the lab runs
+	// (lab.TopologyCC) and its real-time base RTT. Without the file (moved since up),
+	// the lab's status names the congestion control and telemetry, HPCC's mode taken
+	// as the labs' default, a probe per RTT.
 	var baseRTT time.Duration
-	hpccMode := rnic.ModeHPCCProbe
 	if t, err := topo.Load(st.Topology); err == nil {
-		baseRTT = lab.BaseRTT(t)
 		for _, l := range t.Links {
 			if l.Endpoints[0] == recv.Name || l.Endpoints[1] == recv.Name {
-				cfg.LinkDelay = l.Delay
+				cfg.LinkDelay, cfg.MTU = l.Delay, roce.MTUForLinkMTU(l.MTU)
 			}
 		}
-		hpccMode = rnic.Mode(t.HPCCMode)
-	}
-	switch st.CongestionControl {
-	case "hpcc":
-		cfg.CC = hpccMode
-	case "dcqcn":
-		cfg.CC = rnic.ModeDCQCN
-	default:
-		cfg.CC = rnic.ModeNone
-	}
-	if st.Telemetry == "int" {
-		cfg.Telemetry = telemetry.FormatINTMD
-	} else if st.Telemetry != "none" {
-		cfg.Telemetry = telemetry.Format(st.Telemetry)
+		cc, format, err := lab.TopologyCC(t)
+		if err != nil {
+			return nil, fmt.Errorf("experiment: lab %s: %w", name, err)
+		}
+		cfg.CC, cfg.Telemetry, baseRTT = cc.Mode, format, lab.RealTimeBaseRTT(t)
+	} else {
+		switch st.CongestionControl {
+		case "hpcc":
+			cfg.CC = rnic.ModeHPCCProbe
+		case "dcqcn":
+			cfg.CC = rnic.ModeDCQCN
+		default:
+			cfg.CC = rnic.ModeNone
+		}
+		if st.Telemetry == "int" {
+			cfg.Telemetry = telemetry.FormatINTMD
+		} else if st.Telemetry != "none" {
+			cfg.Telemetry = telemetry.Format(st.Telemetry)
+		}
 	}
 	const msg, basePort = 64 << 10, 18600
 	iters := max(1, cfg.FlowSize/msg)

@@ -166,6 +166,37 @@ func TestLabRealTimeIncastTwin(t *testing.T) {
 	}
 }
 
+// TestLabIncastRealTimeDescribesItsLab: `experiment incast --lab` describes the lab as
+// its twin from the same topology file does: the summary's first line (senders, link
+// rate and delay, path MTU, congestion control and telemetry, HPCC's base RTT) is the
+// same in both. With jumbo frames the lab's said MTU 1024, the flag's default, and
+// its window started at the drain level of a 1 KiB packet.
+func TestLabIncastRealTimeDescribesItsLab(t *testing.T) {
+	if raceEnabled {
+		t.Skip("real-time lab: not under the race detector, which slows the loops below real time")
+	}
+	c := newCLI(t)
+	buildWriteBW(t, c)
+	star := writeStar(t, 3, labLinks{"10G", 9000}, "int", "per-ack")
+	name := labName("desc")
+	c.run("up", "-f", star, "--name", name)
+	defer c.run("down", name)
+	header := func(out string) string {
+		for line := range strings.Lines(out) {
+			if strings.HasPrefix(line, "incast: ") {
+				return line
+			}
+		}
+		t.Fatalf("no summary line in:\n%s", out)
+		return ""
+	}
+	lab := header(c.run("experiment", "incast", "--lab", name, "--flow-size", "4MiB", "--out", t.TempDir()))
+	twin := header(c.run("experiment", "incast", "--topology-file", star, "--flow-size", "4MiB", "--out", t.TempDir()))
+	if lab != twin {
+		t.Errorf("the lab's run says\n  %sits twin says\n  %s", lab, twin)
+	}
+}
+
 // TestLabRealTimeIncastTargets holds N:1 incasts in a lab (N = 2, 4, 8; real
 // write_bw processes, `rocelab experiment incast --lab`) to issue 21's targets under
 // every congestion control a lab offers, at 1 Gb/s with 1500-byte frames and at
@@ -310,13 +341,20 @@ func runLabIncast(tb testing.TB, c *cli, links labLinks, senders int, mode rnic.
 // labIncastOf runs the incast of senders in a lab of the star topology file star.
 func labIncastOf(tb testing.TB, c *cli, star string, links labLinks, senders int) experiment.JSON {
 	tb.Helper()
-	if out, err := exec.Command("go", "build", "-o", filepath.Dir(c.bin)+"/", "../write_bw").CombinedOutput(); err != nil {
-		tb.Fatalf("go build write_bw: %v\n%s", err, out)
-	}
+	buildWriteBW(tb, c)
 	name := labName("incast")
 	c.run("up", "-f", star, "--name", name)
 	defer c.run("down", name)
 	return incastJSON(tb, c, senders, links, "--lab", name)
+}
+
+// buildWriteBW builds rocelab's write_bw beside c's rocelab binary, where `experiment
+// --lab` runs it from.
+func buildWriteBW(tb testing.TB, c *cli) {
+	tb.Helper()
+	if out, err := exec.Command("go", "build", "-o", filepath.Dir(c.bin)+"/", "../write_bw").CombinedOutput(); err != nil {
+		tb.Fatalf("go build write_bw: %v\n%s", err, out)
+	}
 }
 
 // incastJSON runs `rocelab experiment incast` of senders with flags and returns its
