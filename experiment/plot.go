@@ -34,7 +34,7 @@ func (r *Result) plot(dir string) error {
 	for i, s := range r.Queue {
 		pts[i] = plotter.XY{X: float64(s.T) / 1e3, Y: float64(s.Bytes) / 1e3}
 	}
-	line, err := plotter.NewLine(pts)
+	line, err := plotter.NewLine(decimate(pts))
 	if err != nil {
 		return err
 	}
@@ -50,6 +50,53 @@ func (r *Result) plot(dir string) error {
 		return r.plotBuckets(dir)
 	}
 	return r.plotSlowdown(dir, cc)
+}
+
+// plotColumns is how many columns decimate cuts a line's time axis into: ten times
+// the PNG's 768 pixels across, so that a column of pixels holds about ten of them,
+// and more than a screen draws the SVG's 8 inches in.
+const plotColumns = 8192
+
+// decimate returns the points of a line in time order (pts sorted by X) that draw it
+// at plotColumns columns across: in each column the first, lowest, highest and last
+// point (M4, Jugel et al., VLDB 2014). The line through them takes, in every column,
+// the heights the line through all of them takes, and enters and leaves it at the
+// same points (TestDecimateKeepsEachColumnsEnvelope); drawn, the two differ only in
+// the anti-aliasing of dense stretches (TestDecimateDrawsTheSameImage). A 75 ms
+// incast sampled every 100 ns has 750,000 queue samples and 1.15 M rate samples:
+// drawn whole, its plots took three quarters of the run's time and its SVGs 10–16
+// MB. A line of at most 4·plotColumns points is drawn as it is.
+func decimate(pts plotter.XYs) plotter.XYs {
+	if len(pts) <= 4*plotColumns {
+		return pts
+	}
+	x0, span := pts[0].X, pts[len(pts)-1].X-pts[0].X
+	if !(span > 0) {
+		return pts
+	}
+	column := func(x float64) int { return min(int((x-x0)/span*plotColumns), plotColumns-1) }
+	out := make(plotter.XYs, 0, 4*plotColumns)
+	for first := 0; first < len(pts); {
+		c := column(pts[first].X)
+		last, lo, hi := first, first, first
+		for last+1 < len(pts) && column(pts[last+1].X) == c {
+			last++
+			if pts[last].Y < pts[lo].Y {
+				lo = last
+			}
+			if pts[last].Y > pts[hi].Y {
+				hi = last
+			}
+		}
+		keep := [4]int{first, min(lo, hi), max(lo, hi), last}
+		for i, k := range keep {
+			if i == 0 || k != keep[i-1] {
+				out = append(out, pts[k])
+			}
+		}
+		first = last + 1
+	}
+	return out
 }
 
 // maxLegend is the most flows the rate plot names in a legend; beyond it a colour
@@ -80,7 +127,7 @@ func (r *Result) plotRates(dir, cc string) error {
 		scale.SetMax(float64(max(ids[len(ids)-1], ids[0]+1)))
 	}
 	for i, id := range ids {
-		l, err := plotter.NewLine(series[id])
+		l, err := plotter.NewLine(decimate(series[id]))
 		if err != nil {
 			return err
 		}
