@@ -79,7 +79,7 @@ func TestDecimateKeepsEachColumnsEnvelope(t *testing.T) {
 // pixels (anti-aliased edges where a column's segments now join other points). A
 // control of as many points taken every nth misses peaks and differs in more.
 func TestDecimateDrawsTheSameImage(t *testing.T) {
-	pts := queueLike(750_000, 2)
+	pts := queueLike(250_000, 2)
 	render := func(line plotter.XYs) *image.RGBA {
 		p := newPlot()
 		l, err := plotter.NewLine(line)
