@@ -41,7 +41,10 @@ func (h Host) addrs() []netip.Addr {
 
 var echoID atomic.Int32
 
-// Ping sends one ICMP echo from namespace ns to dst and waits up to 5 s for the reply.
+// Ping sends ICMP echoes from namespace ns to dst, one a second as ping(8) does, and
+// waits up to 5 s in all for a reply. A single echo could be lost for good to address
+// resolution on a link just brought up (the kernel drops what it queued for a
+// neighbour whose solicitations went unanswered), and failed a lab test once in CI.
 func Ping(ns string, dst netip.Addr) error {
 	network, proto := "ip4:icmp", 1
 	var typ icmp.Type = ipv4.ICMPTypeEcho
@@ -57,24 +60,34 @@ func Ping(ns string, dst netip.Addr) error {
 	}
 	defer c.Close()
 	id := int(echoID.Add(1)) & 0xffff
-	msg, _ := (&icmp.Message{Type: typ, Body: &icmp.Echo{ID: id, Seq: 1, Data: []byte("rocelab")}}).Marshal(nil)
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.WriteTo(msg, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
-		return err
-	}
+	deadline := time.Now().Add(5 * time.Second)
 	buf := make([]byte, 1500)
-	for {
-		n, from, err := c.ReadFrom(buf)
-		if err != nil {
-			return fmt.Errorf("no echo reply from %v: %w", dst, err)
+	for seq := 1; ; seq++ {
+		msg, _ := (&icmp.Message{Type: typ, Body: &icmp.Echo{ID: id, Seq: seq, Data: []byte("rocelab")}}).Marshal(nil)
+		if _, err := c.WriteTo(msg, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
+			return err
 		}
-		m, err := icmp.ParseMessage(proto, buf[:n])
-		if err != nil {
-			continue
+		next := time.Now().Add(time.Second)
+		if next.After(deadline) {
+			next = deadline
 		}
-		if e, ok := m.Body.(*icmp.Echo); ok && (m.Type == ipv4.ICMPTypeEchoReply || m.Type == ipv6.ICMPTypeEchoReply) &&
-			e.ID == id && from.(*net.IPAddr).IP.Equal(dst.AsSlice()) {
-			return nil
+		c.SetReadDeadline(next)
+		for {
+			n, from, err := c.ReadFrom(buf)
+			if err != nil {
+				if time.Now().Before(deadline) {
+					break // the next echo
+				}
+				return fmt.Errorf("no echo reply from %v to %d echoes: %w", dst, seq, err)
+			}
+			m, err := icmp.ParseMessage(proto, buf[:n])
+			if err != nil {
+				continue
+			}
+			if e, ok := m.Body.(*icmp.Echo); ok && (m.Type == ipv4.ICMPTypeEchoReply || m.Type == ipv6.ICMPTypeEchoReply) &&
+				e.ID == id && from.(*net.IPAddr).IP.Equal(dst.AsSlice()) {
+				return nil
+			}
 		}
 	}
 }
