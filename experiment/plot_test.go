@@ -40,10 +40,10 @@ func TestDecimateKeepsEachColumnsEnvelope(t *testing.T) {
 		first, last, lo, hi plotter.XY
 		seen                bool
 	}
-	columns := func(pts plotter.XYs) []envelope {
+	x0, span := pts[0].X, pts[len(pts)-1].X-pts[0].X // the whole line's, as decimate's
+	columns := func(line plotter.XYs) []envelope {
 		env := make([]envelope, plotColumns)
-		x0, span := 0.0, 19_999.9 // the whole line's first and last X
-		for _, p := range pts {
+		for _, p := range line {
 			e := &env[min(int((p.X-x0)/span*plotColumns), plotColumns-1)]
 			if !e.seen {
 				*e = envelope{first: p, lo: p, hi: p, seen: true}
