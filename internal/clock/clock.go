@@ -13,7 +13,9 @@
 //   - Real runs each loop on its own goroutine, locked to an OS thread that sleeps with
 //     nanosecond slack and spins for the last microseconds before a deadline, because Go
 //     timers fire at about 1.1 ms granularity on the project's machines. A loop's events
-//     are serialized, so a node's state needs no locks.
+//     are serialized, so a node's state needs no locks. A loop that falls behind runs
+//     its overdue events at their own times, up to MaxLag behind real time, so that a
+//     stall of its thread delays the lab's events without changing them.
 //
 // A node is written once against Loop and runs under every driver.
 package clock
@@ -56,7 +58,9 @@ type Clock interface {
 // called from the loop's own callbacks or, before the clock runs, from setup code.
 type Loop interface {
 	// Now returns the loop's current time. Inside a timer callback it is at or after
-	// the time the timer was set for; under Virtual it is exactly that time.
+	// the time the timer was set for: under Virtual exactly that time, under Real
+	// that time too unless the loop is more than its MaxLag behind real time. It
+	// does not move during a callback and never goes back.
 	Now() Time
 
 	// NewTimer returns a stopped timer that runs fn on this loop when it fires. A node

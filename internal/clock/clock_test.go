@@ -198,11 +198,14 @@ func TestRealLateness(t *testing.T) {
 }
 
 // TestRealBehindStillRunsTasks: a loop that has fallen behind, whose timer is overdue
-// again each time it returns, still runs a task posted meanwhile within a pass or two.
-// Before, a pass ran timers until none was due, and the task waited until the loop
-// caught up (here: never, until the timer stopped re-arming).
+// again each time it returns, still runs a task posted meanwhile once its time has
+// caught up with the task's (it runs the overdue timers at their own times first, as
+// Virtual would) or fallen MaxLag behind. Before passes, a pass ran timers until none
+// was due, and the task waited until the loop caught up (here: never, until the timer
+// stopped re-arming).
 func TestRealBehindStillRunsTasks(t *testing.T) {
-	r := NewReal(RealOptions{Seed: 1})
+	const lag = 300 * time.Microsecond
+	r := NewReal(RealOptions{Seed: 1, MaxLag: lag})
 	l := r.NewLoop("behind")
 	const callbacks = 200
 	// fired is read by the test goroutine as it posts the task: the callback the post
@@ -240,10 +243,11 @@ func TestRealBehindStillRunsTasks(t *testing.T) {
 	<-done
 	check := make(chan int32)
 	l.NewTask(func() { check <- taskAt }).Post()
-	// The task was posted during callback posted or just after it: it runs once that
-	// pass ends, or the next one, after callback posted+1. A starving loop runs it
-	// only once the timer stops. (One callback of slack: 100 µs of margin.)
-	if at := <-check; at < 0 || at > posted+2 {
+	// The task was posted during callback posted or just after it. The timer's time
+	// stays where the loop is behind until it is MaxLag behind real time (3 callbacks),
+	// re-armed 50 µs before it, then past the pass's start; the pass ends and the task
+	// runs. A starving loop runs it only once the timer stops. (Two callbacks of slack.)
+	if at := <-check; at < 0 || at > posted+int32(lag/(100*time.Microsecond))+3 {
 		t.Fatalf("a task posted at callback %d of an overdue timer ran after callback %d of %d: starved", posted, at, callbacks)
 	}
 }

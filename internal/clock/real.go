@@ -31,7 +31,19 @@ type RealOptions struct {
 	// 4–5× in throughput and get millisecond tails (see docs/verbs-service.md). The
 	// threads then share the CPUs through the kernel's scheduler instead.
 	GrowProcs bool
+	// MaxLag overrides DefaultMaxLag when positive: how far a loop's time may fall
+	// behind real time while the loop catches up (see Loop.Now under Real).
+	MaxLag time.Duration
 }
+
+// DefaultMaxLag bounds how far a Real loop's time falls behind real time when the loop
+// runs late. A loop that has fallen behind runs its overdue events at their own times,
+// as Virtual does, so a stall of the loop's thread (the kernel's threads and Go's
+// preemption took it for 0.03–2 ms on the project's 2-core machines, docs/rnic.md)
+// delays the lab's events without changing them; a loop further behind than this
+// runs at real time minus MaxLag, so a lab that lacks the CPU for its load slows
+// down in model time as it does in real time, rather than drifting away from it.
+const DefaultMaxLag = 2 * time.Millisecond
 
 // Real is the real-time driver. Each loop runs on its own goroutine, locked to an OS
 // thread whose timer slack is 1 ns; a loop sleeps in ppoll(2) on an eventfd until Spin
@@ -41,6 +53,7 @@ type Real struct {
 	epoch   time.Time
 	seed    uint64
 	spin    Time
+	maxLag  Time
 	loops   []*realLoop
 	wg      sync.WaitGroup
 	started bool
@@ -53,7 +66,11 @@ func NewReal(opts RealOptions) *Real {
 	if spin <= 0 {
 		spin = DefaultSpin
 	}
-	return &Real{epoch: time.Now(), seed: opts.Seed, spin: Time(spin), grow: opts.GrowProcs}
+	lag := opts.MaxLag
+	if lag <= 0 {
+		lag = DefaultMaxLag
+	}
+	return &Real{epoch: time.Now(), seed: opts.Seed, spin: Time(spin), maxLag: Time(lag), grow: opts.GrowProcs}
 }
 
 // Now returns the time since the driver's epoch (monotonic).
@@ -122,6 +139,10 @@ type realLoop struct {
 
 	stop    atomic.Bool
 	blocked atomic.Bool // the loop is (about to be) in ppoll: posters must kick
+
+	// now is the loop's time (Now) once it runs, 0 before: written by the loop before
+	// each callback (setTime), atomic only so that a stray reader elsewhere is not a race.
+	now atomic.Int64
 
 	mu      sync.Mutex
 	inbox   []*Task // appended by any goroutine under mu
@@ -234,7 +255,35 @@ func (r *Real) Lateness() []Lateness {
 	return out
 }
 
-func (l *realLoop) Now() Time        { return l.r.Now() }
+// Now is the loop's time: real time while the loop keeps up; when it runs late, the
+// time of the event it is running (a timer's own deadline; a task's or a watcher's the
+// earliest overdue timer's, which it precedes), as under Virtual, but never more than
+// the driver's MaxLag behind real time. It never goes back, and it does not move
+// during a callback. Before the loop runs (setup code) it is real time.
+func (l *realLoop) Now() Time {
+	if t := l.now.Load(); t != 0 {
+		return Time(t)
+	}
+	return l.r.Now()
+}
+
+// setTime moves the loop's time to real time, held back to limit (the event about to
+// run) but not further than MaxLag behind real time, and never back.
+func (l *realLoop) setTime(real, limit Time) {
+	t := max(min(real, limit), real-l.r.maxLag, Time(l.now.Load()), 1)
+	l.now.Store(int64(t))
+}
+
+// setTaskTime sets the loop's time for tasks and watchers: they run before the
+// timers already due, so at the earliest of those when the loop is late.
+func (l *realLoop) setTaskTime() {
+	limit := Never
+	if t := l.q.peek(); t != nil {
+		limit = t.when
+	}
+	l.setTime(l.r.Now(), limit)
+}
+
 func (l *realLoop) Rand() *rand.Rand { return l.rng }
 func (l *realLoop) String() string   { return l.name }
 
@@ -284,12 +333,13 @@ func (l *realLoop) run(wg *sync.WaitGroup) {
 		// time one returns: running until none is due starved them for as long as the
 		// loop stayed behind (a lab's counters query waited 52 ms at 10 Gb/s, and the
 		// apps' posts waited with it).
-		horizon := l.Now()
+		horizon := l.r.Now()
 		for t := l.q.peek(); t != nil && t.when <= horizon; t = l.q.peek() {
-			now := l.Now() // read per timer: its lateness includes the callbacks before it
-			late := max(now-t.when, 0)
+			real := l.r.Now() // read per timer: its lateness includes the callbacks before it
+			late := max(real-t.when, 0)
 			l.late[lateBucket(late)].Add(1)
 			l.lateSum.Add(int64(late))
+			l.setTime(real, t.when)
 			l.q.fire(t)
 		}
 		l.wait()
@@ -304,6 +354,7 @@ func (l *realLoop) runTasks() {
 	l.inbox, l.running = l.running[:0], l.inbox
 	l.mu.Unlock()
 	l.pending.Add(-int32(len(l.running)))
+	l.setTaskTime()
 	for i, t := range l.running {
 		l.running[i] = nil
 		t.run()
@@ -326,7 +377,7 @@ func (l *realLoop) wait() {
 		if l.pending.Load() != 0 || l.stop.Load() {
 			return
 		}
-		remaining := deadline - l.Now()
+		remaining := deadline - l.r.Now()
 		if remaining <= 0 {
 			return
 		}

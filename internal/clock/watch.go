@@ -72,6 +72,10 @@ func (l *realLoop) rebuildFDs() {
 
 // pollWatches runs every watcher's Poll and reports whether any found work.
 func (l *realLoop) pollWatches() bool {
+	if len(l.watches) == 0 {
+		return false
+	}
+	l.setTaskTime()
 	found := false
 	for _, x := range l.watches {
 		if x.w.Poll() {
