@@ -52,6 +52,23 @@ type Config struct {
 	AddHost AddHostFunc
 }
 
+// maxLag is how far a lab's loops may fall behind real time (clock.RealOptions.MaxLag):
+// the driver's default with one loop, and with several no more than the shortest
+// link's delay. A frame one loop sends at its time t then reaches another loop at
+// t plus the link's delay, not before that loop's time, whose least is real time: a
+// loop further behind would hand its peers frames from their past (a 10 Gb/s lab on
+// two loops fell from 5.7–6.0 to 3.8–4.0 Gb/s with 2 ms of lag).
+func maxLag(t *topo.Topology, threads int) time.Duration {
+	if threads == 1 {
+		return clock.DefaultMaxLag
+	}
+	lag := clock.DefaultMaxLag
+	for _, l := range t.Links {
+		lag = min(lag, l.Delay)
+	}
+	return max(lag, time.Nanosecond)
+}
+
 // DefaultThreads is a lab's number of event-loop threads: one per four CPUs, at least
 // one. The apps in the lab's namespaces poll their completion queues on the other CPUs,
 // and every frame that crosses from one loop thread to another costs a wake-up of the
@@ -188,14 +205,14 @@ func (l *Lab) up() error {
 	// GrowProcs: a loop asleep in ppoll keeps its Go scheduler slot until sysmon takes
 	// it back (20 µs–10 ms later); with more loops than GOMAXPROCS, waking loops would
 	// wait that long.
-	l.clk = clock.NewReal(clock.RealOptions{Spin: cfg.Spin, GrowProcs: true})
-	look := cfg.TxLookahead
-	if look == 0 {
-		look = DefaultTxLookahead
-	}
 	threads := cfg.Threads
 	if threads == 0 {
 		threads = DefaultThreads()
+	}
+	l.clk = clock.NewReal(clock.RealOptions{Spin: cfg.Spin, GrowProcs: true, MaxLag: maxLag(t, threads)})
+	look := cfg.TxLookahead
+	if look == 0 {
+		look = DefaultTxLookahead
 	}
 	// The lab's hosts reach kernels, VMs and TAP queues that drop bursts (rxe under
 	// QEMU drops them by the hundred): rxe's bound on unacknowledged PSNs keeps a
