@@ -15,18 +15,17 @@ import (
 
 // needQuietMachine skips a real-time test whose figures the machine's load would
 // decide: with more runnable threads than cores (the 1-minute load average), the
-// loops wake late and utilization measures the neighbours, not rocelab.
+// loops wake late and utilization measures the neighbours, not rocelab. CI runs these
+// tests in a step of their own (the Makefile's REALTIME_ALONE), where only what the
+// previous steps left winding down still counts in the load average: there they
+// always run.
 func needQuietMachine(t *testing.T) {
 	t.Helper()
-	// Issue 21's real-time targets are not all met yet (docs/rnic.md: 10 Gb/s HPCC with
-	// telemetry in every packet 0.80–0.85, held by the one loop's CPU per packet; a
-	// few 1 Gb/s cells at the edge): these tests are its acceptance check, run by hand
-	// on a quiet machine, and make test leaves them out rather than fail on a known gap.
-	if os.Getenv("ROCELAB_REALTIME_TARGETS") == "" {
-		t.Skip("issue 21's real-time targets, not met yet: set ROCELAB_REALTIME_TARGETS=1 to check them on a quiet machine")
-	}
 	if testing.Short() || raceEnabled {
 		t.Skip("real-time run: not under -short or the race detector, which slow the loops below real time")
+	}
+	if os.Getenv("CI") == "true" {
+		return
 	}
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -84,6 +83,13 @@ func flowRates(res *Result) (rates []float64, mean float64) {
 // below real time, so `make unit` runs this test a second time without it (go test
 // -run RealTime).
 func TestIncastRealTime(t *testing.T) {
+	// Its 10 Gb/s incasts have 1 KiB packets, for which one loop thread lacks the CPU
+	// under HPCC on the project's 2-core machines (0.71–0.93 of the link,
+	// docs/rnic.md); the lab's tests (cmd/rocelab, TestLabRealTimeIncastTargets) hold
+	// 10 Gb/s with jumbo frames to the targets in make test. This one is run by hand.
+	if os.Getenv("ROCELAB_REALTIME_TARGETS") == "" {
+		t.Skip("10 Gb/s with 1 KiB packets is beyond one loop's CPU on 2 cores: set ROCELAB_REALTIME_TARGETS=1 to run it on a quiet machine")
+	}
 	needQuietMachine(t)
 	for _, rate := range []uint64{1e9, 10e9} {
 		for _, mode := range []rnic.Mode{rnic.ModeHPCCProbe, rnic.ModeHPCC, rnic.ModeRxHPCC, rnic.ModeDCQCN} {

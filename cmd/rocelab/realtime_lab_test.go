@@ -132,9 +132,10 @@ func TestLabRealTimeHPCCStampsEveryProbe(t *testing.T) {
 // `rocelab experiment incast --lab`, against the same incast in virtual time
 // (`rocelab experiment incast --topology-file` of the lab's own topology file): utilization, the queue
 // averaged after the first drain and every flow's rate agree within 10% (the queue
-// within 10% or one packet, whichever is larger; DCQCN's per-flow rates are not
-// compared). Skipped when the load average exceeds the cores: the figures would
-// measure the machine's other work.
+// within 10% or one packet, whichever is larger). DCQCN's marking is random: its lab
+// figures are held to the span of its twin's seeds 1–12, and its per-flow rates are
+// not compared. Outside CI, skipped when the load average exceeds the cores: the figures
+// would measure the machine's other work.
 func TestLabRealTimeIncastTwin(t *testing.T) {
 	if raceEnabled {
 		t.Skip("real-time lab: not under the race detector, which slows the loops below real time")
@@ -143,14 +144,28 @@ func TestLabRealTimeIncastTwin(t *testing.T) {
 	c := newCLI(t)
 	for _, mode := range labModes {
 		t.Run(string(mode), func(t *testing.T) {
-			lab, virt := labIncastTwin(t, c, labLinks{"1G", 1500}, 2, mode)
-			lm, vm := lab.Metrics, virt.Metrics
-			if math.Abs(lm.Utilization/vm.Utilization-1) > 0.1 {
-				t.Errorf("utilization %.3f in the lab, %.3f in virtual time: more than 10%% apart", lm.Utilization, vm.Utilization)
+			links := labLinks{"1G", 1500}
+			lab, virt := labIncastTwin(t, c, links, 2, mode)
+			lm := lab.Metrics
+			twins := []experiment.Metrics{virt.Metrics}
+			if mode == rnic.ModeDCQCN {
+				// RED marks at random, and which flow it marks decides how long the
+				// near-empty tail lasts: seeds 1–12 of the twin span 0.955–0.991 and
+				// 5,744–7,658 B of queue. The lab, one more draw, is held to that span.
+				twins = dcqcnTwins(t, c, links, 2)
 			}
 			const packet = 1024 + 100
-			if d := math.Abs(lm.MeanQueue - vm.MeanQueue); d > max(0.1*vm.MeanQueue, packet) {
-				t.Errorf("mean queue %.0f B in the lab, %.0f B in virtual time", lm.MeanQueue, vm.MeanQueue)
+			util, queue := spread(twins, func(m experiment.Metrics) float64 { return m.Utilization }),
+				spread(twins, func(m experiment.Metrics) float64 { return m.MeanQueue })
+			if len(twins) > 1 {
+				t.Logf("virtual time, seeds 1–%d: utilization %.3f–%.3f, mean queue %.0f–%.0f B",
+					len(twins), util[0], util[1], queue[0], queue[1])
+			}
+			if lm.Utilization < 0.9*util[0] || lm.Utilization > 1.1*util[1] {
+				t.Errorf("utilization %.3f in the lab, %.3f–%.3f in virtual time: more than 10%% apart", lm.Utilization, util[0], util[1])
+			}
+			if lm.MeanQueue < queue[0]-max(0.1*queue[0], packet) || lm.MeanQueue > queue[1]+max(0.1*queue[1], packet) {
+				t.Errorf("mean queue %.0f B in the lab, %.0f–%.0f B in virtual time", lm.MeanQueue, queue[0], queue[1])
 			}
 			if mode == rnic.ModeDCQCN {
 				return // which flow RED marks is random: DCQCN's per-flow rates are not a twin's
@@ -164,6 +179,27 @@ func TestLabRealTimeIncastTwin(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dcqcnTwins returns the figures of the virtual-time twin of labIncastTwin's DCQCN
+// incast under seeds 1–12.
+func dcqcnTwins(tb testing.TB, c *cli, links labLinks, senders int) []experiment.Metrics {
+	tb.Helper()
+	star := writeStar(tb, senders+1, links, "int", string(rnic.ModeDCQCN))
+	var out []experiment.Metrics
+	for seed := 1; seed <= 12; seed++ {
+		out = append(out, incastJSON(tb, c, senders, links, "--topology-file", star, "--limit", "10s", "--seed", fmt.Sprint(seed)).Metrics)
+	}
+	return out
+}
+
+// spread returns the least and the greatest of f over ms.
+func spread(ms []experiment.Metrics, f func(experiment.Metrics) float64) [2]float64 {
+	r := [2]float64{math.Inf(1), math.Inf(-1)}
+	for _, m := range ms {
+		r[0], r[1] = min(r[0], f(m)), max(r[1], f(m))
+	}
+	return r
 }
 
 // TestLabIncastRealTimeDescribesItsLab: `experiment incast --lab` describes the lab as
@@ -205,7 +241,7 @@ func TestLabIncastRealTimeDescribesItsLab(t *testing.T) {
 // packets (DCQCN: below its marking threshold K_max) and every flow's rate is within
 // ±10% of the fair share (not DCQCN's: which flow RED marks is random). At 10 Gb/s
 // with 1500-byte frames the lab's loop thread runs out of CPU at 8:1 (docs/rnic.md):
-// BenchmarkLabIncastTwin reports those figures. Skipped unless asked for on a quiet
+// BenchmarkLabIncastTwin reports those figures. Outside CI, skipped on a busy
 // machine (needQuietMachine).
 func TestLabRealTimeIncastTargets(t *testing.T) {
 	if raceEnabled {
@@ -412,16 +448,14 @@ func BenchmarkLabIncastTwin(b *testing.B) {
 }
 
 // needQuietMachine skips a real-time comparison when the 1-minute load average
-// exceeds the cores: the loops would then measure the machine's other work.
+// exceeds the cores: the loops would then measure the machine's other work. CI runs
+// these tests in a step of their own (the Makefile's REALTIME_ALONE), where nothing else
+// runs but what the previous steps left winding down, which the load average still
+// counts for a minute: there they always run.
 func needQuietMachine(t *testing.T) {
 	t.Helper()
-	// Issue 21's real-time targets are not all met on every run (docs/rnic.md: a lab
-	// cell moves by ±3 points from run to run around 0.90 for HPCC 2:1 at 1 Gb/s and
-	// Rx-HPCC at 10 Gb/s; with 1500-byte frames a 10 Gb/s 8:1 lab runs out of CPU):
-	// these tests are its acceptance check, run by hand on a quiet machine, and make
-	// test leaves them out rather than fail on a known gap.
-	if os.Getenv("ROCELAB_REALTIME_TARGETS") == "" {
-		t.Skip("issue 21's real-time targets, not met yet: set ROCELAB_REALTIME_TARGETS=1 to check them on a quiet machine")
+	if os.Getenv("CI") == "true" {
+		return
 	}
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -429,6 +463,6 @@ func needQuietMachine(t *testing.T) {
 	}
 	load, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
 	if err == nil && load > float64(runtime.NumCPU()) {
-		t.Skipf("real-time figures: load average %.1f on %d CPUs", load, runtime.NumCPU())
+		t.Skipf("real-time figures: load average %.1f on %d CPUs (CI=true runs them regardless)", load, runtime.NumCPU())
 	}
 }
