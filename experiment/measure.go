@@ -3,6 +3,7 @@ package experiment
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/rocelab/rocelab/internal/clock"
 )
@@ -59,17 +60,20 @@ type Metrics struct {
 
 // LoopLateness summarizes clock.Lateness over a real-time run's loops: the mean, and
 // the median and 99th-percentile lateness (each the upper bound of its bucket), in µs,
-// over Timers.
+// over Timers, and the loops' MaxLag (clock.RealOptions): up to that late a loop
+// still runs its events at their own times.
 type LoopLateness struct {
-	Timers uint64  `json:"timers"`
-	MeanUS float64 `json:"mean_us"`
-	P50US  float64 `json:"p50_us"`
-	P99US  float64 `json:"p99_us"`
+	Timers   uint64  `json:"timers"`
+	MeanUS   float64 `json:"mean_us"`
+	P50US    float64 `json:"p50_us"`
+	P99US    float64 `json:"p99_us"`
+	MaxLagUS float64 `json:"max_lag_us"`
 }
 
 // NewLoopLateness summarizes x (the last bucket's bound is its start).
 func NewLoopLateness(x clock.Lateness) *LoopLateness {
-	l := &LoopLateness{Timers: x.Timers(), P50US: x.QuantileUS(0.5), P99US: x.QuantileUS(0.99)}
+	l := &LoopLateness{Timers: x.Timers(), P50US: x.QuantileUS(0.5), P99US: x.QuantileUS(0.99),
+		MaxLagUS: float64(x.MaxLag / time.Microsecond)}
 	if l.Timers > 0 {
 		l.MeanUS = float64(x.Sum) / 1e3 / float64(l.Timers)
 	}

@@ -241,24 +241,32 @@ func TestGoodputBelowWireRate(t *testing.T) {
 }
 
 // TestLoopLatenessSummary: a real-time run's loop lateness is summarized from the
-// clock's buckets and printed, with a warning once 1% of the timers ran later than the
-// base RTT; a virtual-time run has none and prints none.
+// clock's buckets and printed, with a warning once 1% of the timers ran at least the
+// loops' MaxLag late (up to it a loop runs its events at their own times); a
+// virtual-time run has none and prints none.
 func TestLoopLatenessSummary(t *testing.T) {
 	var x clock.Lateness
 	x.Buckets[0], x.Buckets[5], x.Buckets[8] = 980, 15, 5 // < 1 µs; 16–32 µs; 128–256 µs
 	x.Sum = 980*500 + 15*20_000 + 5*200_000
+	x.MaxLag = 2 * time.Millisecond
 	l := NewLoopLateness(x)
-	if *l != (LoopLateness{Timers: 1000, MeanUS: 1.79, P50US: 1, P99US: 32}) {
-		t.Errorf("NewLoopLateness = %+v, want 1000 timers, mean 1.79 µs, p50 < 1 µs, p99 < 32 µs", *l)
+	if *l != (LoopLateness{Timers: 1000, MeanUS: 1.79, P50US: 1, P99US: 32, MaxLagUS: 2000}) {
+		t.Errorf("NewLoopLateness = %+v, want 1000 timers, mean 1.79 µs, p50 < 1 µs, p99 < 32 µs, max lag 2000 µs", *l)
 	}
 	for _, c := range []struct {
-		baseRTT time.Duration
-		p99     float64
-		warn    bool
-	}{{60 * time.Microsecond, 32, false}, {10 * time.Microsecond, 32, true}, {60 * time.Microsecond, 256, true}} {
-		res := &Result{Config: Defaults(), BaseRTT: c.baseRTT}
+		maxLagUS float64
+		p99      float64
+		warn     bool
+	}{
+		{2000, 32, false},
+		{2000, 256, false}, // 128 µs or more late: behind, but its events at their own times
+		{2000, 4096, true}, // 2,048 µs or more: beyond MaxLag
+		{10, 32, true},     // a lab of several loops, held to a 10 µs link's delay
+		{0, 16384, false},  // MaxLag unknown: no claim
+	} {
+		res := &Result{Config: Defaults(), BaseRTT: 60 * time.Microsecond}
 		lc := *l
-		lc.P99US = c.p99
+		lc.P99US, lc.MaxLagUS = c.p99, c.maxLagUS
 		res.Metrics.LoopLateness = &lc
 		var sum bytes.Buffer
 		res.WriteSummary(&sum)
@@ -266,7 +274,7 @@ func TestLoopLatenessSummary(t *testing.T) {
 			t.Errorf("summary without the loop lateness:\n%s", sum.String())
 		}
 		if got := strings.Contains(sum.String(), "WARNING"); got != c.warn {
-			t.Errorf("base RTT %v, p99 < %g µs: warning %v, want %v:\n%s", c.baseRTT, c.p99, got, c.warn, sum.String())
+			t.Errorf("max lag %g µs, p99 < %g µs: warning %v, want %v:\n%s", c.maxLagUS, c.p99, got, c.warn, sum.String())
 		}
 	}
 	// A lab run's samples: asked every 1 ms, a 3 ms gap passes, a 52 ms one warns.

@@ -161,11 +161,15 @@ type LoopStatus struct {
 	LateBuckets []uint64 `json:"late_buckets"`
 	// LateSumUS is the lateness of every timer summed, in µs (with Timers, the mean).
 	LateSumUS float64 `json:"late_sum_us"`
+	// MaxLagUS is how far, in µs, the loop may fall behind real time and still run
+	// its events at their own times (clock.RealOptions.MaxLag): timers run later than
+	// this ran late in the lab's time too.
+	MaxLagUS float64 `json:"max_lag_us"`
 }
 
 // Lateness is s's counts as the clock keeps them.
 func (s LoopStatus) Lateness() clock.Lateness {
-	x := clock.Lateness{Loop: s.Loop, Sum: time.Duration(s.LateSumUS * 1e3)}
+	x := clock.Lateness{Loop: s.Loop, Sum: time.Duration(s.LateSumUS * 1e3), MaxLag: time.Duration(s.MaxLagUS * 1e3)}
 	copy(x.Buckets[:], s.LateBuckets)
 	return x
 }
@@ -181,7 +185,7 @@ func loopStatuses(clk *clock.Real) []LoopStatus {
 	var out []LoopStatus
 	for _, x := range clk.Lateness() {
 		out = append(out, LoopStatus{Loop: x.Loop, Timers: x.Timers(), LateP50US: x.QuantileUS(0.5),
-			LateP99US: x.QuantileUS(0.99), LateBuckets: x.Buckets[:], LateSumUS: float64(x.Sum) / 1e3})
+			LateP99US: x.QuantileUS(0.99), LateBuckets: x.Buckets[:], LateSumUS: float64(x.Sum) / 1e3, MaxLagUS: float64(x.MaxLag) / 1e3})
 	}
 	return out
 }

@@ -44,6 +44,7 @@ type recorder struct {
 	rows    []Counters
 	dropped uint64
 	drained clock.Time // the lab clock's time at the last drain (or the start)
+	lastNs  int64      // the time of the last complete row
 }
 
 type pendingRow struct {
@@ -75,14 +76,31 @@ func (r *recorder) add(k int64, at clock.Time, timed bool, fill func(*Counters))
 	}
 	if p.got++; p.got == r.nodes {
 		r.pending = append(r.pending[:i], r.pending[i+1:]...)
-		if len(r.rows) < MaxRecorded {
-			r.rows = append(r.rows, p.c)
-		} else {
-			r.dropped++
-		}
+		r.complete(p.c)
 	}
 	for len(r.pending) > maxPending {
 		r.pending = r.pending[1:]
+		r.dropped++
+	}
+}
+
+// complete keeps a row every node has read. A loop behind its sampling instants
+// reads several at its own time, which stays where it is while the loop catches up
+// (clock.Loop.Now): rows of one time are one reading, and a sampler that divides by
+// the time between rows must not get two. The latest stands in for the last row if
+// that is not drained yet, and is left out if it is. (A lab without switches times
+// no row: its rows are all kept.)
+func (r *recorder) complete(c Counters) {
+	if c.TimeNs != 0 && c.TimeNs <= r.lastNs {
+		if n := len(r.rows); n > 0 && r.rows[n-1].TimeNs == c.TimeNs {
+			r.rows[n-1] = c
+		}
+		return
+	}
+	r.lastNs = c.TimeNs
+	if len(r.rows) < MaxRecorded {
+		r.rows = append(r.rows, c)
+	} else {
 		r.dropped++
 	}
 }

@@ -179,8 +179,10 @@ func printStatus(out io.Writer, st lab.Status) {
 	printLoops(out, st)
 }
 
-// printLoops shows how late each of the lab's event loops ran its timers: when the
-// machine cannot keep up, its figures measure the CPU, and this is where it shows.
+// printLoops shows how late each of the lab's event loops ran its timers, and how far
+// each may fall behind and still run its events at their own times (MAX LAG): when
+// the machine cannot keep up beyond that, its figures measure the CPU, and this is
+// where it shows.
 func printLoops(out io.Writer, st lab.Status) {
 	if len(st.Loops) == 0 {
 		return
@@ -193,9 +195,9 @@ func printLoops(out io.Writer, st lab.Status) {
 	}
 	fmt.Fprintln(out)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "LOOP\tTIMERS\tLATE P50\tLATE P99")
+	fmt.Fprintln(w, "LOOP\tTIMERS\tLATE P50\tLATE P99\tMAX LAG")
 	for _, l := range st.Loops {
-		fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", l.Loop, l.Timers, bound(l.LateP50US), bound(l.LateP99US))
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%g µs\n", l.Loop, l.Timers, bound(l.LateP50US), bound(l.LateP99US), l.MaxLagUS)
 	}
 	w.Flush()
 }

@@ -276,3 +276,58 @@ func TestLatenessQuantile(t *testing.T) {
 		}
 	}
 }
+
+// TestRealBehindRunsEventsAtTheirTimes: a Real loop held up by a timer's callback
+// runs the timers that fell due meanwhile at their own times, in order, and a task
+// posted meanwhile at the earliest overdue timer's time, before it (as Virtual would);
+// further behind than MaxLag, at real time minus MaxLag. The hold-up is a busy wait,
+// so the loop is at least that late whatever the machine does; the first loop's
+// MaxLag is a second, beyond any scheduling delay.
+func TestRealBehindRunsEventsAtTheirTimes(t *testing.T) {
+	for _, c := range []struct {
+		lag      time.Duration
+		atTheirs bool
+	}{{time.Second, true}, {100 * time.Microsecond, false}} {
+		r := NewReal(RealOptions{Seed: 1, MaxLag: c.lag})
+		l := r.NewLoop("held")
+		type ran struct {
+			name      string
+			when, now Time
+		}
+		var got []ran
+		done := make(chan struct{})
+		var a, b *Timer
+		a = l.NewTimer(func() { got = append(got, ran{"a", a.When(), l.Now()}) })
+		b = l.NewTimer(func() { got = append(got, ran{"b", b.When(), l.Now()}); close(done) })
+		task := l.NewTask(func() { got = append(got, ran{"task", a.When(), l.Now()}) })
+		hold := l.NewTimer(func() {
+			now := l.Now()
+			a.Reset(now.Add(100 * time.Microsecond))
+			b.Reset(now.Add(200 * time.Microsecond))
+			task.Post()
+			for start := time.Now(); time.Since(start) < time.Millisecond; {
+			}
+		})
+		start := l.NewTask(func() { hold.Reset(l.Now()) })
+		if err := r.Start(); err != nil {
+			t.Fatal(err)
+		}
+		start.Post()
+		<-done
+		r.Close()
+		if len(got) != 3 || got[0].name != "task" || got[1].name != "a" || got[2].name != "b" {
+			t.Fatalf("MaxLag %v: ran %+v, want the task, then a, then b", c.lag, got)
+		}
+		for i, g := range got {
+			if i > 0 && g.now < got[i-1].now {
+				t.Errorf("MaxLag %v: %s ran at %v, after %s at %v: the loop's time went back", c.lag, g.name, g.now, got[i-1].name, got[i-1].now)
+			}
+			switch late := g.now - g.when; {
+			case c.atTheirs && late != 0:
+				t.Errorf("MaxLag %v: %s ran at %v, due at %v: want its own time", c.lag, g.name, g.now, g.when)
+			case !c.atTheirs && late < Time(time.Millisecond-200*time.Microsecond-c.lag):
+				t.Errorf("MaxLag %v: %s ran at %v, due at %v, after a 1 ms hold-up: want within %v of real time", c.lag, g.name, g.now, g.when, c.lag)
+			}
+		}
+	}
+}

@@ -183,20 +183,26 @@ func LateBound(i int) time.Duration {
 // (bucket i holds those run less than LateBound(i) after their time, and at least
 // LateBound(i-1)). A loop that keeps up runs nearly all of them within a few
 // microseconds (the kernel's wake-up, the spin); one the machine cannot keep up with
-// runs them milliseconds late, and then every time it reports — a frame's departure,
-// a sample — is as late.
+// runs them milliseconds late. Up to MaxLag late it still runs each at its own time
+// (Loop.Now), and the lab's figures are those of a loop that kept up; beyond that its
+// time jumps, and every time it reports — a frame's departure, a sample — is as late.
 type Lateness struct {
 	Loop    string
 	Buckets [LateBuckets]uint64
 	Sum     time.Duration // of every timer's lateness
+	MaxLag  time.Duration // the loop's RealOptions.MaxLag (0: unknown)
 }
 
 // Add adds y's counts to x's (several loops as one, or one loop's two spans).
+// The sum's MaxLag is the least of theirs.
 func (x *Lateness) Add(y Lateness) {
 	for i := range x.Buckets {
 		x.Buckets[i] += y.Buckets[i]
 	}
 	x.Sum += y.Sum
+	if x.MaxLag == 0 || (y.MaxLag != 0 && y.MaxLag < x.MaxLag) {
+		x.MaxLag = y.MaxLag
+	}
 }
 
 // Since is what x counted after earlier, a reading of the same loop.
@@ -246,7 +252,7 @@ func (x Lateness) QuantileUS(q float64) float64 {
 func (r *Real) Lateness() []Lateness {
 	out := make([]Lateness, len(r.loops))
 	for i, l := range r.loops {
-		out[i].Loop = l.name
+		out[i].Loop, out[i].MaxLag = l.name, time.Duration(r.maxLag)
 		for b := range l.late {
 			out[i].Buckets[b] = l.late[b].Load()
 		}
