@@ -54,10 +54,10 @@ type Config struct {
 
 // maxLag is how far a lab's loops may fall behind real time (clock.RealOptions.MaxLag):
 // the driver's default with one loop, and with several no more than the shortest
-// link's delay. A frame one loop sends at its time t then reaches another loop at
-// t plus the link's delay, not before that loop's time, whose least is real time: a
-// loop further behind would hand its peers frames from their past (a 10 Gb/s lab on
-// two loops fell from 5.7–6.0 to 3.8–4.0 Gb/s with 2 ms of lag).
+// link's delay. A frame one loop sends at its time t is due at another loop at t
+// plus the link's delay, which is then no earlier than real time, so no earlier than
+// that loop's time: a loop further behind would hand its peers frames from their
+// past, which their ports take as late arrivals.
 func maxLag(t *topo.Topology, threads int) time.Duration {
 	if threads == 1 {
 		return clock.DefaultMaxLag
