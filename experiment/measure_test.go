@@ -261,7 +261,7 @@ func TestLoopLatenessSummary(t *testing.T) {
 		{2000, 32, false},
 		{2000, 256, false}, // 128 µs or more late: behind, but its events at their own times
 		{2000, 4096, true}, // 2,048 µs or more: beyond MaxLag
-		{10, 32, true},     // a lab of several loops, held to a 10 µs link's delay
+		{10, 32, true},     // a loop allowed 10 µs
 		{0, 16384, false},  // MaxLag unknown: no claim
 	} {
 		res := &Result{Config: Defaults(), BaseRTT: 60 * time.Microsecond}

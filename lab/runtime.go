@@ -53,20 +53,17 @@ type Config struct {
 }
 
 // maxLag is how far a lab's loops may fall behind real time (clock.RealOptions.MaxLag):
-// the driver's default with one loop, and with several no more than the shortest
-// link's delay. A frame one loop sends at its time t is due at another loop at t
-// plus the link's delay, which is then no earlier than real time, so no earlier than
-// that loop's time: a loop further behind would hand its peers frames from their
-// past, which their ports take as late arrivals.
-func maxLag(t *topo.Topology, threads int) time.Duration {
+// the driver's default with one loop; with several, a nanosecond, so that each runs
+// at real time. A frame that crosses loops is due at its sender's time plus the
+// link's delay, and a sender behind its peers hands them frames due in their past,
+// which their ports take as late arrivals: with the shortest link's delay (10 µs) as
+// the bound, a 1 Gb/s 2:1 lab on two loops ran 67–89 % of its link (ten runs), at real
+// time 78–88 %.
+func maxLag(threads int) time.Duration {
 	if threads == 1 {
 		return clock.DefaultMaxLag
 	}
-	lag := clock.DefaultMaxLag
-	for _, l := range t.Links {
-		lag = min(lag, l.Delay)
-	}
-	return max(lag, time.Nanosecond)
+	return time.Nanosecond
 }
 
 // DefaultThreads is a lab's number of event-loop threads: one per four CPUs, at least
@@ -209,7 +206,7 @@ func (l *Lab) up() error {
 	if threads == 0 {
 		threads = DefaultThreads()
 	}
-	l.clk = clock.NewReal(clock.RealOptions{Spin: cfg.Spin, GrowProcs: true, MaxLag: maxLag(t, threads)})
+	l.clk = clock.NewReal(clock.RealOptions{Spin: cfg.Spin, GrowProcs: true, MaxLag: maxLag(threads)})
 	look := cfg.TxLookahead
 	if look == 0 {
 		look = DefaultTxLookahead
