@@ -3,7 +3,6 @@ package experiment
 import (
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/rocelab/rocelab/internal/clock"
 )
@@ -73,7 +72,7 @@ type LoopLateness struct {
 // NewLoopLateness summarizes x (the last bucket's bound is its start).
 func NewLoopLateness(x clock.Lateness) *LoopLateness {
 	l := &LoopLateness{Timers: x.Timers(), P50US: x.QuantileUS(0.5), P99US: x.QuantileUS(0.99),
-		MaxLagUS: float64(x.MaxLag / time.Microsecond)}
+		MaxLagUS: float64(x.MaxLag) / 1e3}
 	if l.Timers > 0 {
 		l.MeanUS = float64(x.Sum) / 1e3 / float64(l.Timers)
 	}

@@ -245,11 +245,17 @@ func (r *Result) writeMetrics(w io.Writer, rate string) {
 			l.Timers)
 		// The p99 bucket's lower bound: 1% of the timers ran at least that late. Up
 		// to MaxLag late a loop runs its events at their own times, and the figures
-		// are those of a loop that kept up; beyond it they are not.
-		if late, lag := time.Duration(l.P99US/2)*time.Microsecond, time.Duration(l.MaxLagUS)*time.Microsecond; lag > 0 && late >= lag {
-			fmt.Fprintf(w, "  WARNING           1%% of the loops' timers ran more than %v late, beyond the %v a loop may fall behind "+
-				"and still run its events at their own times: this machine's CPU, not only the topology, shapes these figures "+
-				"(docs/rnic.md)\n", late, lag)
+		// are those of a loop that kept up; a loop at real time (several loops, MaxLag
+		// 1 ns) shapes them once it is a base RTT late.
+		const shapes = ": this machine's CPU, not only the topology, shapes these figures (docs/rnic.md)\n"
+		late, lag := time.Duration(l.P99US/2)*time.Microsecond, time.Duration(l.MaxLagUS*1e3)
+		switch rtt := r.BaseRTT; {
+		case lag > rtt && late >= lag:
+			fmt.Fprintf(w, "  WARNING           1%% of the loops' timers ran more than %v late, beyond the %v a loop may fall "+
+				"behind and still run its events at their own times"+shapes, late, lag)
+		case lag <= rtt && rtt > 0 && late > rtt:
+			fmt.Fprintf(w, "  WARNING           1%% of the loops' timers ran more than %v late, longer than the base RTT (%v)"+shapes,
+				late, rtt)
 		}
 	}
 	if g := time.Duration(m.LongestSampleGapUS * 1e3); g > 4*r.Config.Sample {
