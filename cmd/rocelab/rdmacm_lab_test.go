@@ -90,6 +90,8 @@ func (l *ibverbsLab) cmPair(t *testing.T, srvHost string, server []string, cliHo
 			// The lab's counters first, while the pair's QPs and CM IDs still exist:
 			// a pair that hangs prints nothing (its output is buffered in a pipe).
 			status, _ := l.cmd("status", "--lab", l.name).CombinedOutput()
+			counters, _ := l.cmd("status", "--json", "--lab", l.name).CombinedOutput()
+			status = append(status, counters...)
 			srv.Process.Kill() // srvOut is written until the server is waited for
 			<-done
 			t.Fatalf("client %v: %v\n%s\nserver:\n%s\nlab:\n%s", client, err, out, srvOut.String(), status)
