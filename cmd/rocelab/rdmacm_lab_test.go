@@ -86,6 +86,9 @@ func (l *ibverbsLab) cmPair(t *testing.T, srvHost string, server []string, cliHo
 			t.Fatalf("server %v exited: %v\n%s\nclient:\n%s", server, srvErr, srvOut.String(), out)
 		default:
 		}
+		if rejected {
+			t.Logf("client %v: rejected, the server not listening yet: again", client)
+		}
 		if !rejected || time.Now().After(deadline) {
 			// The lab's counters first, while the pair's QPs and CM IDs still exist:
 			// a pair that hangs prints nothing (its output is buffered in a pipe).
