@@ -115,28 +115,83 @@ func HopWords(bitmap uint16, domain, dsInst uint16) int {
 // Shim is a view of the INT shim header.
 type Shim []byte
 
-func (s Shim) Type() uint8         { return s[0] >> 4 }
-func (s Shim) NPT() uint8          { return s[0] >> 2 & 3 }
-func (s Shim) Length() int         { return int(s[1]) }
-func (s Shim) OrigDSCP() uint8     { return s[3] >> 2 }
-func (s Shim) SetLength(words int) { s[1] = uint8(words) }
+// Offsets of the shim's fields.
+const (
+	shimTypeNPT  = 0 // type (4 bits), NPT (2 bits)
+	shimLength   = 1 // length of the shim, header and stack in 4-byte words
+	shimOrigDSCP = 3 // the original DSCP (top 6 bits)
+)
+
+// Type returns the INT type: TypeMD or TypeMX.
+func (s Shim) Type() uint8 { return s[shimTypeNPT] >> 4 }
+
+// NPT returns the next-protocol type (how the original header is recorded).
+func (s Shim) NPT() uint8 { return s[shimTypeNPT] >> 2 & 3 }
+
+// Length returns the INT length in 4-byte words: shim, header and metadata stack.
+func (s Shim) Length() int { return int(s[shimLength]) }
+
+// OrigDSCP returns the DSCP the packet had before INT was requested.
+func (s Shim) OrigDSCP() uint8 { return s[shimOrigDSCP] >> 2 }
+
+// SetLength sets the INT length in words.
+func (s Shim) SetLength(words int) { s[shimLength] = uint8(words) }
 
 // MD is a view of the INT-MD metadata header.
 type MD []byte
 
-func (h MD) Version() uint8           { return h[0] >> 4 }
-func (h MD) D() bool                  { return h[0]&0x08 != 0 }
-func (h MD) E() bool                  { return h[0]&0x04 != 0 }
-func (h MD) M() bool                  { return h[0]&0x02 != 0 }
-func (h MD) HopML() int               { return int(h[2] & 0x1F) }
-func (h MD) RemainingHops() uint8     { return h[3] }
-func (h MD) Instructions() uint16     { return binary.BigEndian.Uint16(h[4:]) }
-func (h MD) DomainID() uint16         { return binary.BigEndian.Uint16(h[6:]) }
-func (h MD) DSInstructions() uint16   { return binary.BigEndian.Uint16(h[8:]) }
-func (h MD) DSFlags() uint16          { return binary.BigEndian.Uint16(h[10:]) }
-func (h MD) SetE()                    { h[0] |= 0x04 }
-func (h MD) SetM()                    { h[0] |= 0x02 }
-func (h MD) SetRemainingHops(n uint8) { h[3] = n }
+// Offsets and bits of the metadata header's fields.
+const (
+	mdVersionFlags   = 0 // version (4 bits), D, E, M
+	mdHopML          = 2 // hop metadata length in words (low 5 bits)
+	mdRemainingHops  = 3
+	mdInstructions   = 4  // instruction bitmap (16 bits)
+	mdDomainID       = 6  // domain-specific ID (16 bits)
+	mdDSInstructions = 8  // domain-specific instructions (16 bits)
+	mdDSFlags        = 10 // domain-specific flags (16 bits)
+	mdDBit           = 0x08
+	mdEBit           = 0x04
+	mdMBit           = 0x02
+)
+
+// Version returns the INT-MD header version.
+func (h MD) Version() uint8 { return h[mdVersionFlags] >> 4 }
+
+// D returns the discard bit: the sink drops the packet after reading it.
+func (h MD) D() bool { return h[mdVersionFlags]&mdDBit != 0 }
+
+// E returns the exceeded bit: a node found Remaining Hop Count 0.
+func (h MD) E() bool { return h[mdVersionFlags]&mdEBit != 0 }
+
+// M returns the MTU-exceeded bit: a node could not add its metadata.
+func (h MD) M() bool { return h[mdVersionFlags]&mdMBit != 0 }
+
+// HopML returns the words of metadata each hop adds.
+func (h MD) HopML() int { return int(h[mdHopML] & 0x1F) }
+
+// RemainingHops returns how many more nodes may add metadata.
+func (h MD) RemainingHops() uint8 { return h[mdRemainingHops] }
+
+// Instructions returns the instruction bitmap: what each hop records.
+func (h MD) Instructions() uint16 { return binary.BigEndian.Uint16(h[mdInstructions:]) }
+
+// DomainID returns the domain-specific ID (DomainHPCC for rocelab's extension).
+func (h MD) DomainID() uint16 { return binary.BigEndian.Uint16(h[mdDomainID:]) }
+
+// DSInstructions returns the domain-specific instructions.
+func (h MD) DSInstructions() uint16 { return binary.BigEndian.Uint16(h[mdDSInstructions:]) }
+
+// DSFlags returns the domain-specific flags.
+func (h MD) DSFlags() uint16 { return binary.BigEndian.Uint16(h[mdDSFlags:]) }
+
+// SetE sets the exceeded bit.
+func (h MD) SetE() { h[mdVersionFlags] |= mdEBit }
+
+// SetM sets the MTU-exceeded bit.
+func (h MD) SetM() { h[mdVersionFlags] |= mdMBit }
+
+// SetRemainingHops sets the remaining hop count.
+func (h MD) SetRemainingHops(n uint8) { h[mdRemainingHops] = n }
 
 // Header holds the decoded shim and INT header fields.
 type Header struct {

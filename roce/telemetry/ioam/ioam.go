@@ -100,14 +100,38 @@ const HPCCTraceType = TraceHopLimNodeID | TraceIfIDs | TraceTSSeconds | TraceTSF
 // Trace is a view of the 8-byte trace header.
 type Trace []byte
 
-func (t Trace) Namespace() uint16 { return binary.BigEndian.Uint16(t[0:]) }
-func (t Trace) NodeLen() int      { return int(t[2] >> 3) }
-func (t Trace) Flags() uint8      { return uint8(binary.BigEndian.Uint16(t[2:]) >> 7 & 0xF) }
-func (t Trace) RemainingLen() int { return int(binary.BigEndian.Uint16(t[2:]) & 0x7F) }
-func (t Trace) Type() uint32      { return binary.BigEndian.Uint32(t[4:]) >> 8 }
-func (t Trace) SetOverflow()      { t[2] |= FlagOverflow >> 1 } // flags straddle bytes 2 and 3
+// Offsets of the trace header's fields.
+const (
+	traceNamespace = 0 // Namespace-ID (16 bits)
+	traceLenFlags  = 2 // NodeLen (5 bits), Flags (4), RemainingLen (7): 16 bits
+	traceType      = 4 // IOAM-Trace-Type (24 bits), reserved (8)
+	remainingMask  = 0x7F
+)
+
+// Namespace returns the IOAM namespace ID.
+func (t Trace) Namespace() uint16 { return binary.BigEndian.Uint16(t[traceNamespace:]) }
+
+// NodeLen returns the length of one node's fixed data in 4-byte words.
+func (t Trace) NodeLen() int { return int(t[traceLenFlags] >> 3) }
+
+// Flags returns the 4 flag bits (FlagOverflow).
+func (t Trace) Flags() uint8 { return uint8(binary.BigEndian.Uint16(t[traceLenFlags:]) >> 7 & 0xF) }
+
+// RemainingLen returns the words left for the nodes still to come.
+func (t Trace) RemainingLen() int {
+	return int(binary.BigEndian.Uint16(t[traceLenFlags:]) & remainingMask)
+}
+
+// Type returns the trace type: which fields each node records.
+func (t Trace) Type() uint32 { return binary.BigEndian.Uint32(t[traceType:]) >> 8 }
+
+// SetOverflow sets the Overflow flag (the flags straddle the bytes of traceLenFlags).
+func (t Trace) SetOverflow() { t[traceLenFlags] |= FlagOverflow >> 1 }
+
+// SetRemainingLen sets the remaining length in words.
 func (t Trace) SetRemainingLen(n int) {
-	binary.BigEndian.PutUint16(t[2:], binary.BigEndian.Uint16(t[2:])&^0x7F|uint16(n)&0x7F)
+	v := binary.BigEndian.Uint16(t[traceLenFlags:])
+	binary.BigEndian.PutUint16(t[traceLenFlags:], v&^remainingMask|uint16(n)&remainingMask)
 }
 
 // Header holds the decoded option and trace header fields.
