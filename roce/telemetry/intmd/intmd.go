@@ -262,13 +262,7 @@ type located struct {
 	size int    // shim + Length words
 }
 
-func (c *Codec) find(frame []byte) (located, error) {
-	l, err := telemetry.Locate(frame)
-	if err != nil {
-		return located{}, err
-	}
-	return c.findIn(frame, l)
-}
+func (c *Codec) find(frame []byte) (located, error) { return telemetry.Find(frame, c.findIn) }
 
 // findIn is find in a frame whose headers l locates.
 func (c *Codec) findIn(frame []byte, l roce.Layout) (located, error) {
@@ -370,22 +364,13 @@ func (c *Codec) RequestWith(frame []byte, open telemetry.Opener, _ telemetry.Clo
 // instruction bitmap asks, and decrements Remaining Hop Count. INT-MX packets are left
 // unchanged (telemetry.NotStacked).
 func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, error) {
-	x, err := c.find(frame)
-	if err != nil {
-		return frame, 0, err
-	}
-	return c.push(frame, x, h, telemetry.Open)
+	return telemetry.Push(frame, h, c.findIn, c.push)
 }
 
 // PushWith is Push in a frame whose headers l locates, taking the hop's TTL from the
 // frame and opening the hop's gap with open (telemetry.InPlace).
 func (c *Codec) PushWith(frame []byte, l roce.Layout, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
-	x, err := c.findIn(frame, l)
-	if err != nil {
-		return frame, 0, err
-	}
-	h.TTL = l.TTL(frame)
-	return c.push(frame, x, h, open)
+	return telemetry.PushWith(frame, l, h, open, c.findIn, c.push)
 }
 
 // push is Push of the INT headers x locates, with open opening the gap.
@@ -517,17 +502,6 @@ func writeHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 func readHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 	*h = telemetry.Hop{}
 	p := 0
-	port := func(f telemetry.Field, v, allOnes uint32) {
-		if v == allOnes {
-			return
-		}
-		if f == telemetry.FieldIngressPort {
-			h.IngressPort = v
-		} else {
-			h.PortID = v
-		}
-		h.Has |= f
-	}
 	for m := bitmap; m != 0; {
 		bit := uint16(0x8000) >> bits.LeadingZeros16(m)
 		m &^= bit
@@ -546,8 +520,8 @@ func readHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 					h.Has |= telemetry.FieldTS
 				}
 			default:
-				port(telemetry.FieldIngressPort, uint32(v>>32), 0xFFFFFFFF)
-				port(telemetry.FieldEgressPort, uint32(v), 0xFFFFFFFF)
+				h.SetPort(telemetry.FieldIngressPort, uint32(v>>32), 0xFFFFFFFF)
+				h.SetPort(telemetry.FieldEgressPort, uint32(v), 0xFFFFFFFF)
 			}
 			continue
 		}
@@ -560,8 +534,8 @@ func readHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 				h.Has |= telemetry.FieldSwitchID
 			}
 		case InstL1Ports:
-			port(telemetry.FieldIngressPort, v>>16, 0xFFFF)
-			port(telemetry.FieldEgressPort, v&0xFFFF, 0xFFFF)
+			h.SetPort(telemetry.FieldIngressPort, v>>16, 0xFFFF)
+			h.SetPort(telemetry.FieldEgressPort, v&0xFFFF, 0xFFFF)
 		case InstHopLatency:
 			if v != 0xFFFFFFFF {
 				h.HopLatency = v
@@ -617,7 +591,7 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 	if err != nil {
 		return Header{}, err
 	}
-	return decodeLocated(frame, &x, st), nil
+	return decodeLocated(frame, &x, st)
 }
 
 // DecodeStripIn is Decode then StripWith, on a frame whose headers l locates (as
@@ -628,37 +602,31 @@ func (c *Codec) DecodeStripIn(frame []byte, l roce.Layout, st *telemetry.Stack, 
 	if err != nil {
 		return frame, err
 	}
-	decodeLocated(frame, &x, st)
+	if _, err := decodeLocated(frame, &x, st); err != nil {
+		return frame, err
+	}
 	return stripLocated(frame, &x, close), nil
 }
 
 // decodeLocated is Decode of the INT headers x located in frame.
-func decodeLocated(frame []byte, x *located, st *telemetry.Stack) Header {
+func decodeLocated(frame []byte, x *located, st *telemetry.Stack) (Header, error) {
 	md := MD(x.hdr)
 	hd := Header{Type: x.shim.Type(), NPT: x.shim.NPT(), Length: x.shim.Length(), OrigDSCP: x.shim.OrigDSCP(),
 		Version: md.Version(), D: md.D(), Instructions: md.Instructions(), DomainID: md.DomainID(),
 		DSInstructions: md.DSInstructions(), DSFlags: md.DSFlags()}
 	st.Format, st.N, st.Truncated = telemetry.FormatINTMX, 0, false
 	if hd.Type == TypeMX {
-		return hd
+		return hd, nil
 	}
 	st.Format = telemetry.FormatINTMD
 	hd.E, hd.M, hd.HopML, hd.RemainingHops = md.E(), md.M(), md.HopML(), md.RemainingHops()
 	if hd.HopML == 0 {
-		return hd
+		return hd, nil
 	}
-	size := 4 * hd.HopML
 	stack := frame[x.off+ShimSize+MDHeaderSize : x.off+x.size]
-	for p := 0; p < len(stack); p += size {
-		hop := st.Slot()
-		if hop == nil {
-			break
-		}
-		readHop(stack[p:p+size], hd.Instructions, hd.DomainID, hd.DSInstructions, hop)
-		st.N++
-	}
-	st.Reverse()
-	return hd
+	return hd, st.ReadHops(stack, "hop", telemetry.FixedHop(4*hd.HopML, func(b []byte, h *telemetry.Hop) {
+		readHop(b, hd.Instructions, hd.DomainID, hd.DSInstructions, h)
+	}))
 }
 
 // Strip removes the INT headers and stack and restores the DSCP and the IP and UDP

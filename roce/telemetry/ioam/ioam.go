@@ -458,19 +458,6 @@ func (c *Codec) writeNode(b []byte, tt uint32, h *telemetry.Hop) {
 // wideNodeIDMask covers the 56-bit node ID of the wide format.
 const wideNodeIDMask = 1<<56 - 1
 
-// setPort records an interface ID unless it is allOnes (not populated).
-func setPort(h *telemetry.Hop, f telemetry.Field, v, allOnes uint32) {
-	if v == allOnes {
-		return
-	}
-	if f == telemetry.FieldIngressPort {
-		h.IngressPort = v
-	} else {
-		h.PortID = v
-	}
-	h.Has |= f
-}
-
 // readNode decodes one node's data from b and returns the bytes it used, or −1 when
 // b is too short.
 func (c *Codec) readNode(b []byte, tt uint32, nodeLen int, h *telemetry.Hop) int {
@@ -502,8 +489,8 @@ func (c *Codec) readNode(b []byte, tt uint32, nodeLen int, h *telemetry.Hop) int
 			}
 		case TraceIfIDs:
 			v := get32()
-			setPort(h, telemetry.FieldIngressPort, v>>16, 0xFFFF)
-			setPort(h, telemetry.FieldEgressPort, v&0xFFFF, 0xFFFF)
+			h.SetPort(telemetry.FieldIngressPort, v>>16, 0xFFFF)
+			h.SetPort(telemetry.FieldEgressPort, v&0xFFFF, 0xFFFF)
 		case TraceTSSeconds:
 			sec = get32()
 			haveSec = sec != 0xFFFFFFFF
@@ -540,8 +527,8 @@ func (c *Codec) readNode(b []byte, tt uint32, nodeLen int, h *telemetry.Hop) int
 			}
 		case TraceIfIDsWide:
 			v := get64()
-			setPort(h, telemetry.FieldIngressPort, uint32(v>>32), 0xFFFFFFFF)
-			setPort(h, telemetry.FieldEgressPort, uint32(v), 0xFFFFFFFF)
+			h.SetPort(telemetry.FieldIngressPort, uint32(v>>32), 0xFFFFFFFF)
+			h.SetPort(telemetry.FieldEgressPort, uint32(v), 0xFFFFFFFF)
 		case TraceNSDataWide:
 			if v := get64(); v != 0xFFFFFFFFFFFFFFFF {
 				h.TxBytes = v
@@ -611,20 +598,9 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 		}
 		return hd, nil
 	}
-	for len(data) > 0 {
-		hop := st.Slot()
-		if hop == nil {
-			break
-		}
-		n := c.readNode(data, hd.TraceType, hd.NodeLen, hop)
-		if n <= 0 {
-			return hd, telemetry.Malformed("node data cut off after %d nodes", st.N)
-		}
-		data = data[n:]
-		st.N++
-	}
-	st.Reverse()
-	return hd, nil
+	return hd, st.ReadHops(data, "node", func(b []byte, h *telemetry.Hop) int {
+		return c.readNode(b, hd.TraceType, hd.NodeLen, h)
+	})
 }
 
 // Strip removes the Hop-by-Hop header carrying the trace and restores the IPv6 next
