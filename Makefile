@@ -30,7 +30,7 @@ LAB        ?= $(basename $(notdir $(LAB_TOPO)))
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build test lint vet fmt-check staticcheck importcheck tidy-check unit bench fuzz demo deps clean lab down interop
+.PHONY: all build test lint vet fmt-check staticcheck importcheck doccheck tidy-check unit bench fuzz demo deps clean lab down interop
 
 all: build
 
@@ -69,8 +69,9 @@ deps: $(STATICCHECK)
 $(STATICCHECK):
 	GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## lint: gofmt, go vet, staticcheck, the import directions of docs/architecture.md, a tidy go.mod
-lint: fmt-check vet staticcheck importcheck tidy-check
+## lint: gofmt, go vet, staticcheck, the import directions of docs/architecture.md, a tidy go.mod,
+## a doc comment on every exported identifier
+lint: fmt-check vet staticcheck importcheck tidy-check doccheck
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -84,6 +85,12 @@ staticcheck: $(STATICCHECK)
 
 importcheck:
 	$(GO) run ./tools/importcheck
+
+# every package documents every exported identifier, but those still pending, which
+# doccheck reports with their counts (and fails once one of them is clean: remove it)
+DOC_PENDING := apps/perftest,fabric/capture,fabric/topo,lab,netns,qp,rnic,rnic/service/wire
+doccheck:
+	$(GO) run ./tools/doccheck -enforce ./... -pending $(DOC_PENDING) ./...
 
 # go mod tidy -diff prints what tidying would change and fails if anything would
 tidy-check:
