@@ -48,7 +48,7 @@ func (l *ibverbsLab) rnicStats(t *testing.T, host string) lab.HostStatus {
 // TestLoopbackLab: both ends of unmodified RDMA programs run in ONE host of a two-host
 // lab and reach each other through its soft-RNIC's loopback (docs/rnic.md, "Loopback:
 // two QPs on one RNIC"), as rdma-core's tests and single-host MPI jobs expect of a
-// device: rdma-core's RC and UD pingpongs over IPv4 and IPv6 GIDs, and rping (RDMA-CM
+// device: rdma-core's RC, UC and UD pingpongs over IPv4 and IPv6 GIDs, and rping (RDMA-CM
 // to the host's own address, SEND, RDMA READ and WRITE) over IPv4 and IPv6. None of
 // their frames enters the fabric: a bridge never sends a frame back out of the port it
 // came in on, so before the loopback the client's requests were lost there and it
@@ -63,6 +63,7 @@ func TestLoopbackLab(t *testing.T) {
 			args []string
 		}{
 			{"ibv_rc_pingpong", []string{"-c"}}, // -c validates the received buffer
+			{"ibv_uc_pingpong", []string{"-c"}},
 			{"ibv_ud_pingpong", []string{"-s", "512"}},
 		} {
 			t.Run(tc.tool+"/gid"+gid, func(t *testing.T) {
@@ -96,9 +97,9 @@ func TestLoopbackLab(t *testing.T) {
 	r := l.rnicStats(t, "h1").RNIC
 	looped := r.LoopbackFrames - before
 	t.Logf("h1: %d frames looped back of %d sent, %d frames of its kernel", looped, r.TxFrames, r.HostFrames)
-	// 4 pingpongs × 200 messages and their ACKs, 2 rpings' connections and 10 pings
-	if looped < 4*200 {
-		t.Errorf("h1's soft-RNIC looped back %d frames, want at least the pingpongs' 800 messages", looped)
+	// 6 pingpongs × 200 messages (and the RC ACKs), 2 rpings' connections and 10 pings
+	if looped < 6*200 {
+		t.Errorf("h1's soft-RNIC looped back %d frames, want at least the pingpongs' 1200 messages", looped)
 	}
 	if fabric := r.TxFrames - r.LoopbackFrames; fabric > r.HostFrames+r.ARPReqs {
 		t.Errorf("h1's soft-RNIC sent %d frames into the fabric, more than its kernel's %d and its %d ARP requests: RoCE left the host",
