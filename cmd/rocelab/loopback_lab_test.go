@@ -48,11 +48,12 @@ func (l *ibverbsLab) rnicStats(t *testing.T, host string) lab.HostStatus {
 // TestLoopbackLab: both ends of unmodified RDMA programs run in ONE host of a two-host
 // lab and reach each other through its soft-RNIC's loopback (docs/rnic.md, "Loopback:
 // two QPs on one RNIC"), as rdma-core's tests and single-host MPI jobs expect of a
-// device: rdma-core's RC, UC and UD pingpongs over IPv4 and IPv6 GIDs, and rping (RDMA-CM
-// to the host's own address, SEND, RDMA READ and WRITE) over IPv4 and IPv6. None of
-// their frames enters the fabric: a bridge never sends a frame back out of the port it
-// came in on, so before the loopback the client's requests were lost there and it
-// ended in RETRY_EXC_ERR (status 12).
+// device: rdma-core's RC, UC and UD pingpongs over IPv4 and IPv6 GIDs, perftest's
+// ib_write_bw and ib_read_bw (also over rdma_cm, -R), and rping (RDMA-CM to the host's
+// own address, SEND, RDMA READ and WRITE) and udaddy (UD through SIDR) over IPv4 and
+// IPv6. None of their frames enters the fabric: a bridge never sends a frame back out
+// of the port it came in on, so before the loopback the client's requests were lost
+// there and it ended in RETRY_EXC_ERR (status 12).
 func TestLoopbackLab(t *testing.T) {
 	l := newLoopbackLab(t)
 	before := l.rnicStats(t, "h1").RNIC.LoopbackFrames
@@ -76,7 +77,32 @@ func TestLoopbackLab(t *testing.T) {
 		}
 	}
 
+	// perftest: RDMA WRITE and READ bandwidth, the QPs connected over TCP (-x 1) or
+	// over rdma_cm (-R, which listens on no TCP port: cmPair), both ends in h1.
+	for _, args := range [][]string{{"ib_write_bw", "-x", "1"}, {"ib_read_bw", "-x", "1"}, {"ib_write_bw", "-R"}} {
+		t.Run(strings.Join(args, ""), func(t *testing.T) {
+			args := append(args, "-n", "200")
+			var out string
+			if args[1] == "-R" {
+				_, out = l.cmPair(t, "h1", args, "h1", append(args, "10.0.0.1"))
+			} else {
+				_, out = l.pair(t, pingpongPort, "h1", args, "h1", args, "10.0.0.1")
+			}
+			if !strings.Contains(out, "#bytes") || !strings.Contains(out, " 200 ") {
+				t.Fatalf("%s printed no result:\n%s", args[0], out)
+			}
+		})
+	}
+
 	for _, addr := range []string{"10.0.0.1", "fd00::1"} {
+		// udaddy: UD QPs through SIDR to the host's own address.
+		t.Run("udaddy/"+addr, func(t *testing.T) {
+			srv, cli := l.cmPair(t, "h1", []string{"udaddy", "-b", addr}, "h1", []string{"udaddy", "-s", addr})
+			if !strings.Contains(srv, "data transfers complete\ntest complete\nreturn status 0") ||
+				!strings.Contains(cli, "data transfers complete\ntest complete\nreturn status 0") {
+				t.Errorf("udaddy in one host did not complete:\nserver:\n%s\nclient:\n%s", srv, cli)
+			}
+		})
 		t.Run("rping/"+addr, func(t *testing.T) {
 			srv, cli := l.cmPair(t, "h1", []string{"rping", "-s", "-a", addr, "-v", "-C", "10"},
 				"h1", []string{"rping", "-c", "-a", addr, "-v", "-C", "10"})
