@@ -63,9 +63,10 @@ func bringUpUD(t *testing.T, d *Device, x *QP, qkey uint32) {
 // are), under congestion control cc. The device's link leads to a second device, which
 // must see nothing. It returns the run's trace: every completion with its time, and the
 // counters.
-func loopbackRun(t *testing.T, cc CC) string {
+func loopbackRun(t *testing.T, cfg Config) string {
 	t.Helper()
-	v, h1, h2 := linkedPair(t, 10e9, 1500, Config{CC: cc})
+	cc := cfg.CC
+	v, h1, h2 := linkedPair(t, 10e9, 1500, cfg)
 	var trace strings.Builder
 	gid, _ := h1.QueryGID(0)
 	pdA, _ := h1.AllocPD()
@@ -186,6 +187,12 @@ func loopbackRun(t *testing.T, cc CC) string {
 	if sent := h1.cfg.Link.Stats().Frames; sent != 0 || h2.Stats().RxFrames != 0 {
 		t.Errorf("the fabric saw h1's loopback traffic: %d frames on its link, %d received by h2", sent, h2.Stats().RxFrames)
 	}
+	// A probe goes while data is in flight. Without lookahead a looped packet's ACK is
+	// back before the next packet leaves, so nothing is in flight when the scheduler
+	// looks; with it, several packets leave together and probes go.
+	if cc.Mode == ModeHPCCProbe && (s.ProbeResponses != s.ProbesSent || cfg.TxLookahead > 0 && s.ProbesSent == 0) {
+		t.Errorf("probe mode: %d probes sent, %d answered; want each one answered", s.ProbesSent, s.ProbeResponses)
+	}
 	for _, x := range []*QP{a, b} {
 		if st, ok := x.HPCC(); ok && st.W < cc.HPCC.WInit {
 			// No switch on the path, no hop in the telemetry: HPCC has nothing to react
@@ -204,18 +211,25 @@ func TestLoopbackTwoQPsOneDevice(t *testing.T) {
 	const baseRTT = 10 * time.Microsecond
 	params := hpcc.DraftParams(10e9, baseRTT, 2)
 	params.WInit = 10e9 / 8 * baseRTT.Seconds()
-	for _, cc := range []CC{
+	for _, cfg := range []Config{
 		{},
-		{Mode: ModeDCQCN},
-		{Mode: ModeHPCC, Telemetry: telemetry.FormatINTMD, HPCC: params},
-		{Mode: ModeHPCCProbe, Telemetry: telemetry.FormatINTMD, HPCC: params},
-		{Mode: ModeRxHPCC, Telemetry: telemetry.FormatINTMD, HPCC: params},
-		{Mode: ModeHPCCEveryN, Telemetry: telemetry.FormatHPCC, HPCC: params},
-		{Mode: ModeHPCC, Telemetry: telemetry.FormatIFA, HPCC: params},
+		{CC: CC{Mode: ModeDCQCN}},
+		{CC: CC{Mode: ModeHPCC, Telemetry: telemetry.FormatINTMD, HPCC: params}},
+		{CC: CC{Mode: ModeHPCCProbe, Telemetry: telemetry.FormatINTMD, HPCC: params}},
+		{CC: CC{Mode: ModeRxHPCC, Telemetry: telemetry.FormatINTMD, HPCC: params}},
+		{CC: CC{Mode: ModeHPCCEveryN, Telemetry: telemetry.FormatHPCC, HPCC: params}},
+		{CC: CC{Mode: ModeHPCC, Telemetry: telemetry.FormatIFA, HPCC: params}},
+		// The real-time lab's transmit lookahead: frames are handed over ahead of
+		// their time, several wait in the loopback queue, and are delivered in batches.
+		{CC: CC{Mode: ModeHPCCProbe, Telemetry: telemetry.FormatINTMD, HPCC: params}, TxLookahead: 20 * time.Microsecond},
 	} {
-		t.Run(cmp.Or(string(cc.Mode), "none")+"-"+cmp.Or(string(cc.Telemetry), "none"), func(t *testing.T) {
-			first := loopbackRun(t, cc)
-			if second := loopbackRun(t, cc); second != first {
+		name := cmp.Or(string(cfg.CC.Mode), "none") + "-" + cmp.Or(string(cfg.CC.Telemetry), "none")
+		if cfg.TxLookahead > 0 {
+			name += "-lookahead"
+		}
+		t.Run(name, func(t *testing.T) {
+			first := loopbackRun(t, cfg)
+			if second := loopbackRun(t, cfg); second != first {
 				t.Errorf("two runs differ:\n%s\n%s", first, second)
 			}
 		})
