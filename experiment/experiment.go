@@ -9,7 +9,9 @@ package experiment
 
 import (
 	"fmt"
+	"iter"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric"
@@ -307,7 +309,9 @@ type Result struct {
 	Config  Config
 	BaseRTT time.Duration
 	Flows   []FlowRecord
-	Queue   []QueueSample
+	// Queue is a lab or real-time run's bottleneck queue samples; a virtual-time run
+	// keeps its own as the port's change points (queue). QueueSamples gives both.
+	Queue []QueueSample
 	// Rates is a lab or real-time run's rate samples; a virtual-time run keeps its
 	// own out of memory (rateLog). EachRate gives both.
 	Rates []RateSample
@@ -327,7 +331,18 @@ type Result struct {
 	// links is every switch egress port's queue and bytes sent at each rate sample
 	// (Links).
 	links linkTable
-	rates rateLog // a virtual-time run's rate samples (EachRate)
+	rates rateLog     // a virtual-time run's rate samples (EachRate)
+	queue *portSeries // a virtual-time run's bottleneck queue samples (QueueSamples)
+}
+
+// QueueSamples walks the bottleneck queue's samples in time order (queue.csv's
+// rows): those of Queue, which a lab or real-time run fills, or a virtual-time run's,
+// decoded from the port's change points as they are walked.
+func (r *Result) QueueSamples() iter.Seq[QueueSample] {
+	if r.queue != nil {
+		return r.queue.all()
+	}
+	return slices.Values(r.Queue)
 }
 
 // Run runs the experiment in virtual time.
@@ -409,7 +424,7 @@ func Run(cfg Config) (*Result, error) {
 	for _, h := range st.hosts {
 		res.Packets += h.Stats().TxFrames
 	}
-	res.Queue = ports[cfg.Senders].all() // the receiver's port, the bottleneck
+	res.queue = &ports[cfg.Senders] // the receiver's port, the bottleneck
 	finish(res, flows, last, left)
 	return res, nil
 }
@@ -456,10 +471,11 @@ func starWindows(res *Result, cfg *Config, last clock.Time, unfinished int) []sp
 			first = min(first, clock.Time(f.StartNs+f.FCTNs))
 		}
 	}
-	if t := firstDrain(res.Queue, cfg.segment()+100, first); t >= 0 {
+	queue := res.QueueSamples()
+	if t := firstDrain(queue, cfg.segment()+100, first); t >= 0 {
 		spans = append(spans, span{t, end, "after the first drain of the bottleneck queue to " + until})
 	}
-	for _, s := range res.Queue {
+	for s := range queue {
 		if s.TxBytes > 0 {
 			spans = append(spans, span{s.T, end, "from the bottleneck's first byte to " + until})
 			break

@@ -55,7 +55,7 @@ func settledQueue(res *Result, from time.Duration) int {
 		end = max(end, f.StartNs+f.FCTNs)
 	}
 	q := 0
-	for _, s := range res.Queue {
+	for s := range res.QueueSamples() {
 		if s.T >= 0 && int64(s.T) >= from.Nanoseconds() && int64(s.T) <= end {
 			q = max(q, s.Bytes)
 		}
@@ -211,9 +211,9 @@ func runIncastFigures(t *testing.T, cfg Config) incastFigures {
 		end := clock.Time(r.StartNs + r.FCTNs)
 		f.first, f.last = min(f.first, end), max(f.last, end)
 	}
-	all := queueOver(res.Queue, span{from: from, to: f.last})
+	all := queueOver(res.QueueSamples(), span{from: from, to: f.last})
 	f.mean, f.wireAll = meanQueue(all), wireRate(all)
-	f.wireBusy = wireRate(queueOver(res.Queue, span{from: from, to: f.first}))
+	f.wireBusy = wireRate(queueOver(res.QueueSamples(), span{from: from, to: f.first}))
 	t.Logf("W_ai %.1f B: peak %d B; 100 µs–%v: mean queue %.0f B, wire %.2f Gb/s; to the first completion at %v: wire %.2f Gb/s",
 		res.Config.ccConfig().HPCC.WAI, f.peak, f.last, f.mean, f.wireAll/1e9, f.first, f.wireBusy/1e9)
 	return f

@@ -3,6 +3,7 @@ package experiment
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric"
@@ -64,29 +65,32 @@ func (p *portSeries) record(s fabric.Sample) {
 	}
 }
 
-// dense appends to buf the samples taken from from to to (both included) and
-// returns it.
-func (p *portSeries) dense(buf []QueueSample, from, to clock.Time) []QueueSample {
-	if !p.seen {
-		return buf
+// samples walks the samples taken from from to to (both included), in time order,
+// decoding the change points as it goes: the dense series is never held.
+func (p *portSeries) samples(from, to clock.Time) iter.Seq[QueueSample] {
+	return func(yield func(QueueSample) bool) {
+		if !p.seen {
+			return
+		}
+		to := min(to, p.sw.latest)
+		c := p.changes.cursor()
+		t := c.next.T // the first sample
+		if from > t {
+			t += (from - t + p.every - 1) / p.every * p.every
+		}
+		for ; t <= to; t += p.every {
+			c.advance(t)
+			q := c.cur
+			q.T = t
+			if !yield(q) {
+				return
+			}
+		}
 	}
-	to = min(to, p.sw.latest)
-	c := p.changes.cursor()
-	t := c.next.T // the first sample
-	if from > t {
-		t += (from - t + p.every - 1) / p.every * p.every
-	}
-	for ; t <= to; t += p.every {
-		c.advance(t)
-		q := c.cur
-		q.T = t
-		buf = append(buf, q)
-	}
-	return buf
 }
 
-// all returns the whole dense series.
-func (p *portSeries) all() []QueueSample { return p.dense(nil, 0, p.sw.latest) }
+// all walks the whole dense series.
+func (p *portSeries) all() iter.Seq[QueueSample] { return p.samples(0, clock.Never) }
 
 // changeLog is a port's change points, each stored as the differences of its time,
 // queue and bytes sent from the change before, as varints: about 6 bytes a change

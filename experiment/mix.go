@@ -812,7 +812,7 @@ func (m *mixRun) sampleRates() *clock.Timer {
 func (m *mixRun) results() *Result {
 	res := m.res
 	b := m.bottleneck()
-	res.Queue = b.series.all()
+	res.queue = &b.series
 	m.flowRecords()
 	for _, h := range m.nw.Hosts {
 		if s := h.Device.Stats(); s.RxMalformed+s.RxBadICRC > 0 {
@@ -856,13 +856,13 @@ func (m *mixRun) summarizePorts() {
 	info := m.info
 	mw := m.res.Metrics.Window
 	w := span{clock.Time(mw.StartNs), clock.Time(mw.EndNs), mw.What}
-	var in []QueueSample
 	for _, ps := range m.ports {
 		for _, p := range ps {
 			rec := PortRecord{Name: p.name, Rate: p.rate, PeakQueue: p.peak}
-			if in = p.series.dense(in[:0], w.from, w.to); len(in) >= 2 {
+			in := p.series.samples(w.from, w.to)
+			if first, last, n := ends(in); n >= 2 {
 				rec.MeanQueue = meanQueue(in)
-				rec.TxBytes = in[len(in)-1].TxBytes - in[0].TxBytes
+				rec.TxBytes = last.TxBytes - first.TxBytes
 				rec.Utilization = wireRate(in) / float64(p.rate)
 			}
 			info.ports = append(info.ports, &p.series)
