@@ -315,8 +315,9 @@ type Result struct {
 	// Rates is a lab or real-time run's rate samples; a virtual-time run keeps its
 	// own out of memory (rateLog). EachRate gives both.
 	Rates []RateSample
-	// Delivered is every flow's payload delivered to its receiver, at each rate
-	// sample.
+	// Delivered is a lab or real-time run's payload delivered to the receivers, all
+	// flows together, at each rate sample; a virtual-time run keeps its own in
+	// delivered. DeliveredSamples gives both.
 	Delivered []DeliveredSample
 	Metrics   Metrics
 	// Errors lists data verification failures and unfinished flows; empty on success.
@@ -330,9 +331,51 @@ type Result struct {
 	Topology *topo.Topology
 	// links is every switch egress port's queue and bytes sent at each rate sample
 	// (Links).
-	links linkTable
-	rates rateLog     // a virtual-time run's rate samples (EachRate)
-	queue *portSeries // a virtual-time run's bottleneck queue samples (QueueSamples)
+	links     linkTable
+	rates     rateLog     // a virtual-time run's rate samples (EachRate)
+	queue     *portSeries // a virtual-time run's bottleneck queue samples (QueueSamples)
+	delivered changeLog   // a virtual-time run's delivered bytes (T, TxBytes)
+	// spill holds a virtual-time run's series that grow with simulated time (the
+	// ports' change points, the delivered bytes, the links table's instants).
+	spill *scratch
+}
+
+// newVirtualResult returns the Result of a virtual-time run, its series spilling to
+// a scratch file as they grow.
+func newVirtualResult(r *Result) *Result {
+	r.spill = new(scratch)
+	r.links.spill, r.delivered.spill = r.spill, r.spill
+	return r
+}
+
+// addDelivered records the payload delivered by t.
+func (r *Result) addDelivered(t clock.Time, bytes uint64) {
+	r.delivered.add(QueueSample{T: t, TxBytes: bytes})
+}
+
+// DeliveredSamples walks the payload delivered at each rate sample in time order:
+// those of Delivered, which a lab or real-time run fills, then a virtual-time run's.
+func (r *Result) DeliveredSamples() iter.Seq[DeliveredSample] {
+	return func(yield func(DeliveredSample) bool) {
+		for _, d := range r.Delivered {
+			if !yield(d) {
+				return
+			}
+		}
+		for c := r.delivered.cursor(); c.ahead; c.step() {
+			if !yield(DeliveredSample{T: c.next.T, Bytes: c.next.TxBytes}) {
+				return
+			}
+		}
+	}
+}
+
+// seriesErr is the error, if any, of reading or writing the run's scratch file.
+func (r *Result) seriesErr() error {
+	if r.spill == nil {
+		return nil
+	}
+	return r.spill.Err()
 }
 
 // QueueSamples walks the bottleneck queue's samples in time order (queue.csv's
@@ -363,7 +406,7 @@ func Run(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Config: cfg, BaseRTT: cfg.baseRTT(), Topology: t}
+	res := newVirtualResult(&Result{Config: cfg, BaseRTT: cfg.baseRTT(), Topology: t})
 	flows := makeFlows(&cfg)
 	left := len(flows)
 	var last clock.Time
@@ -389,7 +432,7 @@ func Run(cfg Config) (*Result, error) {
 	ports := make([]portSeries, n)
 	var sampled sampling
 	for i, name := range starPorts(n) {
-		ports[i] = newPortSeries(cfg.Sample, &sampled)
+		ports[i] = newPortSeries(cfg.Sample, &sampled, res.spill)
 		res.links.add(name, 0, &ports[i])
 	}
 	stopQ := st.sw.SampleChanges(cfg.Sample, sampled.tick, func(s fabric.Sample) {
@@ -411,7 +454,7 @@ func Run(cfg Config) (*Result, error) {
 			res.rates.add(r)
 			delivered += f.deliveredBytes()
 		}
-		res.Delivered = append(res.Delivered, DeliveredSample{T: now, Bytes: delivered})
+		res.addDelivered(now, delivered)
 		res.links.record(now)
 		rt.Reset(now.Add(rateEvery))
 	})
@@ -426,6 +469,9 @@ func Run(cfg Config) (*Result, error) {
 	}
 	res.queue = &ports[cfg.Senders] // the receiver's port, the bottleneck
 	finish(res, flows, last, left)
+	if err := res.seriesErr(); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 

@@ -100,7 +100,7 @@ func TestPortSeriesDense(t *testing.T) {
 	const every = 100
 	rng := rand.New(rand.NewPCG(1, 2))
 	var sw sampling
-	p := newPortSeries(every, &sw)
+	p := newPortSeries(every, &sw, nil)
 	var taken []QueueSample
 	q, tx := 0, uint64(0)
 	for i := range 1000 {
@@ -143,7 +143,7 @@ func TestLinkTable(t *testing.T) {
 	sampled := make([]sampling, switches)
 	var l linkTable
 	for i := range series {
-		series[i] = newPortSeries(100, &sampled[i/perSwitch])
+		series[i] = newPortSeries(100, &sampled[i/perSwitch], nil)
 		l.add(fmt.Sprintf("s%d:p%d", i/perSwitch+1, i%perSwitch), i/perSwitch, &series[i])
 	}
 	latest := make([]*LinkSample, len(series))
@@ -201,7 +201,7 @@ func TestEachPortQueue(t *testing.T) {
 	perPort := make([][]PortQueueSample, ports)
 	var sampled sampling
 	for i := range series {
-		series[i] = newPortSeries(100, &sampled)
+		series[i] = newPortSeries(100, &sampled, nil)
 		info.ports = append(info.ports, &series[i])
 	}
 	q := make([]int, ports)
@@ -258,6 +258,47 @@ func TestRateLog(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("%d samples, want %d", len(got), len(want))
+		}
+	}
+}
+
+// TestChangeLogSpills: a changeLog with a scratch file holds at most about
+// spillChunk bytes in memory however long it grows, and walks back every change it
+// was given, in order, from its spilled segments and its chunks; two logs spilling
+// into one file (the parallel driver's ports) keep their own.
+func TestChangeLogSpills(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	spill := new(scratch)
+	logs := []changeLog{{spill: spill}, {spill: spill}}
+	var added [2][]QueueSample
+	var q [2]QueueSample
+	for range 200_000 {
+		i := rng.IntN(2)
+		q[i].T += clock.Time(1 + rng.IntN(200))
+		q[i].Bytes = rng.IntN(1 << 20)
+		q[i].TxBytes += uint64(rng.IntN(5000))
+		logs[i].add(q[i])
+		added[i] = append(added[i], q[i])
+	}
+	if err := spill.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range logs {
+		l := &logs[i]
+		held := 0
+		for _, c := range l.chunks {
+			held += cap(c)
+		}
+		if held > spillChunk || len(l.segments) == 0 {
+			t.Errorf("log %d: %d bytes in memory in %d chunks, %d segments spilled; want at most %d bytes", i, held,
+				len(l.chunks), len(l.segments), spillChunk)
+		}
+		var got []QueueSample
+		for c := l.cursor(); c.ahead; c.step() {
+			got = append(got, c.next)
+		}
+		if !slices.Equal(got, added[i]) {
+			t.Errorf("log %d: walked %d changes, differing from the %d added", i, len(got), len(added[i]))
 		}
 	}
 }

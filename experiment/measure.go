@@ -5,7 +5,6 @@ import (
 	"iter"
 	"maps"
 	"slices"
-	"sort"
 
 	"github.com/rocelab/rocelab/internal/clock"
 )
@@ -239,13 +238,22 @@ func measure(res *Result, candidates []span, rate uint64) Metrics {
 	m.MeanQueue = meanQueue(in)
 	m.WireRate = wireRate(in)
 	m.Utilization = m.WireRate / float64(rate)
-	lo := sort.Search(len(res.Delivered), func(i int) bool { return res.Delivered[i].T >= w.from })
-	hi := sort.Search(len(res.Delivered), func(i int) bool { return res.Delivered[i].T > w.to })
-	if hi-lo >= 2 {
-		a, b := res.Delivered[lo], res.Delivered[hi-1]
-		if b.T > a.T {
-			m.Goodput = float64(b.Bytes-a.Bytes) * 8e9 / float64(b.T-a.T)
+	var a, b DeliveredSample
+	n := 0
+	for d := range res.DeliveredSamples() {
+		if d.T > w.to {
+			break
 		}
+		if d.T >= w.from {
+			if n == 0 {
+				a = d
+			}
+			b = d
+			n++
+		}
+	}
+	if n >= 2 && b.T > a.T {
+		m.Goodput = float64(b.Bytes-a.Bytes) * 8e9 / float64(b.T-a.T)
 	}
 	return m
 }

@@ -538,7 +538,11 @@ func runMix(cfg Config) (*Result, error) {
 	for _, h := range m.nw.Hosts {
 		m.res.Packets += h.Device.Stats().TxFrames
 	}
-	return m.results(), nil
+	res := m.results()
+	if err := res.seriesErr(); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // newMixRun computes every host pair's path and the range of base RTTs. HPCC's T is
@@ -564,7 +568,7 @@ func newMixRun(cfg *Config, t *topo.Topology, info *MixInfo) *mixRun {
 	if cfg.BaseRTT > 0 {
 		T = cfg.BaseRTT
 	}
-	m.res = &Result{Config: *cfg, BaseRTT: T, MixInfo: info, Topology: t}
+	m.res = newVirtualResult(&Result{Config: *cfg, BaseRTT: T, MixInfo: info, Topology: t})
 	return m
 }
 
@@ -775,7 +779,7 @@ func (m *mixRun) watchPorts() ([]func(), error) {
 			return nil, fmt.Errorf("experiment: switch %s has %d ports, the topology %d", s.Name, len(s.Switch.Ports()), len(ps))
 		}
 		for _, p := range ps {
-			p.series = newPortSeries(m.cfg.Sample, &samplings[i])
+			p.series = newPortSeries(m.cfg.Sample, &samplings[i], m.res.spill)
 			m.res.links.add(p.id, i, &p.series)
 		}
 		stops = append(stops, s.Switch.SampleChanges(m.cfg.Sample, samplings[i].tick, func(smp fabric.Sample) {
@@ -800,7 +804,7 @@ func (m *mixRun) sampleRates() *clock.Timer {
 			m.res.rates.add(f.rateSample(now, m.cfg.LinkRate))
 			delivered += f.deliveredBytes()
 		}
-		m.res.Delivered = append(m.res.Delivered, DeliveredSample{T: now, Bytes: delivered})
+		m.res.addDelivered(now, delivered)
 		m.res.links.record(now)
 		rt.Reset(now.Add(every))
 	})

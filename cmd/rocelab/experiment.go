@@ -37,7 +37,7 @@ func newExperimentCmd() *cobra.Command {
 	var (
 		mtu                            int
 		cc, mode, format, out, labName string
-		asJSON, realTime               bool
+		asJSON, realTime, plots        bool
 		cfg                            = def
 	)
 	cfg.Mix = experiment.MixDefaults().Mix
@@ -45,9 +45,11 @@ func newExperimentCmd() *cobra.Command {
 		Use:   "experiment incast|fairness|mix",
 		Short: "Run a congestion-control experiment in virtual time: CSV, plots, summary",
 		Long: `Runs soft-RNICs and switches in virtual time and writes, into --out: queue.csv,
-rates.csv, flows.csv, summary.json and queue/rates/fct plots (PNG and SVG). The same
-flags and seed give byte-identical files; wall-clock figures appear only in the
-summary. --json prints the metrics and flow records on stdout instead of the summary.
+rates.csv, links.csv, flows.csv, summary.json, topology.yaml and, with --plots,
+queue/rates/fct plots (PNG and SVG). The same flags and seed give byte-identical
+files; wall-clock figures appear only in the summary. --json prints the metrics and
+flow records on stdout instead of the summary, and writes files only if --out (or
+--plots) is given. 'experiment sweep' runs seeds or a grid of parameters on all cores.
 Unfinished flows are reported as such; every windowed figure names its window; the
 bottleneck's wire rate (headers and telemetry included) and the goodput (payload
 delivered) are given apart.
@@ -173,7 +175,11 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 				cfg.TxLookahead = rt.TxLookahead
 				run = experiment.RunRealTime
 			}
-			return runAndReport(cmd.OutOrStdout(), newProgress(cmd.ErrOrStderr()), run, cfg, out, asJSON)
+			files := outputs{plots: plots}
+			if !asJSON || flags.Changed("out") || plots {
+				files.dir = out
+			}
+			return runAndReport(cmd.OutOrStdout(), newProgress(cmd.ErrOrStderr()), run, cfg, files, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -218,8 +224,9 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 	f.Var(ecnValue{&cfg.ECN}, "ecn", "DCQCN's RED marking K_min,K_max,P_max (not given: 100KB,400KB,0.2 per 25 Gb/s of --link-rate, the default shown at 100G)")
 	f.BoolVar(&cfg.Verify, "verify", false, "move real payload bytes (with ICRCs) and check every flow's data at its receiver")
 	f.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
-	f.StringVar(&out, "out", "experiment-out", "output directory")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout")
+	f.StringVar(&out, "out", "experiment-out", "output directory (with --json: only if given)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout; files only with --out or --plots")
+	f.BoolVar(&plots, "plots", false, "draw the queue, rates and FCT plots (PNG and SVG) into --out: three times the CPU of a 500 KB incast's simulation")
 	f.StringVar(&labName, "lab", "", "incast: run in this running lab (rocelab up) with real write_bw processes, its first --senders hosts (default all but the last) into its last; sampled through its control socket every --sample (default 1ms)")
 	f.BoolVar(&realTime, "realtime", false, "incast, fairness: run in real time, as a lab runs (the twin of the virtual-time run; figures depend on the machine's load)")
 	cmd.AddCommand(newFlowsCmd(), newCompareCmd())
@@ -351,9 +358,30 @@ func telemetryFormat(format string) (telemetry.Format, error) {
 	return "", fmt.Errorf("--telemetry %q: want int, ioam, ifa or hpcc", format)
 }
 
+// outputs is what a run writes: its files into dir ("": none) and, with plots, its
+// plots too.
+type outputs struct {
+	dir   string
+	plots bool
+}
+
+// write writes res's outputs.
+func (o outputs) write(res *experiment.Result) error {
+	if o.dir == "" {
+		return nil
+	}
+	if err := res.WriteData(o.dir); err != nil {
+		return err
+	}
+	if o.plots {
+		return res.WritePlots(o.dir)
+	}
+	return nil
+}
+
 // runAndReport runs cfg with run, showing its progress on pr if not nil, writes its
-// files into out and prints the summary (or the JSON object) on w.
-func runAndReport(w io.Writer, pr *progress, run func(experiment.Config) (*experiment.Result, error), cfg experiment.Config, out string, asJSON bool) error {
+// outputs and prints the summary (or the JSON object) on w.
+func runAndReport(w io.Writer, pr *progress, run func(experiment.Config) (*experiment.Result, error), cfg experiment.Config, out outputs, asJSON bool) error {
 	start := time.Now()
 	if pr != nil {
 		cfg.Progress = pr.update
@@ -365,7 +393,7 @@ func runAndReport(w io.Writer, pr *progress, run func(experiment.Config) (*exper
 	if err != nil {
 		return err
 	}
-	if err := res.WriteFiles(out); err != nil {
+	if err := out.write(res); err != nil {
 		return err
 	}
 	if asJSON {
@@ -376,7 +404,11 @@ func runAndReport(w io.Writer, pr *progress, run func(experiment.Config) (*exper
 		}
 	} else {
 		res.WriteSummary(w)
-		fmt.Fprintf(w, "  wall clock        %v; files in %s\n", time.Since(start).Round(time.Millisecond), out)
+		what := "files in " + out.dir
+		if !out.plots {
+			what += " (plots with --plots)"
+		}
+		fmt.Fprintf(w, "  wall clock        %v; %s\n", time.Since(start).Round(time.Millisecond), what)
 	}
 	if len(res.Errors) > 0 {
 		return fmt.Errorf("experiment: %d errors", len(res.Errors))

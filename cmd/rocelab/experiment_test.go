@@ -26,10 +26,10 @@ func runExperiment(t *testing.T, args ...string) (string, error) {
 }
 
 // TestExperimentMixJSON: `experiment mix --json` prints one JSON object with the
-// metrics and a record per flow, and writes the files.
+// metrics and a record per flow, and writes the files (the plots: --plots).
 func TestExperimentMixJSON(t *testing.T) {
 	dir := t.TempDir()
-	out, err := runExperiment(t, "mix", "--cdf", "fbhadoop", "--flows", "20", "--load", "0.5", "--json", "--out", dir)
+	out, err := runExperiment(t, "mix", "--cdf", "fbhadoop", "--flows", "20", "--load", "0.5", "--json", "--out", dir, "--plots")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -348,4 +348,33 @@ func dropWallClock(t *testing.T, data []byte) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestExperimentJSONWritesFilesOnlyIfAsked: `--json` alone writes no files (not even
+// the default --out directory); with --out it writes the data files, and the plots
+// only with --plots.
+func TestExperimentJSONWritesFilesOnlyIfAsked(t *testing.T) {
+	t.Chdir(t.TempDir())
+	small := []string{"incast", "--senders", "2", "--flow-size", "20KB"}
+	if out, err := runExperiment(t, append(small, "--json")...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := os.Stat("experiment-out"); !os.IsNotExist(err) {
+		t.Errorf("--json without --out wrote experiment-out (stat: %v)", err)
+	}
+	for _, c := range []struct {
+		args  []string
+		plots bool
+	}{{[]string{"--json", "--out", "a"}, false}, {[]string{"--out", "b"}, false}, {[]string{"--json", "--out", "c", "--plots"}, true}} {
+		if out, err := runExperiment(t, append(small, c.args...)...); err != nil {
+			t.Fatalf("%v: %v\n%s", c.args, err, out)
+		}
+		dir := c.args[slices.Index(c.args, "--out")+1]
+		if _, err := os.Stat(filepath.Join(dir, "queue.csv")); err != nil {
+			t.Errorf("%v: %v", c.args, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "queue.png")); (err == nil) != c.plots {
+			t.Errorf("%v: queue.png: %v, want plots %v", c.args, err, c.plots)
+		}
+	}
 }
