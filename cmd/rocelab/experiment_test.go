@@ -378,3 +378,55 @@ func TestExperimentJSONWritesFilesOnlyIfAsked(t *testing.T) {
 		}
 	}
 }
+
+// TestExperimentSweep: `experiment sweep` runs every grid point with every seed, its
+// --json array is the same on one job and on two, and each run's figures are those
+// `experiment --json` gives for the same flags and seed.
+func TestExperimentSweep(t *testing.T) {
+	args := []string{"sweep", "incast", "--senders", "4", "--flow-size", "50KB", "--seeds", "2-3",
+		"--grid", "cc=hpcc,dcqcn", "--grid", "ecn=20KB,80KB,0.2;40KB,160KB,0.5", "--json"}
+	var outs [2]string
+	for i, jobs := range []string{"1", "2"} {
+		out, err := runExperiment(t, append(args, "--jobs", jobs)...)
+		if err != nil {
+			t.Fatalf("--jobs %s: %v\n%s", jobs, err, out)
+		}
+		outs[i] = out
+	}
+	if outs[0] != outs[1] {
+		t.Fatalf("one job and two differ:\n%s\n%s", outs[0], outs[1])
+	}
+	var runs []experiment.SweepOutcome
+	if err := json.Unmarshal([]byte(outs[0]), &runs); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 8 {
+		t.Fatalf("%d runs, want 2 cc × 2 ecn × 2 seeds", len(runs))
+	}
+	last := runs[len(runs)-1]
+	if got := runName(last.Params, last.Seed); got != "cc=dcqcn,ecn=40KB,160KB,0.5,seed=3" {
+		t.Errorf("the last run is %s", got)
+	}
+	one, err := runExperiment(t, "incast", "--senders", "4", "--flow-size", "50KB", "--cc", "dcqcn", "--ecn", "40KB,160KB,0.5",
+		"--seed", "3", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, one)
+	}
+	var single experiment.JSON
+	if err := json.Unmarshal([]byte(one), &single); err != nil {
+		t.Fatal(err)
+	}
+	if single.Metrics != last.Metrics {
+		t.Errorf("sweep's run %+v, experiment's %+v", last.Metrics, single.Metrics)
+	}
+	table, err := runExperiment(t, slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "--json" })...)
+	if err != nil || strings.Count(table, "\n") != 2+4 {
+		t.Errorf("the table: want a title, a head and 4 rows: %v\n%s", err, table)
+	}
+	for _, bad := range [][]string{{"--grid", "seed=1,2"}, {"--grid", "nosuch=1"}, {"--grid", "cc=hpcc", "--cc", "dcqcn"},
+		{"--seeds", "0"}, {"--seeds", "3", "--seed", "2"}, {"--realtime"}, {"--jobs", "0"}} {
+		if out, err := runExperiment(t, append([]string{"sweep", "incast", "--flow-size", "10KB"}, bad...)...); err == nil {
+			t.Errorf("%v: no error\n%s", bad, out)
+		}
+	}
+}
