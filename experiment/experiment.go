@@ -158,6 +158,9 @@ func (c *Config) ccConfig() rnic.CC { return c.ccConfigFor(c.baseRTT(), c.Sender
 // N its rule-of-thumb W_ai is sized for.
 func (c *Config) ccConfigFor(t time.Duration, flows int) rnic.CC {
 	cc := rnic.CC{Mode: c.CC, EveryN: c.EveryN}
+	if c.Preset == PresetNS3 {
+		cc.AckEvery = 1 // L2_ACK_INTERVAL 1: the simulator acks every packet, under DCQCN too
+	}
 	if c.CC == rnic.ModeDCQCN || c.CC == rnic.ModeNone {
 		return cc
 	}
