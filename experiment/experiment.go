@@ -8,6 +8,7 @@
 package experiment
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"math"
@@ -372,6 +373,24 @@ func (r *Result) DeliveredSamples() iter.Seq[DeliveredSample] {
 		}
 	}
 }
+
+// Close frees the scratch files of a virtual-time run's series now rather than when
+// the Result is collected; the series cannot be read after it. A sweep closes each
+// run's once its figures are taken.
+func (r *Result) Close() error {
+	var errs []error
+	if r.rates.file != nil {
+		errs = append(errs, r.rates.file.Close())
+		r.rates.err = errClosed
+	}
+	if r.spill != nil {
+		errs = append(errs, r.spill.close())
+	}
+	return errors.Join(errs...)
+}
+
+// errClosed is the error of reading a closed Result's series.
+var errClosed = errors.New("the Result was closed")
 
 // seriesErr is the error, if any, of reading or writing the run's scratch file.
 func (r *Result) seriesErr() error {

@@ -73,3 +73,23 @@ func TestCSVRowMatchesEncodingCSV(t *testing.T) {
 		t.Fatalf("%d bytes, want %d", len(got), want.Len())
 	}
 }
+
+// TestResultClose: a closed Result's series are gone, and reading them says so rather
+// than giving empty files.
+func TestResultClose(t *testing.T) {
+	cfg := Defaults()
+	cfg.Senders, cfg.FlowSize = 2, 20_000
+	res, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.EachRate(func(RateSample) {}); err == nil {
+		t.Error("EachRate after Close: no error")
+	}
+	if err := res.WriteData(t.TempDir()); err == nil {
+		t.Error("WriteData after Close: no error")
+	}
+}

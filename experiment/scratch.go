@@ -63,6 +63,20 @@ func (s *scratch) read(off int64, b []byte) bool {
 	return true
 }
 
+// close frees the file; reading it afterwards fails with errClosed.
+func (s *scratch) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var err error
+	if s.file != nil {
+		err = s.file.Close()
+	}
+	if s.err == nil {
+		s.err = errClosed
+	}
+	return err
+}
+
 // Err is the first error writing or reading the file, naming it.
 func (s *scratch) Err() error {
 	s.mu.Lock()

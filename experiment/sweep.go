@@ -94,6 +94,9 @@ func sweepOne(i int, run SweepRun, keep func(int, *Result) error) SweepOutcome {
 			o.Errors = append(o.Errors, err.Error())
 		}
 	}
+	if err := res.Close(); err != nil {
+		o.Errors = append(o.Errors, err.Error())
+	}
 	return o
 }
 
