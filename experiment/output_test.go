@@ -18,7 +18,7 @@ import (
 func TestCSVRowMatchesEncodingCSV(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	strs := []string{"", "s1:p0", "a,b", `say "hi"`, "two\nlines", "cr\r", " lead", "\tlead", `\.`, "ü", "x y"}
-	floats := []float64{0, -0.0, 1e-300, 123456789.123, math.NaN(), math.Inf(1), math.Inf(-1), 0.95}
+	floats := []float64{0, math.Copysign(0, -1), 1e-300, 123456789.123, math.NaN(), math.Inf(1), math.Inf(-1), 0.95}
 	var rows [][]string
 	path := filepath.Join(t.TempDir(), "rows.csv")
 	err := writeRows(path, []string{"h1", "h 2"}, func(row *csvRow) error {

@@ -235,7 +235,7 @@ func parseGrid(grid []string, fs *pflag.FlagSet) ([][]experiment.Param, error) {
 		name = strings.TrimPrefix(name, "--")
 		switch {
 		case !ok || values == "":
-			return nil, fmt.Errorf("--grid %q: want NAME=V1,V2,...", g)
+			return nil, fmt.Errorf("--grid %q: want NAME=V1,V2 (values of an experiment flag)", g)
 		case fs.Lookup(name) == nil:
 			return nil, fmt.Errorf("--grid %q: no experiment flag --%s", g, name)
 		case slices.Contains(sweepOnly, name):
