@@ -39,7 +39,7 @@ func TestReplayFiles(t *testing.T) {
 		t.Errorf("topology.yaml is not the 4:1 star:\n%s", yml)
 	}
 
-	instants := len(res.Delivered)
+	instants := len(slices.Collect(res.DeliveredSamples()))
 	links := readCSV(t, filepath.Join(dir, "links.csv"))
 	if got, want := len(links)-1, 5*instants; got != want {
 		t.Fatalf("links.csv has %d rows, want 5 ports × %d rate samples", got, instants)
