@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/rocelab/rocelab/fabric"
@@ -265,7 +266,8 @@ func TestRateLog(t *testing.T) {
 // TestChangeLogSpills: a changeLog with a scratch file holds at most about
 // spillChunk bytes in memory however long it grows, and walks back every change it
 // was given, in order, from its spilled segments and its chunks; two logs spilling
-// into one file (the parallel driver's ports) keep their own.
+// into one file at once (the parallel driver's ports, on their partitions' threads)
+// keep their own.
 func TestChangeLogSpills(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	spill := new(scratch)
@@ -277,9 +279,17 @@ func TestChangeLogSpills(t *testing.T) {
 		q[i].T += clock.Time(1 + rng.IntN(200))
 		q[i].Bytes = rng.IntN(1 << 20)
 		q[i].TxBytes += uint64(rng.IntN(5000))
-		logs[i].add(q[i])
 		added[i] = append(added[i], q[i])
 	}
+	var wg sync.WaitGroup // each log from its own goroutine, as partitions record
+	for i := range logs {
+		wg.Go(func() {
+			for _, q := range added[i] {
+				logs[i].add(q)
+			}
+		})
+	}
+	wg.Wait()
 	if err := spill.Err(); err != nil {
 		t.Fatal(err)
 	}
