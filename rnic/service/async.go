@@ -70,5 +70,5 @@ func (s *Server) asyncEvent(e rnic.AsyncEvent) {
 		return
 	}
 	c.async.events = append(c.async.events, wire.AsyncEvent{Type: uint32(e.Type), Handle: h})
-	unix.Write(c.async.fd, one[:])
+	signal(c.async.fd)
 }

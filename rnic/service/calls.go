@@ -39,6 +39,12 @@ func (c *conn) call(op wire.Op, body []byte, fds []int, resp []byte) (out []byte
 		wire.CloseFDs(fds)
 		return wire.AppendError(resp, op, rnic.ErrClosed), nil
 	}
+	if h.withFD != nil && op != wire.OpRegMR { // the others pass an eventfd to signal
+		if err := checkEventfd(fds[0]); err != nil {
+			wire.CloseFDs(fds)
+			return wire.AppendError(resp, op, err), nil
+		}
+	}
 	var (
 		respBody any
 		fd       int

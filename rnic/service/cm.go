@@ -117,7 +117,7 @@ func (c *conn) cmEvent(e rnic.CMEvent) {
 	w.Param = toWireParam(&e.Param)
 	w.QPN, w.QKey, w.FlowLabel = uint32(e.RemoteQPN), e.QKey, e.ID.FlowLabel()
 	s.ch.events = append(s.ch.events, cmQueued{w, listener})
-	unix.Write(s.ch.fd, one[:])
+	signal(s.ch.fd)
 }
 
 func toWireParam(p *rnic.CMConnParam) wire.CMConnParam {

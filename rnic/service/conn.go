@@ -184,6 +184,33 @@ func (c *conn) add(o any) (uint32, error) {
 	return c.next, nil
 }
 
+// checkEventfd says whether fd, which a client passed as the eventfd the service
+// signals (completion channel, CM channel, asynchronous events), is one: any other
+// descriptor (a pipe, a socket, a file) could block the device's loop on a write or
+// make the lab write where the client could not.
+func checkEventfd(fd int) error {
+	target, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		return fmt.Errorf("%w: passed descriptor: %v", rnic.ErrInvalidArgument, err)
+	}
+	if target != "anon_inode:[eventfd]" {
+		return fmt.Errorf("%w: passed descriptor is %s, not an eventfd", rnic.ErrInvalidArgument, target)
+	}
+	return nil
+}
+
+// signal adds one to a client's eventfd without ever blocking the device's loop: a
+// blocking eventfd whose counter a client drove to its maximum would block the write,
+// so the write happens only while poll says it cannot (the event is lost then, to
+// that client alone, which asked for it).
+func signal(fd int) {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	if n, err := unix.Poll(pfd, 0); err != nil || n != 1 || pfd[0].Revents&unix.POLLOUT == 0 {
+		return
+	}
+	unix.Write(fd, one[:])
+}
+
 func (c *conn) remove(h uint32) {
 	delete(c.objs, h)
 	c.s.objects.Add(-1)

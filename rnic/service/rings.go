@@ -381,7 +381,7 @@ func (q *sCQ) raise() {
 		return
 	}
 	atomic.AddUint32(q.ring.Events(), 1)
-	unix.Write(q.ch.fd, one[:]) // EAGAIN only at 2^64-2 unread events
+	signal(q.ch.fd)
 }
 
 // channel returns the rnic completion channel of every service CQ, created on first use.
