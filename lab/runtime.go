@@ -47,6 +47,10 @@ type Config struct {
 	// What it returns is closed with the lab. It needs the hosts' namespaces: Up
 	// refuses it with an AddHost other than AddTAPHost.
 	Services func(h *Host, l *Lab) (Closer, error)
+	// VerbsBudget bounds what the verbs services' clients make the lab process hold
+	// (Lab.VerbsBudget); nil derives it from the process's limits at Up, shared
+	// equally by the hosts (service.ProcessBudget).
+	VerbsBudget *service.Budget
 	// AddHost creates each host's kernel side; nil is AddTAPHost (a namespace and a
 	// TAP). The lab's tests that need no kernel give in-memory devices (lab/tuntest).
 	AddHost AddHostFunc
@@ -97,6 +101,7 @@ type Lab struct {
 	wires    []*wire
 	closers  []Closer
 	services map[string]Closer // by host name: what Config.Services started there
+	budget   *service.Budget
 	inboxes  map[string]*clock.Inbox
 	recMu    sync.Mutex
 	rec      *recorder // op "record"'s, while one runs
@@ -249,6 +254,11 @@ func (l *Lab) up() error {
 		go func() { defer l.wg.Done(); w.read() }()
 	}
 	if cfg.Services != nil {
+		// After the descriptor limit is raised (Up) and the fabric built: the budget
+		// is what is left for the clients.
+		if l.budget = cfg.VerbsBudget; l.budget == nil {
+			l.budget = service.ProcessBudget(len(net.Hosts))
+		}
 		for _, h := range net.Hosts {
 			var c Closer
 			err := netns.Do(netns.NamespaceName(cfg.Name, h.Name), func() error {
@@ -292,6 +302,10 @@ func subnets(t *topo.Topology) (v4, v6 int) {
 	}
 	return v4, v6
 }
+
+// VerbsBudget is the budget the hosts' verbs services share (Config.VerbsBudget), nil
+// before the services start.
+func (l *Lab) VerbsBudget() *service.Budget { return l.budget }
 
 // Dir is the lab's state directory.
 func (l *Lab) Dir() string { return l.cfg.Store.Dir(l.cfg.Name) }

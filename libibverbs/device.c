@@ -40,6 +40,8 @@ int rl_errno_of(uint32_t code)
 		return EOPNOTSUPP;
 	case RL_CODE_PERMISSION:
 		return EPERM;
+	case RL_CODE_TOO_MANY_FILES:
+		return EMFILE;
 	default:
 		return EPROTO;
 	}

@@ -55,6 +55,7 @@ func (c *conn) call(op wire.Op, body []byte, fds []int, resp []byte) (out []byte
 	} else {
 		respBody, fd, err = h.run(c, body)
 	}
+	c.settle(err == nil)
 	if err != nil {
 		return wire.AppendError(resp, op, err), nil
 	}
@@ -170,6 +171,10 @@ func (c *conn) allocPD(body []byte) (any, int, error) {
 
 func (c *conn) createCompChannel(body []byte, fd int) (any, int, error) {
 	if err := wire.DecodeBody(body, &struct{}{}); err != nil {
+		unix.Close(fd)
+		return nil, -1, err
+	}
+	if err := c.reserve(Usage{FDs: 1, Memory: objectMemory}); err != nil {
 		unix.Close(fd)
 		return nil, -1, err
 	}
@@ -289,6 +294,9 @@ func (c *conn) regMR(body []byte, fd int) (any, int, error) {
 	}
 	if err := wire.CheckSealed(fd, r.Offset+r.Length); err != nil {
 		return nil, -1, fmt.Errorf("%w: MR memory: %v", rnic.ErrInvalidArgument, err)
+	}
+	if err := c.reserve(mrCost(r.Length)); err != nil {
+		return nil, -1, err
 	}
 	mr, err := c.s.dev.RegMRFD(pd.pd, fd, int64(r.Offset), int(r.Length), r.Addr, qp.Access(r.Access))
 	if err != nil {

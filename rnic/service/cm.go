@@ -48,6 +48,10 @@ func (c *conn) cmCreateChannel(body []byte, fd int) (any, int, error) {
 		unix.Close(fd)
 		return nil, -1, err
 	}
+	if err := c.reserve(Usage{FDs: 1, Memory: objectMemory}); err != nil {
+		unix.Close(fd)
+		return nil, -1, err
+	}
 	hd, err := c.add(&sCMChannel{fd: fd})
 	if err != nil {
 		unix.Close(fd)

@@ -220,6 +220,9 @@ func FuzzVerbsSocket(f *testing.F) {
 		exchange(t, c, msg, nfds%4, kind)
 		c.Close()
 		s.Close() // returns once every connection is gone and reclaimed
+		if used := s.Stats().Budget.LabUse; used != (Usage{}) {
+			t.Errorf("op %#x: the budget still charges %+v once every client is gone", op, used)
+		}
 		if fds, maps := fdCount(t), memfdMappings(t); fds != fds0 || maps != maps0 {
 			t.Errorf("op %#x, %d-byte message (raw %v), %d descriptors of kind %d, hello %v: descriptors %d → %d, memfd mappings %d → %d",
 				op, len(msg), raw, nfds%4, kind%4, hello, fds0, fds, maps0, maps)
