@@ -99,15 +99,15 @@ type Code uint32
 // Error classes. Values are part of the protocol.
 const (
 	CodeOK              Code = 0
-	CodeInvalidArgument Code = 1 // rnic.ErrInvalidArgument (EINVAL)
-	CodeNoMemory        Code = 2 // rnic.ErrNoMemory (ENOMEM)
-	CodeBusy            Code = 3 // rnic.ErrBusy (EBUSY)
-	CodeNotFound        Code = 4 // rnic.ErrNotFound (ENOENT)
-	CodeUnresolved      Code = 5 // rnic.ErrUnresolved (EHOSTUNREACH)
-	CodeClosed          Code = 6 // rnic.ErrClosed (ENODEV)
-	CodeNotSupported    Code = 7 // rnic.ErrNotSupported (EOPNOTSUPP)
-	CodePermission      Code = 8 // ErrPermission (EPERM): SO_PEERCRED refused
-	CodeProtocol        Code = 9 // ErrProtocol: malformed message or version mismatch
+	CodeInvalidArgument Code = 1  // rnic.ErrInvalidArgument (EINVAL)
+	CodeNoMemory        Code = 2  // rnic.ErrNoMemory (ENOMEM)
+	CodeBusy            Code = 3  // rnic.ErrBusy (EBUSY)
+	CodeNotFound        Code = 4  // rnic.ErrNotFound (ENOENT)
+	CodeUnresolved      Code = 5  // rnic.ErrUnresolved (EHOSTUNREACH)
+	CodeClosed          Code = 6  // rnic.ErrClosed (ENODEV)
+	CodeNotSupported    Code = 7  // rnic.ErrNotSupported (EOPNOTSUPP)
+	CodePermission      Code = 8  // ErrPermission (EPERM): SO_PEERCRED refused
+	CodeProtocol        Code = 9  // ErrProtocol: malformed message or version mismatch
 	CodeTooManyFiles    Code = 10 // ErrTooManyFiles (EMFILE): a descriptor budget is spent
 )
 
