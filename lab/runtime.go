@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -211,7 +213,9 @@ func (l *Lab) up() error {
 	if threads == 0 {
 		threads = DefaultThreads()
 	}
-	l.clk = clock.NewReal(clock.RealOptions{Spin: cfg.Spin, GrowProcs: true, MaxLag: maxLag(threads)})
+	// The loops' random sources (CM PSNs, TIDs, ports) are seeded from the system's
+	// at every up: a fresh lab's identifiers are not the last one's, nor guessable.
+	l.clk = clock.NewReal(clock.RealOptions{Spin: cfg.Spin, GrowProcs: true, MaxLag: maxLag(threads), Seed: randomSeed()})
 	look := cfg.TxLookahead
 	if look == 0 {
 		look = DefaultTxLookahead
@@ -219,7 +223,7 @@ func (l *Lab) up() error {
 	// The lab's hosts reach kernels, VMs and TAP queues that drop bursts (rxe under
 	// QEMU drops them by the hundred): rxe's bound on unacknowledged PSNs keeps a
 	// go-back-N retry from resending a whole send queue per loss.
-	net, err := Build(t, l.clk, Options{TxLookahead: look, MaxUnackedPSNs: qp.RXEMaxUnackedPSNs,
+	net, err := Build(t, l.clk, Options{TxLookahead: look, RandomIDs: true, MaxUnackedPSNs: qp.RXEMaxUnackedPSNs,
 		StaticNeighbours: staticNeighbours(t), OnPanic: l.nodePanicked, Monitors: true, Threads: threads,
 		HostRelay: func(host string) link.Receiver {
 			return &hostWriter{dev: l.devices[host], log: l.log.With(zap.String("host", host))}
@@ -484,4 +488,11 @@ func raiseFileLimit() (uint64, error) {
 func (l *Lab) nodePanicked(node string, v any, stack []byte) {
 	l.log.Error("a frame made a node panic: dropped it, the node runs on (later panics are only counted)",
 		zap.String("node", node), zap.Any("panic", v), zap.ByteString("stack", stack))
+}
+
+// randomSeed draws a seed for the lab's random sources from the system's.
+func randomSeed() uint64 {
+	var b [8]byte
+	rand.Read(b[:]) // never fails on Linux (getrandom)
+	return binary.LittleEndian.Uint64(b[:])
 }
