@@ -124,7 +124,8 @@ static int call_fd(int sock, uint32_t seq, uint16_t op, const void *req, size_t 
 	do
 		n = sendmsg(sock, &m, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
-	if (n != (ssize_t)iov.iov_len)
+	/* EPIPE: the service closed at once, refusing us; its reason is still queued. */
+	if (n != (ssize_t)iov.iov_len && !(n < 0 && errno == EPIPE))
 		return ENODEV;
 
 	memset(&m, 0, sizeof(m));
