@@ -42,6 +42,9 @@ func TestBudgetMappingLimit(t *testing.T) {
 	if used := l.srvs[0].Stats().Budget.Used; used.Maps != b.Client.Maps {
 		t.Errorf("h1's use %+v, want the client's %d mappings", used, b.Client.Maps)
 	}
+	// The client holds its whole budget: the others of its host and h2's open their
+	// devices and move data.
+	writeWorks(t, l)
 	for _, cq := range cqs[:30] {
 		if err := ctx.DestroyCQ(cq); err != nil {
 			t.Fatal(err)
@@ -55,8 +58,6 @@ func TestBudgetMappingLimit(t *testing.T) {
 	if _, err := ctx.CreateCQ(rnic.MaxCQE+1, nil); !errors.Is(err, rnic.ErrInvalidArgument) {
 		t.Errorf("CQ of max_cqe+1 entries: %v, want EINVAL", err)
 	}
-	// The client still holds its whole budget but for the 30 it freed: the others of
-	// its host and of h2 open their devices and move data.
 	writeWorks(t, l)
 	waitFor(t, "h2's budget returned once its app closed", func() bool { return l.srvs[1].Stats().Budget.Used == service.Usage{} })
 	ctx.Close()
