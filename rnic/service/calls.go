@@ -16,6 +16,7 @@ func (c *conn) call(op wire.Op, body []byte, fds []int, resp []byte) (out []byte
 	defer func() {
 		// A bug in a handler must cost the client its call, not the lab its process.
 		if r := recover(); r != nil {
+			c.settle(false) // what the call reserved went with it
 			out, outFDs = wire.AppendError(resp, op, fmt.Errorf("%w: internal error: %v", rnic.ErrInvalidArgument, r)), nil
 		}
 	}()
