@@ -58,7 +58,10 @@ selected host with their paced rate, HPCC++'s window W and U, and a button per p
 that starts and stops a capture (written to --capture-dir as PORT-TIME.pcapng). The
 page follows the lab through server-sent events, twice a second; it is plain JS and
 SVG embedded in the binary (no CDN). rocelab up --web ADDR serves the same from the lab
-process. See docs/observability.md.
+process. It answers only its own page: a request whose Host is not ADDR (or a
+localhost name, for a loopback ADDR) or that another site's page sent gets 403, and
+captures need the token of the URL it prints (http://ADDR/?token=...), which the page
+keeps; a capture stops by itself after 10 minutes or 1 GiB. See docs/observability.md.
 
 With --experiment DIR it serves the same page for a finished virtual-time experiment
 (the --out directory of rocelab experiment incast|fairness|mix) instead of a lab: the
