@@ -678,8 +678,8 @@ int ibv_destroy_qp(struct ibv_qp *q)
 	int err = rl_call(ctx_of(q->context), RL_OP_DESTROY_QP, &h, sizeof(h), NULL, 0, -1, NULL, 0);
 	if (err)
 		return err;
-	rl_unregister(ctx_of(q->context), qp->h);
 	rl_fatal_untrack_qp(ctx_of(q->context), qp);
+	rl_unregister(ctx_of(q->context), qp->h);
 	if (qp->inline_mr)
 		ibv_dereg_mr(qp->inline_mr);
 	munmap(qp->mem, qp->size);

@@ -144,16 +144,13 @@ func printStatus(out io.Writer, st lab.Status) {
 	}
 	fmt.Fprintf(out, "\nstate: %s\n\n", st.Dir)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "HOST\tNETNS\tIPV4\tIPV6\tMAC\tRNIC TX\tRNIC RX\tKERNEL FRAMES\tDROPPED\tVERBS CONNS\tVERBS BUDGET (FDS MAPS MEMORY)")
+	fmt.Fprintln(w, "HOST\tNETNS\tIPV4\tIPV6\tMAC\tRNIC TX\tRNIC RX\tKERNEL FRAMES\tDROPPED\tVERBS CONNS")
 	for _, h := range st.Hosts {
-		tx, rx, kern, drop, conns, budget := "-", "-", "-", "-", "-", "-"
+		tx, rx, kern, drop, conns := "-", "-", "-", "-", "-"
 		if v := h.Verbs; v != nil {
 			conns = fmt.Sprintf("%d", v.Conns)
 			if refused := v.Rejected + v.OverLimit + v.TimedOut; refused > 0 {
 				conns += fmt.Sprintf(" (%d refused)", refused)
-			}
-			if b := v.Budget; b != nil {
-				budget = fmt.Sprintf("%d/%d %d/%d %d/%d MiB", b.Used.FDs, b.Host.FDs, b.Used.Maps, b.Host.Maps, b.Used.Memory>>20, b.Host.Memory>>20)
 			}
 		}
 		if r := h.RNIC; r != nil {
@@ -161,9 +158,10 @@ func printStatus(out io.Writer, st lab.Status) {
 			kern = fmt.Sprintf("%d", r.HostFrames)
 			drop = fmt.Sprintf("%d", r.HostDropped+r.RxMalformed+r.RxBadICRC+r.RxUnknownQP+r.Panics)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Netns, h.IPv4, h.IPv6, h.MAC, tx, rx, kern, drop, conns, budget)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Netns, h.IPv4, h.IPv6, h.MAC, tx, rx, kern, drop, conns)
 	}
 	w.Flush()
+	printBudgets(out, st)
 	if len(st.Switches) == 0 {
 		return
 	}
