@@ -193,7 +193,7 @@ func Open(cfg Config) (*Device, error) {
 	d := &Device{cfg: cfg, loop: cfg.Loop, qps: make(map[roce.QPN]*QP), nextQPN: firstQP,
 		async: make(chan AsyncEvent, 64), tel: tel}
 	if cfg.RandomIDs {
-		d.nextQPN = firstQP + roce.QPN(randomUint32()%uint32(roce.QPNMask-firstQP+1))
+		d.nextQPN = firstQP + roce.QPN(randomUint32()%uint32(roce.QPNMask-firstQP)) // below 0xFFFFFF, multicast's
 	}
 	d.calls = clock.NewInbox(cfg.Loop)
 	d.neigh.init()
