@@ -236,10 +236,11 @@ func checkEventfd(fd int) error {
 	return nil
 }
 
-// signal adds one to a client's eventfd without ever blocking the device's loop: a
-// blocking eventfd whose counter a client drove to its maximum would block the write,
-// so the write happens only while poll says it cannot (the event is lost then, to
-// that client alone, which asked for it).
+// signal adds one to a client's eventfd without blocking the device's loop: a blocking
+// eventfd whose counter a client drove to its maximum would block the write, so the
+// write happens only when poll says it will not block (else the event is lost, to that
+// client alone, which asked for it). A client that races its own write in between can
+// still block it (docs/verbs-service.md, Not done yet).
 func signal(fd int) {
 	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
 	if n, err := unix.Poll(pfd, 0); err != nil || n != 1 || pfd[0].Revents&unix.POLLOUT == 0 {
