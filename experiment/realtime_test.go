@@ -4,37 +4,40 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/rnic"
 )
 
-// needQuietMachine skips a real-time test whose figures the machine's load would
-// decide: with more runnable threads than cores (the 1-minute load average), the
-// loops wake late and utilization measures the neighbours, not rocelab. CI runs these
-// tests in a step of their own (the Makefile's REALTIME_ALONE), where only what the
-// previous steps left winding down still counts in the load average: there they
-// always run.
-func needQuietMachine(t *testing.T) {
+// needRealTime skips a real-time test under -short or the race detector, which slow
+// the loops below real time whatever the machine.
+func needRealTime(t *testing.T) {
 	t.Helper()
 	if testing.Short() || raceEnabled {
 		t.Skip("real-time run: not under -short or the race detector, which slow the loops below real time")
 	}
-	if os.Getenv("CI") == "true" {
-		return
+}
+
+// maxMeanLateUS bounds how late, on average, a real-time run's loops may have run their
+// timers for its figures to be judged: as cmd/rocelab's lab tests (keptUp there), twice
+// the worst mean a quiet machine shows (49.5 µs, docs/rnic.md) and half the best a
+// machine at load 4–6 showed when its cells failed (200 µs).
+const maxMeanLateUS = 100
+
+// keptUp skips the running cell, saying why, when its run shows the machine did not
+// keep up, in CI as anywhere; a run that kept up is judged.
+func keptUp(t *testing.T, m Metrics) {
+	t.Helper()
+	l := m.LoopLateness
+	if l == nil {
+		t.Fatal("the real-time run reports no loop lateness: whether the machine kept up is unknown")
 	}
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return
+	if l.MeanUS > maxMeanLateUS {
+		t.Skipf("the machine did not keep up: timers ran %.0f µs late on average (p99 %.0f µs, %d timers), past the %d µs a real-time figure tolerates; not judged",
+			l.MeanUS, l.P99US, l.Timers, maxMeanLateUS)
 	}
-	load, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
-	if err == nil && load > float64(runtime.NumCPU()) {
-		t.Skipf("real-time figures: load average %.1f on %d CPUs, the loops would measure the machine's other work", load, runtime.NumCPU())
-	}
+	t.Logf("the machine kept up: timers ran %.1f µs late on average (p99 %.0f µs): judged", l.MeanUS, l.P99US)
 }
 
 // incastConfig is the real-time incast of issue 21: n senders into one receiver over
@@ -90,7 +93,7 @@ func TestIncastRealTime(t *testing.T) {
 	if os.Getenv("ROCELAB_REALTIME_TARGETS") == "" {
 		t.Skip("10 Gb/s with 1 KiB packets is beyond one loop's CPU on 2 cores: set ROCELAB_REALTIME_TARGETS=1 to run it on a quiet machine")
 	}
-	needQuietMachine(t)
+	needRealTime(t)
 	for _, rate := range []uint64{1e9, 10e9} {
 		for _, mode := range []rnic.Mode{rnic.ModeHPCCProbe, rnic.ModeHPCC, rnic.ModeRxHPCC, rnic.ModeDCQCN} {
 			for _, n := range []int{2, 4, 8} {
@@ -119,6 +122,7 @@ func incastRealTime(t *testing.T, rate uint64, mode rnic.Mode, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	keptUp(t, res.Metrics)
 	gap, ok := virtualGaps[t.Name()]
 	if ok {
 		// The virtual-time run misses the target too: real time is held to the twin.
@@ -202,7 +206,7 @@ func checkIncastTargets(t *testing.T, cfg Config, res *Result, minUtil float64) 
 // first drain and every flow's rate agree within 10% (the queue, a few hundred bytes,
 // within 10% or one packet, whichever is larger).
 func TestIncastTwinRealTime(t *testing.T) {
-	needQuietMachine(t)
+	needRealTime(t)
 	for _, n := range []int{2, 4} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			cfg := incastConfig(1e9, rnic.ModeHPCC, n)
@@ -210,6 +214,7 @@ func TestIncastTwinRealTime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			keptUp(t, real.Metrics)
 			vcfg := cfg
 			vcfg.Sample = Defaults().Sample
 			virt, err := Run(vcfg)

@@ -288,19 +288,37 @@ func (l *Lab) listenControl() error {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
+		// Out of descriptors (EMFILE), accept fails until some are closed: back off
+		// and go on, as the verbs service does, rather than leave status unanswered
+		// for the rest of the lab's life.
+		var backoff time.Duration
 		for {
 			c, err := ln.AcceptUnix()
-			if err != nil {
+			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			if err != nil {
+				if backoff = min(max(2*backoff, 5*time.Millisecond), time.Second); backoff == 5*time.Millisecond {
+					l.log.Warn("control socket: accept failed (backing off)", zap.Error(err))
+				}
+				time.Sleep(backoff)
+				continue
+			}
+			backoff = 0
 			go l.serve(c)
 		}
 	}()
 	return nil
 }
 
-// controlTimeout bounds how long a control client may take to send its request.
+// controlTimeout bounds how long a control client may take to send its request, and
+// to read a reply (a capture's stream excepted).
 const controlTimeout = 5 * time.Second
+
+// QueryTimeout bounds a control call (Query) from dialling to its reply: a lab that
+// cannot answer a status in this long is wedged or starved, and its caller should say
+// so instead of hanging. (A variable: tests shorten it.)
+var QueryTimeout = 15 * time.Second
 
 func (l *Lab) serve(c *net.UnixConn) {
 	defer c.Close()
@@ -317,6 +335,9 @@ func (l *Lab) serve(c *net.UnixConn) {
 	if reqErr != nil {
 		writeReply(c, Reply{Error: "bad request: " + reqErr.Error()})
 		return
+	}
+	if req.Op != "capture" { // a client that stops reading must not hold this goroutine
+		c.SetWriteDeadline(time.Now().Add(controlTimeout))
 	}
 	switch req.Op {
 	case "status":
@@ -728,10 +749,23 @@ func Peers(t *topo.Topology) map[string][]Peer {
 // Query sends req to lab's control socket and returns the reply; for "capture" the
 // connection stays open for the stream and is returned too (the caller closes it).
 func Query(store netns.Store, lab string, req Request) (Reply, *Stream, error) {
-	c, err := net.DialTimeout("unix", ControlPath(store, lab), 5*time.Second)
+	c, err := net.DialTimeout("unix", ControlPath(store, lab), QueryTimeout)
 	if err != nil {
 		return Reply{}, nil, fmt.Errorf("lab %s: control socket: %w", lab, err)
 	}
+	c.SetDeadline(time.Now().Add(QueryTimeout))
+	r, s, err := query(c, lab, req)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("lab %s: no answer to %q within %v: the lab process is wedged or starved (its log: %s)",
+			lab, req.Op, QueryTimeout, filepath.Join(store.Dir(lab), "lab.log"))
+	}
+	if s != nil {
+		c.SetDeadline(time.Time{}) // a capture's stream runs until its caller ends it
+	}
+	return r, s, err
+}
+
+func query(c net.Conn, lab string, req Request) (Reply, *Stream, error) {
 	b, _ := json.Marshal(req)
 	if _, err := c.Write(append(b, '\n')); err != nil {
 		c.Close()

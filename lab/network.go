@@ -18,6 +18,9 @@ import (
 
 // Options tune how Build turns a topology into nodes.
 type Options struct {
+	// RandomIDs is every device's rnic.Config.RandomIDs: unguessable MR keys and QPNs
+	// (a lab's; virtual time keeps them deterministic).
+	RandomIDs bool
 	// CC overrides the congestion control the topology names (its Mode non-empty);
 	// its zero HPCC parameters are derived from the topology.
 	CC rnic.CC
@@ -343,7 +346,7 @@ func (b *builder) addHosts() error {
 		cfg := rnic.Config{Name: th.Name, MAC: th.MAC6(), GIDs: gidTable(th), Loop: b.newLoop(th.Name), Link: ep,
 			Pool: b.n.Pool, CC: b.cc, TxLookahead: b.opts.TxLookahead, OnPanic: b.opts.onPanic(th.Name),
 			MaxUnackedPSNs: b.opts.MaxUnackedPSNs, RXERetryCnt: b.t.Retry == "rxe",
-			PayloadFree: b.opts.PayloadFree, Neighbours: neighbours}
+			PayloadFree: b.opts.PayloadFree, Neighbours: neighbours, RandomIDs: b.opts.RandomIDs}
 		if b.opts.HostRelay != nil {
 			cfg.Host = b.opts.HostRelay(th.Name)
 		}

@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -47,6 +49,10 @@ type Config struct {
 	// What it returns is closed with the lab. It needs the hosts' namespaces: Up
 	// refuses it with an AddHost other than AddTAPHost.
 	Services func(h *Host, l *Lab) (Closer, error)
+	// VerbsBudget bounds what the verbs services' clients make the lab process hold
+	// (Lab.VerbsBudget); nil derives it from the process's limits at Up, shared
+	// equally by the hosts (service.ProcessBudget).
+	VerbsBudget *service.Budget
 	// AddHost creates each host's kernel side; nil is AddTAPHost (a namespace and a
 	// TAP). The lab's tests that need no kernel give in-memory devices (lab/tuntest).
 	AddHost AddHostFunc
@@ -97,6 +103,7 @@ type Lab struct {
 	wires    []*wire
 	closers  []Closer
 	services map[string]Closer // by host name: what Config.Services started there
+	budget   *service.Budget
 	inboxes  map[string]*clock.Inbox
 	recMu    sync.Mutex
 	rec      *recorder // op "record"'s, while one runs
@@ -206,7 +213,9 @@ func (l *Lab) up() error {
 	if threads == 0 {
 		threads = DefaultThreads()
 	}
-	l.clk = clock.NewReal(clock.RealOptions{Spin: cfg.Spin, GrowProcs: true, MaxLag: maxLag(threads)})
+	// The loops' random sources (CM PSNs, TIDs, ports) are seeded from the system's
+	// at every up: a fresh lab's identifiers are not the last one's, nor guessable.
+	l.clk = clock.NewReal(clock.RealOptions{Spin: cfg.Spin, GrowProcs: true, MaxLag: maxLag(threads), Seed: randomSeed()})
 	look := cfg.TxLookahead
 	if look == 0 {
 		look = DefaultTxLookahead
@@ -214,7 +223,7 @@ func (l *Lab) up() error {
 	// The lab's hosts reach kernels, VMs and TAP queues that drop bursts (rxe under
 	// QEMU drops them by the hundred): rxe's bound on unacknowledged PSNs keeps a
 	// go-back-N retry from resending a whole send queue per loss.
-	net, err := Build(t, l.clk, Options{TxLookahead: look, MaxUnackedPSNs: qp.RXEMaxUnackedPSNs,
+	net, err := Build(t, l.clk, Options{TxLookahead: look, RandomIDs: true, MaxUnackedPSNs: qp.RXEMaxUnackedPSNs,
 		StaticNeighbours: staticNeighbours(t), OnPanic: l.nodePanicked, Monitors: true, Threads: threads,
 		HostRelay: func(host string) link.Receiver {
 			return &hostWriter{dev: l.devices[host], log: l.log.With(zap.String("host", host))}
@@ -249,6 +258,11 @@ func (l *Lab) up() error {
 		go func() { defer l.wg.Done(); w.read() }()
 	}
 	if cfg.Services != nil {
+		// After the descriptor limit is raised (Up) and the fabric built: the budget
+		// is what is left for the clients.
+		if l.budget = cfg.VerbsBudget; l.budget == nil {
+			l.budget = service.ProcessBudget(len(net.Hosts))
+		}
 		for _, h := range net.Hosts {
 			var c Closer
 			err := netns.Do(netns.NamespaceName(cfg.Name, h.Name), func() error {
@@ -292,6 +306,10 @@ func subnets(t *topo.Topology) (v4, v6 int) {
 	}
 	return v4, v6
 }
+
+// VerbsBudget is the budget the hosts' verbs services share (Config.VerbsBudget), nil
+// before the services start.
+func (l *Lab) VerbsBudget() *service.Budget { return l.budget }
 
 // Dir is the lab's state directory.
 func (l *Lab) Dir() string { return l.cfg.Store.Dir(l.cfg.Name) }
@@ -470,4 +488,11 @@ func raiseFileLimit() (uint64, error) {
 func (l *Lab) nodePanicked(node string, v any, stack []byte) {
 	l.log.Error("a frame made a node panic: dropped it, the node runs on (later panics are only counted)",
 		zap.String("node", node), zap.Any("panic", v), zap.ByteString("stack", stack))
+}
+
+// randomSeed draws a seed for the lab's random sources from the system's.
+func randomSeed() uint64 {
+	var b [8]byte
+	rand.Read(b[:]) // never fails on Linux (getrandom)
+	return binary.LittleEndian.Uint64(b[:])
 }

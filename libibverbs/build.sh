@@ -7,4 +7,4 @@ dir=$(dirname "$0")
 out=$1
 exec gcc -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared \
 	-Wl,--version-script="$dir/libibverbs.map" -Wl,-soname,libibverbs.so.1 -Wl,-z,defs \
-	-o "$out" "$dir/device.c" "$dir/memory.c" "$dir/objects.c" "$dir/fastpath.c" "$dir/misc.c" -lpthread
+	-o "$out" "$dir/device.c" "$dir/memory.c" "$dir/objects.c" "$dir/fastpath.c" "$dir/misc.c" "$dir/fatal.c" -lpthread

@@ -40,6 +40,8 @@ int rl_errno_of(uint32_t code)
 		return EOPNOTSUPP;
 	case RL_CODE_PERMISSION:
 		return EPERM;
+	case RL_CODE_TOO_MANY_FILES:
+		return EMFILE;
 	default:
 		return EPROTO;
 	}
@@ -122,7 +124,8 @@ static int call_fd(int sock, uint32_t seq, uint16_t op, const void *req, size_t 
 	do
 		n = sendmsg(sock, &m, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
-	if (n != (ssize_t)iov.iov_len)
+	/* EPIPE: the service closed at once, refusing us; its reason is still queued. */
+	if (n != (ssize_t)iov.iov_len && !(n < 0 && errno == EPIPE))
 		return ENODEV;
 
 	memset(&m, 0, sizeof(m));
@@ -186,6 +189,7 @@ int rl_call(struct rl_context *ctx, uint16_t op, const void *req, size_t reqlen,
 		ctx->sock = -1;
 	}
 	pthread_mutex_unlock(&ctx->call_mu);
+	err = rl_fatal_errno(ctx, op, err);
 	errno = err;
 	return err;
 }
@@ -347,6 +351,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->vctx.query_port = query_port_op;
 	ctx->vctx.query_device_ex = query_device_ex_op;
 	rl_set_object_ops(ctx);
+	rl_fatal_start(ctx);
 	return c;
 fail:
 	if (ctx->page)
@@ -364,6 +369,7 @@ fail:
 int ibv_close_device(struct ibv_context *c)
 {
 	struct rl_context *ctx = rl_ctx(c);
+	rl_fatal_stop(ctx); /* before the socket it watches closes */
 	/* The service destroys what the connection held when it closes. Rings and MRs stay
 	 * mapped here, so a stray access after close cannot fault. */
 	if (ctx->sock >= 0)

@@ -259,6 +259,8 @@ int rl_poll_cq(struct ibv_cq *c, int n, struct ibv_wc *wc)
 	if (got)
 		__atomic_store_n(word(cq->ring.mem, RL_RING_CONS), cq->cons, __ATOMIC_RELEASE);
 	pthread_spin_unlock(&cq->lock);
+	if (got < n && rl_dead(rl_ctx(c->context))) /* after the ring's own completions */
+		got += rl_fatal_flush(cq, n - got, wc + got);
 	if (!got)
 		empty_poll();
 	else

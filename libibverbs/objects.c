@@ -156,6 +156,7 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *c)
 	ch->h = r.handle;
 	ch->ch.context = c;
 	ch->ch.fd = fd;
+	rl_fatal_track_channel(ctx_of(c), ch);
 	return &ch->ch;
 }
 
@@ -168,6 +169,7 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	int err = rl_call(ctx_of(channel->context), RL_OP_DESTROY_COMP_CHANNEL, &h, sizeof(h), NULL, 0, -1, NULL, 0);
 	if (err)
 		return err;
+	rl_fatal_untrack_channel(ctx_of(channel->context), ch);
 	close(channel->fd);
 	free(ch);
 	return 0;
@@ -215,6 +217,10 @@ int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void 
 			*cq = (struct ibv_cq *)&got->cq;
 			*cq_context = got->cq.cq_context;
 			return 0;
+		}
+		if (rl_dead(ctx_of(channel->context))) {
+			errno = EIO; /* the RNIC is gone: its queued events were taken */
+			return -1;
 		}
 		uint64_t v;
 		ssize_t n = read(channel->fd, &v, sizeof(v)); /* blocks unless the app set O_NONBLOCK */
@@ -624,6 +630,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr,
 		ibv_destroy_qp(q);
 		return fail_null(err);
 	}
+	rl_fatal_track_qp(ctx, qp);
 	return q;
 }
 
@@ -671,6 +678,7 @@ int ibv_destroy_qp(struct ibv_qp *q)
 	int err = rl_call(ctx_of(q->context), RL_OP_DESTROY_QP, &h, sizeof(h), NULL, 0, -1, NULL, 0);
 	if (err)
 		return err;
+	rl_fatal_untrack_qp(ctx_of(q->context), qp);
 	rl_unregister(ctx_of(q->context), qp->h);
 	if (qp->inline_mr)
 		ibv_dereg_mr(qp->inline_mr);
@@ -848,6 +856,9 @@ int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *event)
 {
 	struct rl_context *ctx = ctx_of(c);
 	for (;;) {
+		int fatal = rl_fatal_async_event(ctx, event);
+		if (fatal)
+			return fatal > 0 ? 0 : -1;
 		uint64_t v;
 		ssize_t n;
 		while ((n = read(c->async_fd, &v, sizeof(v))) < 0 && errno == EINTR)
@@ -856,6 +867,8 @@ int ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *event)
 			return -1;
 		struct rl_async_event e;
 		int err = rl_call(ctx, RL_OP_GET_ASYNC_EVENT, NULL, 0, &e, sizeof(e), -1, NULL, 0);
+		if (err && rl_dead(ctx))
+			continue; /* gone while we waited: DEVICE_FATAL */
 		if (err)
 			return -1;
 		void *obj = registered(ctx, e.handle);

@@ -51,6 +51,7 @@ struct rl_context {
 	pthread_mutex_t objs_mu;
 	struct rl_object *objs;
 	size_t nobjs, capobjs;
+	struct rl_fatal *fatal; /* the watch for the RNIC's loss (fatal.c) */
 };
 
 struct rl_object {
@@ -156,6 +157,19 @@ int rl_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
 int rl_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 void rl_cq_ex_init(struct rl_cq *cq);
 void rl_qp_ex_init(struct rl_qp *qp);
+
+/* the RNIC's loss (fatal.c) */
+void rl_fatal_start(struct rl_context *ctx);
+void rl_fatal_stop(struct rl_context *ctx);
+void rl_fatal_mark(struct rl_context *ctx);
+int rl_dead(struct rl_context *ctx);
+int rl_fatal_errno(struct rl_context *ctx, uint16_t op, int err);
+int rl_fatal_async_event(struct rl_context *ctx, struct ibv_async_event *event);
+int rl_fatal_flush(struct rl_cq *cq, int n, struct ibv_wc *wc);
+void rl_fatal_track_qp(struct rl_context *ctx, struct rl_qp *qp);
+void rl_fatal_untrack_qp(struct rl_context *ctx, struct rl_qp *qp);
+void rl_fatal_track_channel(struct rl_context *ctx, struct rl_channel *ch);
+void rl_fatal_untrack_channel(struct rl_context *ctx, struct rl_channel *ch);
 
 /* unsupported: one line on stderr naming the verb (once), errno = EOPNOTSUPP */
 void rl_unsupported(const char *verb);

@@ -55,6 +55,7 @@ enum rl_code {
 	RL_CODE_NOT_SUPPORTED = 7,
 	RL_CODE_PERMISSION = 8,
 	RL_CODE_PROTOCOL = 9,
+	RL_CODE_TOO_MANY_FILES = 10, /* a descriptor budget of the lab is spent */
 };
 
 #define RL_PACKED __attribute__((packed))

@@ -2,6 +2,8 @@ package rnic
 
 import (
 	"cmp"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -75,6 +77,11 @@ type Config struct {
 	// identical; only the data is not there. For virtual-time experiments that do not
 	// verify data (experiment.Config.Verify).
 	PayloadFree bool
+	// RandomIDs draws each MR key's variant byte and the first QPN from the system's
+	// random source (crypto/rand), as rxe draws its key byte at random: a lab's peers
+	// cannot guess an rkey or a QPN to forge a frame with. false keeps both
+	// deterministic (virtual time: byte-identical runs).
+	RandomIDs bool
 	// OnPanic hears the device's first contained panic: a received frame whose
 	// handling panicked was dropped and counted in Stats.Panics, and the device went
 	// on. Later panics are only counted. nil: counted only.
@@ -187,6 +194,9 @@ func Open(cfg Config) (*Device, error) {
 	}
 	d := &Device{cfg: cfg, loop: cfg.Loop, qps: make(map[roce.QPN]*QP), nextQPN: firstQP,
 		async: make(chan AsyncEvent, 64), tel: tel}
+	if cfg.RandomIDs {
+		d.nextQPN = firstQP + roce.QPN(randomUint32()%uint32(roce.QPNMask-firstQP)) // below 0xFFFFFF, multicast's
+	}
 	d.calls = clock.NewInbox(cfg.Loop)
 	d.neigh.init()
 	d.port.init(d)
@@ -343,4 +353,11 @@ func (d *Device) notify() {
 	}
 	d.pendingCQs = d.pendingCQs[:0]
 	d.notifying = false
+}
+
+// randomUint32 draws from the system's random source (Config.RandomIDs).
+func randomUint32() uint32 {
+	var b [4]byte
+	rand.Read(b[:]) // never fails on Linux (getrandom)
+	return binary.LittleEndian.Uint32(b[:])
 }

@@ -100,8 +100,11 @@ func checkMR(pd *PD, length int, access qp.Access) error {
 func (pd *PD) add(fd int, mem []byte, length, addr uint64, access qp.Access) *MR {
 	d := pd.dev
 	d.nextKey++
-	// rxe: index in the upper 24 bits, a variant byte below it.
+	// rxe: index in the upper 24 bits (unique), a variant byte below it (random).
 	key := d.nextKey<<8 | uint32(d.nextKey*0x9E&0xFF)
+	if d.cfg.RandomIDs {
+		key = d.nextKey<<8 | randomUint32()&0xFF
+	}
 	m := &MR{pd: pd, lkey: key, rkey: key, addr: addr, access: access, length: length, mem: mem, fd: fd, live: true}
 	pd.mrs[key] = m
 	return m

@@ -133,7 +133,7 @@ func (d *Device) allocQPN() roce.QPN {
 	for {
 		n := d.nextQPN
 		d.nextQPN++
-		if d.nextQPN > roce.QPNMask {
+		if d.nextQPN >= roce.QPNMask { // 0xFFFFFF is the multicast QPN
 			d.nextQPN = firstQP
 		}
 		if _, used := d.qps[n]; !used {

@@ -337,12 +337,12 @@ func runLabProcess(name, file string, threads int, srv serving, ready *os.File, 
 		report(progressPrefix, "Prometheus metrics at http://"+addr+"/metrics")
 	}
 	if srv.web != "" {
-		addr, err := serveWeb(srv.web, netns.DefaultStore(), name, srv.captureDir)
+		url, err := serveWeb(srv.web, netns.DefaultStore(), name, srv.captureDir)
 		if err != nil {
 			report(errorPrefix, err.Error())
 			return errors.Join(err, l.Close())
 		}
-		report(progressPrefix, "live view at http://"+addr+"/")
+		report(progressPrefix, "live view at "+url)
 	}
 	select {
 	case sig := <-sigs: // up was interrupted or timed out while we built

@@ -162,6 +162,7 @@ func printStatus(out io.Writer, st lab.Status) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Netns, h.IPv4, h.IPv6, h.MAC, tx, rx, looped, kern, drop, conns)
 	}
 	w.Flush()
+	printBudgets(out, st)
 	if len(st.Switches) == 0 {
 		return
 	}

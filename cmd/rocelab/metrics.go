@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rocelab/rocelab/lab"
+	"github.com/rocelab/rocelab/lab/web"
 	"github.com/rocelab/rocelab/netns"
 )
 
@@ -31,7 +32,7 @@ func serveMetrics(addr string, source func() (lab.Status, error), profiles bool)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	go http.Serve(ln, mux)
+	go http.Serve(ln, web.Guard(ln.Addr().String(), mux))
 	return ln.Addr().String(), nil
 }
 

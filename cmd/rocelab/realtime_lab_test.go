@@ -8,9 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,18 +132,19 @@ func TestLabRealTimeHPCCStampsEveryProbe(t *testing.T) {
 // averaged after the first drain and every flow's rate agree within 10% (the queue
 // within 10% or one packet, whichever is larger). DCQCN's marking is random: its lab
 // figures are held to the span of its twin's seeds 1–12, and its per-flow rates are
-// not compared. Outside CI, skipped when the load average exceeds the cores: the figures
-// would measure the machine's other work.
+// not compared. A cell whose lab run shows the machine did not keep up (keptUp: its
+// loops' timers late past maxMeanLateUS on average) is skipped with that figure, in CI
+// too: its numbers would measure the machine's other work.
 func TestLabRealTimeIncastTwin(t *testing.T) {
 	if raceEnabled {
 		t.Skip("real-time lab: not under the race detector, which slows the loops below real time")
 	}
-	needQuietMachine(t)
 	c := newCLI(t)
 	for _, mode := range labModes {
 		t.Run(string(mode), func(t *testing.T) {
 			links := labLinks{"1G", 1500}
 			lab, virt := labIncastTwin(t, c, links, 2, mode)
+			keptUp(t, lab.Metrics)
 			lm := lab.Metrics
 			twins := []experiment.Metrics{virt.Metrics}
 			if mode == rnic.ModeDCQCN {
@@ -241,13 +240,12 @@ func TestLabIncastRealTimeDescribesItsLab(t *testing.T) {
 // packets (DCQCN: below its marking threshold K_max) and every flow's rate is within
 // ±10% of the fair share (not DCQCN's: which flow RED marks is random). At 10 Gb/s
 // with 1500-byte frames the lab's loop thread runs out of CPU at 8:1 (docs/rnic.md):
-// BenchmarkLabIncastTwin reports those figures. Outside CI, skipped on a busy
-// machine (needQuietMachine).
+// BenchmarkLabIncastTwin reports those figures. A cell whose run shows the machine
+// did not keep up is skipped with its lateness (keptUp), in CI too.
 func TestLabRealTimeIncastTargets(t *testing.T) {
 	if raceEnabled {
 		t.Skip("real-time lab: not under the race detector, which slows the loops below real time")
 	}
-	needQuietMachine(t)
 	c := newCLI(t)
 	for _, links := range []labLinks{{"1G", 1500}, {"10G", 9000}} {
 		for _, n := range []int{2, 4, 8} {
@@ -278,6 +276,7 @@ func checkLabIncast(t *testing.T, links labLinks, mode rnic.Mode, res experiment
 	if m.FlowsFinished != m.FlowsTotal {
 		t.Errorf("%d of %d flows finished", m.FlowsFinished, m.FlowsTotal)
 	}
+	keptUp(t, m) // the rest are real-time figures
 	if m.Utilization < 0.9 {
 		t.Errorf("bottleneck utilization %.3f, want at least 0.9", m.Utilization)
 	}
@@ -447,22 +446,28 @@ func BenchmarkLabIncastTwin(b *testing.B) {
 	}
 }
 
-// needQuietMachine skips a real-time comparison when the 1-minute load average
-// exceeds the cores: the loops would then measure the machine's other work. CI runs
-// these tests in a step of their own (the Makefile's REALTIME_ALONE), where nothing else
-// runs but what the previous steps left winding down, which the load average still
-// counts for a minute: there they always run.
-func needQuietMachine(t *testing.T) {
+// maxMeanLateUS bounds how late, on average, a real-time run's loops may have run their
+// timers for its figures to be judged. Quiet runs of these labs report 1–12 µs
+// (1 Gb/s) and up to 49.5 µs (10 Gb/s 2:1 Rx-HPCC, a loop near its CPU's end:
+// docs/rnic.md); runs on a machine at load 4–6 reported 200–1,100 µs and failed
+// cells. 100 µs, twice the worst quiet figure and half the best loaded one, is ten
+// link delays (10 µs) and four to eight 1 Gb/s frame times: later than that, frames
+// cross loops due in their peers' past and the figures measure the machine.
+const maxMeanLateUS = 100
+
+// keptUp skips the running cell, saying why, when its run shows the machine did not
+// keep up (the loops' mean timer lateness past maxMeanLateUS), in CI as anywhere: the
+// figures then measure the machine's other work, not rocelab. A run that kept up is
+// judged, so a quiet machine judges every cell.
+func keptUp(t *testing.T, m experiment.Metrics) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		return
+	l := m.LoopLateness
+	if l == nil {
+		t.Fatal("the run reports no loop lateness: whether the machine kept up is unknown")
 	}
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return
+	if l.MeanUS > maxMeanLateUS {
+		t.Skipf("the machine did not keep up: timers ran %.0f µs late on average (p99 %.0f µs, %d timers), past the %d µs a real-time figure tolerates; not judged",
+			l.MeanUS, l.P99US, l.Timers, maxMeanLateUS)
 	}
-	load, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
-	if err == nil && load > float64(runtime.NumCPU()) {
-		t.Skipf("real-time figures: load average %.1f on %d CPUs (CI=true runs them regardless)", load, runtime.NumCPU())
-	}
+	t.Logf("the machine kept up: timers ran %.1f µs late on average (p99 %.0f µs): judged", l.MeanUS, l.P99US)
 }

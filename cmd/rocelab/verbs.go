@@ -9,5 +9,5 @@ import (
 // the host's namespace, where the abstract socket it creates is scoped: apps that
 // `rocelab exec` starts there find it through ROCELAB_LAB and ROCELAB_HOST.
 func verbsServices(h *lab.Host, l *lab.Lab) (lab.Closer, error) {
-	return service.Listen(h.Device, service.Address(l.Name(), h.Name))
+	return service.Listen(h.Device, service.Address(l.Name(), h.Name), service.WithBudget(l.VerbsBudget()))
 }

@@ -17,7 +17,7 @@ func init() { rootCmd.AddCommand(newWebCmd()) }
 const defaultCaptureDir = "out"
 
 // serveWeb serves the live view of lab at http://addr/ in the background and returns
-// the address it listens on.
+// the page's URL, with the token that captures need (web.Server.Token).
 func serveWeb(addr string, store netns.Store, name, captureDir string) (string, error) {
 	s, err := web.New(store, name, captureDir)
 	if err != nil {
@@ -27,8 +27,8 @@ func serveWeb(addr string, store netns.Store, name, captureDir string) (string, 
 	if err != nil {
 		return "", fmt.Errorf("web: %w", err)
 	}
-	go http.Serve(ln, s.Handler())
-	return ln.Addr().String(), nil
+	go http.Serve(ln, web.Guard(ln.Addr().String(), s.Handler()))
+	return "http://" + ln.Addr().String() + "/?token=" + s.Token(), nil
 }
 
 // serveReplay serves the replay of the experiment output directory dir at http://addr/
@@ -42,7 +42,7 @@ func serveReplay(addr, dir string) (string, int, error) {
 	if err != nil {
 		return "", 0, fmt.Errorf("web: %w", err)
 	}
-	go http.Serve(ln, r.Handler())
+	go http.Serve(ln, web.Guard(ln.Addr().String(), r.Handler()))
 	return ln.Addr().String(), r.Frames(), nil
 }
 
@@ -58,7 +58,10 @@ selected host with their paced rate, HPCC++'s window W and U, and a button per p
 that starts and stops a capture (written to --capture-dir as PORT-TIME.pcapng). The
 page follows the lab through server-sent events, twice a second; it is plain JS and
 SVG embedded in the binary (no CDN). rocelab up --web ADDR serves the same from the lab
-process. See docs/observability.md.
+process. It answers only its own page: a request whose Host is not ADDR (or a
+localhost name, for a loopback ADDR) or that another site's page sent gets 403, and
+captures need the token of the URL it prints (http://ADDR/?token=...), which the page
+keeps; a capture stops by itself after 10 minutes or 1 GiB. See docs/observability.md.
 
 With --experiment DIR it serves the same page for a finished virtual-time experiment
 (the --out directory of rocelab experiment incast|fairness|mix) instead of a lab: the
@@ -91,11 +94,11 @@ that writes topology.yaml and links.csv.`,
 			if err != nil {
 				return fmt.Errorf("web: %w", err)
 			}
-			addr, err := serveWeb(listen, store, name, captureDir)
+			url, err := serveWeb(listen, store, name, captureDir)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "lab %s: live view at http://%s/ (Ctrl-C stops)\n", name, addr)
+			fmt.Fprintf(cmd.ErrOrStderr(), "lab %s: live view at %s (Ctrl-C stops)\n", name, url)
 			select {} // until Ctrl-C
 		},
 	}

@@ -73,9 +73,11 @@ func TestWebViewRealTime(t *testing.T) {
 	captures := t.TempDir()
 	out := c.run("up", "-f", "../../topologies/two-hosts.yaml", "--name", name, "--web", addr, "--capture-dir", captures)
 	defer c.run("down", name)
-	if !strings.Contains(out, "http://"+addr+"/") {
-		t.Errorf("up does not say where the view is:\n%s", out)
+	m := regexp.MustCompile(`http://` + regexp.QuoteMeta(addr) + `/\?token=([0-9a-f]{32})`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("up does not say where the view is, with its token:\n%s", out)
 	}
+	token := m[1]
 	shots, err := filepath.Abs("../../out")
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +85,8 @@ func TestWebViewRealTime(t *testing.T) {
 	if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	page := "http://" + addr + "/?frames=3&host=h2"
+	page := "http://" + addr + "/?frames=3&host=h2&token=" + token
+	foreign(t, addr, token)
 
 	dom, log := browse(t, browser, page, "")
 	for _, n := range []string{"h1", "h2", "s1"} {
@@ -109,13 +112,13 @@ func TestWebViewRealTime(t *testing.T) {
 	started := time.Now()
 	time.Sleep(time.Second) // let the flow start: the view should show it running, not starting
 
-	if resp, err := http.Post("http://"+addr+"/api/capture?port=s1:p0&action=start", "", nil); err != nil || resp.StatusCode != http.StatusNoContent {
+	if resp, err := http.Post("http://"+addr+"/api/capture?port=s1:p0&action=start&token="+token, "", nil); err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("capture start: %v %v", err, resp)
 	}
 	first, log1 := browse(t, browser, page, "")
 	browse(t, browser, page, filepath.Join(shots, "web-traffic.png"))
 	second, log2 := browse(t, browser, page, "")
-	if resp, err := http.Post("http://"+addr+"/api/capture?port=s1:p0&action=stop", "", nil); err != nil || resp.StatusCode != http.StatusNoContent {
+	if resp, err := http.Post("http://"+addr+"/api/capture?port=s1:p0&action=stop&token="+token, "", nil); err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("capture stop: %v %v", err, resp)
 	}
 	if during := time.Since(started); during > 180*time.Second {
@@ -161,6 +164,40 @@ func TestWebViewRealTime(t *testing.T) {
 	for _, s := range []string{"web-idle.png", "web-traffic.png"} {
 		if fi, err := os.Stat(filepath.Join(shots, s)); err != nil || fi.Size() == 0 {
 			t.Errorf("screenshot %s: %v", s, err)
+		}
+	}
+}
+
+// foreign checks that the lab's view refuses what the issue showed another site doing:
+// a capture POSTed with a foreign Origin (even with the token, which such a page cannot
+// know), a capture without the token, and a status read under a foreign Host (DNS
+// rebinding) all get 403, and start no capture.
+func foreign(t *testing.T, addr, token string) {
+	t.Helper()
+	for _, c := range []struct{ path, host, origin string }{
+		{"/api/capture?port=s1:p0&action=start&token=" + token, "", "http://evil.example"},
+		{"/api/capture?port=s1:p0&action=start", "", ""},
+		{"/api/status", "evil.example:" + strings.Split(addr, ":")[1], ""},
+	} {
+		method := http.MethodPost
+		if c.path == "/api/status" {
+			method = http.MethodGet
+		}
+		req, _ := http.NewRequest(method, "http://"+addr+c.path, nil)
+		if c.host != "" {
+			req.Host = c.host
+		}
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s %s Host %q Origin %q: %d %s, want 403", method, c.path, c.host, c.origin, resp.StatusCode, body)
 		}
 	}
 }

@@ -37,6 +37,7 @@ type Server struct {
 	store netns.Store
 	lab   string
 	dir   string // where captures started from the page are written
+	token string // what a request that changes something must carry (Token)
 
 	mu       sync.Mutex
 	captures map[string]*capture // by port
@@ -48,7 +49,18 @@ type capture struct {
 	done chan struct{}
 	res  *lab.CaptureStatus
 	err  error
+	// limit says which bound stopped the capture (MaxCaptureTime, MaxCaptureBytes);
+	// under Server.mu.
+	limit string
 }
+
+// A capture started from the page stops by itself after MaxCaptureTime or once its
+// file passes MaxCaptureBytes: a page left open, or one that was not the user's,
+// cannot fill the disk.
+const (
+	MaxCaptureTime  = 10 * time.Minute
+	MaxCaptureBytes = 1 << 30
+)
 
 // New returns the view of lab in store; captures started from the page are written to
 // captureDir as PORT-TIME.pcapng.
@@ -57,8 +69,13 @@ func New(store netns.Store, labName, captureDir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{store: store, lab: labName, dir: dir, captures: map[string]*capture{}}, nil
+	return &Server{store: store, lab: labName, dir: dir, token: newToken(), captures: map[string]*capture{}}, nil
 }
+
+// Token is what requests that change something (captures) must carry, as ?token= or
+// the X-Rocelab-Token header: the URL printed at start-up has it, and the page keeps
+// it. Another site cannot learn it, so it cannot start a capture.
+func (s *Server) Token() string { return s.token }
 
 // Handler serves the page (/), its script, the status stream (/events), one status
 // (/api/status) and captures (POST /api/capture?port=P&action=start|stop).
@@ -95,6 +112,7 @@ type CaptureRef struct {
 	Running bool               `json:"running"`
 	Figures *lab.CaptureStatus `json:"figures,omitempty"`
 	Error   string             `json:"error,omitempty"`
+	Limit   string             `json:"limit,omitempty"` // the bound that stopped it
 }
 
 func (s *Server) view() (View, error) {
@@ -106,7 +124,7 @@ func (s *Server) view() (View, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for port, c := range s.captures {
-		ref := CaptureRef{File: c.file, Running: true}
+		ref := CaptureRef{File: c.file, Running: true, Limit: c.limit}
 		select {
 		case <-c.done:
 			ref.Running, ref.Figures = false, c.res
@@ -154,6 +172,10 @@ func (s *Server) capture(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST /api/capture?port=P&action=start|stop", http.StatusMethodNotAllowed)
 		return
 	}
+	if !tokenOK(r, s.token) {
+		http.Error(w, "forbidden: a capture needs the token of the URL rocelab printed (?token=...)", http.StatusForbidden)
+		return
+	}
 	port, action := r.URL.Query().Get("port"), r.URL.Query().Get("action")
 	var err error
 	switch action {
@@ -196,7 +218,36 @@ func (s *Server) start(port string) error {
 		defer conn.Close()
 		c.res, _, c.err = lab.ReadCapture(conn, io.Discard)
 	}()
+	go s.bound(c)
 	return nil
+}
+
+// bound stops c at MaxCaptureTime or once its file passes MaxCaptureBytes.
+func (s *Server) bound(c *capture) {
+	deadline := time.NewTimer(MaxCaptureTime)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		var limit string
+		select {
+		case <-c.done:
+			return
+		case <-deadline.C:
+			limit = fmt.Sprintf("stopped after %v (MaxCaptureTime)", MaxCaptureTime)
+		case <-tick.C:
+			if fi, err := os.Stat(c.file); err == nil && fi.Size() > MaxCaptureBytes {
+				limit = fmt.Sprintf("stopped at %d MiB (MaxCaptureBytes)", fi.Size()>>20)
+			}
+		}
+		if limit != "" {
+			s.mu.Lock()
+			c.limit = limit
+			s.mu.Unlock()
+			c.conn.CloseWrite()
+			return
+		}
+	}
 }
 
 func (s *Server) stop(port string) error {

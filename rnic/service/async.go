@@ -29,6 +29,10 @@ func (c *conn) asyncFD(body []byte, fd int) (any, int, error) {
 		unix.Close(fd)
 		return nil, -1, fmt.Errorf("%w: the connection already has its asynchronous event fd", rnic.ErrBusy)
 	}
+	if err := c.reserve(Usage{FDs: 1}); err != nil {
+		unix.Close(fd)
+		return nil, -1, err
+	}
 	c.async = &sAsync{fd: fd}
 	return nil, -1, nil
 }
@@ -70,5 +74,5 @@ func (s *Server) asyncEvent(e rnic.AsyncEvent) {
 		return
 	}
 	c.async.events = append(c.async.events, wire.AsyncEvent{Type: uint32(e.Type), Handle: h})
-	unix.Write(c.async.fd, one[:])
+	signal(c.async.fd)
 }

@@ -16,6 +16,7 @@ func (c *conn) call(op wire.Op, body []byte, fds []int, resp []byte) (out []byte
 	defer func() {
 		// A bug in a handler must cost the client its call, not the lab its process.
 		if r := recover(); r != nil {
+			c.settle(false) // what the call reserved went with it
 			out, outFDs = wire.AppendError(resp, op, fmt.Errorf("%w: internal error: %v", rnic.ErrInvalidArgument, r)), nil
 		}
 	}()
@@ -39,6 +40,12 @@ func (c *conn) call(op wire.Op, body []byte, fds []int, resp []byte) (out []byte
 		wire.CloseFDs(fds)
 		return wire.AppendError(resp, op, rnic.ErrClosed), nil
 	}
+	if h.withFD != nil && op != wire.OpRegMR { // the others pass an eventfd to signal
+		if err := checkEventfd(fds[0]); err != nil {
+			wire.CloseFDs(fds)
+			return wire.AppendError(resp, op, err), nil
+		}
+	}
 	var (
 		respBody any
 		fd       int
@@ -49,6 +56,7 @@ func (c *conn) call(op wire.Op, body []byte, fds []int, resp []byte) (out []byte
 	} else {
 		respBody, fd, err = h.run(c, body)
 	}
+	c.settle(err == nil)
 	if err != nil {
 		return wire.AppendError(resp, op, err), nil
 	}
@@ -164,6 +172,10 @@ func (c *conn) allocPD(body []byte) (any, int, error) {
 
 func (c *conn) createCompChannel(body []byte, fd int) (any, int, error) {
 	if err := wire.DecodeBody(body, &struct{}{}); err != nil {
+		unix.Close(fd)
+		return nil, -1, err
+	}
+	if err := c.reserve(Usage{FDs: 1, Memory: objectMemory}); err != nil {
 		unix.Close(fd)
 		return nil, -1, err
 	}
@@ -283,6 +295,9 @@ func (c *conn) regMR(body []byte, fd int) (any, int, error) {
 	}
 	if err := wire.CheckSealed(fd, r.Offset+r.Length); err != nil {
 		return nil, -1, fmt.Errorf("%w: MR memory: %v", rnic.ErrInvalidArgument, err)
+	}
+	if err := c.reserve(mrCost(r.Length)); err != nil {
+		return nil, -1, err
 	}
 	mr, err := c.s.dev.RegMRFD(pd.pd, fd, int64(r.Offset), int(r.Length), r.Addr, qp.Access(r.Access))
 	if err != nil {

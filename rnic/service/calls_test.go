@@ -28,7 +28,7 @@ func testConn(t *testing.T) *conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &conn{s: &Server{dev: d}, objs: map[uint32]any{}}
+	return &conn{s: &Server{dev: d, budget: ProcessBudget(1), host: "h1"}, objs: map[uint32]any{}, costs: map[uint32]Usage{}}
 }
 
 // do makes one call and decodes its response into v (nil: none).

@@ -48,6 +48,10 @@ func (c *conn) cmCreateChannel(body []byte, fd int) (any, int, error) {
 		unix.Close(fd)
 		return nil, -1, err
 	}
+	if err := c.reserve(Usage{FDs: 1, Memory: objectMemory}); err != nil {
+		unix.Close(fd)
+		return nil, -1, err
+	}
 	hd, err := c.add(&sCMChannel{fd: fd})
 	if err != nil {
 		unix.Close(fd)
@@ -117,7 +121,7 @@ func (c *conn) cmEvent(e rnic.CMEvent) {
 	w.Param = toWireParam(&e.Param)
 	w.QPN, w.QKey, w.FlowLabel = uint32(e.RemoteQPN), e.QKey, e.ID.FlowLabel()
 	s.ch.events = append(s.ch.events, cmQueued{w, listener})
-	unix.Write(s.ch.fd, one[:])
+	signal(s.ch.fd)
 }
 
 func toWireParam(p *rnic.CMConnParam) wire.CMConnParam {

@@ -37,6 +37,13 @@ type conn struct {
 	byQPN  map[roce.QPN]*sQP
 	closed bool
 	async  *sAsync // the client's asynchronous events, once it passed their eventfd
+
+	// Budget (docs/verbs-service.md): used is the client's charge (under the budget's
+	// lock), costs each object's share of it; pending is what the running call
+	// reserved before allocating, which add gives the object it creates.
+	used    Usage
+	costs   map[uint32]Usage
+	pending Usage
 }
 
 func (c *conn) serve() {
@@ -49,6 +56,7 @@ func (c *conn) serve() {
 		}
 		c.s.mu.Unlock()
 		c.sock.Close()
+		c.s.budget.release(c.s.host, &c.used, c.used) // the connection's own, and anything left
 	}()
 	buf := make([]byte, wire.MaxMessage)
 	oob := make([]byte, wire.OOBSpace)
@@ -168,11 +176,39 @@ func (c *conn) scan() {
 	}
 }
 
-// add registers an object under a fresh handle.
+// reserve charges u to the client before the running call allocates it: the object
+// the call adds carries it, and a call that fails releases it (see call).
+func (c *conn) reserve(u Usage) error {
+	if err := c.s.budget.charge(c.s.host, &c.used, c.pid, u); err != nil {
+		return err
+	}
+	c.pending = c.pending.plus(u)
+	return nil
+}
+
+// settle ends a call's reservation: an object took it, the connection keeps it (ok:
+// an asynchronous event fd), or the failed call returns it.
+func (c *conn) settle(ok bool) {
+	if !ok {
+		c.s.budget.release(c.s.host, &c.used, c.pending)
+	}
+	c.pending = Usage{}
+}
+
+// add registers an object under a fresh handle; it carries the running call's
+// reservation, or the cost of a small object.
 func (c *conn) add(o any) (uint32, error) {
 	if len(c.objs) >= maxObjects {
 		return 0, fmt.Errorf("%w: the client holds %d objects", rnic.ErrNoMemory, len(c.objs))
 	}
+	cost := c.pending
+	if cost == (Usage{}) {
+		cost = Usage{Memory: objectMemory}
+		if err := c.s.budget.charge(c.s.host, &c.used, c.pid, cost); err != nil {
+			return 0, err
+		}
+	}
+	c.pending = Usage{}
 	for {
 		c.next++
 		if c.next != 0 && c.objs[c.next] == nil {
@@ -180,12 +216,43 @@ func (c *conn) add(o any) (uint32, error) {
 		}
 	}
 	c.objs[c.next] = o
+	c.costs[c.next] = cost
 	c.s.objects.Add(1)
 	return c.next, nil
 }
 
+// checkEventfd says whether fd, which a client passed as the eventfd the service
+// signals (completion channel, CM channel, asynchronous events), is one: any other
+// descriptor (a pipe, a socket, a file) could block the device's loop on a write or
+// make the lab write where the client could not.
+func checkEventfd(fd int) error {
+	target, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		return fmt.Errorf("%w: passed descriptor: %v", rnic.ErrInvalidArgument, err)
+	}
+	if target != "anon_inode:[eventfd]" {
+		return fmt.Errorf("%w: passed descriptor is %s, not an eventfd", rnic.ErrInvalidArgument, target)
+	}
+	return nil
+}
+
+// signal adds one to a client's eventfd without blocking the device's loop: a blocking
+// eventfd whose counter a client drove to its maximum would block the write, so the
+// write happens only when poll says it will not block (else the event is lost, to that
+// client alone, which asked for it). A client that races its own write in between can
+// still block it (docs/verbs-service.md, Not done yet).
+func signal(fd int) {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	if n, err := unix.Poll(pfd, 0); err != nil || n != 1 || pfd[0].Revents&unix.POLLOUT == 0 {
+		return
+	}
+	unix.Write(fd, one[:])
+}
+
 func (c *conn) remove(h uint32) {
 	delete(c.objs, h)
+	c.s.budget.release(c.s.host, &c.used, c.costs[h])
+	delete(c.costs, h)
 	c.s.objects.Add(-1)
 }
 

@@ -381,7 +381,7 @@ func (q *sCQ) raise() {
 		return
 	}
 	atomic.AddUint32(q.ring.Events(), 1)
-	unix.Write(q.ch.fd, one[:]) // EAGAIN only at 2^64-2 unread events
+	signal(q.ch.fd)
 }
 
 // channel returns the rnic completion channel of every service CQ, created on first use.
@@ -414,6 +414,9 @@ func (c *conn) createCQ(body []byte) (any, int, error) {
 	}
 	capacity := wire.PowerOfTwo(r.CQE)
 	size := wire.PageAlign(wire.RingBytes(capacity, wire.CQESize))
+	if err := c.reserve(ringCost(size, int64(capacity), wcSize)); err != nil {
+		return nil, -1, err
+	}
 	fd, mem, err := wire.SealedMemfd("rocelab-verbs-cq", int(size))
 	if err != nil {
 		return nil, -1, fmt.Errorf("%w: CQ ring: %v", rnic.ErrNoMemory, err)
@@ -457,6 +460,9 @@ func (c *conn) createSRQ(body []byte) (any, int, error) {
 	capacity, sge := wire.PowerOfTwo(r.MaxWR), max(r.MaxSGE, 1)
 	entry := wire.RecvEntrySize(sge)
 	size := wire.PageAlign(wire.RingBytes(capacity, entry))
+	if err := c.reserve(ringCost(size, int64(capacity), 2*wqSlotBytes(sge))); err != nil {
+		return nil, -1, err
+	}
 	fd, mem, err := wire.SealedMemfd("rocelab-verbs-srq", int(size))
 	if err != nil {
 		return nil, -1, fmt.Errorf("%w: SRQ ring: %v", rnic.ErrNoMemory, err)
@@ -521,6 +527,10 @@ func (c *conn) createQP(body []byte) (any, int, error) {
 	size := sqSize
 	if rqCap > 0 {
 		size += wire.PageAlign(wire.RingBytes(rqCap, rEntry))
+	}
+	// The QP's own queues hold a copy of each WR as the service's slots do.
+	if err := c.reserve(ringCost(size, 2*int64(sqCap), wqSlotBytes(ssge)).plus(Usage{Memory: 2 * int64(rqCap) * wqSlotBytes(rsge)})); err != nil {
+		return nil, -1, err
 	}
 	fd, mem, err := wire.SealedMemfd("rocelab-verbs-qp", int(size))
 	if err != nil {

@@ -102,6 +102,13 @@ func WithReclaimHook(fn func(pid int32, objects int)) Option {
 	return func(s *Server) { s.onReclaim = fn }
 }
 
+// WithBudget makes the server charge what its clients make the lab process hold to b,
+// shared with the lab's other hosts' servers, as the host of the device's name. The
+// default is a budget of the process's own for one host (ProcessBudget(1)).
+func WithBudget(b *Budget) Option {
+	return func(s *Server) { s.budget = b }
+}
+
 // Connection defaults. A host's applications open one connection per device context;
 // thousands per user is far beyond any real job and well inside the lab's descriptors.
 const (
@@ -121,6 +128,8 @@ type Server struct {
 	perUID    int
 	maxConns  int
 	handshake time.Duration
+	budget    *Budget
+	host      string
 
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
@@ -155,6 +164,10 @@ func Listen(dev *rnic.Device, addr string, opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	if s.budget == nil {
+		s.budget = ProcessBudget(1)
+	}
+	s.host = dev.Name()
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: addr, Net: "unixpacket"})
 	if err != nil {
 		return nil, fmt.Errorf("verbs service on %s: %w", dev.Name(), err)
@@ -225,6 +238,9 @@ type Stats struct {
 	Rejected  int `json:"rejected"`   // connections refused by the SO_PEERCRED policy
 	OverLimit int `json:"over_limit"` // connections refused by the per-user or total limit
 	TimedOut  int `json:"timed_out"`  // connections closed for a silent handshake
+	// Budget is what the host's clients make the lab process hold against the host's
+	// share, each client's and the lab's (docs/verbs-service.md, Budgets).
+	Budget *BudgetStatus `json:"budget,omitempty"`
 }
 
 // Stats returns the service's counters. Safe from any goroutine.
@@ -233,7 +249,7 @@ func (s *Server) Stats() Stats {
 	conns := len(s.conns)
 	s.mu.Unlock()
 	return Stats{Clients: int(s.clients.Load()), Conns: conns, Objects: int(s.objects.Load()), Rejected: int(s.rejected.Load()),
-		OverLimit: int(s.limited.Load()), TimedOut: int(s.timedOut.Load())}
+		OverLimit: int(s.limited.Load()), TimedOut: int(s.timedOut.Load()), Budget: s.budget.status(s.host)}
 }
 
 // Close stops accepting, disconnects every client, reclaims their objects and waits
@@ -309,7 +325,13 @@ func (s *Server) accept() {
 			s.refuse(sock, cred, fmt.Errorf("%w: %s", rnic.ErrNoMemory, over))
 			continue
 		}
-		c := &conn{s: s, sock: sock, pid: cred.Pid, uid: cred.Uid, objs: map[uint32]any{}}
+		c := &conn{s: s, sock: sock, pid: cred.Pid, uid: cred.Uid, objs: map[uint32]any{}, costs: map[uint32]Usage{}}
+		if err := s.budget.charge(s.host, &c.used, c.pid, connCost()); err != nil {
+			s.mu.Unlock()
+			s.limited.Add(1)
+			s.refuse(sock, cred, err)
+			continue
+		}
 		s.conns[c] = struct{}{}
 		s.byUID[cred.Uid]++
 		s.wg.Add(1)

@@ -115,8 +115,14 @@ function flows(st) {
   }
 }
 
+// token is what a capture needs (rocelab prints the page's URL with ?token=...); the
+// page keeps it for the tab's session, so a reload without it still captures.
+const token = new URLSearchParams(location.search).get("token") || sessionStorage.getItem("rocelab-token") || "";
+if (token) sessionStorage.setItem("rocelab-token", token);
+
 async function toggleCapture(port, running) {
-  const r = await fetch(`/api/capture?port=${encodeURIComponent(port)}&action=${running ? "stop" : "start"}`, { method: "POST" });
+  const r = await fetch(`/api/capture?port=${encodeURIComponent(port)}&action=${running ? "stop" : "start"}`,
+    { method: "POST", headers: { "X-Rocelab-Token": token } });
   if (!r.ok) report(`capture ${port}: ${await r.text()}`);
 }
 

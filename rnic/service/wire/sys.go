@@ -1,9 +1,13 @@
 package wire
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,34 +30,54 @@ func Send(c *net.UnixConn, msg []byte, fds ...int) error {
 
 // Recv reads one datagram into buf and returns it with the descriptors it carried
 // (close-on-exec). A truncated datagram or ancillary data is a protocol error; its
-// descriptors are closed.
+// descriptors are closed. Whatever Recv returns, a descriptor it received is either
+// in the returned slice (the caller's to close) or already closed: on error it is the
+// latter, so no message, however malformed, leaves one open in the receiver.
 func Recv(c *net.UnixConn, buf, oob []byte) ([]byte, []int, error) {
 	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
-	if err != nil {
+	// The descriptors are installed in this process as soon as recvmsg returns, error
+	// or not: a zero-length datagram is io.EOF to Go's SOCK_SEQPACKET reader, and yet
+	// its ancillary data carried them.
+	fds, perr := unixRights(oob[:oobn])
+	switch {
+	case err != nil && oobn > 0 && n == 0 && errors.Is(err, io.EOF):
+		CloseFDs(fds)
+		return nil, nil, fmt.Errorf("%w: a zero-length message carrying %d descriptors", ErrProtocol, len(fds))
+	case err != nil:
+		CloseFDs(fds)
 		return nil, nil, err
-	}
-	var fds []int
-	if oobn > 0 {
-		scms, perr := unix.ParseSocketControlMessage(oob[:oobn])
-		if perr != nil {
-			return nil, nil, fmt.Errorf("%w: ancillary data: %v", ErrProtocol, perr)
-		}
-		for i := range scms {
-			got, rerr := unix.ParseUnixRights(&scms[i])
-			if rerr == nil {
-				fds = append(fds, got...)
-			}
-		}
-	}
-	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+	case perr != nil:
+		CloseFDs(fds)
+		return nil, nil, fmt.Errorf("%w: ancillary data: %v", ErrProtocol, perr)
+	case flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0:
 		CloseFDs(fds)
 		return nil, nil, fmt.Errorf("%w: truncated datagram (flags %#x)", ErrProtocol, flags)
-	}
-	if n == 0 && oobn == 0 {
+	case n == 0 && oobn == 0:
 		// A zero-length read on SOCK_SEQPACKET is the peer's orderly shutdown.
 		return nil, nil, os.ErrClosed
 	}
 	return buf[:n], fds, nil
+}
+
+// unixRights returns every descriptor of the SCM_RIGHTS messages in oob, also when a
+// later control message does not parse (the earlier ones' descriptors are open).
+func unixRights(oob []byte) ([]int, error) {
+	var fds []int
+	for len(oob) >= unix.CmsgLen(0) {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		l := int(h.Len)
+		if l < unix.CmsgLen(0) || l > len(oob) {
+			return fds, fmt.Errorf("control message of %d bytes in %d", l, len(oob))
+		}
+		if h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_RIGHTS {
+			data := oob[unix.CmsgLen(0):l]
+			for i := 0; i+4 <= len(data); i += 4 {
+				fds = append(fds, int(int32(binary.NativeEndian.Uint32(data[i:]))))
+			}
+		}
+		oob = oob[min(unix.CmsgSpace(l-unix.CmsgLen(0)), len(oob)):]
+	}
+	return fds, nil
 }
 
 // OOBSpace is the ancillary buffer size Recv needs for MaxFDs descriptors.
