@@ -29,7 +29,7 @@ const DefaultGrace = 2 * time.Second
 // Removal is one object removed (or, in a dry run, that would be).
 type Removal struct {
 	Lab  string `json:"lab"`
-	Kind string `json:"kind"` // "process", "device", "namespace", "socket" or "state"
+	Kind string `json:"kind"` // "process", "device", "host view", "namespace", "socket" or "state"
 	Name string `json:"name"`
 }
 
