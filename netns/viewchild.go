@@ -270,14 +270,15 @@ func (w *fileWriter) symlink(path, target string) {
 // mknod makes a character device node that every user may open, as rdma-core's udev
 // rules make /dev/infiniband's.
 func (w *fileWriter) mknod(path string) {
-	if w.err == nil {
-		w.err = unix.Mknod(path, unix.S_IFCHR|0o666, int(uverbsDev))
-	}
-	if w.err == nil {
-		w.err = os.Chmod(path, 0o666) // whatever the umask
-	}
 	if w.err != nil {
-		w.err = fmt.Errorf("mknod %s: %w", path, w.err)
+		return
+	}
+	err := unix.Mknod(path, unix.S_IFCHR|0o666, int(uverbsDev))
+	if err == nil {
+		err = os.Chmod(path, 0o666) // whatever the umask
+	}
+	if err != nil {
+		w.err = fmt.Errorf("mknod %s: %w", path, err)
 	}
 }
 
