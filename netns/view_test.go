@@ -105,6 +105,10 @@ func TestHostView(t *testing.T) {
 		{"cat " + ib + "/ports/1/pkeys/0 " + ib + "/ports/1/pkeys/1", "0xffff\n0x0000"},
 		{"cat /sys/class/infiniband_verbs/abi_version /sys/class/infiniband_verbs/uverbs0/ibdev", "6\nrocelab0"},
 		{"test -c /dev/infiniband/uverbs0 && test -c /dev/infiniband/rdma_cm && test -w /dev/infiniband/uverbs0 && echo ok", "ok"},
+		{"cat /sys/class/infiniband_verbs/uverbs0/dev", "120:192"},
+		// Nothing answers the nodes: the system's librdmacm or libibverbs, if a program
+		// gets them, find no kernel device instead of a /dev/null.
+		{"cat /dev/infiniband/rdma_cm 2>&1; cat /dev/infiniband/uverbs0 2>&1; true", "cat: /dev/infiniband/rdma_cm: No such device or address\ncat: /dev/infiniband/uverbs0: No such device or address"},
 		{"echo x >/dev/null && test -c /dev/pts/ptmx && echo ok", "ok"}, // the rest of /dev works
 	}
 	for _, c := range checks {

@@ -46,12 +46,23 @@ func runViewChild(stdin io.Reader, stdout io.Writer) error {
 	return err
 }
 
-// uverbsDev is the device number of /dev/infiniband's nodes: /dev/null's. Nothing of
-// rocelab opens them (the drop-in libibverbs talks to the verbs service); UCX only
-// checks that uverbsN is a character device it may read and write. The kernel's
-// uverbs numbers (231:192) would open the machine's real RNIC, if it has one, from
-// inside the host.
-var uverbsDev = unix.Mkdev(1, 3)
+// devMajor numbers /dev/infiniband's nodes: a major of Linux's "local/experimental
+// use" range (Documentation/admin-guide/devices.txt), which the kernel never assigns
+// dynamically, so no driver answers and open(2) fails with ENXIO, as it does for these
+// nodes on a machine whose ib_uverbs and rdma_ucm modules are not loaded. Nothing of
+// rocelab opens them (the drop-in libraries talk to the verbs service); UCX only checks
+// that uverbsN is a character device it may read and write. A node that opened
+// (/dev/null's numbers) would let the system's librdmacm, used when rocelab's is not
+// on the library path, take the void's silence for the kernel's answers: UCX's
+// ucx_info -d hung in it. The kernel's own numbers (231:192, 10:N) would reach the
+// machine's real RNIC, if it has one, from inside the host.
+const devMajor = 120
+
+// uverbsDev is /dev/infiniband/uverbsN's number (the kernel's minor is 192+N too);
+// rdmaCMDev is rdma_cm's.
+func uverbsDev(n int) uint64 { return unix.Mkdev(devMajor, uint32(192+n)) }
+
+var rdmaCMDev = unix.Mkdev(devMajor, 0)
 
 func buildView(cfg viewConfig) error {
 	// Slave: the machine's unmounts (a lab's namespaces going away) still reach the
@@ -189,7 +200,7 @@ func writeRDMAFiles(class, dev string, cfg viewConfig) error {
 	var w fileWriter
 	w.file(filepath.Join(class, "infiniband_verbs", "abi_version"), "6") // IB_USER_VERBS_ABI_VERSION
 	w.mkdir(filepath.Join(dev, "infiniband"))
-	w.mknod(filepath.Join(dev, "infiniband", "rdma_cm"))
+	w.mknod(filepath.Join(dev, "infiniband", "rdma_cm"), rdmaCMDev)
 	for i, d := range cfg.Devices {
 		ib := filepath.Join(class, "infiniband", d.Name)
 		w.file(filepath.Join(ib, "node_type"), "1: CA")
@@ -237,9 +248,9 @@ func writeRDMAFiles(class, dev string, cfg viewConfig) error {
 		uv := filepath.Join(class, "infiniband_verbs", uverbs)
 		w.file(filepath.Join(uv, "ibdev"), d.Name)
 		w.file(filepath.Join(uv, "abi_version"), "2") // rxe's uverbs ABI
-		w.file(filepath.Join(uv, "dev"), fmt.Sprintf("%d:%d", unix.Major(uverbsDev), unix.Minor(uverbsDev)))
+		w.file(filepath.Join(uv, "dev"), fmt.Sprintf("%d:%d", unix.Major(uverbsDev(i)), unix.Minor(uverbsDev(i))))
 		w.symlink(filepath.Join(uv, "device"), filepath.Join("../../infiniband", d.Name, "device"))
-		w.mknod(filepath.Join(dev, "infiniband", uverbs))
+		w.mknod(filepath.Join(dev, "infiniband", uverbs), uverbsDev(i))
 	}
 	return w.err
 }
@@ -269,11 +280,11 @@ func (w *fileWriter) symlink(path, target string) {
 
 // mknod makes a character device node that every user may open, as rdma-core's udev
 // rules make /dev/infiniband's.
-func (w *fileWriter) mknod(path string) {
+func (w *fileWriter) mknod(path string, dev uint64) {
 	if w.err != nil {
 		return
 	}
-	err := unix.Mknod(path, unix.S_IFCHR|0o666, int(uverbsDev))
+	err := unix.Mknod(path, unix.S_IFCHR|0o666, int(dev))
 	if err == nil {
 		err = os.Chmod(path, 0o666) // whatever the umask
 	}
