@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -50,15 +51,20 @@ type GID struct {
 // HostView is what [CreateHostView] installs in a host's own namespaces.
 type HostView struct {
 	Hostname string
-	// Hosts is the /etc/hosts to bind-mount over the machine's (a file, readable by
-	// every user of the host); empty keeps the machine's.
+	// Hosts is the file to bind-mount over /etc/hosts ([Store.WriteHosts]); empty
+	// keeps the machine's. One file serves every host of a lab.
 	Hosts   string
 	Devices []RDMADevice
 }
 
-// HostsFile returns an /etc/hosts naming every host of l by its addresses, and
-// localhost, so that each host resolves the others' names as a machine on a LAN does.
-func HostsFile(l *Lab) string {
+// WriteHosts writes lab's hosts file, <lab dir>/hosts: localhost and every host of the
+// lab by its addresses, so that each host resolves the others' names as a machine on a
+// LAN does. It returns the file's path; the file goes with the lab's state directory.
+func (s Store) WriteHosts(lab string) (string, error) {
+	l, err := s.Load(lab)
+	if err != nil {
+		return "", err
+	}
 	var b strings.Builder
 	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
 	for _, h := range l.Hosts {
@@ -68,7 +74,13 @@ func HostsFile(l *Lab) string {
 			}
 		}
 	}
-	return b.String()
+	path := filepath.Join(s.Dir(lab), "hosts")
+	// Readable by everyone: the host's users read it as /etc/hosts (the directory above
+	// stays the owner's).
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return "", fmt.Errorf("netns: lab %s hosts file: %w", lab, unwrapPathError(err))
+	}
+	return path, os.Chmod(path, 0o644)
 }
 
 // viewChildArg0 is the argv[0] under which a binary linking this package runs
@@ -184,8 +196,14 @@ func pin(nsFile, path string) error {
 	return nil
 }
 
+// viewDirMu serialises privateViewDir: two views made at once must not both find
+// ViewDir no mount point and bind it onto itself twice.
+var viewDirMu sync.Mutex
+
 // privateViewDir makes ViewDir a private mount point (see [ViewDir]).
 func privateViewDir() error {
+	viewDirMu.Lock()
+	defer viewDirMu.Unlock()
 	if err := os.MkdirAll(ViewDir, 0o755); err != nil {
 		return unwrapPathError(err)
 	}

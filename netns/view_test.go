@@ -35,13 +35,18 @@ func TestViewFormats(t *testing.T) {
 	}
 }
 
-// hostView is h1's view in a lab of hostConfig hosts, with one RDMA device.
-func hostView(l *Lab) HostView {
+// hostView is h1's view in lab, of hostConfig hosts, with one RDMA device.
+func hostView(t *testing.T, store Store, lab string) HostView {
+	t.Helper()
+	hosts, err := store.WriteHosts(lab)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h1 := hostConfig(1)
 	gids := []GID{{Type: "RoCE v2"}, {Type: "RoCE v2"}}
 	gids[0].GID = [16]byte{0: 0xfe, 1: 0x80, 11: 0xff, 12: 0xfe, 15: 1}
 	gids[1].GID = h1.IPv6.Addr().As16()
-	return HostView{Hostname: "h1", Hosts: HostsFile(l), Devices: []RDMADevice{{
+	return HostView{Hostname: "h1", Hosts: hosts, Devices: []RDMADevice{{
 		Name: "rocelab0", NodeGUID: 0x000000fffe000001, FWVer: "test", Netdev: TapName("h1"),
 		Active: true, Rate: 100e9, GIDs: gids, PKeys: 2,
 	}}}
@@ -73,18 +78,14 @@ func TestHostView(t *testing.T) {
 	store, c, lab := newLab(t, self(t))
 	addHost(t, store, lab, hostConfig(1))
 	addHost(t, store, lab, hostConfig(2))
-	rec, err := store.Load(lab)
-	if err != nil {
-		t.Fatal(err)
-	}
 	hostname, _ := os.Hostname()
 	hostsBefore, _ := os.ReadFile("/etc/hosts")
 	_, ibErr := os.Stat("/sys/class/infiniband")
 
-	if err := CreateHostView(store, lab, "h1", hostView(rec)); err != nil {
+	if err := CreateHostView(store, lab, "h1", hostView(t, store, lab)); err != nil {
 		t.Fatal(err)
 	}
-	if err := CreateHostView(store, lab, "h1", hostView(rec)); !errors.Is(err, os.ErrExist) {
+	if err := CreateHostView(store, lab, "h1", hostView(t, store, lab)); !errors.Is(err, os.ErrExist) {
 		t.Errorf("a second view of h1: %v, want EEXIST", err)
 	}
 
@@ -93,6 +94,8 @@ func TestHostView(t *testing.T) {
 		{"hostname", "h1"},
 		{"ls /sys/class/net", "lo\nrl-h1"},
 		{"getent ahostsv4 h2 | awk 'NR==1{print $1}'", "10.0.0.2"},
+		{"getent ahostsv6 h2 | awk 'NR==1{print $1}'", "fd00::2"},
+		{"su nobody -s /bin/sh -c 'grep -c h2 /etc/hosts'", "2"}, // every user reads it
 		{"ls /sys/class/infiniband", "rocelab0"},
 		{"cat " + ib + "/node_type", "1: CA"},
 		{"cat " + ib + "/node_guid", "0000:00ff:fe00:0001"},
@@ -150,11 +153,7 @@ func TestCleanRemovesCrashedView(t *testing.T) {
 	me := self(t)
 	store, c, lab := newLab(t, Process{PID: me.PID, StartTime: me.StartTime + 1})
 	tap := addHost(t, store, lab, hostConfig(1))
-	rec, err := store.Load(lab)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := CreateHostView(store, lab, "h1", hostView(rec)); err != nil {
+	if err := CreateHostView(store, lab, "h1", hostView(t, store, lab)); err != nil {
 		t.Fatal(err)
 	}
 	tap.Close() // the crashed lab process's fds are closed

@@ -100,12 +100,8 @@ func buildView(cfg viewConfig) error {
 		return err
 	}
 	if cfg.Hosts != "" {
-		hosts := filepath.Join(ViewDir, "hosts")
-		if err := os.WriteFile(hosts, []byte(cfg.Hosts), 0o644); err != nil {
-			return err
-		}
-		if err := unix.Mount(hosts, "/etc/hosts", "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind %s on /etc/hosts: %w", hosts, err)
+		if err := unix.Mount(cfg.Hosts, "/etc/hosts", "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s on /etc/hosts: %w", cfg.Hosts, err)
 		}
 	}
 	return nil
