@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -157,10 +159,23 @@ func TestCleanRemovesCrashedView(t *testing.T) {
 		t.Fatal(err)
 	}
 	tap.Close() // the crashed lab process's fds are closed
-	if _, err := c.Clean(); err != nil {
+	// A pin no state file records (another store's lab, or a leftover): reported only.
+	foreign := Prefix + uniqueName("foreign") + "-h1.mnt"
+	if err := os.WriteFile(filepath.Join(ViewDir, foreign), nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(filepath.Join(ViewDir, foreign)) })
+	rep, err := c.Clean()
+	if err != nil {
 		t.Fatal(err)
 	}
 	assertNoViews(t, lab)
+	if !slices.Contains(rep.ForeignViews, filepath.Join(ViewDir, foreign)) {
+		t.Errorf("Clean reported foreign views %v, want %s among them", rep.ForeignViews, foreign)
+	}
+	if _, err := os.Stat(filepath.Join(ViewDir, foreign)); err != nil {
+		t.Errorf("Clean touched a foreign pin: %v", err)
+	}
 }
 
 // assertNoViews fails if a pin file or any mount of lab's hosts is left.
