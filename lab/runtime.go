@@ -277,6 +277,11 @@ func (l *Lab) up() error {
 			l.services[h.Name] = c
 		}
 		l.progress("verbs services listening")
+		// Hosts with a verbs service show its device where programs look for one.
+		if err := l.createViews(); err != nil {
+			return err
+		}
+		l.progress("host views (hostname, /sys, /etc/hosts, /dev/infiniband) ready")
 	}
 	if err := l.listenControl(); err != nil {
 		return err

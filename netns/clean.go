@@ -2,6 +2,9 @@ package netns
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"go.uber.org/zap"
@@ -13,7 +16,8 @@ import (
 // carry rocelab's prefix but that no state file in the store records are listed in
 // Report.Foreign and left alone: without a record, nothing says they are rocelab's;
 // those that live processes use (a lab of another state directory) are listed in
-// Report.InUse instead. A crashed lab one of whose namespaces a live process outside
+// Report.InUse instead. Host view pins ([ViewDir]) that no state file records are listed
+// in Report.ForeignViews, and left alone too. A crashed lab one of whose namespaces a live process outside
 // it holds (a lab of the same name under another state directory) is left alone too.
 func (c *Cleaner) Clean() (Report, error) {
 	var rep Report
@@ -60,6 +64,17 @@ func (c *Cleaner) Clean() (Report, error) {
 		}
 		c.log().Warn("namespace named like rocelab's but not recorded, left alone", zap.String("netns", ns))
 		rep.Foreign = append(rep.Foreign, ns)
+	}
+	views, err := os.ReadDir(ViewDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("netns: list host views: %w", err))
+	}
+	for _, v := range views {
+		ns := strings.TrimSuffix(strings.TrimSuffix(v.Name(), ".mnt"), ".uts")
+		if strings.HasPrefix(ns, Prefix) && !recorded[ns] {
+			c.log().Warn("host view named like rocelab's but not recorded, left alone", zap.String("pin", v.Name()))
+			rep.ForeignViews = append(rep.ForeignViews, filepath.Join(ViewDir, v.Name()))
+		}
 	}
 	return rep, errors.Join(errs...)
 }

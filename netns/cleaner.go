@@ -29,7 +29,7 @@ const DefaultGrace = 2 * time.Second
 // Removal is one object removed (or, in a dry run, that would be).
 type Removal struct {
 	Lab  string `json:"lab"`
-	Kind string `json:"kind"` // "process", "device", "namespace", "socket" or "state"
+	Kind string `json:"kind"` // "process", "device", "host view", "namespace", "socket" or "state"
 	Name string `json:"name"`
 }
 
@@ -43,6 +43,10 @@ type Report struct {
 	// Foreign lists namespaces that carry rocelab's prefix but that no state file
 	// records and that nothing uses: Clean reports them and never deletes them.
 	Foreign []string `json:"foreign,omitempty"`
+	// ForeignViews lists pins of host views ([ViewDir]) named like rocelab's that no
+	// state file here records (a lab of another state directory, or a leftover):
+	// reported, never removed.
+	ForeignViews []string `json:"foreign_views,omitempty"`
 	// InUse lists namespaces Clean left alone because live processes use them: a
 	// namespace no state file here records, with processes in it or holding it (a lab
 	// of another state directory), or a crashed lab's namespace that a live process

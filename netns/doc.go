@@ -28,6 +28,14 @@
 // whose lab process is gone (`rocelab clean`). Processes are identified by pid and
 // start time, so a reused pid is never taken for a lab's.
 //
+// # Host views
+//
+// [CreateHostView] gives a host mount and UTS namespaces of its own, pinned under
+// [ViewDir]: its hostname, /etc/hosts, a sysfs of its network namespace and rxe-like RDMA
+// device files, so that programs looking at the machine (UCX, MPI, rdma-core's tests)
+// find the host as a machine with an RDMA device. [Store.Exec] enters them; removal
+// unpins them with the host's namespace.
+//
 // # Threads and namespaces
 //
 // A network namespace belongs to an OS thread, not to a goroutine or a process. [Do]

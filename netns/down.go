@@ -82,6 +82,14 @@ func (c *Cleaner) remove(l *Lab, rep *Report) error {
 		r.object("device", d.Name, d.Name, func(dryRun bool) error { return deleteDevice(d, dryRun) })
 	}
 	for _, h := range l.Hosts {
+		mnt, _ := ViewPaths(h.Netns)
+		r.object("host view", mnt, h.Netns, func(dryRun bool) error {
+			if dryRun {
+				_, err := os.Stat(mnt)
+				return err
+			}
+			return removeViewPins(h.Netns)
+		})
 		r.object("namespace", h.Netns, h.Netns, func(dryRun bool) error {
 			if dryRun {
 				_, err := os.Stat(NamespacePath(h.Netns))

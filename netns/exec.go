@@ -2,6 +2,7 @@ package netns
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 
 	"github.com/rocelab/rocelab/rnic/service"
@@ -39,6 +40,11 @@ func (s Store) Exec(lab, host string, cmd *exec.Cmd) error {
 	if h.IPv6.IsValid() {
 		cmd.Env = append(cmd.Env, EnvIPv6+"="+h.IPv6.Addr().String())
 	}
+	if hasView(h.Netns) {
+		if err := enterView(h.Netns, cmd); err != nil {
+			return fmt.Errorf("netns: exec in host %s of lab %s: %w", host, lab, err)
+		}
+	}
 	if err := StartIn(h.Netns, cmd); err != nil {
 		return err
 	}
@@ -51,4 +57,27 @@ func (s Store) Exec(lab, host string, cmd *exec.Cmd) error {
 		l.Processes = append(l.Processes, p)
 		return nil
 	})
+}
+
+// enterView makes cmd start through util-linux's nsenter, which joins the host's pinned
+// mount and UTS namespaces (CreateHostView) before it execs cmd: setns(CLONE_NEWNS)
+// needs a single-threaded process, which a Go process is not, and nsenter execs in
+// place, so cmd keeps nsenter's pid. Joining a mount namespace moves the working
+// directory to its root; --wd puts it back.
+func enterView(ns string, cmd *exec.Cmd) error {
+	nsenter, err := exec.LookPath("nsenter")
+	if err != nil {
+		return fmt.Errorf("the host has a view of its own, entered by util-linux's nsenter: %w", err)
+	}
+	wd := cmd.Dir
+	if wd == "" {
+		if wd, err = os.Getwd(); err != nil {
+			return err
+		}
+	}
+	mnt, uts := ViewPaths(ns)
+	args := []string{"nsenter", "--mount=" + mnt, "--uts=" + uts, "--wd=" + wd, "--", cmd.Path}
+	cmd.Args = append(args, cmd.Args[1:]...)
+	cmd.Path = nsenter
+	return nil
 }

@@ -67,6 +67,9 @@ func printCleanReport(w io.Writer, rep netns.Report, dryRun bool) {
 	for _, ns := range rep.Foreign {
 		fmt.Fprintf(w, "left namespace %s alone: named like rocelab's, but no lab records it (ip netns delete %s removes it)\n", ns, ns)
 	}
+	for _, pin := range rep.ForeignViews {
+		fmt.Fprintf(w, "left host view %s alone: no lab here records it (a lab under another state directory?; umount %s && rm %s removes it)\n", pin, pin, pin)
+	}
 	if len(rep.Removed) == 0 {
 		fmt.Fprintln(w, "nothing to clean")
 	}

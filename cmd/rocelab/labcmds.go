@@ -250,7 +250,11 @@ func newExecCmd() *cobra.Command {
 		Short: "Run a command inside a host's namespace",
 		Long: `exec runs CMD inside HOST's network namespace with standard input, output and
 error attached, and exits with its status. The command sees the host's TAP netdev as
-its NIC and reaches its soft-RNIC's verbs service; its environment carries
+its NIC and reaches its soft-RNIC's verbs service. It runs in the host's own mount and
+UTS namespaces too, entered through util-linux's nsenter: the hostname is HOST, /sys
+lists the host's netdevs and its RDMA device (/sys/class/infiniband/rocelab0,
+/dev/infiniband/uverbs0, as rxe's), and /etc/hosts names every host of the lab
+(docs/libibverbs.md, "Where programs look for the device"). Its environment carries
 ROCELAB_LAB, ROCELAB_HOST, ROCELAB_NETNS, ROCELAB_IPV4, ROCELAB_IPV6 and
 ROCELAB_STATE_DIR, and PATH starts with the directory of the rocelab binary, where
 the sample apps are built. When that directory has lib/libibverbs.so.1 (make build puts
