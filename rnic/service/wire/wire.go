@@ -99,15 +99,17 @@ type Code uint32
 // Error classes. Values are part of the protocol.
 const (
 	CodeOK              Code = 0
-	CodeInvalidArgument Code = 1 // rnic.ErrInvalidArgument (EINVAL)
-	CodeNoMemory        Code = 2 // rnic.ErrNoMemory (ENOMEM)
-	CodeBusy            Code = 3 // rnic.ErrBusy (EBUSY)
-	CodeNotFound        Code = 4 // rnic.ErrNotFound (ENOENT)
-	CodeUnresolved      Code = 5 // rnic.ErrUnresolved (EHOSTUNREACH)
-	CodeClosed          Code = 6 // rnic.ErrClosed (ENODEV)
-	CodeNotSupported    Code = 7 // rnic.ErrNotSupported (EOPNOTSUPP)
-	CodePermission      Code = 8 // ErrPermission (EPERM): SO_PEERCRED refused
-	CodeProtocol        Code = 9 // ErrProtocol: malformed message or version mismatch
+	CodeInvalidArgument Code = 1  // rnic.ErrInvalidArgument (EINVAL)
+	CodeNoMemory        Code = 2  // rnic.ErrNoMemory (ENOMEM)
+	CodeBusy            Code = 3  // rnic.ErrBusy (EBUSY)
+	CodeNotFound        Code = 4  // rnic.ErrNotFound (ENOENT)
+	CodeUnresolved      Code = 5  // rnic.ErrUnresolved (EHOSTUNREACH)
+	CodeClosed          Code = 6  // rnic.ErrClosed (ENODEV)
+	CodeNotSupported    Code = 7  // rnic.ErrNotSupported (EOPNOTSUPP)
+	CodePermission      Code = 8  // ErrPermission (EPERM): SO_PEERCRED refused
+	CodeProtocol        Code = 9  // ErrProtocol: malformed message or version mismatch
+	CodeAddrInUse       Code = 10 // rnic.ErrAddrInUse (EADDRINUSE)
+	CodeAddrNotAvail    Code = 11 // rnic.ErrAddrNotAvailable (EADDRNOTAVAIL)
 )
 
 // Errors of the service that the rnic has no sentinel for.
@@ -117,7 +119,8 @@ var (
 )
 
 var codeErrors = [...]error{nil, rnic.ErrInvalidArgument, rnic.ErrNoMemory, rnic.ErrBusy, rnic.ErrNotFound,
-	rnic.ErrUnresolved, rnic.ErrClosed, rnic.ErrNotSupported, ErrPermission, ErrProtocol}
+	rnic.ErrUnresolved, rnic.ErrClosed, rnic.ErrNotSupported, ErrPermission, ErrProtocol, rnic.ErrAddrInUse,
+	rnic.ErrAddrNotAvailable}
 
 // CodeOf classifies err by the sentinel it wraps; unknown errors are invalid arguments,
 // as the rnic reports every bad verbs input.
