@@ -40,6 +40,10 @@ int rl_errno_of(uint32_t code)
 		return EOPNOTSUPP;
 	case RL_CODE_PERMISSION:
 		return EPERM;
+	case RL_CODE_ADDR_IN_USE:
+		return EADDRINUSE;
+	case RL_CODE_ADDR_NOT_AVAIL:
+		return EADDRNOTAVAIL;
 	default:
 		return EPROTO;
 	}

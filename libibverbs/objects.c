@@ -596,7 +596,13 @@ static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr,
 	}
 	pthread_spin_init(&qp->sq.lock, PTHREAD_PROCESS_PRIVATE);
 	pthread_spin_init(&qp->rq.lock, PTHREAD_PROCESS_PRIVATE);
-	if ((err = setup_inline(qp, p, k->max_inline_data))) {
+	/* rxe (rxe_qp_init_req) grants the room of the send SGEs as inline data too, at
+	 * least 16 bytes per SGE: rdma_xclient posts 16 bytes inline on a QP that asked for
+	 * none and one SGE. */
+	uint32_t inl = k->max_inline_data, sge_room = k->max_send_sge * (uint32_t)sizeof(struct ibv_sge);
+	if (inl < sge_room)
+		inl = sge_room < RL_MAX_INLINE ? sge_room : RL_MAX_INLINE;
+	if ((err = setup_inline(qp, p, inl))) {
 		ibv_destroy_qp(&qp->qpx.qp_base);
 		return fail_null(err);
 	}

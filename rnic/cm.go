@@ -260,8 +260,10 @@ func (d *Device) CreateCMIDType(ps cm.PortSpace, t qp.Type, handler func(CMEvent
 	switch {
 	case handler == nil:
 		return nil, errorf(ErrInvalidArgument, "CM identifier needs an event handler")
-	case ps != cm.PortSpaceTCP && ps != cm.PortSpaceUDP && ps != cm.PortSpaceIB:
-		return nil, errorf(ErrNotSupported, "port space %#x: the CM agent serves RDMA_PS_TCP, RDMA_PS_UDP and RDMA_PS_IB", uint16(ps))
+	case ps == cm.PortSpaceIPoIB:
+		return nil, errorf(ErrNotSupported, "port space RDMA_PS_IPOIB: the CM agent serves RDMA_PS_TCP, RDMA_PS_UDP and RDMA_PS_IB")
+	case ps != cm.PortSpaceTCP && ps != cm.PortSpaceUDP && ps != cm.PortSpaceIB: // the kernel's ucma_get_qp_type
+		return nil, errorf(ErrInvalidArgument, "port space %#x", uint16(ps))
 	case t != qp.RC && t != qp.UD, ps == cm.PortSpaceTCP && t != qp.RC, ps == cm.PortSpaceUDP && t != qp.UD:
 		return nil, errorf(ErrInvalidArgument, "QP type %v in port space %#x", t, uint16(ps))
 	}
@@ -396,9 +398,10 @@ func (d *Device) Bind(id *CMID, addr netip.AddrPort) (netip.AddrPort, error) {
 
 // SetReuseAddr is rdma_set_option RDMA_OPTION_ID_REUSEADDR: identifiers that both set
 // it may bind the same address and port, until one listens. As the kernel's
-// rdma_set_reuseaddr, only a new identifier may set it, and a bound one clear it.
+// rdma_set_reuseaddr: any identifier but a listener may set it, only an unbound one
+// clear it.
 func (d *Device) SetReuseAddr(id *CMID, reuse bool) error {
-	if id.dev != d || !(id.state == cmIdle && (!id.bound || !reuse)) {
+	if id.dev != d || !(reuse && id.state != cmListening || id.state == cmIdle && !id.bound) {
 		return errorf(ErrInvalidArgument, "set REUSEADDR: identifier is not new on %s", d.cfg.Name)
 	}
 	id.reuse = reuse

@@ -966,10 +966,19 @@ func TestCMPorts(t *testing.T) {
 			t.Fatalf("REUSEADDR bind: %v", err)
 		}
 	}
-	if err := h1.SetReuseAddr(r1, true); !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("REUSEADDR set on a bound identifier: %v, want EINVAL", err)
+	if err := h1.SetReuseAddr(r1, false); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("REUSEADDR cleared on a bound identifier: %v, want EINVAL", err)
 	}
 	if err := h1.Listen(r1, netip.AddrPort{}); !errors.Is(err, ErrAddrInUse) {
 		t.Errorf("listen on a shared port: %v, want EADDRINUSE", err)
+	}
+	if err := h1.DestroyCMID(r2); err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.Listen(r1, netip.AddrPort{}); err != nil {
+		t.Errorf("listen on the port once alone: %v", err)
+	}
+	if err := h1.SetReuseAddr(r1, true); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("REUSEADDR set on a listener: %v, want EINVAL", err)
 	}
 }

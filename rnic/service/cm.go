@@ -95,12 +95,14 @@ func (c *conn) cmCreateID(body []byte) (any, int, error) {
 		return nil, -1, err
 	}
 	s := &sCMID{ch: ch}
+	// The QP type counts in the IB port space only, as the kernel's ucma_get_qp_type
+	// has it: TCP's identifiers are RC, UDP's UD.
 	t := qp.Type(r.QPType)
-	if t == 0 {
+	switch cm.PortSpace(r.PortSpace) {
+	case cm.PortSpaceTCP:
 		t = qp.RC
-		if cm.PortSpace(r.PortSpace) == cm.PortSpaceUDP {
-			t = qp.UD
-		}
+	case cm.PortSpaceUDP:
+		t = qp.UD
 	}
 	id, err := c.s.dev.CreateCMIDType(cm.PortSpace(r.PortSpace), t, func(e rnic.CMEvent) { c.cmEvent(e) })
 	if err != nil {
