@@ -290,6 +290,8 @@ func (d *Device) DestroyCMID(id *CMID) error {
 		id.reject(cm.RejConsumerDefined, nil)
 	case cmSIDRReqRcvd:
 		id.sendSIDRREP(cm.SIDRRejected, 0, nil)
+	case cmDreqRcvd: // the peer waits for our DREP (the kernel's cm_destroy_id)
+		id.sendPair(cm.AttrDREP)
 	}
 	id.timer.Stop()
 	d.cm.release(id)
@@ -987,6 +989,15 @@ func (a *cmAgent) receive(m cm.MAD, src, dst netip.Addr, srcMAC [6]byte, _ roce.
 				id = c
 			}
 		}
+	}
+	if id == nil && m.AttributeID() == cm.AttrDREQ {
+		// A DREQ for an identifier gone (destroyed, or its DREP lost): the kernel's
+		// cm_issue_drep answers it all the same, so that the peer stops waiting.
+		q := cm.DREQ(m)
+		drep := &CMID{dev: a.d, local: netip.AddrPortFrom(dst.Unmap(), 0), remote: netip.AddrPortFrom(src.Unmap(), 0),
+			dstMAC: srcMAC, tid: m.TransactionID(), localComm: q.RemoteCommID(), remoteComm: q.LocalCommID()}
+		drep.sendPair(cm.AttrDREP)
+		return
 	}
 	if id == nil {
 		a.d.stats.CMUnhandled++
