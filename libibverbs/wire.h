@@ -55,8 +55,8 @@ enum rl_code {
 	RL_CODE_NOT_SUPPORTED = 7,
 	RL_CODE_PERMISSION = 8,
 	RL_CODE_PROTOCOL = 9,
-	RL_CODE_ADDR_IN_USE = 10,    /* the CM agent's ports (librdmacm) */
-	RL_CODE_ADDR_NOT_AVAIL = 11, /* idem */
+	RL_CODE_ADDR_IN_USE = 11,    /* the CM agent's ports (librdmacm) */
+	RL_CODE_ADDR_NOT_AVAIL = 12, /* idem */
 };
 
 #define RL_PACKED __attribute__((packed))

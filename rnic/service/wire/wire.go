@@ -108,8 +108,8 @@ const (
 	CodeNotSupported    Code = 7  // rnic.ErrNotSupported (EOPNOTSUPP)
 	CodePermission      Code = 8  // ErrPermission (EPERM): SO_PEERCRED refused
 	CodeProtocol        Code = 9  // ErrProtocol: malformed message or version mismatch
-	CodeAddrInUse       Code = 10 // rnic.ErrAddrInUse (EADDRINUSE)
-	CodeAddrNotAvail    Code = 11 // rnic.ErrAddrNotAvailable (EADDRNOTAVAIL)
+	CodeAddrInUse       Code = 11 // rnic.ErrAddrInUse (EADDRINUSE)
+	CodeAddrNotAvail    Code = 12 // rnic.ErrAddrNotAvailable (EADDRNOTAVAIL)
 )
 
 // Errors of the service that the rnic has no sentinel for.
@@ -119,8 +119,8 @@ var (
 )
 
 var codeErrors = [...]error{nil, rnic.ErrInvalidArgument, rnic.ErrNoMemory, rnic.ErrBusy, rnic.ErrNotFound,
-	rnic.ErrUnresolved, rnic.ErrClosed, rnic.ErrNotSupported, ErrPermission, ErrProtocol, rnic.ErrAddrInUse,
-	rnic.ErrAddrNotAvailable}
+	rnic.ErrUnresolved, rnic.ErrClosed, rnic.ErrNotSupported, ErrPermission, ErrProtocol,
+	CodeAddrInUse: rnic.ErrAddrInUse, CodeAddrNotAvail: rnic.ErrAddrNotAvailable}
 
 // CodeOf classifies err by the sentinel it wraps; unknown errors are invalid arguments,
 // as the rnic reports every bad verbs input.
