@@ -831,6 +831,27 @@ int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval,
 	return fail(ENOSYS);
 }
 
+/* ---- ECE ---- */
+
+/* rdma_set_local_ece and rdma_get_remote_ece as librdmacm's, with what rxe peers
+ * exchange: the CM agent carries no ECE in its REQ and REP (the soft-RNIC, as rxe,
+ * has none: ibv_query_ece is EOPNOTSUPP), so the local one is checked and kept and the
+ * remote one is vendor 0, options 0. */
+int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
+{
+	if (!id || id->qp || !ece || !ece->vendor_id || ece->comp_mask)
+		return fail(EINVAL);
+	return 0;
+}
+
+int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
+{
+	if (!id || id->qp || !ece)
+		return fail(EINVAL);
+	memset(ece, 0, sizeof(*ece));
+	return 0;
+}
+
 /* ---- events ---- */
 
 static struct rl_cm_id *find_id(struct rl_cm_channel *c, uint32_t h)

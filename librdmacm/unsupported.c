@@ -39,8 +39,6 @@ UNSUPPORTED(int, rdma_join_multicast_ex, struct rdma_cm_id *id, struct rdma_cm_j
 	    void *context)
 UNSUPPORTED(int, rdma_leave_multicast, struct rdma_cm_id *id, struct sockaddr *addr)
 UNSUPPORTED(int, rdma_reject_ece, struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
-UNSUPPORTED(int, rdma_set_local_ece, struct rdma_cm_id *id, struct ibv_ece *ece)
-UNSUPPORTED(int, rdma_get_remote_ece, struct rdma_cm_id *id, struct ibv_ece *ece)
 
 /* rsockets */
 UNSUPPORTED(int, rsocket, int domain, int type, int protocol)
