@@ -834,10 +834,9 @@ int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval,
 /* ---- ECE ---- */
 
 /* rdma_set_local_ece and rdma_get_remote_ece as librdmacm's, with what rxe peers
- * exchange: the CM agent carries no ECE in its REQ and REP (the soft-RNIC, as rxe,
- * has none: ibv_query_ece is EOPNOTSUPP), so the local one is checked, with nothing to
- * carry it, and the
- * remote one is vendor 0, options 0. */
+ * exchange: the CM agent carries no ECE in its REQ and REP (the soft-RNIC, as rxe, has
+ * none: ibv_query_ece is EOPNOTSUPP), so the local one is checked, with nothing to
+ * carry it, and the remote one is vendor 0, options 0. */
 int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
 {
 	if (!id || id->qp || !ece || !ece->vendor_id || ece->comp_mask)
