@@ -42,6 +42,10 @@ int rl_errno_of(uint32_t code)
 		return EPERM;
 	case RL_CODE_TOO_MANY_FILES:
 		return EMFILE;
+	case RL_CODE_ADDR_IN_USE:
+		return EADDRINUSE;
+	case RL_CODE_ADDR_NOT_AVAIL:
+		return EADDRNOTAVAIL;
 	default:
 		return EPROTO;
 	}

@@ -56,6 +56,8 @@ enum rl_code {
 	RL_CODE_PERMISSION = 8,
 	RL_CODE_PROTOCOL = 9,
 	RL_CODE_TOO_MANY_FILES = 10, /* a descriptor budget of the lab is spent */
+	RL_CODE_ADDR_IN_USE = 11,    /* the CM agent's ports (librdmacm) */
+	RL_CODE_ADDR_NOT_AVAIL = 12, /* idem */
 };
 
 #define RL_PACKED __attribute__((packed))

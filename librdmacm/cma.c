@@ -12,6 +12,8 @@
  * while an event is pending.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <infiniband/ib.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -66,6 +68,39 @@ static struct ibv_context *device(void)
 	return c;
 }
 
+/* device_pd is librdmacm's PD of the device (ucma_get_device's cma_dev->pd): every
+ * identifier's id->pd, the one rdma_create_qp and rdma_reg_msgs use without a PD of
+ * the application's. It lives as long as the process. */
+static struct ibv_pd *dev_pd;
+
+static struct ibv_pd *device_pd(void)
+{
+	struct ibv_context *c = device();
+	pthread_mutex_lock(&dev_mu);
+	if (c && !dev_pd)
+		dev_pd = ibv_alloc_pd(c);
+	struct ibv_pd *pd = dev_pd;
+	pthread_mutex_unlock(&dev_mu);
+	return pd;
+}
+
+/* device_xrcd is the device's XRC domain for XRC_RECV identifiers (ucma_get_xrcd);
+ * NULL with errno when the device has none to give. */
+static struct ibv_xrcd *dev_xrcd;
+
+static struct ibv_xrcd *device_xrcd(void)
+{
+	struct ibv_xrcd_init_attr a = {.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+				       .fd = -1,
+				       .oflags = O_CREAT};
+	pthread_mutex_lock(&dev_mu);
+	if (dev && !dev_xrcd)
+		dev_xrcd = ibv_open_xrcd(dev, &a);
+	struct ibv_xrcd *x = dev_xrcd;
+	pthread_mutex_unlock(&dev_mu);
+	return x;
+}
+
 static int call(uint16_t op, const void *req, size_t reqlen, void *resp, size_t resplen, int sendfd)
 {
 	struct ibv_context *c = device();
@@ -109,9 +144,13 @@ struct rl_cm_id {
 	struct rdma_cm_id id;
 	uint32_t h;
 	enum rl_cm_phase phase;
+	/* A synchronous identifier (created without a channel) has a channel of its own,
+	 * and each call that has an outcome waits for its event (ucma_complete). */
+	int sync;
 	struct rl_cm_channel *chan;
 	struct rl_cm_id *next;
-	struct rdma_conn_param offer; /* a connection request's parameters, for rdma_accept(id, NULL) */
+	struct rdma_conn_param offer;          /* a connection request's parameters, for rdma_accept(id, NULL) */
+	struct ibv_qp_init_attr *qp_init_attr; /* rdma_create_ep's, for the QPs of rdma_get_request */
 };
 
 #define cm_id(id) ((struct rl_cm_id *)(id))
@@ -149,57 +188,19 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	free(c);
 }
 
-/* new_id makes the library's half of an identifier the service created as h. */
-static struct rl_cm_id *new_id(struct rl_cm_channel *c, uint32_t h, void *context, enum rdma_port_space ps)
+/* link_id puts x on channel c, whose events name it by its handle. */
+static void link_id(struct rl_cm_channel *c, struct rl_cm_id *x)
 {
-	struct rl_cm_id *x = calloc(1, sizeof(*x));
-	if (!x)
-		return NULL;
-	x->h = h;
 	x->chan = c;
-	x->id.verbs = dev;
 	x->id.channel = &c->ch;
-	x->id.context = context;
-	x->id.ps = ps;
-	x->id.port_num = 1;
-	x->id.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
 	pthread_mutex_lock(&c->mu);
 	x->next = c->ids;
 	c->ids = x;
 	pthread_mutex_unlock(&c->mu);
-	return x;
 }
 
-int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, void *context,
-		   enum rdma_port_space ps)
+static void unlink_id(struct rl_cm_id *x)
 {
-	if (!channel) {
-		UNSUPPORTED("rdma_create_id without an event channel (synchronous identifiers)");
-		return fail(EOPNOTSUPP);
-	}
-	if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP) { /* RC connections, UD through SIDR */
-		UNSUPPORTED("rdma_create_id for a port space other than RDMA_PS_TCP and RDMA_PS_UDP");
-		return fail(EOPNOTSUPP);
-	}
-	struct rl_cm_channel *c = cm_channel(channel);
-	struct rl_cm_create_id req = {.channel = c->h, .port_space = ps};
-	struct rl_handle h;
-	if (call(RL_OP_CM_CREATE_ID, &req, sizeof(req), &h, sizeof(h), -1) < 0)
-		return -1;
-	struct rl_cm_id *x = new_id(c, h.handle, context, ps);
-	if (!x) {
-		call(RL_OP_CM_DESTROY_ID, &h, sizeof(h), NULL, 0, -1);
-		return fail(ENOMEM);
-	}
-	*id = &x->id;
-	return 0;
-}
-
-int rdma_destroy_id(struct rdma_cm_id *id)
-{
-	struct rl_cm_id *x = cm_id(id);
-	struct rl_handle h = {.handle = x->h};
-	int ret = call(RL_OP_CM_DESTROY_ID, &h, sizeof(h), NULL, 0, -1);
 	struct rl_cm_channel *c = x->chan;
 	pthread_mutex_lock(&c->mu);
 	for (struct rl_cm_id **p = &c->ids; *p; p = &(*p)->next)
@@ -208,8 +209,130 @@ int rdma_destroy_id(struct rdma_cm_id *id)
 			break;
 		}
 	pthread_mutex_unlock(&c->mu);
+}
+
+/* new_id makes the library's half of an identifier the service created as h. */
+static struct rl_cm_id *new_id(struct rl_cm_channel *c, uint32_t h, void *context, enum rdma_port_space ps,
+			       enum ibv_qp_type qpt)
+{
+	struct rl_cm_id *x = calloc(1, sizeof(*x));
+	if (!x)
+		return NULL;
+	x->h = h;
+	x->id.verbs = dev;
+	x->id.pd = device_pd();
+	x->id.context = context;
+	x->id.ps = ps;
+	x->id.port_num = 1;
+	x->id.qp_type = qpt;
+	link_id(c, x);
+	return x;
+}
+
+/* create_id is librdmacm's rdma_create_id2: an identifier of port space ps and QP
+ * type qpt, synchronous without a channel. */
+static int create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, void *context,
+		     enum rdma_port_space ps, enum ibv_qp_type qpt)
+{
+	if (!device())
+		return fail(ENODEV); /* ucma_init without a device */
+	if (ps == RDMA_PS_IPOIB)
+		UNSUPPORTED("rdma_create_id in the port space RDMA_PS_IPOIB");
+	int sync = !channel;
+	if (sync && !(channel = rdma_create_event_channel()))
+		return -1;
+	struct rl_cm_channel *c = cm_channel(channel);
+	/* The agent's identifiers are RC or UD; an XRC one (RDMA_PS_IB) is RC there, and
+	 * the device refuses its QPs or XRC domain (rdma_create_qp). */
+	struct rl_cm_create_id req = {.channel = c->h, .port_space = ps,
+				      .qp_type = qpt == IBV_QPT_UD ? IBV_QPT_UD : IBV_QPT_RC};
+	struct rl_handle h;
+	struct rl_cm_id *x = NULL;
+	if (call(RL_OP_CM_CREATE_ID, &req, sizeof(req), &h, sizeof(h), -1) == 0 &&
+	    !(x = new_id(c, h.handle, context, ps, qpt))) {
+		call(RL_OP_CM_DESTROY_ID, &h, sizeof(h), NULL, 0, -1);
+		errno = ENOMEM;
+	}
+	if (!x) {
+		int err = errno;
+		if (sync)
+			rdma_destroy_event_channel(channel);
+		return fail(err);
+	}
+	x->sync = sync;
+	*id = &x->id;
+	return 0;
+}
+
+int rdma_create_id(struct rdma_event_channel *channel, struct rdma_cm_id **id, void *context,
+		   enum rdma_port_space ps)
+{
+	return create_id(channel, id, context, ps, ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC);
+}
+
+int rdma_destroy_id(struct rdma_cm_id *id)
+{
+	struct rl_cm_id *x = cm_id(id);
+	struct rl_handle h = {.handle = x->h};
+	int ret = call(RL_OP_CM_DESTROY_ID, &h, sizeof(h), NULL, 0, -1);
+	if (id->event)
+		rdma_ack_cm_event(id->event);
+	unlink_id(x);
+	if (x->sync)
+		rdma_destroy_event_channel(&x->chan->ch);
+	free(x->qp_init_attr);
 	free(x);
 	return ret;
+}
+
+/* complete waits for the outcome of a synchronous identifier's call (librdmacm's
+ * ucma_complete): its next event, kept in id->event until the next call; a failure
+ * event is -1 with errno ECONNREFUSED (REJECTED) or the event's status. */
+static int complete(struct rdma_cm_id *id)
+{
+	if (!cm_id(id)->sync)
+		return 0;
+	if (id->event) {
+		rdma_ack_cm_event(id->event);
+		id->event = NULL;
+	}
+	if (rdma_get_cm_event(id->channel, &id->event) < 0)
+		return -1;
+	int status = id->event->status;
+	if (!status)
+		return 0;
+	if (id->event->event == RDMA_CM_EVENT_REJECTED)
+		return fail(ECONNREFUSED);
+	return fail(status < 0 ? -status : status);
+}
+
+int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
+{
+	struct rl_cm_id *x = cm_id(id);
+	if (x->sync && !channel)
+		return fail(EINVAL);
+	int sync = !channel;
+	if (sync && !(channel = rdma_create_event_channel()))
+		return -1;
+	struct rl_cm_channel *from = x->chan, *to = cm_channel(channel);
+	struct rl_cm_migrate_id req = {.id = x->h, .channel = to->h};
+	if (call(RL_OP_CM_MIGRATE_ID, &req, sizeof(req), NULL, 0, -1) < 0) {
+		int err = errno;
+		if (sync)
+			rdma_destroy_event_channel(channel);
+		return fail(err);
+	}
+	unlink_id(x);
+	link_id(to, x);
+	if (x->sync) {
+		if (id->event) {
+			rdma_ack_cm_event(id->event);
+			id->event = NULL;
+		}
+		rdma_destroy_event_channel(&from->ch);
+	}
+	x->sync = sync;
+	return 0;
 }
 
 /* ---- addresses ---- */
@@ -295,20 +418,32 @@ static void set_route(struct rdma_cm_id *id, const struct rl_cm_addr *local, con
 	id->route.addr.addr.ibaddr.pkey = htons(0xffff);
 }
 
+/* rdma_bind_addr binds in the agent, which gives port 0 an ephemeral port of the
+ * host's ip_local_port_range and answers EADDRINUSE/EADDRNOTAVAIL as the kernel's
+ * cma_check_port; the address and port the identifier got are id's source address
+ * (librdmacm queries them, ucma_query_route). */
 int rdma_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 {
 	size_t n = addr ? addr_len(addr) : 0;
 	if (!n)
-		return fail(EAFNOSUPPORT);
-	/* The agent binds when the identifier listens or resolves: rdma_listen and
-	 * rdma_resolve_addr send this address. */
-	memcpy(&id->route.addr.src_storage, addr, n);
+		return fail(EINVAL); /* ucma_addrlen: not AF_INET, AF_INET6 (nor AF_IB, which is not offered) */
+	struct rl_cm_bind req = {.id = cm_id(id)->h};
+	struct rl_cm_addr got;
+	if (to_wire_addr(addr, &req.addr) < 0 || call(RL_OP_CM_BIND, &req, sizeof(req), &got, sizeof(got), -1) < 0)
+		return -1;
+	from_wire_addr(&got, addr->sa_family, &id->route.addr.src_storage);
+	gid_of(&id->route.addr.src_storage, &id->route.addr.addr.ibaddr.sgid);
 	cm_id(id)->phase = RL_BOUND;
 	return 0;
 }
 
 int rdma_listen(struct rdma_cm_id *id, int backlog)
 {
+	/* the kernel's rdma_listen binds an unbound identifier to AF_INET's wildcard
+	 * address and an ephemeral port first */
+	struct sockaddr_in any = {.sin_family = AF_INET};
+	if (cm_id(id)->phase == RL_IDLE && rdma_bind_addr(id, (struct sockaddr *)&any) < 0)
+		return -1;
 	struct rl_cm_listen req = {.id = cm_id(id)->h, .backlog = backlog > 0 ? (uint32_t)backlog : 0};
 	if (to_wire_addr(&id->route.addr.src_addr, &req.addr) < 0 || call(RL_OP_CM_LISTEN, &req, sizeof(req), NULL, 0, -1) < 0)
 		return -1;
@@ -326,14 +461,18 @@ static int is_multicast(const struct sockaddr *sa)
 
 int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr, struct sockaddr *dst_addr, int timeout_ms)
 {
-	if (!dst_addr || !addr_len(dst_addr))
-		return fail(EAFNOSUPPORT);
+	if (!dst_addr || !addr_len(dst_addr) || (src_addr && !addr_len(src_addr)))
+		return fail(EINVAL); /* ucma_addrlen */
 	if (is_multicast(dst_addr)) { /* the first step of a multicast join */
 		UNSUPPORTED("rdma_resolve_addr of a multicast address (multicast)");
 		return fail(EOPNOTSUPP);
 	}
-	if (src_addr && rdma_bind_addr(id, src_addr) < 0)
+	/* the kernel's resolve_prepare_src: an unbound identifier binds to src_addr, a
+	 * bound one keeps its address, whose family must be dst_addr's */
+	if (cm_id(id)->phase == RL_IDLE && src_addr && rdma_bind_addr(id, src_addr) < 0)
 		return -1;
+	if (cm_id(id)->phase == RL_BOUND && id->route.addr.src_addr.sa_family != dst_addr->sa_family)
+		return fail(EINVAL);
 	struct rl_cm_resolve_addr req = {.id = cm_id(id)->h, .timeout_ms = timeout_ms > 0 ? (uint32_t)timeout_ms : 0};
 	if (to_wire_addr(&id->route.addr.src_addr, &req.src) < 0 || to_wire_addr(dst_addr, &req.dst) < 0)
 		return -1;
@@ -341,13 +480,15 @@ int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr, struct s
 	if (call(RL_OP_CM_RESOLVE_ADDR, &req, sizeof(req), NULL, 0, -1) < 0)
 		return -1;
 	cm_id(id)->phase = RL_ACTIVE;
-	return 0;
+	return complete(id);
 }
 
 int rdma_resolve_route(struct rdma_cm_id *id, int timeout_ms)
 {
 	struct rl_handle h = {.handle = cm_id(id)->h};
-	return call(RL_OP_CM_RESOLVE_ROUTE, &h, sizeof(h), NULL, 0, -1);
+	if (call(RL_OP_CM_RESOLVE_ROUTE, &h, sizeof(h), NULL, 0, -1) < 0)
+		return -1;
+	return complete(id);
 }
 
 __be16 rdma_get_src_port(struct rdma_cm_id *id)
@@ -385,35 +526,81 @@ static int init_qp(struct rdma_cm_id *id, struct ibv_qp *qp)
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
 }
 
-int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
+/* destroy_cqs destroys the CQs and completion channels the library made for id
+ * (librdmacm's ucma_destroy_cqs): id->send_cq and id->recv_cq are only ever those. */
+static void destroy_cqs(struct rdma_cm_id *id)
 {
-	if (!attr->send_cq || !attr->recv_cq) {
-		UNSUPPORTED("rdma_create_qp without CQs (the library creating them)");
-		return fail(EOPNOTSUPP);
-	}
-	if (attr->qp_type != id->qp_type) {
-		UNSUPPORTED("rdma_create_qp of a QP type other than the port space's (RC for RDMA_PS_TCP, UD for RDMA_PS_UDP)");
-		return fail(EOPNOTSUPP);
-	}
-	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
-		UNSUPPORTED("rdma_create_qp without a PD (the library's default PD)");
-		return fail(EOPNOTSUPP);
-	}
-	if (attr->pd->context != id->verbs)
-		return fail(EINVAL);
-	struct ibv_qp *qp = ibv_create_qp_ex(id->verbs, attr);
-	if (!qp)
-		return -1;
-	int err = init_qp(id, qp);
-	if (err) {
-		ibv_destroy_qp(qp);
+	if (id->qp_type == IBV_QPT_XRC_RECV && id->srq)
+		return;
+	if (id->recv_cq)
+		ibv_destroy_cq(id->recv_cq);
+	if (id->send_cq && id->send_cq != id->recv_cq)
+		ibv_destroy_cq(id->send_cq);
+	id->recv_cq = id->send_cq = NULL;
+	if (id->recv_cq_channel)
+		ibv_destroy_comp_channel(id->recv_cq_channel);
+	if (id->send_cq_channel && id->send_cq_channel != id->recv_cq_channel)
+		ibv_destroy_comp_channel(id->send_cq_channel);
+	id->recv_cq_channel = id->send_cq_channel = NULL;
+}
+
+/* create_cq makes one CQ of n entries with a completion channel of its own, as
+ * ucma_create_cqs: rdma_get_send_comp/rdma_get_recv_comp (rdma_verbs.h) arm it and
+ * wait on the channel. */
+static int create_cq(struct rdma_cm_id *id, uint32_t n, struct ibv_cq **cq, struct ibv_comp_channel **ch)
+{
+	if (!n)
+		return 0;
+	if (!(*ch = ibv_create_comp_channel(id->verbs)) || !(*cq = ibv_create_cq(id->verbs, n, id, *ch, 0))) {
+		int err = errno;
+		destroy_cqs(id);
 		return fail(err);
 	}
+	return 0;
+}
+
+/* rdma_create_qp_ex as librdmacm's: without a PD the identifier's (the library's
+ * PD of the device, or rdma_create_ep's); each CQ not given is made with its own
+ * completion channel, sized by the QP's capacity, and destroyed with the QP; an SRQ of
+ * rdma_create_srq is used; an XRC_RECV identifier's QP gets the device's XRC domain. */
+int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
+{
+	if (id->qp)
+		return fail(EINVAL);
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
+		attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
+		attr->pd = id->pd;
+	} else if (attr->pd->context != id->verbs)
+		return fail(EINVAL);
+	if (!attr->pd)
+		return fail(EINVAL);
+	if ((id->recv_cq && attr->recv_cq && id->recv_cq != attr->recv_cq) ||
+	    (id->send_cq && attr->send_cq && id->send_cq != attr->send_cq))
+		return fail(EINVAL);
+	if (id->qp_type == IBV_QPT_XRC_RECV && (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd)) {
+		if (!(attr->xrcd = device_xrcd()))
+			return -1;
+		attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+	}
+	if (create_cq(id, attr->recv_cq || id->recv_cq ? 0 : attr->cap.max_recv_wr, &id->recv_cq, &id->recv_cq_channel) < 0 ||
+	    create_cq(id, attr->send_cq || id->send_cq ? 0 : attr->cap.max_send_wr, &id->send_cq, &id->send_cq_channel) < 0)
+		return -1;
+	if (!attr->send_cq)
+		attr->send_cq = id->send_cq;
+	if (!attr->recv_cq)
+		attr->recv_cq = id->recv_cq;
+	if (id->srq && !attr->srq)
+		attr->srq = id->srq;
+	struct ibv_qp *qp = ibv_create_qp_ex(id->verbs, attr);
+	int err = qp ? init_qp(id, qp) : errno;
+	if (err) {
+		if (qp)
+			ibv_destroy_qp(qp);
+		destroy_cqs(id);
+		return fail(err);
+	}
+	id->pd = qp->pd;
 	id->qp = qp;
-	id->pd = attr->pd;
-	id->send_cq = attr->send_cq;
-	id->recv_cq = attr->recv_cq;
-	id->srq = attr->srq;
 	return 0;
 }
 
@@ -422,12 +609,11 @@ int rdma_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_
 	struct ibv_qp_init_attr_ex a;
 	memset(&a, 0, sizeof(a));
 	memcpy(&a, qp_init_attr, sizeof(*qp_init_attr));
-	a.comp_mask = pd ? IBV_QP_INIT_ATTR_PD : 0;
-	a.pd = pd;
-	if (rdma_create_qp_ex(id, &a) < 0)
-		return -1;
-	qp_init_attr->cap = a.cap;
-	return 0;
+	a.comp_mask = IBV_QP_INIT_ATTR_PD;
+	a.pd = pd ? pd : id->pd;
+	int ret = rdma_create_qp_ex(id, &a);
+	memcpy(qp_init_attr, &a, sizeof(*qp_init_attr)); /* the CQs made, the capacity granted */
+	return ret;
 }
 
 void rdma_destroy_qp(struct rdma_cm_id *id)
@@ -435,6 +621,60 @@ void rdma_destroy_qp(struct rdma_cm_id *id)
 	if (id->qp)
 		ibv_destroy_qp(id->qp);
 	id->qp = NULL;
+	destroy_cqs(id);
+}
+
+/* rdma_create_srq_ex as librdmacm's: the identifier's PD without one; an XRC SRQ
+ * (XRC_RECV identifiers) gets the device's XRC domain and a CQ of the library. */
+int rdma_create_srq_ex(struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
+{
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE))
+		return fail(EINVAL);
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) {
+		attr->pd = id->pd;
+		attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+	}
+	if (attr->srq_type == IBV_SRQT_XRC) {
+		if ((!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd) && !(attr->xrcd = device_xrcd()))
+			return -1;
+		if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
+			if (create_cq(id, attr->attr.max_wr, &id->recv_cq, &id->recv_cq_channel) < 0)
+				return -1;
+			attr->cq = id->recv_cq;
+		}
+		attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	}
+	struct ibv_srq *srq = ibv_create_srq_ex(id->verbs, attr);
+	if (!srq) {
+		int err = errno;
+		destroy_cqs(id);
+		return fail(err);
+	}
+	if (!id->pd)
+		id->pd = attr->pd;
+	id->srq = srq;
+	return 0;
+}
+
+int rdma_create_srq(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	struct ibv_srq_init_attr_ex a;
+	memset(&a, 0, sizeof(a));
+	memcpy(&a, attr, sizeof(*attr));
+	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+	a.srq_type = id->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
+	a.pd = pd;
+	int ret = rdma_create_srq_ex(id, &a);
+	memcpy(attr, &a, sizeof(*attr));
+	return ret;
+}
+
+void rdma_destroy_srq(struct rdma_cm_id *id)
+{
+	if (id->srq)
+		ibv_destroy_srq(id->srq);
+	id->srq = NULL;
+	destroy_cqs(id);
 }
 
 /* rdma_init_qp_attr asks the CM agent, which holds what the connection negotiated
@@ -505,13 +745,24 @@ int rdma_connect(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 		.responder_resources = RDMA_MAX_RESP_RES, .initiator_depth = RDMA_MAX_INIT_DEPTH,
 		.retry_count = 7, .rnr_retry_count = 7};
 	/* a REQ's 92 bytes of private data or a SIDR_REQ's 216, less the CMA header */
-	return connecting(id, RL_OP_CM_CONNECT, conn_param, &dflt, id->ps == RDMA_PS_UDP ? 180 : 56);
+	if (connecting(id, RL_OP_CM_CONNECT, conn_param, &dflt, id->qp_type == IBV_QPT_UD ? 180 : 56) < 0)
+		return -1;
+	return complete(id);
 }
 
 int rdma_accept(struct rdma_cm_id *id, struct rdma_conn_param *conn_param)
 {
 	/* a REP's private data, or a SIDR_REP's */
-	return connecting(id, RL_OP_CM_ACCEPT, conn_param, &cm_id(id)->offer, id->ps == RDMA_PS_UDP ? 136 : 196);
+	int ud = id->qp_type == IBV_QPT_UD;
+	if (connecting(id, RL_OP_CM_ACCEPT, conn_param, &cm_id(id)->offer, ud ? 136 : 196) < 0)
+		return -1;
+	if (!ud)
+		return complete(id); /* ESTABLISHED, with the RTU */
+	if (cm_id(id)->sync && id->event) { /* a SIDR_REP is all: no event follows */
+		rdma_ack_cm_event(id->event);
+		id->event = NULL;
+	}
+	return 0;
 }
 
 int rdma_reject(struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
@@ -527,7 +778,9 @@ int rdma_reject(struct rdma_cm_id *id, const void *private_data, uint8_t private
 int rdma_disconnect(struct rdma_cm_id *id)
 {
 	struct rl_handle h = {.handle = cm_id(id)->h};
-	return call(RL_OP_CM_DISCONNECT, &h, sizeof(h), NULL, 0, -1);
+	if (call(RL_OP_CM_DISCONNECT, &h, sizeof(h), NULL, 0, -1) < 0)
+		return -1;
+	return complete(id);
 }
 
 /* rdma_establish sends the RTU after CONNECT_RESPONSE, for an application that moves
@@ -542,9 +795,10 @@ int rdma_establish(struct rdma_cm_id *id)
 
 /* rdma_set_option at level RDMA_OPTION_ID as the kernel's ucma takes it: the type of
  * service and the ACK timeout (one byte each) reach the agent, which puts them in the
- * path and the QP; REUSEADDR and AFONLY (an int each) are checked against the
- * identifier's state as the kernel does, and change nothing here: the agent refuses
- * a second listener on a port either way, and its wildcard listeners take both
+ * path and the QP, and so does REUSEADDR (an int), which lets identifiers that both
+ * set it share a port until one listens (the agent checks the state as the kernel's
+ * rdma_set_reuseaddr). AFONLY (an int) is checked against the identifier's state as
+ * the kernel does and changes nothing: the agent's wildcard listeners take both
  * families. Anything else is ENOSYS, as the kernel answers unknown options. */
 int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval, size_t optlen)
 {
@@ -561,12 +815,12 @@ int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval,
 		struct rl_cm_set_option req = {.id = x->h, .option = optname, .value = *(uint8_t *)optval};
 		return call(RL_OP_CM_SET_OPTION, &req, sizeof(req), NULL, 0, -1);
 	}
-	case RDMA_OPTION_ID_REUSEADDR:
+	case RDMA_OPTION_ID_REUSEADDR: {
 		if (optlen != sizeof(int) || !optval)
 			return fail(EINVAL);
-		if (x->phase != RL_IDLE && (!*(int *)optval || x->phase == RL_LISTENING))
-			return fail(EINVAL); /* rdma_set_reuseaddr */
-		return 0;
+		struct rl_cm_set_option req = {.id = x->h, .option = optname, .value = !!*(int *)optval};
+		return call(RL_OP_CM_SET_OPTION, &req, sizeof(req), NULL, 0, -1);
+	}
 	case RDMA_OPTION_ID_AFONLY:
 		if (optlen != sizeof(int) || !optval)
 			return fail(EINVAL);
@@ -575,6 +829,27 @@ int rdma_set_option(struct rdma_cm_id *id, int level, int optname, void *optval,
 		return 0;
 	}
 	return fail(ENOSYS);
+}
+
+/* ---- ECE ---- */
+
+/* rdma_set_local_ece and rdma_get_remote_ece as librdmacm's, with what rxe peers
+ * exchange: the CM agent carries no ECE in its REQ and REP (the soft-RNIC, as rxe, has
+ * none: ibv_query_ece is EOPNOTSUPP), so the local one is checked, with nothing to
+ * carry it, and the remote one is vendor 0, options 0. */
+int rdma_set_local_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
+{
+	if (!id || id->qp || !ece || !ece->vendor_id || ece->comp_mask)
+		return fail(EINVAL);
+	return 0;
+}
+
+int rdma_get_remote_ece(struct rdma_cm_id *id, struct ibv_ece *ece)
+{
+	if (!id || id->qp || !ece)
+		return fail(EINVAL);
+	memset(ece, 0, sizeof(*ece));
+	return 0;
 }
 
 /* ---- events ---- */
@@ -640,8 +915,11 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 		if (n < 0)
 			return -1; /* EAGAIN: no event and a non-blocking fd */
 		struct rl_handle h = {.handle = c->h};
-		if (call(RL_OP_CM_GET_EVENT, &h, sizeof(h), &resp, sizeof(resp), -1) < 0)
+		if (call(RL_OP_CM_GET_EVENT, &h, sizeof(h), &resp, sizeof(resp), -1) < 0) {
+			if (errno == EINVAL)
+				continue; /* a token whose event went with its identifier (rdma_migrate_id) */
 			return -1;
+		}
 		x = find_id(c, w->id);
 		if (x || w->type == RDMA_CM_EVENT_CONNECT_REQUEST)
 			break;
@@ -656,7 +934,8 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 		return fail(ENOMEM);
 	if (w->type == RDMA_CM_EVENT_CONNECT_REQUEST) {
 		struct rl_cm_id *l = find_id(c, w->listener);
-		x = new_id(c, w->id, l ? l->id.context : NULL, l ? l->id.ps : RDMA_PS_TCP);
+		x = new_id(c, w->id, l ? l->id.context : NULL, l ? l->id.ps : RDMA_PS_TCP,
+			   l ? l->id.qp_type : IBV_QPT_RC);
 		if (!x) {
 			free(e);
 			return fail(ENOMEM);
@@ -664,6 +943,14 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 		e->ev.listen_id = l ? &l->id : NULL;
 		x->phase = RL_ACTIVE;
 		x->id.route.addr.src_addr.sa_family = l ? l->id.route.addr.src_addr.sa_family : 0;
+		/* a synchronous listener's requests are synchronous identifiers
+		 * (ucma_process_conn_req) */
+		if (l && l->sync && rdma_migrate_id(&x->id, NULL) < 0) {
+			int err = errno;
+			rdma_destroy_id(&x->id);
+			free(e);
+			return fail(err);
+		}
 	}
 	set_route(&x->id, &w->local, &w->remote);
 	e->ev.id = &x->id;
@@ -685,7 +972,7 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 		x->offer.private_data = NULL;
 		x->offer.private_data_len = 0;
 	}
-	if (x->id.ps == RDMA_PS_UDP) /* param is a union: ud replaces conn */
+	if (x->id.qp_type == IBV_QPT_UD) /* param is a union: ud replaces conn */
 		ud_event(&x->id, w, &e->ev, pdlen ? e->private_data : NULL, pdlen);
 	*event = &e->ev;
 	return 0;
@@ -693,8 +980,102 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 
 int rdma_ack_cm_event(struct rdma_cm_event *event)
 {
+	if (!event)
+		return fail(EINVAL);
 	free(event);
 	return 0;
+}
+
+/* rdma_get_request is librdmacm's: a synchronous listener's next connection request,
+ * with the QP of rdma_create_ep's attributes made on the new identifier. */
+int rdma_get_request(struct rdma_cm_id *listen, struct rdma_cm_id **id)
+{
+	struct rl_cm_id *l = cm_id(listen);
+	if (!l->sync)
+		return fail(EINVAL);
+	if (listen->event) {
+		rdma_ack_cm_event(listen->event);
+		listen->event = NULL;
+	}
+	struct rdma_cm_event *event;
+	if (rdma_get_cm_event(listen->channel, &event) < 0)
+		return -1;
+	int err = 0;
+	if (event->event == RDMA_CM_EVENT_REJECTED)
+		err = ECONNREFUSED;
+	else if (event->status)
+		err = event->status < 0 ? -event->status : event->status;
+	else if (event->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+		err = EINVAL;
+	else if (l->qp_init_attr) {
+		struct ibv_qp_init_attr a = *l->qp_init_attr;
+		if (rdma_create_qp(event->id, listen->pd, &a) < 0)
+			err = errno;
+	}
+	if (err) {
+		listen->event = event;
+		return fail(err);
+	}
+	*id = event->id;
+	(*id)->event = event;
+	return 0;
+}
+
+/* rdma_create_ep is librdmacm's: a synchronous identifier of res's port space and QP
+ * type; passive (RAI_PASSIVE), bound to res's source address, keeping pd and
+ * qp_init_attr for rdma_get_request; active, with its address and route resolved
+ * (2 s each) and, given qp_init_attr, its QP. */
+int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res, struct ibv_pd *pd,
+		   struct ibv_qp_init_attr *qp_init_attr)
+{
+	if (!res)
+		return fail(EINVAL);
+	if (res->ai_route_len || res->ai_connect_len) { /* what ibacm's resolution adds */
+		UNSUPPORTED("rdma_create_ep with ai_route or ai_connect (path records from ibacm)");
+		return fail(EOPNOTSUPP);
+	}
+	struct rdma_cm_id *cid;
+	if (create_id(NULL, &cid, NULL, res->ai_port_space, res->ai_qp_type) < 0)
+		return -1;
+	struct rl_cm_id *x = cm_id(cid);
+	int ret;
+	if (res->ai_flags & RAI_PASSIVE) {
+		ret = rdma_bind_addr(cid, res->ai_src_addr);
+		if (!ret && pd)
+			cid->pd = pd;
+		if (!ret && qp_init_attr) {
+			if (!(x->qp_init_attr = malloc(sizeof(*qp_init_attr))))
+				ret = fail(ENOMEM);
+			else {
+				*x->qp_init_attr = *qp_init_attr;
+				x->qp_init_attr->qp_type = res->ai_qp_type;
+			}
+		}
+	} else {
+		ret = rdma_resolve_addr(cid, res->ai_src_addr, res->ai_dst_addr, 2000);
+		if (!ret)
+			ret = rdma_resolve_route(cid, 2000);
+		if (!ret && qp_init_attr) {
+			qp_init_attr->qp_type = res->ai_qp_type;
+			ret = rdma_create_qp(cid, pd, qp_init_attr);
+		}
+	}
+	if (ret) {
+		int err = errno;
+		rdma_destroy_ep(cid);
+		return fail(err);
+	}
+	*id = cid;
+	return 0;
+}
+
+void rdma_destroy_ep(struct rdma_cm_id *id)
+{
+	if (id->qp)
+		rdma_destroy_qp(id);
+	if (id->srq)
+		rdma_destroy_srq(id);
+	rdma_destroy_id(id); /* frees the kept qp_init_attr */
 }
 
 const char *rdma_event_str(enum rdma_cm_event_type event)
@@ -722,50 +1103,161 @@ const char *rdma_event_str(enum rdma_cm_event_type event)
 	return "UNKNOWN EVENT";
 }
 
-/* ---- rdma_getaddrinfo: the system resolver's answer as one entry of the hints' port space (TCP by default) ---- */
+/* ---- rdma_getaddrinfo: librdmacm's (addrinfo.c), over the system resolver ---- */
 
+/* to_ai is ucma_convert_to_ai: the resolver's hints for rdma_getaddrinfo's. */
+static void to_ai(struct addrinfo *ai, const struct rdma_addrinfo *rai)
+{
+	memset(ai, 0, sizeof(*ai));
+	if (rai->ai_flags & RAI_PASSIVE)
+		ai->ai_flags = AI_PASSIVE;
+	if (rai->ai_flags & RAI_NUMERICHOST)
+		ai->ai_flags |= AI_NUMERICHOST;
+	if (rai->ai_family != AF_IB)
+		ai->ai_family = rai->ai_family;
+	switch (rai->ai_qp_type) {
+	case IBV_QPT_RC:
+	case IBV_QPT_UC:
+	case IBV_QPT_XRC_SEND:
+	case IBV_QPT_XRC_RECV:
+		ai->ai_socktype = SOCK_STREAM;
+		break;
+	case IBV_QPT_UD:
+		ai->ai_socktype = SOCK_DGRAM;
+		break;
+	default:
+		break;
+	}
+	switch (rai->ai_port_space) {
+	case RDMA_PS_TCP:
+		ai->ai_protocol = IPPROTO_TCP;
+		break;
+	case RDMA_PS_IPOIB:
+	case RDMA_PS_UDP:
+		ai->ai_protocol = IPPROTO_UDP;
+		break;
+	case RDMA_PS_IB:
+		if (ai->ai_socktype == SOCK_STREAM)
+			ai->ai_protocol = IPPROTO_TCP;
+		else if (ai->ai_socktype == SOCK_DGRAM)
+			ai->ai_protocol = IPPROTO_UDP;
+		break;
+	}
+	if (rai->ai_flags & RAI_PASSIVE) {
+		ai->ai_addrlen = rai->ai_src_len;
+		ai->ai_addr = rai->ai_src_addr;
+	} else {
+		ai->ai_addrlen = rai->ai_dst_len;
+		ai->ai_addr = rai->ai_dst_addr;
+	}
+}
+
+static int copy_addr(struct sockaddr **dst, socklen_t *dst_len, const struct sockaddr *src, socklen_t src_len)
+{
+	if (!(*dst = malloc(src_len)))
+		return fail(ENOMEM);
+	memcpy(*dst, src, src_len);
+	*dst_len = src_len;
+	return 0;
+}
+
+/* to_ib is ucma_convert_in6: RAI_FAMILY with AF_IB names the IPv6 address (a GID) as
+ * a sockaddr_ib, its service ID the port space's and port. */
+static int to_ib(int ps, struct sockaddr **dst, socklen_t *dst_len, const struct sockaddr *src)
+{
+	struct sockaddr_ib *ib = calloc(1, sizeof(*ib));
+	if (!ib)
+		return fail(ENOMEM);
+	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)src;
+	ib->sib_family = AF_IB;
+	ib->sib_pkey = htons(0xFFFF);
+	ib->sib_flowinfo = in6->sin6_flowinfo;
+	memcpy(&ib->sib_addr, &in6->sin6_addr, 16);
+	uint16_t port = ntohs(in6->sin6_port);
+	ib->sib_sid = htobe64(((uint64_t)ps << 16) + port);
+	if (ps)
+		ib->sib_sid_mask = htobe64(RDMA_IB_IP_PS_MASK);
+	if (port)
+		ib->sib_sid_mask |= htobe64(RDMA_IB_IP_PORT_MASK);
+	ib->sib_scope_id = in6->sin6_scope_id;
+	*dst = (struct sockaddr *)ib;
+	*dst_len = sizeof(*ib);
+	return 0;
+}
+
+/* to_rai is ucma_convert_to_rai: the resolver's first answer as rdma_getaddrinfo's,
+ * the QP type and port space the hints' or the socket type's and protocol's. */
+static int to_rai(struct rdma_addrinfo *rai, const struct rdma_addrinfo *hints, const struct addrinfo *ai)
+{
+	if (hints->ai_qp_type)
+		rai->ai_qp_type = hints->ai_qp_type;
+	else if (ai->ai_socktype == SOCK_STREAM)
+		rai->ai_qp_type = IBV_QPT_RC;
+	else if (ai->ai_socktype == SOCK_DGRAM)
+		rai->ai_qp_type = IBV_QPT_UD;
+	if (hints->ai_port_space)
+		rai->ai_port_space = hints->ai_port_space;
+	else if (ai->ai_protocol == IPPROTO_TCP)
+		rai->ai_port_space = RDMA_PS_TCP;
+	else if (ai->ai_protocol == IPPROTO_UDP)
+		rai->ai_port_space = RDMA_PS_UDP;
+	int passive = ai->ai_flags & AI_PASSIVE;
+	if (passive)
+		rai->ai_flags = RAI_PASSIVE;
+	char **canon = passive ? &rai->ai_src_canonname : &rai->ai_dst_canonname;
+	if (ai->ai_canonname && !(*canon = strdup(ai->ai_canonname)))
+		return fail(ENOMEM);
+	struct sockaddr **addr = passive ? &rai->ai_src_addr : &rai->ai_dst_addr;
+	socklen_t *len = passive ? &rai->ai_src_len : &rai->ai_dst_len;
+	if ((hints->ai_flags & RAI_FAMILY) && hints->ai_family == AF_IB && (hints->ai_flags & RAI_NUMERICHOST)) {
+		rai->ai_family = AF_IB;
+		return to_ib(rai->ai_port_space, addr, len, ai->ai_addr);
+	}
+	rai->ai_family = ai->ai_family;
+	return copy_addr(addr, len, ai->ai_addr, ai->ai_addrlen);
+}
+
+/* rdma_getaddrinfo is librdmacm's: -1 with errno for its own refusals, the
+ * resolver's EAI_ code for the resolver's. Without node and service the hints'
+ * addresses are the answer. No ibacm: no route (ai_route) or connect data. */
 int rdma_getaddrinfo(const char *node, const char *service, const struct rdma_addrinfo *hints,
 		     struct rdma_addrinfo **res)
 {
-	struct addrinfo h = {.ai_socktype = SOCK_STREAM}, *ai;
-	if (hints) {
-		h.ai_family = hints->ai_family;
-		h.ai_flags = (hints->ai_flags & RAI_PASSIVE ? AI_PASSIVE : 0) |
-			     (hints->ai_flags & RAI_NUMERICHOST ? AI_NUMERICHOST : 0);
-		if (hints->ai_flags & RAI_FAMILY) {
-			UNSUPPORTED("rdma_getaddrinfo with RAI_FAMILY");
-			return EAI_BADFLAGS;
+	static const struct rdma_addrinfo nohints;
+	if (!service && !node && !hints)
+		return fail(EINVAL);
+	if (!device())
+		return fail(ENODEV); /* ucma_init */
+	struct rdma_addrinfo *rai = calloc(1, sizeof(*rai));
+	if (!rai)
+		return fail(ENOMEM);
+	if (!hints)
+		hints = &nohints;
+	int ret = 0;
+	if (node || service) {
+		struct addrinfo h, *ai;
+		if (hints != &nohints)
+			to_ai(&h, hints);
+		ret = getaddrinfo(node, service, hints != &nohints ? &h : NULL, &ai);
+		if (!ret) {
+			ret = to_rai(rai, hints, ai);
+			freeaddrinfo(ai);
 		}
-		if (hints->ai_port_space && hints->ai_port_space != RDMA_PS_TCP && hints->ai_port_space != RDMA_PS_UDP) {
-			UNSUPPORTED("rdma_getaddrinfo for a port space other than RDMA_PS_TCP and RDMA_PS_UDP");
-			return EAI_SERVICE;
-		}
-	}
-	int ret = getaddrinfo(node, service, &h, &ai);
-	if (ret)
-		return ret;
-	struct rdma_addrinfo *r = calloc(1, sizeof(*r));
-	struct sockaddr *sa = malloc(ai->ai_addrlen);
-	if (!r || !sa) {
-		free(r);
-		free(sa);
-		freeaddrinfo(ai);
-		return EAI_MEMORY;
-	}
-	memcpy(sa, ai->ai_addr, ai->ai_addrlen);
-	r->ai_flags = hints ? hints->ai_flags : 0;
-	r->ai_family = ai->ai_family;
-	r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
-	r->ai_qp_type = r->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
-	if (r->ai_flags & RAI_PASSIVE) {
-		r->ai_src_addr = sa;
-		r->ai_src_len = ai->ai_addrlen;
 	} else {
-		r->ai_dst_addr = sa;
-		r->ai_dst_len = ai->ai_addrlen;
+		rai->ai_flags = hints->ai_flags;
+		rai->ai_family = hints->ai_family;
+		rai->ai_qp_type = hints->ai_qp_type;
+		rai->ai_port_space = hints->ai_port_space;
+		if (hints->ai_dst_len)
+			ret = copy_addr(&rai->ai_dst_addr, &rai->ai_dst_len, hints->ai_dst_addr, hints->ai_dst_len);
 	}
-	freeaddrinfo(ai);
-	*res = r;
+	if (!ret && !rai->ai_src_len && hints->ai_src_len)
+		ret = copy_addr(&rai->ai_src_addr, &rai->ai_src_len, hints->ai_src_addr, hints->ai_src_len);
+	if (ret) {
+		rdma_freeaddrinfo(rai);
+		return ret;
+	}
+	*res = rai;
 	return 0;
 }
 

@@ -33,22 +33,12 @@
 	}
 
 /* RDMA-CM */
-UNSUPPORTED(int, rdma_create_ep, struct rdma_cm_id **id, struct rdma_addrinfo *res, struct ibv_pd *pd,
-	    struct ibv_qp_init_attr *qp_init_attr)
-UNSUPPORTED_VOID(rdma_destroy_ep, struct rdma_cm_id *id)
-UNSUPPORTED(int, rdma_create_srq, struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
-UNSUPPORTED(int, rdma_create_srq_ex, struct rdma_cm_id *id, struct ibv_srq_init_attr_ex *attr)
-UNSUPPORTED_VOID(rdma_destroy_srq, struct rdma_cm_id *id)
-UNSUPPORTED(int, rdma_get_request, struct rdma_cm_id *listen, struct rdma_cm_id **id)
 UNSUPPORTED(int, rdma_notify, struct rdma_cm_id *id, enum ibv_event_type event)
-UNSUPPORTED(int, rdma_migrate_id, struct rdma_cm_id *id, struct rdma_event_channel *channel)
 UNSUPPORTED(int, rdma_join_multicast, struct rdma_cm_id *id, struct sockaddr *addr, void *context)
 UNSUPPORTED(int, rdma_join_multicast_ex, struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *mc_join_attr,
 	    void *context)
 UNSUPPORTED(int, rdma_leave_multicast, struct rdma_cm_id *id, struct sockaddr *addr)
 UNSUPPORTED(int, rdma_reject_ece, struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
-UNSUPPORTED(int, rdma_set_local_ece, struct rdma_cm_id *id, struct ibv_ece *ece)
-UNSUPPORTED(int, rdma_get_remote_ece, struct rdma_cm_id *id, struct ibv_ece *ece)
 
 /* rsockets */
 UNSUPPORTED(int, rsocket, int domain, int type, int protocol)

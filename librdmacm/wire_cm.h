@@ -26,6 +26,8 @@ enum rl_cm_op {
 	RL_OP_CM_INIT_QP_ATTR = 0x4C,
 	RL_OP_CM_ESTABLISH = 0x4D,
 	RL_OP_CM_SET_OPTION = 0x4E,
+	RL_OP_CM_BIND = 0x4F, /* answered by the struct rl_cm_addr the identifier got */
+	RL_OP_CM_MIGRATE_ID = 0x50,
 };
 
 /* An IP address (IPv4 mapped into IPv6; all zero = unspecified) and port. */
@@ -36,8 +38,17 @@ struct RL_PACKED rl_cm_addr {
 
 struct RL_PACKED rl_cm_create_id {
 	uint32_t channel;
-	uint16_t port_space; /* RDMA_PS_TCP (0x0106) or RDMA_PS_UDP (0x0111) */
-	uint16_t pad;
+	uint16_t port_space; /* RDMA_PS_TCP (0x0106), RDMA_PS_UDP (0x0111) or RDMA_PS_IB (0x013F) */
+	uint8_t qp_type, pad; /* enum ibv_qp_type (RC, UD); 0: the port space's */
+};
+
+struct RL_PACKED rl_cm_bind {
+	uint32_t id;
+	struct rl_cm_addr addr;
+};
+
+struct RL_PACKED rl_cm_migrate_id {
+	uint32_t id, channel;
 };
 
 struct RL_PACKED rl_cm_listen {
@@ -72,7 +83,7 @@ struct RL_PACKED rl_cm_qp_attr {
 	struct rl_qp_attr attr;
 };
 
-/* RDMA_OPTION_ID_TOS (0) and RDMA_OPTION_ID_ACK_TIMEOUT (3) */
+/* RDMA_OPTION_ID_TOS (0), RDMA_OPTION_ID_REUSEADDR (1) and RDMA_OPTION_ID_ACK_TIMEOUT (3) */
 struct RL_PACKED rl_cm_set_option {
 	uint32_t id, option, value;
 };

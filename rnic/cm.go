@@ -113,7 +113,7 @@ const (
 	addrRetry   = time.Millisecond
 	errTimedOut = -110 // -ETIMEDOUT
 	errInvalid  = -22  // -EINVAL
-	// Ephemeral ports, as Linux's ip_local_port_range.
+	// Ephemeral ports without SetLocalPortRange: Linux's default ip_local_port_range.
 	portLow, portHigh = 32768, 60999
 )
 
@@ -143,6 +143,7 @@ type CMID struct {
 	dev      *Device
 	handler  func(CMEvent)
 	ps       cm.PortSpace
+	ud       bool // a UD QP's identifier (SIDR), else RC
 	state    cmState
 	local    netip.AddrPort
 	remote   netip.AddrPort
@@ -153,7 +154,8 @@ type CMID struct {
 	retries  int
 	sent     [cm.MADSize]byte // the message to resend when the timer fires
 	tid      uint64
-	bound    bool // holds its local port (a listener or an active side)
+	bound    bool // holds its local port in its port space (Bind, Listen, ResolveAddr)
+	reuse    bool // RDMA_OPTION_ID_REUSEADDR
 
 	localComm, remoteComm uint32
 	remoteQPN             roce.QPN
@@ -182,20 +184,28 @@ func (id *CMID) QP() *QP { return id.qp }
 // a connection request): rdma_cm's hash of the two ports.
 func (id *CMID) FlowLabel() uint32 { return id.flowLabel }
 
-// qpType is the QP type of the identifier's port space.
+// qpType is the QP type of the identifier: UD for the UDP port space, RC for TCP,
+// either for IB (CreateCMIDType).
 func (id *CMID) qpType() qp.Type {
-	if id.ps == cm.PortSpaceUDP {
+	if id.ud {
 		return qp.UD
 	}
 	return qp.RC
 }
 
+// psPort is a port of a port space: the kernel's rdma_cm keeps one port table per
+// port space (cma_ps_find), so TCP's port 7471 and UDP's are different ports.
+type psPort struct {
+	ps   cm.PortSpace
+	port uint16
+}
+
 // cmAgent is the device's connection manager.
 type cmAgent struct {
 	d         *Device
-	ids       map[uint32]*CMID // by local communication ID
-	listeners map[uint16]*CMID
-	ports     map[uint16]int // ports bound, with their users
+	ids       map[uint32]*CMID   // by local communication ID
+	owners    map[psPort][]*CMID // the identifiers bound to each port (the kernel's bind_list)
+	portRange func() (lo, hi uint16)
 	nextTID   uint64
 	pending   []CMEvent
 	deliver   *clock.Timer
@@ -204,8 +214,7 @@ type cmAgent struct {
 func (a *cmAgent) init(d *Device) {
 	a.d = d
 	a.ids = make(map[uint32]*CMID)
-	a.listeners = make(map[uint16]*CMID)
-	a.ports = make(map[uint16]int)
+	a.owners = make(map[psPort][]*CMID)
 	a.nextTID = uint64(d.loop.Rand().Uint32())
 	a.deliver = d.loop.NewTimer(a.flush)
 }
@@ -234,19 +243,39 @@ func (a *cmAgent) flush() {
 }
 
 // CreateCMID creates a communication identifier of port space ps (TCP: RC
-// connections; UDP: UD QPs through SIDR) whose events go to handler, on the device's
-// loop (rdma_create_id).
+// connections; UDP: UD QPs through SIDR; IB: RC connections) whose events go to
+// handler, on the device's loop (rdma_create_id).
 func (d *Device) CreateCMID(ps cm.PortSpace, handler func(CMEvent)) (*CMID, error) {
+	t := qp.RC
+	if ps == cm.PortSpaceUDP {
+		t = qp.UD
+	}
+	return d.CreateCMIDType(ps, t, handler)
+}
+
+// CreateCMIDType is CreateCMID with the QP type (rdma_create_ep's ai_qp_type): the IB
+// port space takes RC (connections) and UD (SIDR) identifiers, TCP only RC and UDP
+// only UD, as the kernel's rdma_cm.
+func (d *Device) CreateCMIDType(ps cm.PortSpace, t qp.Type, handler func(CMEvent)) (*CMID, error) {
 	switch {
 	case handler == nil:
 		return nil, errorf(ErrInvalidArgument, "CM identifier needs an event handler")
-	case ps != cm.PortSpaceTCP && ps != cm.PortSpaceUDP:
-		return nil, errorf(ErrNotSupported, "port space %#x: the CM agent serves RDMA_PS_TCP and RDMA_PS_UDP", uint16(ps))
+	case ps == cm.PortSpaceIPoIB:
+		return nil, errorf(ErrNotSupported, "port space RDMA_PS_IPOIB: the CM agent serves RDMA_PS_TCP, RDMA_PS_UDP and RDMA_PS_IB")
+	case ps != cm.PortSpaceTCP && ps != cm.PortSpaceUDP && ps != cm.PortSpaceIB: // the kernel's ucma_get_qp_type
+		return nil, errorf(ErrInvalidArgument, "port space %#x", uint16(ps))
+	case t != qp.RC && t != qp.UD, ps == cm.PortSpaceTCP && t != qp.RC, ps == cm.PortSpaceUDP && t != qp.UD:
+		return nil, errorf(ErrInvalidArgument, "QP type %v in port space %#x", t, uint16(ps))
 	}
-	id := &CMID{dev: d, handler: handler, ps: ps}
+	id := &CMID{dev: d, handler: handler, ps: ps, ud: t == qp.UD}
 	id.timer = d.loop.NewTimer(id.onTimer)
 	return id, nil
 }
+
+// SetLocalPortRange sets where ephemeral ports come from: f is asked at each
+// allocation, as the kernel reads its netns's ip_local_port_range (the verbs service
+// reads the host's); nil is Linux's default, 32768-60999.
+func (d *Device) SetLocalPortRange(f func() (lo, hi uint16)) { d.cm.portRange = f }
 
 // DestroyCMID releases an identifier (rdma_destroy_id). A connected one sends a DREQ
 // first, as the kernel does; its QP is the caller's to destroy.
@@ -261,6 +290,8 @@ func (d *Device) DestroyCMID(id *CMID) error {
 		id.reject(cm.RejConsumerDefined, nil)
 	case cmSIDRReqRcvd:
 		id.sendSIDRREP(cm.SIDRRejected, 0, nil)
+	case cmDreqRcvd: // the peer waits for our DREP (the kernel's cm_destroy_id)
+		id.sendPair(cm.AttrDREP)
 	}
 	id.timer.Stop()
 	d.cm.release(id)
@@ -272,48 +303,147 @@ func (a *cmAgent) release(id *CMID) {
 	if id.localComm != 0 {
 		delete(a.ids, id.localComm)
 	}
-	if id.state == cmListening {
-		delete(a.listeners, id.local.Port())
+	if !id.bound {
+		return
 	}
-	if p := id.local.Port(); id.bound {
-		id.bound = false
-		if a.ports[p]--; a.ports[p] == 0 {
-			delete(a.ports, p)
+	id.bound = false
+	k := psPort{id.ps, id.local.Port()}
+	o := a.owners[k]
+	for i, x := range o {
+		if x == id {
+			o = append(o[:i], o[i+1:]...)
+			break
 		}
+	}
+	if len(o) == 0 {
+		delete(a.owners, k)
+	} else {
+		a.owners[k] = o
 	}
 }
 
-// bind gives id a local port: port, or an ephemeral one for 0.
-func (a *cmAgent) bind(id *CMID, addr netip.Addr, port uint16) {
-	if port == 0 {
-		for {
-			port = uint16(portLow + a.d.loop.Rand().IntN(portHigh-portLow+1))
-			if a.ports[port] == 0 {
-				break
-			}
+// localPortRange is the ephemeral range, Linux's default if the range is unset or
+// unreadable (lo 0) or makes no sense.
+func (a *cmAgent) localPortRange() (lo, hi uint16) {
+	if a.portRange != nil {
+		if lo, hi = a.portRange(); lo != 0 && lo <= hi {
+			return lo, hi
 		}
 	}
-	a.ports[port]++
-	id.local = netip.AddrPortFrom(addr, port)
-	id.bound = true
+	return portLow, portHigh
 }
 
-// Listen binds id to addr (an address of the device, or the unspecified address) and
-// listens for connection requests to its port (rdma_bind_addr + rdma_listen).
-func (d *Device) Listen(id *CMID, addr netip.AddrPort) error {
-	a := &d.cm
-	switch {
-	case id.dev != d || id.state != cmIdle:
-		return errorf(ErrInvalidArgument, "listen: identifier is not new on %s", d.cfg.Name)
-	case !addr.Addr().IsUnspecified() && !d.ownsAddr(addr.Addr()):
-		return errorf(ErrInvalidArgument, "listen on %v: not an address of %s", addr.Addr(), d.cfg.Name)
-	case addr.Port() != 0 && a.listeners[addr.Port()] != nil:
-		return errorf(ErrBusy, "listen on port %d: in use", addr.Port())
+// conflict is the kernel's cma_check_port: whether id, about to own a port, may share
+// it with its owners. Identifiers that both set REUSEADDR share (unless listening:
+// Listen checks again with reuse off); a wildcard address conflicts with every owner
+// (EADDRNOTAVAIL), the same address with its owner (EADDRINUSE).
+func (a *cmAgent) conflict(id *CMID, owners []*CMID, reuse bool) error {
+	for _, o := range owners {
+		switch {
+		case o == id, reuse && o.reuse:
+		case id.local.Addr().IsUnspecified() || o.local.Addr().IsUnspecified():
+			return errorf(ErrAddrNotAvailable, "port %d is bound to %v", o.local.Port(), o.local.Addr())
+		case id.local.Addr() == o.local.Addr():
+			return errorf(ErrAddrInUse, "%v is in use", o.local)
+		}
 	}
-	a.bind(id, addr.Addr().Unmap(), addr.Port())
-	id.state = cmListening
-	a.listeners[id.local.Port()] = id
 	return nil
+}
+
+// bind gives id addr and port in its port space, or a free ephemeral port for 0 (the
+// kernel's cma_get_port: cma_use_port, cma_alloc_any_port from a random start).
+func (a *cmAgent) bind(id *CMID, addr netip.Addr, port uint16) error {
+	id.local = netip.AddrPortFrom(addr, port)
+	if port != 0 {
+		k := psPort{id.ps, port}
+		if err := a.conflict(id, a.owners[k], id.reuse); err != nil {
+			return err
+		}
+		a.owners[k] = append(a.owners[k], id)
+		id.bound = true
+		return nil
+	}
+	lo, hi := a.localPortRange()
+	n := int(hi-lo) + 1
+	p := int(lo) + a.d.loop.Rand().IntN(n)
+	for range n {
+		if k := (psPort{id.ps, uint16(p)}); len(a.owners[k]) == 0 {
+			a.owners[k] = []*CMID{id}
+			id.local = netip.AddrPortFrom(addr, uint16(p))
+			id.bound = true
+			return nil
+		}
+		if p++; p > int(hi) {
+			p = int(lo)
+		}
+	}
+	return errorf(ErrAddrNotAvailable, "no free port in %d-%d", lo, hi)
+}
+
+// Bind gives id a local address and port (rdma_bind_addr): addr is an address of the
+// device or the unspecified address; port 0 is an ephemeral port. The result is what
+// id got. Errors as the kernel's: EINVAL for an identifier already bound or in use,
+// EADDRNOTAVAIL for an address not the device's, EADDRINUSE/EADDRNOTAVAIL for a port
+// taken in the port space.
+func (d *Device) Bind(id *CMID, addr netip.AddrPort) (netip.AddrPort, error) {
+	switch {
+	case id.dev != d || id.state != cmIdle || id.bound:
+		return netip.AddrPort{}, errorf(ErrInvalidArgument, "bind: identifier is not new on %s", d.cfg.Name)
+	case !addr.Addr().IsUnspecified() && !d.ownsAddr(addr.Addr()):
+		return netip.AddrPort{}, errorf(ErrAddrNotAvailable, "bind to %v: not an address of %s", addr.Addr(), d.cfg.Name)
+	}
+	if err := d.cm.bind(id, addr.Addr().Unmap(), addr.Port()); err != nil {
+		return netip.AddrPort{}, err
+	}
+	return id.local, nil
+}
+
+// SetReuseAddr is rdma_set_option RDMA_OPTION_ID_REUSEADDR: identifiers that both set
+// it may bind the same address and port, until one listens. As the kernel's
+// rdma_set_reuseaddr: any identifier but a listener may set it, only an unbound one
+// clear it.
+func (d *Device) SetReuseAddr(id *CMID, reuse bool) error {
+	if id.dev != d || !(reuse && id.state != cmListening || id.state == cmIdle && !id.bound) {
+		return errorf(ErrInvalidArgument, "set REUSEADDR: identifier is not new on %s", d.cfg.Name)
+	}
+	id.reuse = reuse
+	return nil
+}
+
+// Listen listens for connection requests to id's port (rdma_listen): an unbound id is
+// first bound to the unspecified address and an ephemeral port, as the kernel's
+// rdma_listen does; addr is the address to bind it to then (Bind's rules). A port
+// shared through REUSEADDR is checked again: a listener owns its address alone.
+func (d *Device) Listen(id *CMID, addr netip.AddrPort) error {
+	if id.dev != d || id.state != cmIdle {
+		return errorf(ErrInvalidArgument, "listen: identifier is not new on %s", d.cfg.Name)
+	}
+	if !id.bound {
+		if _, err := d.Bind(id, addr); err != nil {
+			return err
+		}
+	} else if err := d.cm.conflict(id, d.cm.owners[psPort{id.ps, id.local.Port()}], false); err != nil {
+		return err
+	}
+	id.reuse = false
+	id.state = cmListening
+	return nil
+}
+
+// listener is the identifier listening in port space ps on port for a request to dst:
+// one bound to dst itself, else a wildcard one (the kernel's cma_find_listener).
+func (a *cmAgent) listener(ps cm.PortSpace, port uint16, dst netip.Addr) *CMID {
+	var wild *CMID
+	for _, o := range a.owners[psPort{ps, port}] {
+		switch {
+		case o.state != cmListening:
+		case o.local.Addr() == dst:
+			return o
+		case o.local.Addr().IsUnspecified():
+			wild = o
+		}
+	}
+	return wild
 }
 
 // ResolveAddr finds the source address and the neighbour's MAC for dst, asking the
@@ -324,6 +454,9 @@ func (d *Device) ResolveAddr(id *CMID, src netip.Addr, dst netip.AddrPort, timeo
 	if id.dev != d || id.state != cmIdle {
 		return errorf(ErrInvalidArgument, "resolve address: identifier is not new on %s", d.cfg.Name)
 	}
+	if id.bound && !id.local.Addr().IsUnspecified() { // Bind chose the source
+		src = id.local.Addr()
+	}
 	if !src.IsValid() || src.IsUnspecified() {
 		g, err := d.gidFor(roce.GIDFromAddr(dst.Addr()))
 		if err != nil {
@@ -333,7 +466,11 @@ func (d *Device) ResolveAddr(id *CMID, src netip.Addr, dst netip.AddrPort, timeo
 	} else if !d.ownsAddr(src) {
 		return errorf(ErrInvalidArgument, "resolve address from %v: not an address of %s", src, d.cfg.Name)
 	}
-	d.cm.bind(id, src.Unmap(), 0)
+	if id.bound { // keeps its port; the source address is now known
+		id.local = netip.AddrPortFrom(src.Unmap(), id.local.Port())
+	} else if err := d.cm.bind(id, src.Unmap(), 0); err != nil {
+		return err
+	}
 	id.remote = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	id.state = cmAddrQuery
 	id.deadline = d.loop.Now().Add(timeout)
@@ -373,7 +510,7 @@ func (d *Device) ResolveRoute(id *CMID) error {
 // Rejected or Unreachable.
 func (d *Device) Connect(id *CMID, x *QP, p CMConnParam) error {
 	maxPrivate := cm.REQPrivateDataSize - cm.CMAHeaderSize
-	if id.ps == cm.PortSpaceUDP {
+	if id.ud {
 		maxPrivate = cm.SIDRREQPrivateDataSize - cm.CMAHeaderSize
 	}
 	switch {
@@ -385,11 +522,11 @@ func (d *Device) Connect(id *CMID, x *QP, p CMConnParam) error {
 		return errorf(ErrInvalidArgument, "connect: %d bytes of private data, at most %d", len(p.PrivateData), maxPrivate)
 	}
 	id.flowLabel = (uint32(id.local.Port())*31 + uint32(id.remote.Port())) & 0xFFFFF
-	if id.ps == cm.PortSpaceUDP {
+	if id.ud {
 		id.qp = x
 		id.newRequest()
 		m := id.message(cm.AttrSIDRREQ)
-		cm.SIDRREQ(m).Encode(id.localComm, roce.DefaultPKey, cm.IPServiceID(cm.PortSpaceUDP, id.remote.Port()))
+		cm.SIDRREQ(m).Encode(id.localComm, roce.DefaultPKey, cm.IPServiceID(id.ps, id.remote.Port()))
 		if err := id.putCMAHeader(cm.SIDRREQ(m).PrivateData(), p.PrivateData); err != nil {
 			return err
 		}
@@ -410,7 +547,7 @@ func (d *Device) Connect(id *CMID, x *QP, p CMConnParam) error {
 	r := cm.REQ(m)
 	mtuEnum := uint8(id.mtu.Enum())
 	r.Encode(&cm.REQFields{
-		LocalCommID: id.localComm, ServiceID: cm.IPServiceID(cm.PortSpaceTCP, id.remote.Port()),
+		LocalCommID: id.localComm, ServiceID: cm.IPServiceID(id.ps, id.remote.Port()),
 		LocalCAGUID: d.QueryDevice().NodeGUID, LocalQPN: id.localQPN(p),
 		ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
 		RemoteCMResponseTimeout: cmResponseTimeout, TransportType: cm.TransportRC,
@@ -474,7 +611,7 @@ func (id *CMID) putCMAHeader(pd, consumer []byte) error {
 // the Q_Key, and that is all (the QP is the consumer's to bring to RTS).
 func (d *Device) Accept(id *CMID, x *QP, p CMConnParam) error {
 	maxPrivate := cm.REPPrivateDataSize
-	if id.ps == cm.PortSpaceUDP {
+	if id.ud {
 		maxPrivate = cm.SIDRREPPrivateDataSize
 	}
 	switch {
@@ -485,7 +622,7 @@ func (d *Device) Accept(id *CMID, x *QP, p CMConnParam) error {
 	case len(p.PrivateData) > maxPrivate:
 		return errorf(ErrInvalidArgument, "accept: %d bytes of private data, at most %d", len(p.PrivateData), maxPrivate)
 	}
-	if id.ps == cm.PortSpaceUDP {
+	if id.ud {
 		id.qp = x
 		id.sendSIDRREP(cm.SIDRValid, id.localQPN(p), p.PrivateData)
 		return nil
@@ -593,7 +730,7 @@ func (id *CMID) sendSIDRREP(status uint8, qpn roce.QPN, privateData []byte) {
 		qkey = cm.UDPQKey
 	}
 	r := cm.SIDRREP(m)
-	r.Encode(id.remoteComm, status, qpn, cm.IPServiceID(cm.PortSpaceUDP, id.local.Port()), qkey)
+	r.Encode(id.remoteComm, status, qpn, cm.IPServiceID(id.ps, id.local.Port()), qkey)
 	clear(r.PrivateData())
 	copy(r.PrivateData(), privateData)
 	id.send(false)
@@ -758,14 +895,14 @@ func (d *Device) InitQPAttr(id *CMID, s qp.State) (qp.Attr, qp.AttrMask, error) 
 		return qp.Attr{}, 0, errorf(ErrInvalidArgument, "init QP attributes: identifier is not on %s", d.cfg.Name)
 	}
 	switch {
-	case s == qp.StateInit && id.ps == cm.PortSpaceUDP:
+	case s == qp.StateInit && id.ud:
 		return qp.Attr{State: s, Port: 1, QKey: cm.UDPQKey}, qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrQKey, nil
 	case s == qp.StateInit:
 		return qp.Attr{State: s, Port: 1, AccessFlags: qp.AccessRemoteWrite | qp.AccessRemoteRead | qp.AccessRemoteAtomic},
 			qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags, nil
-	case s == qp.StateRTR && id.ps == cm.PortSpaceUDP:
+	case s == qp.StateRTR && id.ud:
 		return qp.Attr{State: s}, qp.AttrState, nil
-	case s == qp.StateRTS && id.ps == cm.PortSpaceUDP:
+	case s == qp.StateRTS && id.ud:
 		return qp.Attr{State: s}, qp.AttrState | qp.AttrSQPSN, nil
 	case s != qp.StateRTR && s != qp.StateRTS:
 		return qp.Attr{}, 0, errorf(ErrInvalidArgument, "init QP attributes for %v: only INIT, RTR and RTS", s)
@@ -806,7 +943,7 @@ func (d *Device) SetACKTimeout(id *CMID, t uint8) error {
 	switch {
 	case id.dev != d:
 		return errorf(ErrInvalidArgument, "set ACK timeout: identifier is not on %s", d.cfg.Name)
-	case id.ps != cm.PortSpaceTCP:
+	case id.ud:
 		return errorf(ErrInvalidArgument, "set ACK timeout: not an RC identifier")
 	case t > 31:
 		return errorf(ErrInvalidArgument, "set ACK timeout: %d, at most 31", t)
@@ -852,6 +989,15 @@ func (a *cmAgent) receive(m cm.MAD, src, dst netip.Addr, srcMAC [6]byte, _ roce.
 				id = c
 			}
 		}
+	}
+	if id == nil && m.AttributeID() == cm.AttrDREQ {
+		// A DREQ for an identifier gone (destroyed, or its DREP lost): the kernel's
+		// cm_issue_drep answers it all the same, so that the peer stops waiting.
+		q := cm.DREQ(m)
+		drep := &CMID{dev: a.d, local: netip.AddrPortFrom(dst.Unmap(), 0), remote: netip.AddrPortFrom(src.Unmap(), 0),
+			dstMAC: srcMAC, tid: m.TransactionID(), localComm: q.RemoteCommID(), remoteComm: q.LocalCommID()}
+		drep.sendPair(cm.AttrDREP)
+		return
 	}
 	if id == nil {
 		a.d.stats.CMUnhandled++
@@ -918,18 +1064,17 @@ func (a *cmAgent) receiveREQ(r cm.REQ, src, dst netip.Addr, srcMAC [6]byte) {
 			return
 		}
 	}
-	child := &CMID{dev: a.d, ps: cm.PortSpaceTCP, remote: netip.AddrPortFrom(src, 0), local: netip.AddrPortFrom(dst, r.ServiceID().Port()),
+	sid := r.ServiceID()
+	child := &CMID{dev: a.d, ps: sid.PortSpace(), remote: netip.AddrPortFrom(src, 0), local: netip.AddrPortFrom(dst, r.ServiceID().Port()),
 		dstMAC: srcMAC, tid: r.MAD().TransactionID(), remoteComm: r.LocalCommID(), remoteGUID: r.LocalCAGUID(),
 		remoteQPN: r.LocalQPN(), sqPSN: r.StartingPSN(), flowLabel: r.Primary().FlowLabel(), tos: r.Primary().TrafficClass(),
 		rqPSN: roce.PSN(a.d.loop.Rand().Uint32() & roce.PSNMask), state: cmReqRcvd}
 	child.timer = a.d.loop.NewTimer(child.onTimer)
 	child.localComm = a.newCommID()
-	sid := r.ServiceID()
-	l := a.listeners[sid.Port()]
+	l := a.listener(sid.PortSpace(), sid.Port(), dst)
 	hdr, err := cm.ParseCMAHeader(r.PrivateData())
 	switch {
-	case sid.PortSpace() != cm.PortSpaceTCP || l == nil || err != nil ||
-		!l.local.Addr().IsUnspecified() && l.local.Addr() != dst:
+	case l == nil || l.ud || err != nil:
 		child.reject(cm.RejInvalidServiceID, nil)
 		return
 	case r.TransportType() != cm.TransportRC:
@@ -1003,13 +1148,12 @@ func (a *cmAgent) receiveSIDRREQ(r cm.SIDRREQ, src, dst netip.Addr, srcMAC [6]by
 		}
 	}
 	sid := r.ServiceID()
-	child := &CMID{dev: a.d, ps: cm.PortSpaceUDP, remote: netip.AddrPortFrom(src, 0),
+	child := &CMID{dev: a.d, ps: sid.PortSpace(), ud: true, remote: netip.AddrPortFrom(src, 0),
 		local: netip.AddrPortFrom(dst, sid.Port()), dstMAC: srcMAC, tid: r.MAD().TransactionID(),
 		remoteComm: r.RequestID(), state: cmSIDRReqRcvd}
 	child.timer = a.d.loop.NewTimer(child.onTimer)
-	l := a.listeners[sid.Port()]
-	if sid.PortSpace() != cm.PortSpaceUDP || l == nil || l.ps != cm.PortSpaceUDP ||
-		!l.local.Addr().IsUnspecified() && l.local.Addr() != dst {
+	l := a.listener(sid.PortSpace(), sid.Port(), dst)
+	if l == nil || !l.ud {
 		child.sendSIDRREP(cm.SIDRUnsupported, 0, nil)
 		return
 	}

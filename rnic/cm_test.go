@@ -2,6 +2,7 @@ package rnic
 
 import (
 	"bytes"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -882,5 +883,102 @@ func TestCMAnswersKernelSIDR(t *testing.T) {
 	cm.SIDRREP(want).Encode(kr.RequestID(), kr.Status(), x.QPN(), kr.ServiceID(), kr.QKey())
 	if !bytes.Equal(p.Payload, want) {
 		t.Errorf("SIDR_REP\n got %x\nwant %x (the kernel's, with our QPN)", p.Payload, []byte(want))
+	}
+}
+
+// TestCMPorts: ports as the kernel's rdma_cm allocates them (cma_get_port,
+// cma_check_port, cma_alloc_any_port): port 0 is a free port of the local range, each
+// port space has ports of its own, a taken address and port is EADDRINUSE and a
+// wildcard one EADDRNOTAVAIL, REUSEADDR shares until a listen, and a full range is
+// EADDRNOTAVAIL.
+func TestCMPorts(t *testing.T) {
+	_, h1, _, _ := cmPair(t)
+	h1.SetLocalPortRange(func() (uint16, uint16) { return 40000, 40003 })
+	newID := func(ps cm.PortSpace) *CMID {
+		id, err := h1.CreateCMID(ps, func(CMEvent) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	addr := netip.MustParseAddr("10.0.0.1")
+	any4 := netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+	seen := map[uint16]bool{}
+	for range 4 {
+		got, err := h1.Bind(newID(cm.PortSpaceTCP), any4)
+		if err != nil || got.Port() < 40000 || got.Port() > 40003 || seen[got.Port()] {
+			t.Fatalf("ephemeral bind: %v, %v (had %v)", got, err, seen)
+		}
+		seen[got.Port()] = true
+	}
+	if _, err := h1.Bind(newID(cm.PortSpaceTCP), any4); !errors.Is(err, ErrAddrNotAvailable) {
+		t.Errorf("bind with the range full: %v, want EADDRNOTAVAIL", err)
+	}
+	if got, err := h1.Bind(newID(cm.PortSpaceUDP), any4); err != nil || got.Port() < 40000 || got.Port() > 40003 {
+		t.Errorf("UDP port space bind with TCP's range full: %v, %v", got, err)
+	}
+	l := newID(cm.PortSpaceTCP)
+	if err := h1.Listen(l, any4); !errors.Is(err, ErrAddrNotAvailable) {
+		t.Errorf("listen without a free port: %v", err)
+	}
+
+	h1.SetLocalPortRange(nil)
+	fixed := netip.AddrPortFrom(addr, 7471)
+	a := newID(cm.PortSpaceTCP)
+	if got, err := h1.Bind(a, fixed); err != nil || got != fixed {
+		t.Fatalf("bind %v: %v, %v", fixed, got, err)
+	}
+	if _, err := h1.Bind(a, fixed); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("second bind of one identifier: %v, want EINVAL", err)
+	}
+	if _, err := h1.Bind(newID(cm.PortSpaceTCP), fixed); !errors.Is(err, ErrAddrInUse) {
+		t.Errorf("bind of a bound address and port: %v, want EADDRINUSE", err)
+	}
+	if _, err := h1.Bind(newID(cm.PortSpaceTCP), netip.AddrPortFrom(netip.IPv4Unspecified(), 7471)); !errors.Is(err, ErrAddrNotAvailable) {
+		t.Errorf("wildcard bind of a bound port: %v, want EADDRNOTAVAIL", err)
+	}
+	if _, err := h1.Bind(newID(cm.PortSpaceUDP), fixed); err != nil {
+		t.Errorf("the same port in the UDP port space: %v", err)
+	}
+	if _, err := h1.Bind(newID(cm.PortSpaceTCP), netip.MustParseAddrPort("10.9.9.9:7472")); !errors.Is(err, ErrAddrNotAvailable) {
+		t.Errorf("bind to an address of no device: %v, want EADDRNOTAVAIL", err)
+	}
+	if err := h1.Listen(a, netip.AddrPort{}); err != nil {
+		t.Fatalf("listen on the bound identifier: %v", err)
+	}
+	if l := h1.cm.listener(cm.PortSpaceTCP, 7471, addr); l != a {
+		t.Errorf("listener of 10.0.0.1:7471 is %p, want %p", l, a)
+	}
+	if err := h1.DestroyCMID(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h1.Bind(newID(cm.PortSpaceTCP), fixed); err != nil {
+		t.Errorf("bind after the owner's destroy: %v", err)
+	}
+
+	r1, r2 := newID(cm.PortSpaceTCP), newID(cm.PortSpaceTCP)
+	shared := netip.AddrPortFrom(addr, 7500)
+	for _, id := range []*CMID{r1, r2} {
+		if err := h1.SetReuseAddr(id, true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h1.Bind(id, shared); err != nil {
+			t.Fatalf("REUSEADDR bind: %v", err)
+		}
+	}
+	if err := h1.SetReuseAddr(r1, false); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("REUSEADDR cleared on a bound identifier: %v, want EINVAL", err)
+	}
+	if err := h1.Listen(r1, netip.AddrPort{}); !errors.Is(err, ErrAddrInUse) {
+		t.Errorf("listen on a shared port: %v, want EADDRINUSE", err)
+	}
+	if err := h1.DestroyCMID(r2); err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.Listen(r1, netip.AddrPort{}); err != nil {
+		t.Errorf("listen on the port once alone: %v", err)
+	}
+	if err := h1.SetReuseAddr(r1, true); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("REUSEADDR set on a listener: %v, want EINVAL", err)
 	}
 }

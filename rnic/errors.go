@@ -15,6 +15,9 @@ var (
 	ErrUnresolved      = errors.New("neighbour not resolved")  // EHOSTUNREACH (rxe fails RTR so)
 	ErrClosed          = errors.New("device closed")           // ENODEV
 	ErrNotSupported    = errors.New("operation not supported") // EOPNOTSUPP
+	// The CM agent's port allocation, as the kernel's rdma_cm (cma_check_port).
+	ErrAddrInUse        = errors.New("address in use")        // EADDRINUSE
+	ErrAddrNotAvailable = errors.New("address not available") // EADDRNOTAVAIL
 )
 
 func errorf(sentinel error, format string, args ...any) error {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,10 +28,13 @@ func newRDMACMLab(t *testing.T) *ibverbsLab {
 	if out, err := exec.Command("../../librdmacm/build.sh", filepath.Join(dir, "lib", "librdmacm.so.1")).CombinedOutput(); err != nil {
 		t.Fatalf("build librdmacm.so.1: %v\n%s", err, out)
 	}
-	// cm_check is compiled against the system's librdmacm-dev, as any program is.
-	if out, err := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-o", filepath.Join(dir, "cm_check"),
-		"../../librdmacm/test/cm_check.c", "-lrdmacm", "-libverbs").CombinedOutput(); err != nil {
-		t.Fatalf("build cm_check: %v\n%s", err, out)
+	// cm_check and ep_check are compiled against the system's librdmacm-dev, as any
+	// program is.
+	for _, prog := range []string{"cm_check", "ep_check"} {
+		if out, err := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-o", filepath.Join(dir, prog),
+			"../../librdmacm/test/"+prog+".c", "-lrdmacm", "-libverbs").CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", prog, err, out)
+		}
 	}
 	return upLab(t, c, "cma", realToolsTopology(t))
 }
@@ -39,13 +43,27 @@ func newRDMACMLab(t *testing.T) *ibverbsLab {
 // connection request gets from a host where nothing listens on the port yet.
 var noListener = []string{"RDMA_CM_EVENT_REJECTED, error 8", "Unexpected CM event bl blka 8",
 	"Event: RDMA_CM_EVENT_REJECTED; error: 8.",
-	"cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8", "udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 5"}
+	"cmatose: event: RDMA_CM_EVENT_REJECTED, error: 8", "udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 5",
+	"rdma_connect: Connection refused", "event: RDMA_CM_EVENT_REJECTED, error: 8", "no listener yet"}
 
 // cmPair runs server in srvHost and client in cliHost and returns both outputs; either
 // failing fails the test. The server listens on RDMA-CM, which shows nowhere in the
 // host's socket tables, so a client the server's host rejects for want of a listener
 // (noListener) is started again.
 func (l *ibverbsLab) cmPair(t *testing.T, srvHost string, server []string, cliHost string, client []string) (string, string) {
+	t.Helper()
+	return l.cmRun(t, srvHost, server, cliHost, client, true)
+}
+
+// cmServing is cmPair for a server that serves until stopped (cmtime's): once the
+// client has succeeded, the server is killed; it returns the client's output.
+func (l *ibverbsLab) cmServing(t *testing.T, srvHost string, server []string, cliHost string, client []string) string {
+	t.Helper()
+	_, cli := l.cmRun(t, srvHost, server, cliHost, client, false)
+	return cli
+}
+
+func (l *ibverbsLab) cmRun(t *testing.T, srvHost string, server []string, cliHost string, client []string, waitServer bool) (string, string) {
 	t.Helper()
 	var srvOut bytes.Buffer
 	srv := l.exec(srvHost, server...)
@@ -99,6 +117,11 @@ func (l *ibverbsLab) cmPair(t *testing.T, srvHost string, server []string, cliHo
 			<-done
 			t.Fatalf("client %v: %v\n%s\nserver:\n%s\nlab:\n%s", client, err, out, srvOut.String(), status)
 		}
+	}
+	if !waitServer {
+		srv.Process.Kill()
+		<-done
+		return srvOut.String(), string(out)
 	}
 	select {
 	case <-done:
@@ -198,6 +221,78 @@ func TestLibrdmacm(t *testing.T) {
 				t.Errorf("%v: output lacks %q:\n%s", tc.argv, tc.want, out)
 			}
 		}
+	})
+
+	// The convenience API (rdma_verbs.h) of rdmacm-utils' examples: synchronous
+	// identifiers (rdma_create_ep, rdma_get_request), the library's CQs, rdma_reg_msgs,
+	// rdma_post_send/recv and rdma_get_*_comp. Both directions, IPv4 and IPv6.
+	// Each case has ports of its own: a server that a case stops (cmtime's) or that
+	// fails lives on until the lab goes down.
+	for i, tc := range []struct{ name, srv, cli, addr string }{
+		{"ipv4", "h1", "h2", "10.0.0.1"}, {"ipv6", "h1", "h2", "fd00::1"},
+		{"ipv4-reverse", "h2", "h1", "10.0.0.2"}, {"ipv6-reverse", "h2", "h1", "fd00::2"},
+	} {
+		port := func(n int) string { return strconv.Itoa(7500 + 10*i + n) }
+		t.Run("rdma_server-"+tc.name, func(t *testing.T) {
+			srv, cli := l.cmPair(t, tc.srv, []string{"rdma_server", "-p", port(0)}, tc.cli, []string{"rdma_client", "-s", tc.addr, "-p", port(0)})
+			if srv != "rdma_server: start\nrdma_server: end 0\n" || !strings.HasSuffix(cli, "rdma_client: start\nrdma_client: end 0\n") {
+				t.Errorf("rdma_server:\n%s\nrdma_client:\n%s", srv, cli)
+			}
+		})
+		// rdma_xserver -c r: RC over the same API, the client's SEND posted inline.
+		t.Run("rdma_xserver-"+tc.name, func(t *testing.T) {
+			srv, cli := l.cmPair(t, tc.srv, []string{"rdma_xserver", "-c", "r", "-p", port(1)},
+				tc.cli, []string{"rdma_xclient", "-c", "r", "-s", tc.addr, "-p", port(1)})
+			if srv != "rdma_xserver: start\nrdma_xserver: end 0\n" || !strings.HasSuffix(cli, "rdma_xclient: start\nrdma_xclient: end 0\n") {
+				t.Errorf("rdma_xserver:\n%s\nrdma_xclient:\n%s", srv, cli)
+			}
+		})
+		// cmtime: 20 connections at once, each with a QP of rdma_create_qp's own CQs;
+		// its server serves until stopped. A client rejected for want of a listener
+		// prints the REJECTED event and exits 0: the wrapper makes that a failure, for
+		// cmRun to try again.
+		t.Run("cmtime-"+tc.name, func(t *testing.T) {
+			cli := l.cmServing(t, tc.srv, []string{"cmtime", "-p", port(2)}, tc.cli, []string{"sh", "-c",
+				`o=$(cmtime -s "$0" -p "$1" -c 20 2>&1); s=$?; echo "$o"; case "$o" in *REJECTED*) exit 1;; esac; exit $s`, tc.addr, port(2)})
+			for _, want := range []string{"connecting\ndisconnecting\ndestroying id\n", "connect      :", "destroy      :"} {
+				if !strings.Contains(cli, want) {
+					t.Errorf("cmtime client lacks %q:\n%s", want, cli)
+				}
+			}
+			if strings.Contains(cli, "event:") || strings.Contains(cli, "failed") {
+				t.Errorf("cmtime client:\n%s", cli)
+			}
+		})
+	}
+
+	// rdma_xserver -c x: XRC, which the soft-RNIC does not offer (nor does rxe): the
+	// client's rdma_create_ep fails creating its XRC_SEND QP with EOPNOTSUPP.
+	t.Run("rdma_xclient-xrc", func(t *testing.T) {
+		out, err := l.exec("h2", "rdma_xclient", "-c", "x", "-s", "10.0.0.1", "-p", "7474").CombinedOutput()
+		if x, ok := err.(*exec.ExitError); !ok || x.ExitCode() == 0 || !strings.Contains(string(out), "rdma_create_ep: Operation not supported") {
+			t.Errorf("rdma_xclient -c x: %v\n%s", err, out)
+		}
+	})
+
+	// librdmacm/test/ep_check.c: rdma_getaddrinfo, ephemeral ports (from h1's own
+	// ip_local_port_range, set here apart from h2's), EADDRINUSE and EADDRNOTAVAIL,
+	// REUSEADDR, the synchronous calls and their errors, endpoints with the library's
+	// CQs, SRQ, RDMA WRITE and READ through the rdma_verbs.h inlines, a connection to
+	// the port the server's port-0 listener got, rdma_migrate_id.
+	t.Run("ep_check", func(t *testing.T) {
+		if out, err := l.exec("h1", "sh", "-c", "echo 41000 41999 > /proc/sys/net/ipv4/ip_local_port_range").CombinedOutput(); err != nil {
+			t.Fatalf("set h1's ip_local_port_range: %v\n%s", err, out)
+		}
+		srv, cli := l.cmPair(t, "h1", []string{"ep_check", "server", "7480"}, "h2", []string{"ep_check", "client", "10.0.0.1", "7480"})
+		for _, o := range []struct{ out, last string }{{srv, "ok   rdma_disconnect returns with DISCONNECTED\n"}, {cli, "ok   rdma_disconnect returns with DISCONNECTED\n"}} {
+			if strings.Contains(o.out, "FAIL") || !strings.HasSuffix(o.out, o.last) {
+				t.Errorf("ep_check:\n%s", o.out)
+			}
+		}
+		if !strings.Contains(srv, "ok   rdma_bind_addr to port 0: a port of ip_local_port_range (41000-41999)") {
+			t.Errorf("the server's ports are not from h1's range:\n%s", srv)
+		}
+		t.Logf("ep_check: %d checks in the server, %d in the client", strings.Count(srv, "ok   "), strings.Count(cli, "ok   "))
 	})
 
 	t.Run("ib_write_bw-R", func(t *testing.T) {

@@ -158,8 +158,8 @@ static void common(void)
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	struct rdma_cm_id *id;
 	errno = 0;
-	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_IB) == -1 && errno == EOPNOTSUPP,
-	      "rdma_create_id(RDMA_PS_IB) fails with EOPNOTSUPP");
+	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_IPOIB) == -1 && errno == EOPNOTSUPP,
+	      "rdma_create_id(RDMA_PS_IPOIB) fails with EOPNOTSUPP");
 	CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0 && id->verbs && id->channel == ch, "rdma_create_id");
 	uint8_t tos = 0;
 	int on = 1;

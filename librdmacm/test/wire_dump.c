@@ -45,8 +45,13 @@ static void param(struct rl_cm_conn_param *p)
 
 int main(void)
 {
-	struct rl_cm_create_id c = {.channel = 3, .port_space = 0x0106};
+	struct rl_cm_create_id c = {.channel = 3, .port_space = 0x013F, .qp_type = 4};
 	request("cm_create_id", RL_OP_CM_CREATE_ID, 1, &c, sizeof(c));
+	struct rl_cm_bind b = {.id = 4};
+	addr4(&b.addr, 1, 0);
+	request("cm_bind", RL_OP_CM_BIND, 8, &b, sizeof(b));
+	struct rl_cm_migrate_id m = {.id = 4, .channel = 9};
+	request("cm_migrate_id", RL_OP_CM_MIGRATE_ID, 9, &m, sizeof(m));
 	struct rl_cm_listen l = {.id = 4, .backlog = 8};
 	addr4(&l.addr, 1, 7174);
 	request("cm_listen", RL_OP_CM_LISTEN, 2, &l, sizeof(l));

@@ -114,6 +114,8 @@ var handlers = [...]handler{
 	wire.OpCMInitQPAttr:      {run: (*conn).cmInitQPAttr},
 	wire.OpCMEstablish:       {run: cmIDCall((*rnic.Device).Establish)},
 	wire.OpCMSetOption:       {run: (*conn).cmSetOption},
+	wire.OpCMBind:            {run: (*conn).cmBind},
+	wire.OpCMMigrateID:       {run: (*conn).cmMigrateID},
 }
 
 func (c *conn) queryDevice(body []byte) (any, int, error) {

@@ -2,6 +2,8 @@ package service
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,6 +39,34 @@ type sCMID struct {
 	backlog, queued int
 }
 
+// openPortRange opens the calling thread's network namespace's
+// ip_local_port_range: Listen runs in the host's namespace, and a sysctl file opened
+// there reads that namespace's value from any thread, as the kernel's rdma_cm reads
+// its namespace's range for every ephemeral port (cma_alloc_any_port). nil if
+// unreadable: the agent then uses Linux's default range.
+func openPortRange() *os.File {
+	f, err := os.Open("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+// localPortRange reads the range now (the agent asks at each allocation); 0, 0 if it
+// cannot.
+func (s *Server) localPortRange() (lo, hi uint16) {
+	var b [32]byte
+	n, err := s.ports.ReadAt(b[:], 0)
+	if n == 0 || err != nil && err != io.EOF {
+		return 0, 0
+	}
+	var l, h uint16
+	if _, err := fmt.Sscan(string(b[:n]), &l, &h); err != nil {
+		return 0, 0
+	}
+	return l, h
+}
+
 // maxBacklog is the most connection requests a listener may have queued: the
 // kernel's net.rdma_ucm.max_backlog, which a backlog of 0 gets too. Past it, as the
 // kernel's ucma does, a request is refused (REJ): a client that never fetches its
@@ -69,7 +99,16 @@ func (c *conn) cmCreateID(body []byte) (any, int, error) {
 		return nil, -1, err
 	}
 	s := &sCMID{ch: ch}
-	id, err := c.s.dev.CreateCMID(cm.PortSpace(r.PortSpace), func(e rnic.CMEvent) { c.cmEvent(e) })
+	// The QP type counts in the IB port space only, as the kernel's ucma_get_qp_type
+	// has it: TCP's identifiers are RC, UDP's UD.
+	t := qp.Type(r.QPType)
+	switch cm.PortSpace(r.PortSpace) {
+	case cm.PortSpaceTCP:
+		t = qp.RC
+	case cm.PortSpaceUDP:
+		t = qp.UD
+	}
+	id, err := c.s.dev.CreateCMIDType(cm.PortSpace(r.PortSpace), t, func(e rnic.CMEvent) { c.cmEvent(e) })
 	if err != nil {
 		return nil, -1, err
 	}
@@ -186,6 +225,53 @@ func (c *conn) cmListen(body []byte) (any, int, error) {
 	return nil, -1, nil
 }
 
+func (c *conn) cmBind(body []byte) (any, int, error) {
+	var r wire.CMBind
+	s, err := c.decodeCM(body, &r)
+	if err != nil {
+		return nil, -1, err
+	}
+	got, err := c.s.dev.Bind(s.id, r.Addr.AddrPort())
+	if err != nil {
+		return nil, -1, err
+	}
+	w := wire.FromAddrPort(got)
+	return &w, -1, nil
+}
+
+// cmMigrateID moves an identifier to another channel of the client with its queued
+// events, writing the new channel's eventfd once per event moved. The old channel's
+// tokens stay (the loop must never block on a read that a client's thread may race):
+// a client that reads one and finds no event reads again, as for an event of an
+// identifier destroyed while queued.
+func (c *conn) cmMigrateID(body []byte) (any, int, error) {
+	var r wire.CMMigrateID
+	s, err := c.decodeCM(body, &r)
+	if err != nil {
+		return nil, -1, err
+	}
+	to, err := get[*sCMChannel](c, r.Channel, "CM event channel")
+	if err != nil || to == s.ch {
+		return nil, -1, err
+	}
+	from := s.ch
+	kept := from.events[:0]
+	for _, e := range from.events {
+		if e.w.ID != s.h {
+			kept = append(kept, e)
+			continue
+		}
+		to.events = append(to.events, e)
+		signal(to.fd)
+	}
+	clear(from.events[len(kept):])
+	from.events = kept
+	from.refs--
+	to.refs++
+	s.ch = to
+	return nil, -1, nil
+}
+
 func (c *conn) cmResolveAddr(body []byte) (any, int, error) {
 	var r wire.CMResolveAddr
 	s, err := c.decodeCM(body, &r)
@@ -275,6 +361,8 @@ func (c *conn) cmSetOption(body []byte) (any, int, error) {
 		return nil, -1, fmt.Errorf("%w: option value %d", rnic.ErrInvalidArgument, r.Value)
 	case r.Option == wire.CMOptionTOS:
 		return nil, -1, c.s.dev.SetTOS(s.id, uint8(r.Value))
+	case r.Option == wire.CMOptionReuseAddr:
+		return nil, -1, c.s.dev.SetReuseAddr(s.id, r.Value != 0)
 	case r.Option == wire.CMOptionACKTimeout:
 		return nil, -1, c.s.dev.SetACKTimeout(s.id, uint8(r.Value))
 	}

@@ -146,6 +146,8 @@ type Server struct {
 	active  []*conn
 	unwatch func()
 
+	ports *os.File // the namespace's ip_local_port_range, for the CM agent (cm.go)
+
 	clients, objects, rejected, limited, timedOut atomic.Int64
 }
 
@@ -177,9 +179,13 @@ func Listen(dev *rnic.Device, addr string, opts ...Option) (*Server, error) {
 		ln.Close()
 		return nil, fmt.Errorf("verbs service on %s: doorbell eventfd: %w", dev.Name(), err)
 	}
+	s.ports = openPortRange()
 	// Registered on the loop, before any connection can be (Do runs calls in order).
 	dev.Do(func() {
 		dev.SetAsyncHandler(s.asyncEvent)
+		if s.ports != nil {
+			dev.SetLocalPortRange(s.localPortRange)
+		}
 		unwatch, err := clock.Watch(dev.Loop(), s.bellFD, (*watcher)(s))
 		if err != nil {
 			s.logf("verbs service %s: the device's loop cannot watch doorbells: %v", addr, err)
@@ -269,12 +275,16 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	s.onLoop(func() {
 		s.dev.SetAsyncHandler(nil)
+		s.dev.SetLocalPortRange(nil)
 		if s.unwatch != nil {
 			s.unwatch()
 			s.unwatch = nil
 		}
 	})
 	unix.Close(s.bellFD)
+	if s.ports != nil {
+		s.ports.Close()
+	}
 	return err
 }
 

@@ -80,7 +80,9 @@ func TestCMCEncodings(t *testing.T) {
 	reject := CMReject{ID: 6, PrivateDataLen: 2}
 	reject.PrivateData[0], reject.PrivateData[1] = 0xab, 0xcd
 	want := map[string][]byte{
-		"cm_create_id":    AppendRequest(nil, OpCMCreateID, 1, &CMCreateID{Channel: 3, PortSpace: 0x0106}),
+		"cm_create_id":    AppendRequest(nil, OpCMCreateID, 1, &CMCreateID{Channel: 3, PortSpace: 0x013F, QPType: 4}),
+		"cm_bind":         AppendRequest(nil, OpCMBind, 8, &CMBind{ID: 4, Addr: addr(1, 0)}),
+		"cm_migrate_id":   AppendRequest(nil, OpCMMigrateID, 9, &CMMigrateID{ID: 4, Channel: 9}),
 		"cm_listen":       AppendRequest(nil, OpCMListen, 2, &CMListen{ID: 4, Backlog: 8, Addr: addr(1, 7174)}),
 		"cm_resolve_addr": AppendRequest(nil, OpCMResolveAddr, 3, &CMResolveAddr{ID: 5, TimeoutMS: 2000, Src: addr(1, 0), Dst: addr(2, 7174)}),
 		"cm_connect":      AppendRequest(nil, OpCMConnect, 4, &CMConnect{ID: 5, QP: 9, QPN: 0x33, Param: param}),

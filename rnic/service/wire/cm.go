@@ -20,12 +20,14 @@ const (
 	OpCMInitQPAttr     Op = 0x4C // CMInitQPAttr, answered by CMQPAttr
 	OpCMEstablish      Op = 0x4D // a Handle naming the identifier
 	OpCMSetOption      Op = 0x4E
-	opCMMax            Op = 0x4F
+	OpCMBind           Op = 0x4F // CMBind, answered by the CMAddr the identifier got
+	OpCMMigrateID      Op = 0x50
+	opCMMax            Op = 0x51
 )
 
 var cmOpNames = [...]string{"CM_CREATE_CHANNEL", "CM_DESTROY_CHANNEL", "CM_CREATE_ID", "CM_DESTROY_ID",
 	"CM_LISTEN", "CM_RESOLVE_ADDR", "CM_RESOLVE_ROUTE", "CM_CONNECT", "CM_ACCEPT", "CM_REJECT",
-	"CM_DISCONNECT", "CM_GET_EVENT", "CM_INIT_QP_ATTR", "CM_ESTABLISH", "CM_SET_OPTION"}
+	"CM_DISCONNECT", "CM_GET_EVENT", "CM_INIT_QP_ATTR", "CM_ESTABLISH", "CM_SET_OPTION", "CM_BIND", "CM_MIGRATE_ID"}
 
 // CMAddr is an IP address and port: IPv4 as an IPv4-mapped IPv6 address; all zero
 // (or ::ffff:0.0.0.0) is the unspecified address.
@@ -51,14 +53,29 @@ func (w *CMAddr) AddrPort() netip.AddrPort {
 }
 
 // CMCreateID creates a communication identifier whose events go to Channel. PortSpace
-// is rdma_cm's: 0x0106 (TCP, RC connections) or 0x0111 (UDP, UD QPs through SIDR).
+// is rdma_cm's: 0x0106 (TCP, RC connections), 0x0111 (UDP, UD QPs through SIDR) or
+// 0x013F (IB, either); QPType an ibv_qp_type (2 RC, 4 UD), 0 for the port space's.
 type CMCreateID struct {
 	Channel   uint32
 	PortSpace uint16
-	_         uint16
+	QPType    uint8
+	_         uint8
 }
 
-// CMListen binds identifier ID to Addr and listens (rdma_bind_addr + rdma_listen).
+// CMBind is rdma_bind_addr of identifier ID to Addr (port 0: an ephemeral port).
+type CMBind struct {
+	ID   uint32
+	Addr CMAddr
+}
+
+// CMMigrateID is rdma_migrate_id: identifier ID's events, the queued ones too, go to
+// Channel from now on.
+type CMMigrateID struct {
+	ID, Channel uint32
+}
+
+// CMListen listens on identifier ID (rdma_listen), binding it to Addr first if
+// OpCMBind did not.
 type CMListen struct {
 	ID      uint32
 	Backlog uint32
@@ -102,7 +119,8 @@ type CMQPAttr struct {
 }
 
 // CMSetOption is rdma_set_option at level RDMA_OPTION_ID of the options the agent
-// acts on: Option is RDMA_OPTION_ID_TOS (0) or RDMA_OPTION_ID_ACK_TIMEOUT (3).
+// acts on: Option is RDMA_OPTION_ID_TOS (0), RDMA_OPTION_ID_REUSEADDR (1) or
+// RDMA_OPTION_ID_ACK_TIMEOUT (3).
 type CMSetOption struct {
 	ID, Option, Value uint32
 }
@@ -118,10 +136,13 @@ func (r *CMConnect) Identifier() uint32     { return r.ID }
 func (r *CMReject) Identifier() uint32      { return r.ID }
 func (r *CMInitQPAttr) Identifier() uint32  { return r.ID }
 func (r *CMSetOption) Identifier() uint32   { return r.ID }
+func (r *CMBind) Identifier() uint32        { return r.ID }
+func (r *CMMigrateID) Identifier() uint32   { return r.ID }
 
 // rdma_set_option's RDMA_OPTION_ID options that reach the service.
 const (
 	CMOptionTOS        = 0
+	CMOptionReuseAddr  = 1
 	CMOptionACKTimeout = 3
 )
 

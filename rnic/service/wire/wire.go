@@ -109,6 +109,8 @@ const (
 	CodePermission      Code = 8  // ErrPermission (EPERM): SO_PEERCRED refused
 	CodeProtocol        Code = 9  // ErrProtocol: malformed message or version mismatch
 	CodeTooManyFiles    Code = 10 // ErrTooManyFiles (EMFILE): a descriptor budget is spent
+	CodeAddrInUse       Code = 11 // rnic.ErrAddrInUse (EADDRINUSE)
+	CodeAddrNotAvail    Code = 12 // rnic.ErrAddrNotAvailable (EADDRNOTAVAIL)
 )
 
 // Errors of the service that the rnic has no sentinel for.
@@ -121,7 +123,8 @@ var (
 )
 
 var codeErrors = [...]error{nil, rnic.ErrInvalidArgument, rnic.ErrNoMemory, rnic.ErrBusy, rnic.ErrNotFound,
-	rnic.ErrUnresolved, rnic.ErrClosed, rnic.ErrNotSupported, ErrPermission, ErrProtocol, ErrTooManyFiles}
+	rnic.ErrUnresolved, rnic.ErrClosed, rnic.ErrNotSupported, ErrPermission, ErrProtocol, ErrTooManyFiles,
+	rnic.ErrAddrInUse, rnic.ErrAddrNotAvailable}
 
 // CodeOf classifies err by the sentinel it wraps; unknown errors are invalid arguments,
 // as the rnic reports every bad verbs input.
