@@ -448,6 +448,8 @@ static int query_device_ex_op(struct ibv_context *c, const struct ibv_query_devi
 		return EINVAL;
 	memset(attr, 0, len);
 	fill_device_attr(rl_ctx(c), &attr->orig_attr);
+	if (len >= offsetof(struct ibv_device_attr_ex, phys_port_cnt_ex) + sizeof(attr->phys_port_cnt_ex))
+		attr->phys_port_cnt_ex = attr->orig_attr.phys_port_cnt;
 	return 0;
 }
 
@@ -486,7 +488,7 @@ static int query_port_op(struct ibv_context *c, uint8_t port, struct ibv_port_at
 	a.active_mtu = rl_mtu_enum(p->active_mtu);
 	a.gid_tbl_len = p->gid_table_len;
 	a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
-	a.max_msg_sz = 1u << 31;
+	a.max_msg_sz = p->max_msg_sz;
 	a.pkey_tbl_len = 1;
 	a.max_vl_num = 1;
 	a.phys_state = a.state == IBV_PORT_ACTIVE ? 5 : 3; /* LinkUp / Disabled */
@@ -503,6 +505,14 @@ int ibv_query_port(struct ibv_context *c, uint8_t port, struct _compat_ibv_port_
 	int err = query_port_op(c, port, (struct ibv_port_attr *)attr, offsetof(struct ibv_port_attr, port_cap_flags2));
 	errno = err;
 	return err;
+}
+
+int rl_gid_index(struct rl_context *ctx, const union ibv_gid *gid)
+{
+	for (uint32_t i = 0; i < ctx->ngids; i++)
+		if (memcmp(ctx->gids[i].raw, gid->raw, 16) == 0)
+			return (int)i;
+	return -1;
 }
 
 int ibv_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid)
@@ -544,7 +554,7 @@ static int gid_entry(struct rl_context *ctx, uint32_t index, struct ibv_gid_entr
 	e->gid = ctx->gids[index];
 	e->gid_index = index;
 	e->port_num = 1;
-	e->gid_type = IBV_GID_TYPE_ROCE_V2; /* rocelab speaks RoCEv2 only */
+	e->gid_type = IBV_GID_TYPE_ROCE_V2; /* as rxe's, every entry is RoCE v2 (see docs/libibverbs.md) */
 	e->ndev_ifindex = ifindex_of(&e->gid);
 	return 0;
 }

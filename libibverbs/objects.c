@@ -505,12 +505,11 @@ int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port, struct ibv_wc *wc, 
 		ah->grh.flow_label = vtf & 0xfffff;
 	}
 	ah->grh.dgid = src;
-	for (uint32_t i = 0; i < ctx->ngids; i++)
-		if (memcmp(ctx->gids[i].raw, dst.raw, 16) == 0) {
-			ah->grh.sgid_index = i;
-			return 0;
-		}
-	return fail(ENOENT);
+	int i = rl_gid_index(ctx, &dst);
+	if (i < 0)
+		return fail(ENOENT);
+	ah->grh.sgid_index = i;
+	return 0;
 }
 
 struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh, uint8_t port)
@@ -575,7 +574,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr,
 	int bad = !qp->mem || r.sq_offset + RL_RING_HEADER > r.size ||
 		  r.send_entry < sizeof(struct rl_send_wqe) + sizeof(struct rl_sge) * (r.max_send_sge ? r.max_send_sge : 1) ||
 		  r.sq_offset + RL_RING_HEADER + (uint64_t)r.max_send_wr * r.send_entry > r.size;
-	if (!bad && !srq)
+	if (!bad && r.max_recv_wr)
 		bad = r.rq_offset + RL_RING_HEADER > r.size ||
 		      r.recv_entry < sizeof(struct rl_recv_wqe) + sizeof(struct rl_sge) * (r.max_recv_sge ? r.max_recv_sge : 1) ||
 		      r.rq_offset + RL_RING_HEADER + (uint64_t)r.max_recv_wr * r.recv_entry > r.size;
@@ -590,7 +589,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr,
 	qp->size = r.size;
 	qp->sq.ring = (struct rl_ring){qp->mem + r.sq_offset, r.max_send_wr, r.send_entry};
 	qp->sq.max_sge = r.max_send_sge;
-	if (!srq) {
+	if (r.max_recv_wr) { /* none for an SRQ's QP and a send-only QP (max_recv_wr 0) */
 		qp->rq.ring = (struct rl_ring){qp->mem + r.rq_offset, r.max_recv_wr, r.recv_entry};
 		qp->rq.max_sge = r.max_recv_sge;
 	}
@@ -639,10 +638,15 @@ static struct ibv_qp *create_qp_ex(struct ibv_context *c, struct ibv_qp_init_att
 			     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
 			     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
 			     IBV_QP_EX_WITH_SEND_WITH_INV;
-	if (ex->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
-		rl_unsupported("ibv_create_qp_ex with attributes beyond a PD and send ops flags");
+	if (ex->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+					IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
+		rl_unsupported("ibv_create_qp_ex with attributes beyond a PD, create flags and send ops flags");
 		return NULL;
 	}
+	/* rxe supports no creation flag (rxe_create_qp: EOPNOTSUPP for any), so the mask bit
+	 * with flags 0 is the only accepted use. */
+	if ((ex->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ex->create_flags)
+		return fail_null(EOPNOTSUPP);
 	if (!(ex->comp_mask & IBV_QP_INIT_ATTR_PD) || !ex->pd)
 		return fail_null(EINVAL);
 	uint64_t send_ops = ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS ? ex->send_ops_flags : 0;
@@ -756,9 +760,8 @@ void rocelab_qp_attr(struct ibv_context *c, const struct rl_qp_attr *w, struct i
 	attr->ah_attr.is_global = 1;
 	attr->ah_attr.port_num = w->port;
 	memcpy(attr->ah_attr.grh.dgid.raw, w->dgid, 16);
-	for (uint32_t i = 0; i < ctx->ngids; i++)
-		if (memcmp(ctx->gids[i].raw, w->sgid, 16) == 0)
-			attr->ah_attr.grh.sgid_index = i;
+	int sgid = rl_gid_index(ctx, (const union ibv_gid *)w->sgid);
+	attr->ah_attr.grh.sgid_index = sgid < 0 ? 0 : sgid;
 	attr->ah_attr.grh.traffic_class = w->traffic_class;
 	attr->ah_attr.grh.hop_limit = w->hop_limit;
 	attr->ah_attr.grh.flow_label = w->flow_label;

@@ -162,6 +162,8 @@ void rl_unsupported(const char *verb);
 
 /* conversions */
 enum ibv_mtu rl_mtu_enum(uint32_t bytes);
+/* rl_gid_index is the index of gid in the GID table, or -1. */
+int rl_gid_index(struct rl_context *ctx, const union ibv_gid *gid);
 uint32_t rl_mtu_bytes(enum ibv_mtu mtu);
 
 #endif

@@ -98,6 +98,7 @@ struct RL_PACKED rl_query_port {
 struct RL_PACKED rl_port_attr {
 	uint16_t max_mtu, active_mtu; /* bytes */
 	uint32_t gid_table_len;
+	uint32_t max_msg_sz, pad;
 	uint64_t rate; /* bit/s */
 	char state[16];
 	char link_layer[16];
@@ -230,7 +231,7 @@ struct RL_PACKED rl_cqe {
 _Static_assert(sizeof(struct rl_header) == 8, "header");
 _Static_assert(sizeof(struct rl_hello_resp) == 16, "hello response");
 _Static_assert(sizeof(struct rl_device_attr) == 72, "device attr");
-_Static_assert(sizeof(struct rl_port_attr) == 48, "port attr");
+_Static_assert(sizeof(struct rl_port_attr) == 56, "port attr");
 _Static_assert(sizeof(struct rl_reg_mr) == 32, "reg mr");
 _Static_assert(sizeof(struct rl_ring_resp) == 24, "ring response");
 _Static_assert(sizeof(struct rl_create_ah) == 32, "create ah");

@@ -557,6 +557,79 @@ static void ud_and_srq(void)
 	free(buf);
 }
 
+/* rxe_parity checks the verbs whose answers rxe gives and rocelab once did not. */
+static void rxe_parity(void)
+{
+	struct ibv_device_attr_ex dx;
+	CHECK(ibv_query_device_ex(ctx, NULL, &dx) == 0 && dx.phys_port_cnt_ex == 1, "phys_port_cnt_ex %u",
+	      dx.phys_port_cnt_ex);
+	struct ibv_port_attr pa;
+	CHECK(ibv_query_port(ctx, 1, &pa) == 0 && pa.max_mtu == IBV_MTU_4096 && pa.active_mtu == IBV_MTU_1024 &&
+		      pa.max_msg_sz == 1u << 23,
+	      "port: max_mtu %d (rxe 4096), active_mtu %d (the link's 1500), max_msg_sz %u (rxe 8 MiB)", pa.max_mtu,
+	      pa.active_mtu, pa.max_msg_sz);
+
+	/* UCX passes flow label 0xffffffff; rxe keeps it (the GRH takes 20 bits) */
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1,
+				 .grh = {.dgid = gid, .sgid_index = gid_index, .hop_limit = 64, .flow_label = 0xffffffff}};
+	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	CHECK(ah, "AH with flow label 0xffffffff");
+	if (ah)
+		ibv_destroy_ah(ah);
+
+	struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	char *buf = malloc(64);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 64, IBV_ACCESS_LOCAL_WRITE);
+	MUST(cq && buf && mr, "CQ and MR");
+
+	/* a send-only RC QP: max_recv_wr 0, whose receive queue is always full */
+	struct ibv_qp_init_attr so = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = 4, .max_send_sge = 1}};
+	struct ibv_qp *qp = ibv_create_qp(pd, &so);
+	CHECK(qp && so.cap.max_recv_wr == 0, "RC QP with max_recv_wr 0: cap %u", so.cap.max_recv_wr);
+	if (qp) {
+		to_init(qp);
+		errno = 0;
+		CHECK(post_recv(qp, mr, buf, 64, 1) == ENOMEM, "receive on a send-only QP: queue full");
+		ibv_destroy_qp(qp);
+	}
+
+	/* ibv_create_qp_ex with the CREATE_FLAGS bit: flags 0 is fine, rxe supports none */
+	struct ibv_qp_init_attr_ex x = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .pd = pd,
+					.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS,
+					.cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+	qp = ibv_create_qp_ex(ctx, &x);
+	CHECK(qp, "create_qp_ex with create flags 0");
+	x.create_flags = IBV_QP_CREATE_SCATTER_FCS;
+	errno = 0;
+	CHECK(!ibv_create_qp_ex(ctx, &x) && errno == EOPNOTSUPP, "create flag SCATTER_FCS: EOPNOTSUPP as rxe");
+
+	/* posting by state, as rxe: receives from INIT on, sends from RTS on */
+	if (qp) {
+		CHECK(post(qp, IBV_WR_SEND, mr, buf, 8, 0, 0, IBV_SEND_SIGNALED) == EINVAL, "send in RESET: EINVAL");
+		CHECK(post_recv(qp, mr, buf, 64, 1) == EINVAL, "receive in RESET: EINVAL");
+		to_init(qp);
+		CHECK(post(qp, IBV_WR_SEND, mr, buf, 8, 0, 0, IBV_SEND_SIGNALED) == EINVAL, "send in INIT: EINVAL");
+		CHECK(post_recv(qp, mr, buf, 64, 1) == 0, "receive in INIT");
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_4096, .dest_qp_num = qp->qp_num,
+					.rq_psn = 1, .max_dest_rd_atomic = 1, .min_rnr_timer = 1,
+					.ah_attr = {.is_global = 1, .port_num = 1,
+						    .grh = {.dgid = gid, .sgid_index = gid_index, .hop_limit = 64}}};
+		CHECK(ibv_modify_qp(qp, &a,
+				    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0,
+		      "RTR with path MTU 4096 (the port's max_mtu)");
+		struct ibv_qp_init_attr ia;
+		CHECK(ibv_query_qp(qp, &a, IBV_QP_PATH_MTU, &ia) == 0 && a.path_mtu == pa.active_mtu,
+		      "path MTU above the link's is the active MTU: %d", a.path_mtu);
+		CHECK(post(qp, IBV_WR_SEND, mr, buf, 8, 0, 0, IBV_SEND_SIGNALED) == EINVAL, "send in RTR: EINVAL");
+		ibv_destroy_qp(qp);
+	}
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	free(buf);
+}
+
 static void unsupported(void)
 {
 	struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
@@ -614,6 +687,7 @@ int main(int argc, char **argv)
 	rc_tests();
 	wr_api_and_inline();
 	ud_and_srq();
+	rxe_parity();
 	unsupported();
 	CHECK(ibv_dealloc_pd(pd) == 0, "dealloc PD");
 	CHECK(ibv_close_device(ctx) == 0, "close");

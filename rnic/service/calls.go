@@ -129,7 +129,8 @@ func (c *conn) queryPort(body []byte) (any, int, error) {
 	if err != nil {
 		return nil, -1, err
 	}
-	r := &wire.PortAttr{MaxMTU: uint16(a.MaxMTU), ActiveMTU: uint16(a.ActiveMTU), GIDTableLen: uint32(a.GIDTableLen), Rate: a.Rate}
+	r := &wire.PortAttr{MaxMTU: uint16(a.MaxMTU), ActiveMTU: uint16(a.ActiveMTU), GIDTableLen: uint32(a.GIDTableLen),
+		MaxMsgSize: a.MaxMsgSize, Rate: a.Rate}
 	wire.PutString(r.State[:], a.State)
 	wire.PutString(r.LinkLayer[:], a.LinkLayer)
 	return r, -1, nil

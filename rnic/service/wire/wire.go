@@ -276,6 +276,8 @@ type QueryPort struct {
 type PortAttr struct {
 	MaxMTU, ActiveMTU uint16
 	GIDTableLen       uint32
+	MaxMsgSize        uint32
+	_                 uint32
 	Rate              uint64
 	State             [16]byte
 	LinkLayer         [16]byte
