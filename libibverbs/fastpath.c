@@ -255,9 +255,11 @@ static void empty_poll(void)
 int rl_poll_cq(struct ibv_cq *c, int n, struct ibv_wc *wc)
 {
 	struct rl_cq *cq = (struct rl_cq *)c;
-	if (load(cq->ring.mem, RL_RING_ERROR) != RL_RING_OK)
+	pthread_spin_lock(&cq->lock); /* ibv_resize_cq replaces the ring under it */
+	if (load(cq->ring.mem, RL_RING_ERROR) != RL_RING_OK) {
+		pthread_spin_unlock(&cq->lock);
 		return -EOVERFLOW; /* the CQ overran, as a hardware CQ overrun */
-	pthread_spin_lock(&cq->lock);
+	}
 	uint32_t prod = __atomic_load_n(word(cq->ring.mem, RL_RING_PROD), __ATOMIC_ACQUIRE);
 	int got = 0;
 	while (cq->cons != prod && got < n) {
@@ -284,6 +286,7 @@ int rl_req_notify_cq(struct ibv_cq *c, int solicited_only)
 	(void)solicited_only;
 	if (!cq->chan)
 		return EINVAL;
+	pthread_spin_lock(&cq->lock); /* ibv_resize_cq replaces the ring under it */
 	store(cq->ring.mem, RL_RING_ARMED, 1);
 	uint32_t one = 1;
 	if (load(cq->ring.mem, RL_RING_PROD) != cq->cons &&
@@ -292,6 +295,7 @@ int rl_req_notify_cq(struct ibv_cq *c, int solicited_only)
 		__atomic_add_fetch(word(cq->ring.mem, RL_RING_EVENTS), 1, __ATOMIC_SEQ_CST);
 		(void)!write(cq->chan->ch.fd, &inc, sizeof(inc));
 	}
+	pthread_spin_unlock(&cq->lock);
 	return 0;
 }
 

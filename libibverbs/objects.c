@@ -123,6 +123,38 @@ struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uin
 	return ibv_reg_mr_iova2(pd, addr, length, iova, access);
 }
 
+/* ibv_rereg_mr takes rdma-core's input checks and return codes (enum
+ * ibv_rereg_mr_err_code); what it changes is what rxe changes: the PD and the access
+ * flags, keeping the keys. A new translation (address, length) fails as rxe's
+ * (IBV_REREG_MR_ERR_CMD, errno EOPNOTSUPP). */
+int ibv_rereg_mr(struct ibv_mr *m, int flags, struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	struct rl_mr *mr = (struct rl_mr *)m;
+	if ((flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!length || !addr)) ||
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) || ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)) {
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		errno = EOPNOTSUPP;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	struct rl_rereg_mr req = {.handle = mr->h, .access = access,
+				  .change_pd = !!(flags & IBV_REREG_MR_CHANGE_PD),
+				  .change_access = !!(flags & IBV_REREG_MR_CHANGE_ACCESS)};
+	if (req.change_pd)
+		req.pd = ((struct rl_pd *)pd)->h;
+	int err = rl_call(ctx_of(m->context), RL_OP_REREG_MR, &req, sizeof(req), NULL, 0, -1, NULL, 0);
+	if (err) {
+		errno = err;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	if (req.change_pd)
+		m->pd = pd;
+	return 0;
+}
+
 int ibv_dereg_mr(struct ibv_mr *m)
 {
 	struct rl_mr *mr = (struct rl_mr *)m;
@@ -341,12 +373,45 @@ int ibv_destroy_cq(struct ibv_cq *c)
 	return 0;
 }
 
-int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+/* resize_ring asks the service to move a CQ's or SRQ's ring to one of at least n
+ * entries and maps it in place of *ring (the caller holds the locks that keep every
+ * user of the ring out). Indices carry over: the service copies the live entries to the
+ * same free-running indices. */
+static int resize_ring(struct rl_context *ctx, uint16_t op, uint32_t h, uint32_t n, struct rl_ring *ring, size_t *size,
+		       uint32_t min_entry)
 {
-	(void)cq;
-	(void)cqe;
-	rl_unsupported("ibv_resize_cq");
-	return EOPNOTSUPP;
+	struct rl_resize req = {.handle = h, .entries = n};
+	struct rl_ring_resp r;
+	struct rl_ring nr;
+	int fd, err;
+	if ((err = rl_call(ctx, op, &req, sizeof(req), &r, sizeof(r), -1, &fd, 1)))
+		return err;
+	/* A ring we cannot map leaves the object on a ring the service dropped: only an
+	 * out-of-memory machine gets here, and the object is lost to it as to rxe's. */
+	if ((err = map_ring(&nr, fd, &r, min_entry)))
+		return err;
+	munmap(ring->mem, *size);
+	*ring = nr;
+	*size = r.size;
+	return 0;
+}
+
+int ibv_resize_cq(struct ibv_cq *c, int cqe)
+{
+	struct rl_cq *cq = (struct rl_cq *)c;
+	struct rl_context *ctx = ctx_of(c->context);
+	if (cqe < 1 || (uint32_t)cqe > ctx->dattr.max_cqe)
+		return fail(EINVAL);
+	if (cq->chan) /* ibv_get_cq_event reads the ring's event count under it */
+		pthread_mutex_lock(&cq->chan->mu);
+	pthread_spin_lock(&cq->lock);
+	int err = resize_ring(ctx, RL_OP_RESIZE_CQ, cq->h, cqe, &cq->ring, &cq->size, sizeof(struct rl_cqe));
+	if (!err)
+		c->cqe = cq->ring.cap;
+	pthread_spin_unlock(&cq->lock);
+	if (cq->chan)
+		pthread_mutex_unlock(&cq->chan->mu);
+	return err ? fail(err) : 0;
 }
 
 /* ---- SRQ ---- */
@@ -402,18 +467,27 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *p, struct ibv_srq_init_attr *attr)
 int ibv_modify_srq(struct ibv_srq *s, struct ibv_srq_attr *attr, int mask)
 {
 	struct rl_srq *srq = (struct rl_srq *)s;
+	struct rl_context *ctx = ctx_of(s->context);
 	if (mask & ~(IBV_SRQ_LIMIT | IBV_SRQ_MAX_WR))
 		return fail(EINVAL);
-	if (mask & IBV_SRQ_MAX_WR) {
-		rl_unsupported("ibv_modify_srq(IBV_SRQ_MAX_WR) (resizing an SRQ)");
-		return EOPNOTSUPP;
+	if (mask & IBV_SRQ_MAX_WR) { /* the device advertises IBV_DEVICE_SRQ_RESIZE, as rxe */
+		if (attr->max_wr < 1 || attr->max_wr > ctx->dattr.max_qp_wr)
+			return fail(EINVAL);
+		pthread_spin_lock(&srq->rq.lock);
+		int err = resize_ring(ctx, RL_OP_RESIZE_SRQ, srq->h, attr->max_wr, &srq->rq.ring, &srq->size,
+				      sizeof(struct rl_recv_wqe) + sizeof(struct rl_sge));
+		if (!err)
+			srq->max_wr = srq->rq.ring.cap;
+		pthread_spin_unlock(&srq->rq.lock);
+		if (err)
+			return fail(err);
 	}
 	if (!(mask & IBV_SRQ_LIMIT))
 		return 0;
 	if (attr->srq_limit > srq->max_wr)
 		return fail(EINVAL);
 	struct rl_modify_srq m = {.handle = srq->h, .limit = attr->srq_limit};
-	return rl_call(ctx_of(s->context), RL_OP_MODIFY_SRQ, &m, sizeof(m), NULL, 0, -1, NULL, 0);
+	return rl_call(ctx, RL_OP_MODIFY_SRQ, &m, sizeof(m), NULL, 0, -1, NULL, 0);
 }
 
 int ibv_query_srq(struct ibv_srq *s, struct ibv_srq_attr *attr)

@@ -41,6 +41,9 @@ enum rl_op {
 	RL_OP_DESTROY_QP = 21,
 	RL_OP_ASYNC_FD = 22,	    /* carries the eventfd the service increments per async event */
 	RL_OP_GET_ASYNC_EVENT = 23, /* RL_CODE_NOT_FOUND: none pending */
+	RL_OP_RESIZE_CQ = 24,	    /* rl_resize; answered by rl_ring_resp and the new ring's memfd */
+	RL_OP_RESIZE_SRQ = 25,	    /* the same for an SRQ */
+	RL_OP_REREG_MR = 26,
 };
 
 /* Status codes of a response header (wire.Code). */
@@ -132,6 +135,17 @@ struct RL_PACKED rl_ring_resp {
 
 struct RL_PACKED rl_create_srq {
 	uint32_t pd, max_wr, max_sge;
+};
+
+/* The new ring keeps the producer and consumer indices (entries copied to the same
+ * index modulo the new capacity) and a CQ's event count. */
+struct RL_PACKED rl_resize {
+	uint32_t handle, entries;
+};
+
+struct RL_PACKED rl_rereg_mr {
+	uint32_t handle, pd, access;
+	uint16_t change_pd, change_access, pad0, pad1;
 };
 
 struct RL_PACKED rl_modify_srq {

@@ -630,11 +630,161 @@ static void rxe_parity(void)
 	free(buf);
 }
 
+/* ud_self is a UD QP of cq (and srq) in RTS with an AH to itself. */
+static struct ibv_qp *ud_self(struct ibv_cq *cq, struct ibv_srq *srq, struct ibv_ah **ah)
+{
+	struct ibv_qp *qp = make_qp(IBV_QPT_UD, cq, srq);
+	connect_qp(qp, 0, &gid);
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = gid, .sgid_index = gid_index, .hop_limit = 64}};
+	*ah = ibv_create_ah(pd, &aa);
+	MUST(*ah, "AH to itself");
+	return qp;
+}
+
+static int ud_send(struct ibv_qp *qp, struct ibv_ah *ah, struct ibv_mr *mr, void *buf, uint64_t id)
+{
+	struct ibv_sge s = {.addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = id, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qp->qp_num;
+	wr.wr.ud.remote_qkey = 0x11111111;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* resize_and_rereg checks ibv_resize_cq, ibv_modify_srq(IBV_SRQ_MAX_WR) and ibv_rereg_mr:
+ * what was queued survives a resize, the new size holds, and a region moved to another
+ * PD is out of reach of the old PD's QPs. */
+static void resize_and_rereg(void)
+{
+	char *buf = malloc(4096);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, ch, 0);
+	MUST(buf && mr && ch && cq, "CQ and MR");
+
+	/* a CQ resized while it holds completions keeps them, and its events go on */
+	struct ibv_ah *ah;
+	struct ibv_qp *qp = ud_self(cq, NULL, &ah);
+	CHECK(ibv_req_notify_cq(cq, 0) == 0, "arm");
+	for (int i = 0; i < 3; i++)
+		CHECK(ud_send(qp, ah, mr, buf + 3000, 1 + i) == 0, "send %d", i);
+	struct ibv_cq *ev;
+	void *evctx;
+	CHECK(ibv_get_cq_event(ch, &ev, &evctx) == 0 && ev == cq, "event before the resize");
+	ibv_ack_cq_events(cq, 1);
+	errno = 0;
+	CHECK(ibv_resize_cq(cq, 0) == EINVAL, "resize_cq(0): EINVAL");
+	CHECK(ibv_resize_cq(cq, 64) == 0 && cq->cqe >= 64, "resize_cq(64): cqe %d", cq->cqe);
+	CHECK(ibv_req_notify_cq(cq, 0) == 0, "arm the resized CQ");
+	for (int i = 3; i < 12; i++)
+		CHECK(ud_send(qp, ah, mr, buf + 3000, 1 + i) == 0, "send %d after resize", i);
+	CHECK(ibv_get_cq_event(ch, &ev, &evctx) == 0 && ev == cq, "event after the resize");
+	ibv_ack_cq_events(cq, 1);
+	struct ibv_wc wc;
+	int sends = 0;
+	for (int i = 0; i < 12 && poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == (uint64_t)1 + i; i++)
+		sends++;
+	CHECK(sends == 12, "12 send completions in order through the resized CQ: %d", sends);
+
+	/* ibv_rereg_mr: access and PD change, the keys stay; rxe changes no translation */
+	uint32_t lkey = mr->lkey;
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) == 0 &&
+		      mr->lkey == lkey,
+	      "rereg_mr(CHANGE_ACCESS)");
+	errno = 0;
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, buf, 64, 0) == IBV_REREG_MR_ERR_CMD &&
+		      errno == EOPNOTSUPP,
+	      "rereg_mr(CHANGE_TRANSLATION): not in rxe either");
+	errno = 0;
+	CHECK(ibv_rereg_mr(mr, 0x100, NULL, NULL, 0, 0) == IBV_REREG_MR_ERR_INPUT && errno == EINVAL, "unknown flag");
+	errno = 0;
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_REMOTE_WRITE) ==
+			      IBV_REREG_MR_ERR_CMD &&
+		      errno == EINVAL,
+	      "remote write without local write: EINVAL");
+	struct ibv_pd *pd2 = ibv_alloc_pd(ctx);
+	MUST(pd2, "second PD");
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0) == 0 && mr->pd == pd2, "rereg_mr(CHANGE_PD)");
+	errno = 0;
+	CHECK(ibv_dealloc_pd(pd2) == EBUSY, "the new PD holds the MR");
+	CHECK(ud_send(qp, ah, mr, buf + 3000, 99) == 0, "send with an MR of another PD");
+	CHECK(poll_one(cq, &wc) == 1 && wc.wr_id == 99 && wc.status == IBV_WC_LOC_PROT_ERR,
+	      "the old PD's QP lost the MR: status %d", wc.status);
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd, NULL, 0, 0) == 0 && mr->pd == pd, "rereg_mr back");
+	CHECK(ibv_dealloc_pd(pd2) == 0, "dealloc the second PD");
+	ibv_destroy_qp(qp);
+	ibv_destroy_ah(ah);
+
+	/* an SRQ resized while it holds receives keeps them: the server's SRQ takes four,
+	 * grows to 16 and takes eight more, and the client's twelve SENDs consume all */
+	struct ibv_srq *srq = NULL;
+	if (!is_client) {
+		struct ibv_srq_init_attr sa = {.attr = {.max_wr = 4, .max_sge = 1}};
+		srq = ibv_create_srq(pd, &sa);
+		MUST(srq, "SRQ of 4");
+		struct ibv_recv_wr rw = {.num_sge = 1}, *rbad;
+		struct ibv_sge rs = {.length = 128, .lkey = mr->lkey};
+		rw.sg_list = &rs;
+		for (int i = 0; i < 12; i++) {
+			if (i == 4) {
+				rw.wr_id = 1999;
+				CHECK(ibv_post_srq_recv(srq, &rw, &rbad) == ENOMEM, "a full SRQ: ENOMEM");
+				struct ibv_srq_attr sx = {.max_wr = 16};
+				CHECK(ibv_modify_srq(srq, &sx, IBV_SRQ_MAX_WR) == 0, "modify_srq(MAX_WR 16)");
+				CHECK(ibv_query_srq(srq, &sx) == 0 && sx.max_wr >= 16, "query_srq after resize: %u", sx.max_wr);
+			}
+			rw.wr_id = 1000 + i;
+			rs.addr = (uintptr_t)buf + 128 * i;
+			CHECK(ibv_post_srq_recv(srq, &rw, &rbad) == 0, "SRQ receive %d", i);
+		}
+		struct ibv_srq_attr sx = {.max_wr = 2};
+		errno = 0;
+		CHECK(ibv_modify_srq(srq, &sx, IBV_SRQ_MAX_WR) == EINVAL, "SRQ shrunk below its WRs: EINVAL");
+	}
+	qp = make_qp(IBV_QPT_UD, cq, srq);
+	connect_qp(qp, 0, &gid);
+	struct peer p = exchange(qp->qp_num, NULL, NULL, NULL);
+	if (is_client) {
+		struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1,
+					 .grh = {.dgid = p.gid, .sgid_index = gid_index, .hop_limit = 64}};
+		ah = ibv_create_ah(pd, &aa);
+		MUST(ah, "AH to the server");
+		int ok = 0;
+		for (int i = 0; i < 12; i++) {
+			struct ibv_sge s = {.addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey};
+			struct ibv_send_wr wr = {.wr_id = i, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND,
+						 .send_flags = IBV_SEND_SIGNALED},
+					   *bad;
+			wr.wr.ud.ah = ah;
+			wr.wr.ud.remote_qpn = p.qpn;
+			wr.wr.ud.remote_qkey = 0x11111111;
+			ok += ibv_post_send(qp, &wr, &bad) == 0 && poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS;
+		}
+		CHECK(ok == 12, "12 UD SENDs to the server's SRQ: %d", ok);
+		ibv_destroy_ah(ah);
+	} else {
+		uint32_t seen = 0;
+		for (int i = 0; i < 12 && poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS; i++)
+			if (wc.wr_id >= 1000 && wc.wr_id < 1012)
+				seen |= 1u << (wc.wr_id - 1000);
+		CHECK(seen == 0xfff, "the 12 receives, 4 from before the resize, completed: %#x", seen);
+	}
+	barrier();
+	ibv_destroy_qp(qp);
+	if (srq)
+		CHECK(ibv_destroy_srq(srq) == 0, "destroy the resized SRQ");
+	CHECK(ibv_destroy_cq(cq) == 0, "destroy the resized CQ");
+	ibv_destroy_comp_channel(ch);
+	ibv_dereg_mr(mr);
+	free(buf);
+}
+
 static void unsupported(void)
 {
 	struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
-	errno = 0;
-	CHECK(ibv_resize_cq(cq, 16) == EOPNOTSUPP, "resize_cq is not supported");
 	struct ibv_qp_init_attr a = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_XRC_SEND};
 	errno = 0;
 	CHECK(!ibv_create_qp(pd, &a) && errno == EOPNOTSUPP, "XRC is not supported");
@@ -688,6 +838,7 @@ int main(int argc, char **argv)
 	wr_api_and_inline();
 	ud_and_srq();
 	rxe_parity();
+	resize_and_rereg();
 	unsupported();
 	CHECK(ibv_dealloc_pd(pd) == 0, "dealloc PD");
 	CHECK(ibv_close_device(ctx) == 0, "close");
