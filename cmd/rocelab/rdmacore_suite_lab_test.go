@@ -184,7 +184,9 @@ func tally(results []suiteResult) string {
 	for r := range reasons {
 		rs = append(rs, r)
 	}
-	sort.Slice(rs, func(i, j int) bool { return reasons[rs[i]] > reasons[rs[j]] || reasons[rs[i]] == reasons[rs[j]] && rs[i] < rs[j] })
+	sort.Slice(rs, func(i, j int) bool {
+		return reasons[rs[i]] > reasons[rs[j]] || reasons[rs[i]] == reasons[rs[j]] && rs[i] < rs[j]
+	})
 	for _, r := range rs {
 		fmt.Fprintf(&b, "%5d  %s\n", reasons[r], r)
 	}
