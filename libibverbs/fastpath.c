@@ -278,6 +278,31 @@ int rl_poll_cq(struct ibv_cq *c, int n, struct ibv_wc *wc)
 	return got;
 }
 
+/* rl_cq_clean drops qpn's completions from the entries not yet polled, as rdma-core's
+ * providers do when a QP is reset or destroyed (libmlx5's mlx5_cq_clean): a QP brought
+ * back from ERR through RESET must not find its flushed completions of before. The
+ * service only writes at and beyond Prod, so the entries below a snapshot of it are the
+ * client's to move: the survivors are packed towards the snapshot and the consumer
+ * index skips the dropped ones. */
+void rl_cq_clean(struct ibv_cq *c, uint32_t qpn)
+{
+	struct rl_cq *cq = (struct rl_cq *)c;
+	pthread_spin_lock(&cq->lock);
+	uint32_t prod = __atomic_load_n(word(cq->ring.mem, RL_RING_PROD), __ATOMIC_ACQUIRE), to = prod;
+	for (uint32_t i = prod; i != cq->cons; i--) {
+		struct rl_cqe *e = (struct rl_cqe *)entry(&cq->ring, i - 1);
+		if (e->qp_num == qpn)
+			continue;
+		if (--to != i - 1)
+			memcpy(entry(&cq->ring, to), e, sizeof(*e));
+	}
+	if (to != cq->cons) {
+		cq->cons = to;
+		__atomic_store_n(word(cq->ring.mem, RL_RING_CONS), cq->cons, __ATOMIC_RELEASE);
+	}
+	pthread_spin_unlock(&cq->lock);
+}
+
 /* rl_req_notify_cq arms the CQ in its ring; whoever disarms it raises the one event
  * (package rnic's semantics: completions already queued raise it at once). */
 int rl_req_notify_cq(struct ibv_cq *c, int solicited_only)

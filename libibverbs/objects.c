@@ -750,6 +750,9 @@ int ibv_destroy_qp(struct ibv_qp *q)
 	if (err)
 		return err;
 	rl_unregister(ctx_of(q->context), qp->h);
+	rl_cq_clean(q->recv_cq, q->qp_num); /* as rdma-core's providers: none of its completions stay */
+	if (q->send_cq != q->recv_cq)
+		rl_cq_clean(q->send_cq, q->qp_num);
 	if (qp->inline_mr)
 		ibv_dereg_mr(qp->inline_mr);
 	munmap(qp->mem, qp->size);
@@ -810,6 +813,9 @@ int ibv_modify_qp(struct ibv_qp *q, struct ibv_qp_attr *attr, int mask)
 	if (!err && (mask & IBV_QP_STATE)) {
 		q->state = attr->qp_state;
 		if (attr->qp_state == IBV_QPS_RESET) { /* the service emptied the rings */
+			rl_cq_clean(q->recv_cq, q->qp_num);
+			if (q->send_cq != q->recv_cq)
+				rl_cq_clean(q->send_cq, q->qp_num);
 			qp->sq.prod = __atomic_load_n((uint32_t *)(qp->sq.ring.mem + RL_RING_PROD), __ATOMIC_ACQUIRE);
 			if (qp->rq.ring.mem)
 				qp->rq.prod = __atomic_load_n((uint32_t *)(qp->rq.ring.mem + RL_RING_PROD), __ATOMIC_ACQUIRE);

@@ -107,7 +107,7 @@ func TestRDMACoreSuite(t *testing.T) {
 
 var (
 	// A skip's reason ends the test's line (the line after its docstring's first).
-	skipLine    = regexp.MustCompile(`\.\.\. skipped '(.*)'`)
+	skipLine    = regexp.MustCompile(`\.\.\. skipped (?:'(.*)'|"(.*)")`)
 	summaryLine = regexp.MustCompile(`(?m)^(OK|FAILED)( \((.*)\))?\s*$`)
 )
 
@@ -127,7 +127,7 @@ func classify(id, out string, finished bool) suiteResult {
 	case strings.Contains(m[3], "skipped="):
 		r.outcome = "skipped"
 		if s := skipLine.FindStringSubmatch(out); s != nil {
-			r.reason = s[1]
+			r.reason = s[1] + s[2] // Python quotes a reason holding ' with "
 		}
 	default:
 		r.outcome = "ok"
