@@ -151,8 +151,9 @@ int rl_post_send(struct ibv_qp *q, struct ibv_send_wr *wr, struct ibv_send_wr **
 	struct rl_qp *qp = (struct rl_qp *)q;
 	int err = 0;
 	/* As rxe: a QP sends from RTS on (its kernel's rxe_post_send: "qp not ready to
-	 * send"); ERR is past RTS, and what is posted there completes flushed. */
-	if (q->state < IBV_QPS_RTS) {
+	 * send"); ERR is past RTS, and what is posted there completes flushed. The state
+	 * is the service's (the send ring's header): the CM agent moves QPs too. */
+	if (load(qp->sq.ring.mem, RL_RING_QP_STATE) < IBV_QPS_RTS) {
 		*bad = wr;
 		return EINVAL;
 	}
@@ -202,7 +203,7 @@ static int post_recv_list(struct rl_wq *w, struct rl_context *ctx, struct ibv_re
 int rl_post_recv(struct ibv_qp *q, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct rl_qp *qp = (struct rl_qp *)q;
-	if (q->srq || q->state == IBV_QPS_RESET) {
+	if (q->srq || load(qp->sq.ring.mem, RL_RING_QP_STATE) == IBV_QPS_RESET) {
 		*bad = wr;
 		return EINVAL; /* the QP receives from its SRQ; none in RESET (rxe, IBTA C10-97.2.1) */
 	}
@@ -429,7 +430,7 @@ static void wr_start(struct ibv_qp_ex *x)
 	struct rl_qp *qp = QPX(x);
 	pthread_spin_lock(&qp->sq.lock);
 	qp->wr_first = qp->sq.prod;
-	qp->wr_err = x->qp_base.state < IBV_QPS_RTS ? EINVAL : 0; /* as rl_post_send */
+	qp->wr_err = load(qp->sq.ring.mem, RL_RING_QP_STATE) < IBV_QPS_RTS ? EINVAL : 0; /* as rl_post_send */
 	qp->wr_cur = NULL;
 }
 

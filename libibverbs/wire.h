@@ -199,6 +199,7 @@ struct RL_PACKED rl_modify_qp {
 #define RL_RING_PROD 0
 #define RL_RING_CONS 64
 #define RL_RING_ARMED 128
+#define RL_RING_QP_STATE 128 /* a send ring's: the QP's ibv_qp_state, written by the service */
 #define RL_RING_EVENTS 132
 #define RL_RING_ERROR 136
 

@@ -33,6 +33,9 @@ type QP struct {
 	rtrRequests uint64
 	// Context is the application's qp_context.
 	Context any
+	// OnState, if set, runs on the loop whenever the QP's state changes: by ModifyQP
+	// (the application's or the CM agent's) or by the transport moving it to ERR.
+	OnState func(qp.State)
 	// RecvRefill, if set, runs when a packet finds the QP's receive queue (or SRQ)
 	// empty, before it is refused (qp.Config.RecvRefill); it may PostRecv or
 	// PostSRQRecv. The verbs service moves receives the client has posted to its
@@ -203,6 +206,9 @@ func (d *Device) ModifyQP(x *QP, attr *qp.Attr, mask qp.AttrMask) error {
 	}
 	if prev := x.state; x.q.State() != prev {
 		x.state = x.q.State()
+		if x.OnState != nil {
+			x.OnState(x.state)
+		}
 		switch x.state {
 		case qp.StateErr:
 			x.enteredErr(false)
@@ -328,6 +334,9 @@ func (x *QP) afterEvent() {
 	}
 	if s := x.q.State(); s != x.state {
 		x.state = s
+		if x.OnState != nil {
+			x.OnState(s)
+		}
 		if s == qp.StateErr {
 			x.enteredErr(true)
 		}

@@ -543,6 +543,7 @@ func (c *conn) createQP(body []byte) (any, int, error) {
 	s := &sQP{c: c, x: x, typ: qp.Type(r.Type), srq: srq, sendCQ: scq, recvCQ: rcq, mem: mem}
 	x.RecvRefill = s.refill
 	s.sq, _ = newWQ(mem[:sqSize], sqCap, sEntry, int(ssge), false)
+	x.OnState = func(st qp.State) { wire.Store(s.sq.ring.State(), uint32(st)) } // the ring starts at 0, RESET
 	if rqCap > 0 {
 		s.rq, _ = newWQ(mem[sqSize:], rqCap, rEntry, int(rsge), true)
 	}
