@@ -273,6 +273,9 @@ func (d *Device) DestroyQP(x *QP) error {
 		}
 	}
 	x.timer.Stop()
+	// The CM agent may still move a destroyed QP to ERR: its owner's hook, whose memory
+	// is gone with the QP (the verbs service's rings), must not hear of it.
+	x.OnState = nil
 	x.pd.refs--
 	x.sendCQ.refs--
 	x.recvCQ.refs--
