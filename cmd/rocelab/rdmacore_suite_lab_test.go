@@ -106,8 +106,9 @@ func TestRDMACoreSuite(t *testing.T) {
 }
 
 var (
-	// A skip's reason ends the test's line (the line after its docstring's first).
-	skipLine    = regexp.MustCompile(`\.\.\. skipped (?:'(.*)'|"(.*)")`)
+	// A skip's reason ends the test's line (the line after its docstring's first), or
+	// starts a line of its own when the library printed to stderr meanwhile.
+	skipLine    = regexp.MustCompile(`(?m)(?:\.\.\. |^)skipped (?:'(.*)'|"(.*)")$`)
 	summaryLine = regexp.MustCompile(`(?m)^(OK|FAILED)( \((.*)\))?\s*$`)
 )
 
