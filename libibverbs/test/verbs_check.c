@@ -232,7 +232,14 @@ static void device_and_queries(void)
 	      "query_gid_ex type %u ifindex %u", e.gid_type, e.ndev_ifindex);
 	struct ibv_gid_entry tab[16];
 	ssize_t k = ibv_query_gid_table(ctx, tab, 16, 0);
-	CHECK(k == pa.gid_tbl_len && tab[gid_index].gid_index == (uint32_t)gid_index, "query_gid_table %zd", k);
+	CHECK(k == 3 && tab[gid_index].gid_index == (uint32_t)gid_index, "query_gid_table: the 3 addresses, %zd", k);
+	/* rxe's table: 1024 entries, the ones past the addresses empty */
+	CHECK(pa.gid_tbl_len == 1024, "gid_tbl_len %d (rxe 1024)", pa.gid_tbl_len);
+	memset(&g, 0xff, sizeof(g));
+	CHECK(ibv_query_gid(ctx, 1, 3, &g) == 0 && g.global.subnet_prefix == 0 && g.global.interface_id == 0,
+	      "an empty GID entry reads as zeros");
+	CHECK(ibv_query_gid_ex(ctx, 1, 3, &e, 0) == ENODATA, "query_gid_ex of an empty entry: ENODATA");
+	CHECK(ibv_query_gid_table(ctx, tab, 2, 0) == -EINVAL, "query_gid_table with room for 2 of 3");
 	__be16 pkey;
 	CHECK(ibv_query_pkey(ctx, 1, 0, &pkey) == 0 && be16toh(pkey) == 0xffff, "pkey 0");
 	CHECK(ibv_query_pkey(ctx, 1, 1, &pkey) == -1, "pkey 1 does not exist");
