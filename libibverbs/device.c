@@ -287,6 +287,17 @@ int ibv_get_device_index(struct ibv_device *device)
 
 /* ---- contexts ---- */
 
+/* rl_gid_tbl_len is the port's gid_tbl_len: rxe's RXE_PORT_GID_TBL_LEN, whose entries
+ * past the host's addresses are empty (a zero GID, ENODATA from ibv_query_gid_ex), so
+ * that programs written for rxe see the same table (rdma-core's test_query_gid_ex_bad_flow
+ * looks for an empty entry). */
+#define RL_GID_TBL_LEN 1024
+
+static uint32_t rl_gid_tbl_len(struct rl_context *ctx)
+{
+	return ctx->ngids > RL_GID_TBL_LEN ? ctx->ngids : RL_GID_TBL_LEN;
+}
+
 static int query_port_op(struct ibv_context *c, uint8_t port, struct ibv_port_attr *attr, size_t len);
 static int query_device_ex_op(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
 			      struct ibv_device_attr_ex *attr, size_t len);
@@ -458,6 +469,8 @@ static int query_device_ex_op(struct ibv_context *c, const struct ibv_query_devi
 		return EINVAL;
 	memset(attr, 0, len);
 	fill_device_attr(rl_ctx(c), &attr->orig_attr);
+	if (len >= offsetof(struct ibv_device_attr_ex, phys_port_cnt_ex) + sizeof(attr->phys_port_cnt_ex))
+		attr->phys_port_cnt_ex = attr->orig_attr.phys_port_cnt;
 	return 0;
 }
 
@@ -494,9 +507,9 @@ static int query_port_op(struct ibv_context *c, uint8_t port, struct ibv_port_at
 	a.state = strcmp(p->state, "ACTIVE") == 0 ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
 	a.max_mtu = rl_mtu_enum(p->max_mtu);
 	a.active_mtu = rl_mtu_enum(p->active_mtu);
-	a.gid_tbl_len = p->gid_table_len;
+	a.gid_tbl_len = rl_gid_tbl_len(ctx);
 	a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
-	a.max_msg_sz = 1u << 31;
+	a.max_msg_sz = p->max_msg_sz;
 	a.pkey_tbl_len = 1;
 	a.max_vl_num = 1;
 	a.phys_state = a.state == IBV_PORT_ACTIVE ? 5 : 3; /* LinkUp / Disabled */
@@ -515,14 +528,25 @@ int ibv_query_port(struct ibv_context *c, uint8_t port, struct _compat_ibv_port_
 	return err;
 }
 
+int rl_gid_index(struct rl_context *ctx, const union ibv_gid *gid)
+{
+	for (uint32_t i = 0; i < ctx->ngids; i++)
+		if (memcmp(ctx->gids[i].raw, gid->raw, 16) == 0)
+			return (int)i;
+	return -1;
+}
+
 int ibv_query_gid(struct ibv_context *c, uint8_t port, int index, union ibv_gid *gid)
 {
 	struct rl_context *ctx = rl_ctx(c);
-	if (port != 1 || index < 0 || (uint32_t)index >= ctx->ngids) {
+	if (port != 1 || index < 0 || (uint32_t)index >= rl_gid_tbl_len(ctx)) {
 		errno = EINVAL;
 		return -1;
 	}
-	*gid = ctx->gids[index];
+	if ((uint32_t)index >= ctx->ngids) /* an empty entry: rdma-core's ibv_query_gid gives zeros */
+		memset(gid, 0, sizeof(*gid));
+	else
+		*gid = ctx->gids[index];
 	return 0;
 }
 
@@ -554,7 +578,7 @@ static int gid_entry(struct rl_context *ctx, uint32_t index, struct ibv_gid_entr
 	e->gid = ctx->gids[index];
 	e->gid_index = index;
 	e->port_num = 1;
-	e->gid_type = IBV_GID_TYPE_ROCE_V2; /* rocelab speaks RoCEv2 only */
+	e->gid_type = IBV_GID_TYPE_ROCE_V2; /* as rxe's, every entry is RoCE v2 (see docs/libibverbs.md) */
 	e->ndev_ifindex = ifindex_of(&e->gid);
 	return 0;
 }
@@ -563,8 +587,10 @@ int _ibv_query_gid_ex(struct ibv_context *c, uint32_t port, uint32_t index, stru
 		      uint32_t flags, size_t entry_size)
 {
 	struct rl_context *ctx = rl_ctx(c);
-	if (flags || entry_size < sizeof(*entry) || port != 1 || index >= ctx->ngids)
+	if (flags || entry_size < sizeof(*entry) || port != 1 || index >= rl_gid_tbl_len(ctx))
 		return EINVAL;
+	if (index >= ctx->ngids)
+		return ENODATA; /* an empty entry, as the kernel answers */
 	return gid_entry(ctx, index, entry);
 }
 

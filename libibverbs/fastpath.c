@@ -150,6 +150,13 @@ int rl_post_send(struct ibv_qp *q, struct ibv_send_wr *wr, struct ibv_send_wr **
 {
 	struct rl_qp *qp = (struct rl_qp *)q;
 	int err = 0;
+	/* As rxe: a QP sends from RTS on (its kernel's rxe_post_send: "qp not ready to
+	 * send"); ERR is past RTS, and what is posted there completes flushed. The state
+	 * is the service's (the send ring's header): the CM agent moves QPs too. */
+	if (load(qp->sq.ring.mem, RL_RING_QP_STATE) < IBV_QPS_RTS) {
+		*bad = wr;
+		return EINVAL;
+	}
 	pthread_spin_lock(&qp->sq.lock);
 	uint32_t from = qp->sq.prod;
 	for (; wr; wr = wr->next)
@@ -196,9 +203,13 @@ static int post_recv_list(struct rl_wq *w, struct rl_context *ctx, struct ibv_re
 int rl_post_recv(struct ibv_qp *q, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct rl_qp *qp = (struct rl_qp *)q;
-	if (q->srq) {
+	if (q->srq || load(qp->sq.ring.mem, RL_RING_QP_STATE) == IBV_QPS_RESET) {
 		*bad = wr;
-		return EINVAL; /* the QP receives from its SRQ */
+		return EINVAL; /* the QP receives from its SRQ; none in RESET (rxe, IBTA C10-97.2.1) */
+	}
+	if (!qp->rq.ring.mem) {
+		*bad = wr;
+		return ENOMEM; /* a send-only QP: a receive queue of 0 is always full */
 	}
 	return post_recv_list(&qp->rq, rl_ctx(q->context), wr, bad);
 }
@@ -245,9 +256,11 @@ static void empty_poll(void)
 int rl_poll_cq(struct ibv_cq *c, int n, struct ibv_wc *wc)
 {
 	struct rl_cq *cq = (struct rl_cq *)c;
-	if (load(cq->ring.mem, RL_RING_ERROR) != RL_RING_OK)
+	pthread_spin_lock(&cq->lock); /* ibv_resize_cq replaces the ring under it */
+	if (load(cq->ring.mem, RL_RING_ERROR) != RL_RING_OK) {
+		pthread_spin_unlock(&cq->lock);
 		return -EOVERFLOW; /* the CQ overran, as a hardware CQ overrun */
-	pthread_spin_lock(&cq->lock);
+	}
 	uint32_t prod = __atomic_load_n(word(cq->ring.mem, RL_RING_PROD), __ATOMIC_ACQUIRE);
 	int got = 0;
 	while (cq->cons != prod && got < n) {
@@ -268,6 +281,31 @@ int rl_poll_cq(struct ibv_cq *c, int n, struct ibv_wc *wc)
 	return got;
 }
 
+/* rl_cq_clean drops qpn's completions from the entries not yet polled, as rdma-core's
+ * providers do when a QP is reset or destroyed (libmlx5's mlx5_cq_clean): a QP brought
+ * back from ERR through RESET must not find its flushed completions of before. The
+ * service only writes at and beyond Prod, so the entries below a snapshot of it are the
+ * client's to move: the survivors are packed towards the snapshot and the consumer
+ * index skips the dropped ones. */
+void rl_cq_clean(struct ibv_cq *c, uint32_t qpn)
+{
+	struct rl_cq *cq = (struct rl_cq *)c;
+	pthread_spin_lock(&cq->lock);
+	uint32_t prod = __atomic_load_n(word(cq->ring.mem, RL_RING_PROD), __ATOMIC_ACQUIRE), to = prod;
+	for (uint32_t i = prod; i != cq->cons; i--) {
+		struct rl_cqe *e = (struct rl_cqe *)entry(&cq->ring, i - 1);
+		if (e->qp_num == qpn)
+			continue;
+		if (--to != i - 1)
+			memcpy(entry(&cq->ring, to), e, sizeof(*e));
+	}
+	if (to != cq->cons) {
+		cq->cons = to;
+		__atomic_store_n(word(cq->ring.mem, RL_RING_CONS), cq->cons, __ATOMIC_RELEASE);
+	}
+	pthread_spin_unlock(&cq->lock);
+}
+
 /* rl_req_notify_cq arms the CQ in its ring; whoever disarms it raises the one event
  * (package rnic's semantics: completions already queued raise it at once). */
 int rl_req_notify_cq(struct ibv_cq *c, int solicited_only)
@@ -276,6 +314,7 @@ int rl_req_notify_cq(struct ibv_cq *c, int solicited_only)
 	(void)solicited_only;
 	if (!cq->chan)
 		return EINVAL;
+	pthread_spin_lock(&cq->lock); /* ibv_resize_cq replaces the ring under it */
 	store(cq->ring.mem, RL_RING_ARMED, 1);
 	uint32_t one = 1;
 	if (load(cq->ring.mem, RL_RING_PROD) != cq->cons &&
@@ -284,6 +323,7 @@ int rl_req_notify_cq(struct ibv_cq *c, int solicited_only)
 		__atomic_add_fetch(word(cq->ring.mem, RL_RING_EVENTS), 1, __ATOMIC_SEQ_CST);
 		(void)!write(cq->chan->ch.fd, &inc, sizeof(inc));
 	}
+	pthread_spin_unlock(&cq->lock);
 	return 0;
 }
 
@@ -392,7 +432,7 @@ static void wr_start(struct ibv_qp_ex *x)
 	struct rl_qp *qp = QPX(x);
 	pthread_spin_lock(&qp->sq.lock);
 	qp->wr_first = qp->sq.prod;
-	qp->wr_err = 0;
+	qp->wr_err = load(qp->sq.ring.mem, RL_RING_QP_STATE) < IBV_QPS_RTS ? EINVAL : 0; /* as rl_post_send */
 	qp->wr_cur = NULL;
 }
 

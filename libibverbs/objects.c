@@ -123,6 +123,38 @@ struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uin
 	return ibv_reg_mr_iova2(pd, addr, length, iova, access);
 }
 
+/* ibv_rereg_mr takes rdma-core's input checks and return codes (enum
+ * ibv_rereg_mr_err_code); what it changes is what rxe changes: the PD and the access
+ * flags, keeping the keys. A new translation (address, length) fails as rxe's
+ * (IBV_REREG_MR_ERR_CMD, errno EOPNOTSUPP). */
+int ibv_rereg_mr(struct ibv_mr *m, int flags, struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	struct rl_mr *mr = (struct rl_mr *)m;
+	if ((flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!length || !addr)) ||
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) || ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)) {
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		errno = EOPNOTSUPP;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	struct rl_rereg_mr req = {.handle = mr->h, .access = access,
+				  .change_pd = !!(flags & IBV_REREG_MR_CHANGE_PD),
+				  .change_access = !!(flags & IBV_REREG_MR_CHANGE_ACCESS)};
+	if (req.change_pd)
+		req.pd = ((struct rl_pd *)pd)->h;
+	int err = rl_call(ctx_of(m->context), RL_OP_REREG_MR, &req, sizeof(req), NULL, 0, -1, NULL, 0);
+	if (err) {
+		errno = err;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	if (req.change_pd)
+		m->pd = pd;
+	return 0;
+}
+
 int ibv_dereg_mr(struct ibv_mr *m)
 {
 	struct rl_mr *mr = (struct rl_mr *)m;
@@ -347,12 +379,45 @@ int ibv_destroy_cq(struct ibv_cq *c)
 	return 0;
 }
 
-int ibv_resize_cq(struct ibv_cq *cq, int cqe)
+/* resize_ring asks the service to move a CQ's or SRQ's ring to one of at least n
+ * entries and maps it in place of *ring (the caller holds the locks that keep every
+ * user of the ring out). Indices carry over: the service copies the live entries to the
+ * same free-running indices. */
+static int resize_ring(struct rl_context *ctx, uint16_t op, uint32_t h, uint32_t n, struct rl_ring *ring, size_t *size,
+		       uint32_t min_entry)
 {
-	(void)cq;
-	(void)cqe;
-	rl_unsupported("ibv_resize_cq");
-	return EOPNOTSUPP;
+	struct rl_resize req = {.handle = h, .entries = n};
+	struct rl_ring_resp r;
+	struct rl_ring nr;
+	int fd, err;
+	if ((err = rl_call(ctx, op, &req, sizeof(req), &r, sizeof(r), -1, &fd, 1)))
+		return err;
+	/* A ring we cannot map leaves the object on a ring the service dropped: only an
+	 * out-of-memory machine gets here, and the object is lost to it as to rxe's. */
+	if ((err = map_ring(&nr, fd, &r, min_entry)))
+		return err;
+	munmap(ring->mem, *size);
+	*ring = nr;
+	*size = r.size;
+	return 0;
+}
+
+int ibv_resize_cq(struct ibv_cq *c, int cqe)
+{
+	struct rl_cq *cq = (struct rl_cq *)c;
+	struct rl_context *ctx = ctx_of(c->context);
+	if (cqe < 1 || (uint32_t)cqe > ctx->dattr.max_cqe)
+		return fail(EINVAL);
+	if (cq->chan) /* ibv_get_cq_event reads the ring's event count under it */
+		pthread_mutex_lock(&cq->chan->mu);
+	pthread_spin_lock(&cq->lock);
+	int err = resize_ring(ctx, RL_OP_RESIZE_CQ, cq->h, cqe, &cq->ring, &cq->size, sizeof(struct rl_cqe));
+	if (!err)
+		c->cqe = cq->ring.cap;
+	pthread_spin_unlock(&cq->lock);
+	if (cq->chan)
+		pthread_mutex_unlock(&cq->chan->mu);
+	return err ? fail(err) : 0;
 }
 
 /* ---- SRQ ---- */
@@ -408,18 +473,27 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *p, struct ibv_srq_init_attr *attr)
 int ibv_modify_srq(struct ibv_srq *s, struct ibv_srq_attr *attr, int mask)
 {
 	struct rl_srq *srq = (struct rl_srq *)s;
+	struct rl_context *ctx = ctx_of(s->context);
 	if (mask & ~(IBV_SRQ_LIMIT | IBV_SRQ_MAX_WR))
 		return fail(EINVAL);
-	if (mask & IBV_SRQ_MAX_WR) {
-		rl_unsupported("ibv_modify_srq(IBV_SRQ_MAX_WR) (resizing an SRQ)");
-		return EOPNOTSUPP;
+	if (mask & IBV_SRQ_MAX_WR) { /* the device advertises IBV_DEVICE_SRQ_RESIZE, as rxe */
+		if (attr->max_wr < 1 || attr->max_wr > ctx->dattr.max_qp_wr)
+			return fail(EINVAL);
+		pthread_spin_lock(&srq->rq.lock);
+		int err = resize_ring(ctx, RL_OP_RESIZE_SRQ, srq->h, attr->max_wr, &srq->rq.ring, &srq->size,
+				      sizeof(struct rl_recv_wqe) + sizeof(struct rl_sge));
+		if (!err)
+			srq->max_wr = srq->rq.ring.cap;
+		pthread_spin_unlock(&srq->rq.lock);
+		if (err)
+			return fail(err);
 	}
 	if (!(mask & IBV_SRQ_LIMIT))
 		return 0;
 	if (attr->srq_limit > srq->max_wr)
 		return fail(EINVAL);
 	struct rl_modify_srq m = {.handle = srq->h, .limit = attr->srq_limit};
-	return rl_call(ctx_of(s->context), RL_OP_MODIFY_SRQ, &m, sizeof(m), NULL, 0, -1, NULL, 0);
+	return rl_call(ctx, RL_OP_MODIFY_SRQ, &m, sizeof(m), NULL, 0, -1, NULL, 0);
 }
 
 int ibv_query_srq(struct ibv_srq *s, struct ibv_srq_attr *attr)
@@ -511,12 +585,11 @@ int ibv_init_ah_from_wc(struct ibv_context *c, uint8_t port, struct ibv_wc *wc, 
 		ah->grh.flow_label = vtf & 0xfffff;
 	}
 	ah->grh.dgid = src;
-	for (uint32_t i = 0; i < ctx->ngids; i++)
-		if (memcmp(ctx->gids[i].raw, dst.raw, 16) == 0) {
-			ah->grh.sgid_index = i;
-			return 0;
-		}
-	return fail(ENOENT);
+	int i = rl_gid_index(ctx, &dst);
+	if (i < 0)
+		return fail(ENOENT);
+	ah->grh.sgid_index = i;
+	return 0;
 }
 
 struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd, struct ibv_wc *wc, struct ibv_grh *grh, uint8_t port)
@@ -581,7 +654,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr,
 	int bad = !qp->mem || r.sq_offset + RL_RING_HEADER > r.size ||
 		  r.send_entry < sizeof(struct rl_send_wqe) + sizeof(struct rl_sge) * (r.max_send_sge ? r.max_send_sge : 1) ||
 		  r.sq_offset + RL_RING_HEADER + (uint64_t)r.max_send_wr * r.send_entry > r.size;
-	if (!bad && !srq)
+	if (!bad && r.max_recv_wr)
 		bad = r.rq_offset + RL_RING_HEADER > r.size ||
 		      r.recv_entry < sizeof(struct rl_recv_wqe) + sizeof(struct rl_sge) * (r.max_recv_sge ? r.max_recv_sge : 1) ||
 		      r.rq_offset + RL_RING_HEADER + (uint64_t)r.max_recv_wr * r.recv_entry > r.size;
@@ -596,7 +669,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr,
 	qp->size = r.size;
 	qp->sq.ring = (struct rl_ring){qp->mem + r.sq_offset, r.max_send_wr, r.send_entry};
 	qp->sq.max_sge = r.max_send_sge;
-	if (!srq) {
+	if (r.max_recv_wr) { /* none for an SRQ's QP and a send-only QP (max_recv_wr 0) */
 		qp->rq.ring = (struct rl_ring){qp->mem + r.rq_offset, r.max_recv_wr, r.recv_entry};
 		qp->rq.max_sge = r.max_recv_sge;
 	}
@@ -652,10 +725,15 @@ static struct ibv_qp *create_qp_ex(struct ibv_context *c, struct ibv_qp_init_att
 			     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
 			     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
 			     IBV_QP_EX_WITH_SEND_WITH_INV;
-	if (ex->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
-		rl_unsupported("ibv_create_qp_ex with attributes beyond a PD and send ops flags");
+	if (ex->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+					IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
+		rl_unsupported("ibv_create_qp_ex with attributes beyond a PD, create flags and send ops flags");
 		return NULL;
 	}
+	/* rxe supports no creation flag (rxe_create_qp: EOPNOTSUPP for any), so the mask bit
+	 * with flags 0 is the only accepted use. */
+	if ((ex->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ex->create_flags)
+		return fail_null(EOPNOTSUPP);
 	if (!(ex->comp_mask & IBV_QP_INIT_ATTR_PD) || !ex->pd)
 		return fail_null(EINVAL);
 	uint64_t send_ops = ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS ? ex->send_ops_flags : 0;
@@ -686,6 +764,9 @@ int ibv_destroy_qp(struct ibv_qp *q)
 		return err;
 	rl_fatal_untrack_qp(ctx_of(q->context), qp);
 	rl_unregister(ctx_of(q->context), qp->h);
+	rl_cq_clean(q->recv_cq, q->qp_num); /* as rdma-core's providers: none of its completions stay */
+	if (q->send_cq != q->recv_cq)
+		rl_cq_clean(q->send_cq, q->qp_num);
 	if (qp->inline_mr)
 		ibv_dereg_mr(qp->inline_mr);
 	munmap(qp->mem, qp->size);
@@ -746,6 +827,9 @@ int ibv_modify_qp(struct ibv_qp *q, struct ibv_qp_attr *attr, int mask)
 	if (!err && (mask & IBV_QP_STATE)) {
 		q->state = attr->qp_state;
 		if (attr->qp_state == IBV_QPS_RESET) { /* the service emptied the rings */
+			rl_cq_clean(q->recv_cq, q->qp_num);
+			if (q->send_cq != q->recv_cq)
+				rl_cq_clean(q->send_cq, q->qp_num);
 			qp->sq.prod = __atomic_load_n((uint32_t *)(qp->sq.ring.mem + RL_RING_PROD), __ATOMIC_ACQUIRE);
 			if (qp->rq.ring.mem)
 				qp->rq.prod = __atomic_load_n((uint32_t *)(qp->rq.ring.mem + RL_RING_PROD), __ATOMIC_ACQUIRE);
@@ -770,9 +854,8 @@ void rocelab_qp_attr(struct ibv_context *c, const struct rl_qp_attr *w, struct i
 	attr->ah_attr.is_global = 1;
 	attr->ah_attr.port_num = w->port;
 	memcpy(attr->ah_attr.grh.dgid.raw, w->dgid, 16);
-	for (uint32_t i = 0; i < ctx->ngids; i++)
-		if (memcmp(ctx->gids[i].raw, w->sgid, 16) == 0)
-			attr->ah_attr.grh.sgid_index = i;
+	int sgid = rl_gid_index(ctx, (const union ibv_gid *)w->sgid);
+	attr->ah_attr.grh.sgid_index = sgid < 0 ? 0 : sgid;
 	attr->ah_attr.grh.traffic_class = w->traffic_class;
 	attr->ah_attr.grh.hop_limit = w->hop_limit;
 	attr->ah_attr.grh.flow_label = w->flow_label;

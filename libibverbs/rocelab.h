@@ -154,6 +154,8 @@ int rl_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr *
 int rl_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int rl_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int rl_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+/* rl_cq_clean drops the completions of QP qpn not yet polled from cq. */
+void rl_cq_clean(struct ibv_cq *cq, uint32_t qpn);
 int rl_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 void rl_cq_ex_init(struct rl_cq *cq);
 void rl_qp_ex_init(struct rl_qp *qp);
@@ -176,6 +178,8 @@ void rl_unsupported(const char *verb);
 
 /* conversions */
 enum ibv_mtu rl_mtu_enum(uint32_t bytes);
+/* rl_gid_index is the index of gid in the GID table, or -1. */
+int rl_gid_index(struct rl_context *ctx, const union ibv_gid *gid);
 uint32_t rl_mtu_bytes(enum ibv_mtu mtu);
 
 #endif

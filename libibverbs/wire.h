@@ -41,6 +41,9 @@ enum rl_op {
 	RL_OP_DESTROY_QP = 21,
 	RL_OP_ASYNC_FD = 22,	    /* carries the eventfd the service increments per async event */
 	RL_OP_GET_ASYNC_EVENT = 23, /* RL_CODE_NOT_FOUND: none pending */
+	RL_OP_RESIZE_CQ = 24,	    /* rl_resize; answered by rl_ring_resp and the new ring's memfd */
+	RL_OP_RESIZE_SRQ = 25,	    /* the same for an SRQ */
+	RL_OP_REREG_MR = 26,
 };
 
 /* Status codes of a response header (wire.Code). */
@@ -101,6 +104,7 @@ struct RL_PACKED rl_query_port {
 struct RL_PACKED rl_port_attr {
 	uint16_t max_mtu, active_mtu; /* bytes */
 	uint32_t gid_table_len;
+	uint32_t max_msg_sz, pad;
 	uint64_t rate; /* bit/s */
 	char state[16];
 	char link_layer[16];
@@ -134,6 +138,17 @@ struct RL_PACKED rl_ring_resp {
 
 struct RL_PACKED rl_create_srq {
 	uint32_t pd, max_wr, max_sge;
+};
+
+/* The new ring keeps the producer and consumer indices (entries copied to the same
+ * index modulo the new capacity) and a CQ's event count. */
+struct RL_PACKED rl_resize {
+	uint32_t handle, entries;
+};
+
+struct RL_PACKED rl_rereg_mr {
+	uint32_t handle, pd, access;
+	uint16_t change_pd, change_access, pad0, pad1;
 };
 
 struct RL_PACKED rl_modify_srq {
@@ -187,6 +202,7 @@ struct RL_PACKED rl_modify_qp {
 #define RL_RING_PROD 0
 #define RL_RING_CONS 64
 #define RL_RING_ARMED 128
+#define RL_RING_QP_STATE 128 /* a send ring's: the QP's ibv_qp_state, written by the service */
 #define RL_RING_EVENTS 132
 #define RL_RING_ERROR 136
 
@@ -233,7 +249,7 @@ struct RL_PACKED rl_cqe {
 _Static_assert(sizeof(struct rl_header) == 8, "header");
 _Static_assert(sizeof(struct rl_hello_resp) == 16, "hello response");
 _Static_assert(sizeof(struct rl_device_attr) == 72, "device attr");
-_Static_assert(sizeof(struct rl_port_attr) == 48, "port attr");
+_Static_assert(sizeof(struct rl_port_attr) == 56, "port attr");
 _Static_assert(sizeof(struct rl_reg_mr) == 32, "reg mr");
 _Static_assert(sizeof(struct rl_ring_resp) == 24, "ring response");
 _Static_assert(sizeof(struct rl_create_ah) == 32, "create ah");

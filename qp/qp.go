@@ -102,8 +102,10 @@ func New(cfg Config) (*QP, error) {
 	if cfg.Memory == nil || cfg.SendCQ == nil || cfg.RecvCQ == nil {
 		return nil, fmt.Errorf("qp: Memory, SendCQ and RecvCQ are required")
 	}
-	if cfg.MaxSendWR < 1 || (cfg.SRQ == nil && cfg.MaxRecvWR < 1) {
-		return nil, fmt.Errorf("qp: queue depths must be at least 1 (send %d, receive %d)", cfg.MaxSendWR, cfg.MaxRecvWR)
+	// A receive queue of 0 is legal (a send-only QP, as rxe allows): every receive
+	// post fails with a full queue, and a SEND finds no WR.
+	if cfg.MaxSendWR < 1 || cfg.MaxRecvWR < 0 {
+		return nil, fmt.Errorf("qp: queue depths must be at least 1 for send and 0 for receive (send %d, receive %d)", cfg.MaxSendWR, cfg.MaxRecvWR)
 	}
 	if cfg.AckReqEvery < 0 {
 		return nil, fmt.Errorf("qp: AckReqEvery %d is negative", cfg.AckReqEvery)

@@ -28,7 +28,7 @@ func (d *Device) CreateAH(pd *PD, attr AHAttr) (*AH, error) {
 		return nil, err
 	}
 	av := qp.AddressVector{DGID: attr.DGID, SGID: sgid, TrafficClass: attr.TrafficClass,
-		HopLimit: attr.HopLimit, FlowLabel: attr.FlowLabel}
+		HopLimit: attr.HopLimit, FlowLabel: attr.FlowLabel & flowLabelMask}
 	if err := av.Check(); err != nil {
 		return nil, errorf(ErrInvalidArgument, "%v", err)
 	}

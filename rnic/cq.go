@@ -137,3 +137,21 @@ func (cq *CQ) ReqNotifyCQ(solicitedOnly bool) error {
 
 // Len returns the number of completions waiting to be polled.
 func (cq *CQ) Len() int { return cq.n }
+
+// ResizeCQ changes the CQ's capacity to cqe entries (ibv_resize_cq), keeping the
+// completions it holds; fewer entries than it holds fail with ErrInvalidArgument, as
+// rxe's "cqe < current # elements in queue".
+func (cq *CQ) ResizeCQ(cqe int) error {
+	if cqe < 1 || cqe > MaxCQE {
+		return errorf(ErrInvalidArgument, "CQ of %d entries: must be in [1, %d]", cqe, MaxCQE)
+	}
+	if cqe < cq.n {
+		return errorf(ErrInvalidArgument, "CQ of %d entries holds %d completions", cqe, cq.n)
+	}
+	ring := make([]qp.WC, cqe)
+	for i := range cq.n {
+		ring[i] = cq.ring[(cq.head+i)%len(cq.ring)]
+	}
+	cq.ring, cq.head = ring, 0
+	return nil
+}

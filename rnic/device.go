@@ -293,16 +293,24 @@ type PortAttr struct {
 	GIDTableLen int
 	Rate        uint64 // bit/s
 	LinkLayer   string // "Ethernet"
+	MaxMsgSize  uint32
 }
+
+// MaxMsgSize is the port's max_msg_sz, rxe's (RXE_PORT_MAX_MSG_SZ, 8 MiB).
+const MaxMsgSize = 1 << 23
+
+// activeMTU is the largest IBTA MTU whose RoCEv2 packets fit the link's MTU.
+func (d *Device) activeMTU() roce.MTU { return roce.MTUForLinkMTU(d.cfg.Link.MTU()) }
 
 // QueryPort reports port 1 (ibv_query_port); other port numbers are an error.
 func (d *Device) QueryPort(port uint8) (PortAttr, error) {
 	if port != 1 {
 		return PortAttr{}, errorf(ErrInvalidArgument, "port %d: the device has port 1 only", port)
 	}
-	mtu := roce.MTUForLinkMTU(d.cfg.Link.MTU())
-	return PortAttr{State: "ACTIVE", MaxMTU: mtu, ActiveMTU: mtu, GIDTableLen: len(d.cfg.GIDs),
-		Rate: d.cfg.Link.Rate(), LinkLayer: "Ethernet"}, nil
+	// As rxe: the largest IBTA MTU is the port's maximum, the link's MTU sets the
+	// active one; a path MTU above the active one is clamped to it (ModifyQP).
+	return PortAttr{State: "ACTIVE", MaxMTU: roce.MTU4096, ActiveMTU: d.activeMTU(), GIDTableLen: len(d.cfg.GIDs),
+		Rate: d.cfg.Link.Rate(), LinkLayer: "Ethernet", MaxMsgSize: MaxMsgSize}, nil
 }
 
 // QueryGID returns GID index of port 1 (ibv_query_gid).

@@ -129,6 +129,32 @@ func (d *Device) DeregMR(m *MR) error {
 	return nil
 }
 
+// ReregMR changes a region's PD (pd non-nil) and access flags (ibv_rereg_mr with
+// IBV_REREG_MR_CHANGE_PD and IBV_REREG_MR_CHANGE_ACCESS), keeping its keys and memory:
+// the two changes rxe supports. QPs of the old PD lose access to it at once.
+func (d *Device) ReregMR(m *MR, pd *PD, access qp.Access, changeAccess bool) error {
+	if !m.live {
+		return errorf(ErrInvalidArgument, "MR %#x is deregistered", m.lkey)
+	}
+	if pd != nil && pd.dev != d {
+		return errorf(ErrInvalidArgument, "MR %#x: the new PD belongs to another device", m.lkey)
+	}
+	to := m.pd
+	if pd != nil {
+		to = pd
+	}
+	if !changeAccess {
+		access = m.access
+	}
+	if err := checkMR(to, int(max(m.length, 1)), access); err != nil {
+		return err
+	}
+	delete(m.pd.mrs, m.lkey)
+	m.pd, m.access = to, access
+	to.mrs[m.lkey] = m
+	return nil
+}
+
 func (pd *PD) region(key uint32) (*MR, error) {
 	m, ok := pd.mrs[key]
 	if !ok {

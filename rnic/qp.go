@@ -33,6 +33,9 @@ type QP struct {
 	rtrRequests uint64
 	// Context is the application's qp_context.
 	Context any
+	// OnState, if set, runs on the loop whenever the QP's state changes: by ModifyQP
+	// (the application's or the CM agent's) or by the transport moving it to ERR.
+	OnState func(qp.State)
 	// RecvRefill, if set, runs when a packet finds the QP's receive queue (or SRQ)
 	// empty, before it is refused (qp.Config.RecvRefill); it may PostRecv or
 	// PostSRQRecv. The verbs service moves receives the client has posted to its
@@ -181,13 +184,20 @@ func (x *QP) InFlightBytes() uint64 { return x.q.InFlightBytes() }
 // neighbour cache; an unknown neighbour fails with ErrUnresolved after asking the
 // network, as rxe fails the move to RTR.
 func (d *Device) ModifyQP(x *QP, attr *qp.Attr, mask qp.AttrMask) error {
-	if mask&qp.AttrAV != 0 {
+	if mask&qp.AttrAV != 0 || (mask&qp.AttrPathMTU != 0 && attr.PathMTU > d.activeMTU()) {
 		a := *attr
-		if err := d.resolveAV(&a.AV); err != nil {
-			return err
+		if mask&qp.AttrAV != 0 {
+			if err := d.resolveAV(&a.AV); err != nil {
+				return err
+			}
+			if x.cc.mode == ModeDCQCN {
+				a.AV.TrafficClass |= ecnECT0
+			}
 		}
-		if x.cc.mode == ModeDCQCN {
-			a.AV.TrafficClass |= ecnECT0
+		// The port's max_mtu is 4096 as rxe's, whatever the link: a larger path MTU than
+		// the link carries becomes the active one rather than frames the link drops.
+		if mask&qp.AttrPathMTU != 0 && a.PathMTU.Valid() && a.PathMTU > d.activeMTU() {
+			a.PathMTU = d.activeMTU()
 		}
 		attr = &a
 	}
@@ -196,6 +206,9 @@ func (d *Device) ModifyQP(x *QP, attr *qp.Attr, mask qp.AttrMask) error {
 	}
 	if prev := x.state; x.q.State() != prev {
 		x.state = x.q.State()
+		if x.OnState != nil {
+			x.OnState(x.state)
+		}
 		switch x.state {
 		case qp.StateErr:
 			x.enteredErr(false)
@@ -208,6 +221,9 @@ func (d *Device) ModifyQP(x *QP, attr *qp.Attr, mask qp.AttrMask) error {
 	return nil
 }
 
+// flowLabelMask keeps a flow label's 20 bits.
+const flowLabelMask = 0xFFFFF
+
 // ecnECT0 is the ECN-capable transport codepoint DCQCN's data carries.
 const ecnECT0 = 0b10
 
@@ -216,6 +232,9 @@ const ecnECT0 = 0b10
 // the caller asked for, which is why rdma-core's pingpong examples (hop_limit 1) and
 // perftest reach the wire with rxe's TTL 64; a link-local one keeps the caller's.
 func (d *Device) resolveAV(av *qp.AddressVector) error {
+	// The GRH's flow label has 20 bits; rxe keeps whatever the caller passes and the
+	// IPv6 header takes the low 20 (UCX passes 0xffffffff).
+	av.FlowLabel &= flowLabelMask
 	if !av.DGID.Addr().IsLinkLocalUnicast() {
 		av.HopLimit = roce.DefaultTTL
 	}
@@ -254,6 +273,9 @@ func (d *Device) DestroyQP(x *QP) error {
 		}
 	}
 	x.timer.Stop()
+	// The CM agent may still move a destroyed QP to ERR: its owner's hook, whose memory
+	// is gone with the QP (the verbs service's rings), must not hear of it.
+	x.OnState = nil
 	x.pd.refs--
 	x.sendCQ.refs--
 	x.recvCQ.refs--
@@ -315,6 +337,9 @@ func (x *QP) afterEvent() {
 	}
 	if s := x.q.State(); s != x.state {
 		x.state = s
+		if x.OnState != nil {
+			x.OnState(s)
+		}
 		if s == qp.StateErr {
 			x.enteredErr(true)
 		}

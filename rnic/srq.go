@@ -87,3 +87,23 @@ func (s *SRQ) Pop() (qp.RecvWR, bool) {
 
 // Len returns the number of posted WRs.
 func (s *SRQ) Len() int { return s.n }
+
+// ResizeSRQ changes how many WRs the SRQ holds (ibv_modify_srq with IBV_SRQ_MAX_WR),
+// keeping those posted. As rxe, it refuses a size below the armed limit or below the
+// WRs it holds.
+func (s *SRQ) ResizeSRQ(maxWR int) error {
+	switch {
+	case maxWR < 1 || maxWR > MaxWR:
+		return errorf(ErrInvalidArgument, "SRQ of %d WRs: must be in [1, %d]", maxWR, MaxWR)
+	case s.limit > 0 && maxWR < s.limit:
+		return errorf(ErrInvalidArgument, "SRQ of %d WRs below its armed limit %d", maxWR, s.limit)
+	case maxWR < s.n:
+		return errorf(ErrInvalidArgument, "SRQ of %d WRs holds %d", maxWR, s.n)
+	}
+	wrs := make([]qp.RecvWR, maxWR)
+	for i := range s.n {
+		wrs[i] = s.wrs[(s.head+i)%len(s.wrs)]
+	}
+	s.wrs, s.head = wrs, 0
+	return nil
+}

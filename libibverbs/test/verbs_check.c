@@ -232,7 +232,14 @@ static void device_and_queries(void)
 	      "query_gid_ex type %u ifindex %u", e.gid_type, e.ndev_ifindex);
 	struct ibv_gid_entry tab[16];
 	ssize_t k = ibv_query_gid_table(ctx, tab, 16, 0);
-	CHECK(k == pa.gid_tbl_len && tab[gid_index].gid_index == (uint32_t)gid_index, "query_gid_table %zd", k);
+	CHECK(k == 3 && tab[gid_index].gid_index == (uint32_t)gid_index, "query_gid_table: the 3 addresses, %zd", k);
+	/* rxe's table: 1024 entries, the ones past the addresses empty */
+	CHECK(pa.gid_tbl_len == 1024, "gid_tbl_len %d (rxe 1024)", pa.gid_tbl_len);
+	memset(&g, 0xff, sizeof(g));
+	CHECK(ibv_query_gid(ctx, 1, 3, &g) == 0 && g.global.subnet_prefix == 0 && g.global.interface_id == 0,
+	      "an empty GID entry reads as zeros");
+	CHECK(ibv_query_gid_ex(ctx, 1, 3, &e, 0) == ENODATA, "query_gid_ex of an empty entry: ENODATA");
+	CHECK(ibv_query_gid_table(ctx, tab, 2, 0) == -EINVAL, "query_gid_table with room for 2 of 3");
 	__be16 pkey;
 	CHECK(ibv_query_pkey(ctx, 1, 0, &pkey) == 0 && be16toh(pkey) == 0xffff, "pkey 0");
 	CHECK(ibv_query_pkey(ctx, 1, 1, &pkey) == -1, "pkey 1 does not exist");
@@ -557,11 +564,234 @@ static void ud_and_srq(void)
 	free(buf);
 }
 
+/* rxe_parity checks the verbs whose answers rxe gives and rocelab once did not. */
+static void rxe_parity(void)
+{
+	struct ibv_device_attr_ex dx;
+	CHECK(ibv_query_device_ex(ctx, NULL, &dx) == 0 && dx.phys_port_cnt_ex == 1, "phys_port_cnt_ex %u",
+	      dx.phys_port_cnt_ex);
+	struct ibv_port_attr pa;
+	CHECK(ibv_query_port(ctx, 1, &pa) == 0 && pa.max_mtu == IBV_MTU_4096 && pa.active_mtu == IBV_MTU_1024 &&
+		      pa.max_msg_sz == 1u << 23,
+	      "port: max_mtu %d (rxe 4096), active_mtu %d (the link's 1500), max_msg_sz %u (rxe 8 MiB)", pa.max_mtu,
+	      pa.active_mtu, pa.max_msg_sz);
+
+	/* UCX passes flow label 0xffffffff; rxe keeps it (the GRH takes 20 bits) */
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1,
+				 .grh = {.dgid = gid, .sgid_index = gid_index, .hop_limit = 64, .flow_label = 0xffffffff}};
+	struct ibv_ah *ah = ibv_create_ah(pd, &aa);
+	CHECK(ah, "AH with flow label 0xffffffff");
+	if (ah)
+		ibv_destroy_ah(ah);
+
+	struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	char *buf = malloc(64);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 64, IBV_ACCESS_LOCAL_WRITE);
+	MUST(cq && buf && mr, "CQ and MR");
+
+	/* a send-only RC QP: max_recv_wr 0, whose receive queue is always full */
+	struct ibv_qp_init_attr so = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				      .cap = {.max_send_wr = 4, .max_send_sge = 1}};
+	struct ibv_qp *qp = ibv_create_qp(pd, &so);
+	CHECK(qp && so.cap.max_recv_wr == 0, "RC QP with max_recv_wr 0: cap %u", so.cap.max_recv_wr);
+	if (qp) {
+		to_init(qp);
+		errno = 0;
+		CHECK(post_recv(qp, mr, buf, 64, 1) == ENOMEM, "receive on a send-only QP: queue full");
+		ibv_destroy_qp(qp);
+	}
+
+	/* ibv_create_qp_ex with the CREATE_FLAGS bit: flags 0 is fine, rxe supports none */
+	struct ibv_qp_init_attr_ex x = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .pd = pd,
+					.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS,
+					.cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+	qp = ibv_create_qp_ex(ctx, &x);
+	CHECK(qp, "create_qp_ex with create flags 0");
+	x.create_flags = IBV_QP_CREATE_SCATTER_FCS;
+	errno = 0;
+	CHECK(!ibv_create_qp_ex(ctx, &x) && errno == EOPNOTSUPP, "create flag SCATTER_FCS: EOPNOTSUPP as rxe");
+
+	/* posting by state, as rxe: receives from INIT on, sends from RTS on */
+	if (qp) {
+		CHECK(post(qp, IBV_WR_SEND, mr, buf, 8, 0, 0, IBV_SEND_SIGNALED) == EINVAL, "send in RESET: EINVAL");
+		CHECK(post_recv(qp, mr, buf, 64, 1) == EINVAL, "receive in RESET: EINVAL");
+		to_init(qp);
+		CHECK(post(qp, IBV_WR_SEND, mr, buf, 8, 0, 0, IBV_SEND_SIGNALED) == EINVAL, "send in INIT: EINVAL");
+		CHECK(post_recv(qp, mr, buf, 64, 1) == 0, "receive in INIT");
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_4096, .dest_qp_num = qp->qp_num,
+					.rq_psn = 1, .max_dest_rd_atomic = 1, .min_rnr_timer = 1,
+					.ah_attr = {.is_global = 1, .port_num = 1,
+						    .grh = {.dgid = gid, .sgid_index = gid_index, .hop_limit = 64}}};
+		CHECK(ibv_modify_qp(qp, &a,
+				    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0,
+		      "RTR with path MTU 4096 (the port's max_mtu)");
+		struct ibv_qp_init_attr ia;
+		CHECK(ibv_query_qp(qp, &a, IBV_QP_PATH_MTU, &ia) == 0 && a.path_mtu == pa.active_mtu,
+		      "path MTU above the link's is the active MTU: %d", a.path_mtu);
+		CHECK(post(qp, IBV_WR_SEND, mr, buf, 8, 0, 0, IBV_SEND_SIGNALED) == EINVAL, "send in RTR: EINVAL");
+		ibv_destroy_qp(qp);
+	}
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	free(buf);
+}
+
+/* ud_self is a UD QP of cq (and srq) in RTS with an AH to itself. */
+static struct ibv_qp *ud_self(struct ibv_cq *cq, struct ibv_srq *srq, struct ibv_ah **ah)
+{
+	struct ibv_qp *qp = make_qp(IBV_QPT_UD, cq, srq);
+	connect_qp(qp, 0, &gid);
+	struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = gid, .sgid_index = gid_index, .hop_limit = 64}};
+	*ah = ibv_create_ah(pd, &aa);
+	MUST(*ah, "AH to itself");
+	return qp;
+}
+
+static int ud_send(struct ibv_qp *qp, struct ibv_ah *ah, struct ibv_mr *mr, void *buf, uint64_t id)
+{
+	struct ibv_sge s = {.addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = id, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND,
+				 .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qp->qp_num;
+	wr.wr.ud.remote_qkey = 0x11111111;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/* resize_and_rereg checks ibv_resize_cq, ibv_modify_srq(IBV_SRQ_MAX_WR) and ibv_rereg_mr:
+ * what was queued survives a resize, the new size holds, and a region moved to another
+ * PD is out of reach of the old PD's QPs. */
+static void resize_and_rereg(void)
+{
+	char *buf = malloc(4096);
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, ch, 0);
+	MUST(buf && mr && ch && cq, "CQ and MR");
+
+	/* a CQ resized while it holds completions keeps them, and its events go on */
+	struct ibv_ah *ah;
+	struct ibv_qp *qp = ud_self(cq, NULL, &ah);
+	CHECK(ibv_req_notify_cq(cq, 0) == 0, "arm");
+	for (int i = 0; i < 3; i++)
+		CHECK(ud_send(qp, ah, mr, buf + 3000, 1 + i) == 0, "send %d", i);
+	struct ibv_cq *ev;
+	void *evctx;
+	CHECK(ibv_get_cq_event(ch, &ev, &evctx) == 0 && ev == cq, "event before the resize");
+	ibv_ack_cq_events(cq, 1);
+	errno = 0;
+	CHECK(ibv_resize_cq(cq, 0) == EINVAL, "resize_cq(0): EINVAL");
+	CHECK(ibv_resize_cq(cq, 64) == 0 && cq->cqe >= 64, "resize_cq(64): cqe %d", cq->cqe);
+	CHECK(ibv_req_notify_cq(cq, 0) == 0, "arm the resized CQ");
+	for (int i = 3; i < 12; i++)
+		CHECK(ud_send(qp, ah, mr, buf + 3000, 1 + i) == 0, "send %d after resize", i);
+	CHECK(ibv_get_cq_event(ch, &ev, &evctx) == 0 && ev == cq, "event after the resize");
+	ibv_ack_cq_events(cq, 1);
+	struct ibv_wc wc;
+	int sends = 0;
+	for (int i = 0; i < 12 && poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == (uint64_t)1 + i; i++)
+		sends++;
+	CHECK(sends == 12, "12 send completions in order through the resized CQ: %d", sends);
+
+	/* ibv_rereg_mr: access and PD change, the keys stay; rxe changes no translation */
+	uint32_t lkey = mr->lkey;
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) == 0 &&
+		      mr->lkey == lkey,
+	      "rereg_mr(CHANGE_ACCESS)");
+	errno = 0;
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, buf, 64, 0) == IBV_REREG_MR_ERR_CMD &&
+		      errno == EOPNOTSUPP,
+	      "rereg_mr(CHANGE_TRANSLATION): not in rxe either");
+	errno = 0;
+	CHECK(ibv_rereg_mr(mr, 0x100, NULL, NULL, 0, 0) == IBV_REREG_MR_ERR_INPUT && errno == EINVAL, "unknown flag");
+	errno = 0;
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_REMOTE_WRITE) ==
+			      IBV_REREG_MR_ERR_CMD &&
+		      errno == EINVAL,
+	      "remote write without local write: EINVAL");
+	struct ibv_pd *pd2 = ibv_alloc_pd(ctx);
+	MUST(pd2, "second PD");
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0) == 0 && mr->pd == pd2, "rereg_mr(CHANGE_PD)");
+	errno = 0;
+	CHECK(ibv_dealloc_pd(pd2) == EBUSY, "the new PD holds the MR");
+	CHECK(ud_send(qp, ah, mr, buf + 3000, 99) == 0, "send with an MR of another PD");
+	CHECK(poll_one(cq, &wc) == 1 && wc.wr_id == 99 && wc.status == IBV_WC_LOC_PROT_ERR,
+	      "the old PD's QP lost the MR: status %d", wc.status);
+	CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd, NULL, 0, 0) == 0 && mr->pd == pd, "rereg_mr back");
+	CHECK(ibv_dealloc_pd(pd2) == 0, "dealloc the second PD");
+	ibv_destroy_qp(qp);
+	ibv_destroy_ah(ah);
+
+	/* an SRQ resized while it holds receives keeps them: the server's SRQ takes four,
+	 * grows to 16 and takes eight more, and the client's twelve SENDs consume all */
+	struct ibv_srq *srq = NULL;
+	if (!is_client) {
+		struct ibv_srq_init_attr sa = {.attr = {.max_wr = 4, .max_sge = 1}};
+		srq = ibv_create_srq(pd, &sa);
+		MUST(srq, "SRQ of 4");
+		struct ibv_recv_wr rw = {.num_sge = 1}, *rbad;
+		struct ibv_sge rs = {.length = 128, .lkey = mr->lkey};
+		rw.sg_list = &rs;
+		for (int i = 0; i < 12; i++) {
+			if (i == 4) {
+				rw.wr_id = 1999;
+				CHECK(ibv_post_srq_recv(srq, &rw, &rbad) == ENOMEM, "a full SRQ: ENOMEM");
+				struct ibv_srq_attr sx = {.max_wr = 16};
+				CHECK(ibv_modify_srq(srq, &sx, IBV_SRQ_MAX_WR) == 0, "modify_srq(MAX_WR 16)");
+				CHECK(ibv_query_srq(srq, &sx) == 0 && sx.max_wr >= 16, "query_srq after resize: %u", sx.max_wr);
+			}
+			rw.wr_id = 1000 + i;
+			rs.addr = (uintptr_t)buf + 128 * i;
+			CHECK(ibv_post_srq_recv(srq, &rw, &rbad) == 0, "SRQ receive %d", i);
+		}
+		struct ibv_srq_attr sx = {.max_wr = 2};
+		errno = 0;
+		CHECK(ibv_modify_srq(srq, &sx, IBV_SRQ_MAX_WR) == EINVAL, "SRQ shrunk below its WRs: EINVAL");
+	}
+	qp = make_qp(IBV_QPT_UD, cq, srq);
+	connect_qp(qp, 0, &gid);
+	struct peer p = exchange(qp->qp_num, NULL, NULL, NULL);
+	if (is_client) {
+		struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1,
+					 .grh = {.dgid = p.gid, .sgid_index = gid_index, .hop_limit = 64}};
+		ah = ibv_create_ah(pd, &aa);
+		MUST(ah, "AH to the server");
+		int ok = 0;
+		for (int i = 0; i < 12; i++) {
+			struct ibv_sge s = {.addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey};
+			struct ibv_send_wr wr = {.wr_id = i, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND,
+						 .send_flags = IBV_SEND_SIGNALED},
+					   *bad;
+			wr.wr.ud.ah = ah;
+			wr.wr.ud.remote_qpn = p.qpn;
+			wr.wr.ud.remote_qkey = 0x11111111;
+			ok += ibv_post_send(qp, &wr, &bad) == 0 && poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS;
+		}
+		CHECK(ok == 12, "12 UD SENDs to the server's SRQ: %d", ok);
+		ibv_destroy_ah(ah);
+	} else {
+		uint32_t seen = 0;
+		for (int i = 0; i < 12 && poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS; i++)
+			if (wc.wr_id >= 1000 && wc.wr_id < 1012)
+				seen |= 1u << (wc.wr_id - 1000);
+		CHECK(seen == 0xfff, "the 12 receives, 4 from before the resize, completed: %#x", seen);
+	}
+	barrier();
+	ibv_destroy_qp(qp);
+	if (srq)
+		CHECK(ibv_destroy_srq(srq) == 0, "destroy the resized SRQ");
+	CHECK(ibv_destroy_cq(cq) == 0, "destroy the resized CQ");
+	ibv_destroy_comp_channel(ch);
+	ibv_dereg_mr(mr);
+	free(buf);
+}
+
 static void unsupported(void)
 {
 	struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
-	errno = 0;
-	CHECK(ibv_resize_cq(cq, 16) == EOPNOTSUPP, "resize_cq is not supported");
 	struct ibv_qp_init_attr a = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_XRC_SEND};
 	errno = 0;
 	CHECK(!ibv_create_qp(pd, &a) && errno == EOPNOTSUPP, "XRC is not supported");
@@ -614,6 +844,8 @@ int main(int argc, char **argv)
 	rc_tests();
 	wr_api_and_inline();
 	ud_and_srq();
+	rxe_parity();
+	resize_and_rereg();
 	unsupported();
 	CHECK(ibv_dealloc_pd(pd) == 0, "dealloc PD");
 	CHECK(ibv_close_device(ctx) == 0, "close");

@@ -62,7 +62,13 @@ int main(void)
 	dump("qp_resp", &qr, sizeof(qr));
 	struct rl_ring_resp rr = {.handle = 5, .cap = 256, .entry_size = 64, .size = 16576};
 	dump("ring_resp", &rr, sizeof(rr));
-	struct rl_port_attr pa = {.max_mtu = 4096, .active_mtu = 1024, .gid_table_len = 3, .rate = 100000000000ull,
+	struct rl_resize rs = {.handle = 5, .entries = 1000};
+	request("resize_cq", RL_OP_RESIZE_CQ, 8, &rs, sizeof(rs));
+	request("resize_srq", RL_OP_RESIZE_SRQ, 9, &rs, sizeof(rs));
+	struct rl_rereg_mr rm = {.handle = 4, .pd = 6, .access = 7, .change_pd = 1, .change_access = 1};
+	request("rereg_mr", RL_OP_REREG_MR, 10, &rm, sizeof(rm));
+	struct rl_port_attr pa = {.max_mtu = 4096, .active_mtu = 1024, .gid_table_len = 3, .max_msg_sz = 1 << 23,
+				  .rate = 100000000000ull,
 				  .state = "ACTIVE", .link_layer = "Ethernet"};
 	dump("port_attr", &pa, sizeof(pa));
 	struct rl_device_attr da = {.node_guid = 0x0200fffe000001ull, .max_qp = 1, .max_qp_wr = 2, .max_sge = 3,

@@ -99,6 +99,9 @@ var handlers = [...]handler{
 	wire.OpDestroyQP:         {run: destroying(kindQP, wire.OpDestroyQP)},
 	wire.OpAsyncFD:           {withFD: (*conn).asyncFD},
 	wire.OpGetAsyncEvent:     {run: (*conn).getAsyncEvent},
+	wire.OpResizeCQ:          {run: (*conn).resizeCQ},
+	wire.OpResizeSRQ:         {run: (*conn).resizeSRQ},
+	wire.OpReregMR:           {run: (*conn).reregMR},
 	wire.OpCMCreateChannel:   {withFD: (*conn).cmCreateChannel},
 	wire.OpCMDestroyChannel:  {run: destroying(kindCMChannel, wire.OpCMDestroyChannel)},
 	wire.OpCMCreateID:        {run: (*conn).cmCreateID},
@@ -139,7 +142,8 @@ func (c *conn) queryPort(body []byte) (any, int, error) {
 	if err != nil {
 		return nil, -1, err
 	}
-	r := &wire.PortAttr{MaxMTU: uint16(a.MaxMTU), ActiveMTU: uint16(a.ActiveMTU), GIDTableLen: uint32(a.GIDTableLen), Rate: a.Rate}
+	r := &wire.PortAttr{MaxMTU: uint16(a.MaxMTU), ActiveMTU: uint16(a.ActiveMTU), GIDTableLen: uint32(a.GIDTableLen),
+		MaxMsgSize: a.MaxMsgSize, Rate: a.Rate}
 	wire.PutString(r.State[:], a.State)
 	wire.PutString(r.LinkLayer[:], a.LinkLayer)
 	return r, -1, nil

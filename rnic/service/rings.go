@@ -200,6 +200,9 @@ func (x *sQP) drainSQ() {
 // drainRQ posts the client's new receive WQEs.
 func (x *sQP) drainRQ() {
 	w := &x.rq
+	if w.ring.Mem == nil {
+		return // a send-only QP (max_recv_wr 0) has no receive ring
+	}
 	n, ok := w.pending()
 	for ; ok && n > 0; n-- {
 		k := w.posted
@@ -512,14 +515,14 @@ func (c *conn) createQP(body []byte) (any, int, error) {
 		}
 	}
 	switch {
-	case r.MaxSendWR < 1 || r.MaxSendWR > rnic.MaxWR || r.MaxRecvWR > rnic.MaxWR || (srq == nil && r.MaxRecvWR < 1):
-		return nil, -1, fmt.Errorf("%w: queue depths %d/%d must be in [1, %d]", rnic.ErrInvalidArgument, r.MaxSendWR, r.MaxRecvWR, rnic.MaxWR)
+	case r.MaxSendWR < 1 || r.MaxSendWR > rnic.MaxWR || r.MaxRecvWR > rnic.MaxWR:
+		return nil, -1, fmt.Errorf("%w: queue depths %d/%d must be in [1, %d] and [0, %d]", rnic.ErrInvalidArgument, r.MaxSendWR, r.MaxRecvWR, rnic.MaxWR, rnic.MaxWR)
 	case r.MaxSendSGE > rnic.MaxSGE || r.MaxRecvSGE > rnic.MaxSGE:
 		return nil, -1, fmt.Errorf("%w: %d/%d SGEs exceed %d", rnic.ErrInvalidArgument, r.MaxSendSGE, r.MaxRecvSGE, rnic.MaxSGE)
 	}
 	sqCap, ssge := wire.PowerOfTwo(r.MaxSendWR), max(r.MaxSendSGE, 1)
 	rqCap, rsge := wire.PowerOfTwo(r.MaxRecvWR), max(r.MaxRecvSGE, 1)
-	if srq != nil {
+	if srq != nil || r.MaxRecvWR == 0 { // no receive ring: an SRQ's QP, or a send-only QP
 		rqCap, rsge = 0, 0
 	}
 	sEntry, rEntry := wire.SendEntrySize(ssge), wire.RecvEntrySize(rsge)
@@ -550,6 +553,7 @@ func (c *conn) createQP(body []byte) (any, int, error) {
 	s := &sQP{c: c, x: x, typ: qp.Type(r.Type), srq: srq, sendCQ: scq, recvCQ: rcq, mem: mem}
 	x.RecvRefill = s.refill
 	s.sq, _ = newWQ(mem[:sqSize], sqCap, sEntry, int(ssge), false)
+	x.OnState = func(st qp.State) { wire.Store(s.sq.ring.State(), uint32(st)) } // the ring starts at 0, RESET
 	if rqCap > 0 {
 		s.rq, _ = newWQ(mem[sqSize:], rqCap, rEntry, int(rsge), true)
 	}

@@ -27,7 +27,7 @@ func TestCEncodings(t *testing.T) {
 		SrcMAC: [6]byte{0x20, 0x21, 0x22, 0x23, 0x24, 0x25}, TrafficClass: 0x28, HopLimit: 64, Timeout: 14,
 		RetryCnt: 7, RNRRetry: 6, MaxRdAtomic: 4, MinRNRTimer: 12, MaxDestRdAtomic: 5, FlowLabel: 0x12345,
 		RQPSN: 0x654321, SQPSN: 0x123456, DestQPN: 0x11}
-	port := PortAttr{MaxMTU: 4096, ActiveMTU: 1024, GIDTableLen: 3, Rate: 100e9}
+	port := PortAttr{MaxMTU: 4096, ActiveMTU: 1024, GIDTableLen: 3, MaxMsgSize: 1 << 23, Rate: 100e9}
 	PutString(port.State[:], "ACTIVE")
 	PutString(port.LinkLayer[:], "Ethernet")
 	dev := DeviceAttr{NodeGUID: 0x0200fffe000001, MaxQP: 1, MaxQPWR: 2, MaxSGE: 3, MaxCQE: 4, MaxQPRdAtom: 5,
@@ -57,6 +57,9 @@ func TestCEncodings(t *testing.T) {
 		"modify_qp": AppendRequest(nil, OpModifyQP, 7, &ModifyQP{Handle: 9, Mask: 0x1fffff, Attr: attr}),
 		"qp_resp": body(&QPResp{Handle: 9, QPN: 0x11, MaxSendWR: 128, MaxRecvWR: 256, MaxSendSGE: 2, MaxRecvSGE: 3,
 			SendEntry: 96, RecvEntry: 64, RQOffset: 12480, Size: 28672}),
+		"resize_cq":   AppendRequest(nil, OpResizeCQ, 8, &Resize{Handle: 5, Entries: 1000}),
+		"resize_srq":  AppendRequest(nil, OpResizeSRQ, 9, &Resize{Handle: 5, Entries: 1000}),
+		"rereg_mr":    AppendRequest(nil, OpReregMR, 10, &ReregMR{Handle: 4, PD: 6, Access: 7, ChangePD: 1, ChangeAccess: 1}),
 		"ring_resp":   body(&RingResp{Handle: 5, Cap: 256, EntrySize: 64, Size: 16576}),
 		"port_attr":   body(&port),
 		"device_attr": body(&dev),

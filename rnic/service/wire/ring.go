@@ -33,6 +33,11 @@ func roceQPN(v uint32) roce.QPN { return roce.QPN(v) }
 // QP keeps a posted WR's scatter/gather list until then. Error is set by the service
 // when the client broke the ring (an index out of range); the client's posts then fail.
 //
+// A QP's send ring keeps the QP's state (an ibv_qp_state) in the word at 128, written by
+// the service whenever the state changes — by ibv_modify_qp, by the CM agent, by the
+// transport's move to ERR — so that the client's posts check it as rxe checks them
+// (sends from RTS on, receives from INIT on) without a call.
+//
 // Completion queues: the service produces CQEs (Prod), the client consumes (Cons).
 // Armed is ibv_req_notify_cq: the client stores 1, whoever moves it back to 0 (CAS)
 // raises one event: adds one to Events and writes the channel's eventfd. Error is set
@@ -49,6 +54,7 @@ const (
 	offProd    = 0
 	offCons    = 64
 	offArmed   = 128
+	offState   = 128 // a send ring's QP state; CQs' Armed
 	offEvents  = 132
 	offError   = 136
 )
@@ -84,6 +90,7 @@ func (r *Ring) word(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.Mem[of
 func (r *Ring) Prod() *uint32   { return r.word(offProd) }
 func (r *Ring) Cons() *uint32   { return r.word(offCons) }
 func (r *Ring) Armed() *uint32  { return r.word(offArmed) }
+func (r *Ring) State() *uint32  { return r.word(offState) }
 func (r *Ring) Events() *uint32 { return r.word(offEvents) }
 func (r *Ring) Error() *uint32  { return r.word(offError) }
 

@@ -58,13 +58,16 @@ const (
 	OpDestroyQP         Op = 21
 	OpAsyncFD           Op = 22 // carries the eventfd the service increments per asynchronous event
 	OpGetAsyncEvent     Op = 23 // answered by AsyncEvent, or CodeNotFound when none is pending
-	opMax               Op = 24
+	OpResizeCQ          Op = 24 // answered by RingResp with the new ring's memfd
+	OpResizeSRQ         Op = 25 // answered by RingResp with the new ring's memfd
+	OpReregMR           Op = 26
+	opMax               Op = 27
 )
 
 var opNames = [...]string{"", "HELLO", "QUERY_DEVICE", "QUERY_PORT", "QUERY_GID", "ALLOC_PD", "DEALLOC_PD",
 	"REG_MR", "DEREG_MR", "CREATE_COMP_CHANNEL", "DESTROY_COMP_CHANNEL", "CREATE_CQ", "DESTROY_CQ",
 	"CREATE_SRQ", "MODIFY_SRQ", "DESTROY_SRQ", "CREATE_AH", "DESTROY_AH", "CREATE_QP", "MODIFY_QP",
-	"QUERY_QP", "DESTROY_QP", "ASYNC_FD", "GET_ASYNC_EVENT"}
+	"QUERY_QP", "DESTROY_QP", "ASYNC_FD", "GET_ASYNC_EVENT", "RESIZE_CQ", "RESIZE_SRQ", "REREG_MR"}
 
 func (o Op) String() string {
 	if o > 0 && o < opMax {
@@ -283,6 +286,8 @@ type QueryPort struct {
 type PortAttr struct {
 	MaxMTU, ActiveMTU uint16
 	GIDTableLen       uint32
+	MaxMsgSize        uint32
+	_                 uint32
 	Rate              uint64
 	State             [16]byte
 	LinkLayer         [16]byte
@@ -324,6 +329,20 @@ type RingResp struct {
 
 // CreateSRQ creates an SRQ; the response (RingResp) carries its receive ring.
 type CreateSRQ struct{ PD, MaxWR, MaxSGE uint32 }
+
+// Resize resizes the CQ (OpResizeCQ) or SRQ (OpResizeSRQ) Handle to hold at least
+// Entries. The response's ring replaces the old one: the service copies the entries
+// not yet consumed to the same indices (modulo the new capacity), so the ring's
+// producer and consumer indices, and a CQ's event count, carry on.
+type Resize struct{ Handle, Entries uint32 }
+
+// ReregMR changes MR Handle's PD (ChangePD: to PD) and access flags (ChangeAccess:
+// to Access), keeping its keys (ibv_rereg_mr's CHANGE_PD and CHANGE_ACCESS, as rxe).
+type ReregMR struct {
+	Handle, PD, Access        uint32
+	ChangePD, ChangeAccess, _ uint16
+	_                         uint16
+}
 
 // ModifySRQ arms the SRQ's limit.
 type ModifySRQ struct{ Handle, Limit uint32 }
