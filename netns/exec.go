@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 
 	"github.com/rocelab/rocelab/rnic/service"
 )
@@ -76,8 +78,34 @@ func enterView(ns string, cmd *exec.Cmd) error {
 		}
 	}
 	mnt, uts := ViewPaths(ns)
-	args := []string{"nsenter", "--mount=" + mnt, "--uts=" + uts, "--wd=" + wd, "--", cmd.Path}
+	args := []string{"nsenter", "--mount=" + mnt, "--uts=" + uts, "--wd=" + wd, "--", argv0(cmd)}
 	cmd.Args = append(args, cmd.Args[1:]...)
 	cmd.Path = nsenter
 	return nil
+}
+
+// argv0 is what nsenter is told to exec: the command's own argv[0] when nsenter's search
+// of the command's PATH finds cmd.Path by it, so that programs which print their name
+// (rdma_xserver, usage texts) print it as they would outside; else cmd.Path.
+func argv0(cmd *exec.Cmd) string {
+	name := cmd.Args[0]
+	if strings.Contains(name, "/") {
+		return cmd.Path
+	}
+	path := ""
+	for _, kv := range cmd.Env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v // the last one wins, as in the child
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		candidate := filepath.Join(dir, name)
+		if st, err := os.Stat(candidate); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			if candidate == cmd.Path {
+				return name
+			}
+			return cmd.Path
+		}
+	}
+	return cmd.Path
 }
