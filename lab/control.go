@@ -818,4 +818,5 @@ type Stream struct {
 	r *bufio.Reader
 }
 
+// Read reads the capture's pcapng bytes as they arrive.
 func (s *Stream) Read(p []byte) (int, error) { return s.r.Read(p) }

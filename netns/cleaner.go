@@ -33,6 +33,7 @@ type Removal struct {
 	Name string `json:"name"`
 }
 
+// String returns the removal as the report prints it: lab, kind and name.
 func (r Removal) String() string { return fmt.Sprintf("lab %s: %s %s", r.Lab, r.Kind, r.Name) }
 
 // Report is what a Down or Clean did.

@@ -41,6 +41,7 @@ func (p Process) Alive() bool {
 	return err == nil && start == p.StartTime && state != 'Z' && state != 'X'
 }
 
+// String returns the process as "pid N".
 func (p Process) String() string { return "pid " + strconv.Itoa(p.PID) }
 
 // procStat reads the start time and state of pid from /proc/<pid>/stat. The command

@@ -138,6 +138,7 @@ type AttrError struct {
 	Reason string
 }
 
+// Error names the attribute and why it was refused.
 func (e *AttrError) Error() string { return fmt.Sprintf("qp: %v: %s", e.Attr, e.Reason) }
 
 func attrErr(a AttrMask, format string, args ...any) error {

@@ -15,6 +15,7 @@ const (
 	UD Type = 4 // IBV_QPT_UD: unreliable datagram
 )
 
+// String returns the transport's name: RC, UC or UD.
 func (t Type) String() string {
 	switch t {
 	case RC:
@@ -43,6 +44,7 @@ const (
 
 var stateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
 
+// String returns the state's name as the verbs spell it (RESET, INIT, ...).
 func (s State) String() string {
 	if int(s) < len(stateNames) {
 		return stateNames[s]
@@ -85,6 +87,7 @@ var wrOpcodeNames = map[WROpcode]string{
 	WRFetchAdd: "ATOMIC_FETCH_AND_ADD", WRSendWithInv: "SEND_WITH_INV",
 }
 
+// String returns the opcode's name as the verbs spell it.
 func (o WROpcode) String() string {
 	if n, ok := wrOpcodeNames[o]; ok {
 		return n

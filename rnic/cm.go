@@ -62,6 +62,7 @@ var cmEventNames = map[CMEventType]string{
 	CMEventEstablished: "ESTABLISHED", CMEventDisconnected: "DISCONNECTED",
 }
 
+// String returns the event's name as librdmacm spells it (RDMA_CM_EVENT_...).
 func (t CMEventType) String() string { return "RDMA_CM_EVENT_" + cmEventNames[t] }
 
 // CMConnParam is rdma_conn_param: what a side offers when it connects or accepts, and

@@ -345,6 +345,7 @@ func (d *Device) gidFor(dst roce.GID) (roce.GID, error) {
 	return roce.GID{}, errorf(ErrInvalidArgument, "no GID of %v's IP version on %s", dst, d.cfg.Name)
 }
 
+// String names the device for logs.
 func (d *Device) String() string { return fmt.Sprintf("rnic %s", d.cfg.Name) }
 
 // notify announces the CQ events the current event produced. Handlers may post work,

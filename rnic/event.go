@@ -27,6 +27,7 @@ var eventNames = map[EventType]string{
 	EventPortActive: "PORT_ACTIVE", EventSRQLimitReached: "SRQ_LIMIT_REACHED", EventLastWQEReached: "QP_LAST_WQE_REACHED",
 }
 
+// String returns the event's name as libibverbs spells it.
 func (t EventType) String() string { return eventNames[t] }
 
 // AsyncEvent is an asynchronous event (struct ibv_async_event); the field matching the

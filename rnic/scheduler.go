@@ -72,6 +72,7 @@ const (
 	ArbitrationDWRR
 )
 
+// String returns the arbitration's name as flags and topology files spell it.
 func (a Arbitration) String() string {
 	switch a {
 	case ArbitrationRR:

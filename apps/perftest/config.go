@@ -61,6 +61,7 @@ const (
 	FetchAndAdd
 )
 
+// String returns the operation's name as perftest prints it.
 func (a AtomicOp) String() string { return [...]string{"CMP_AND_SWAP", "FETCH_AND_ADD"}[a] }
 
 // Config is one run's parameters, after perftest's own adjustments (force_dependecies):

@@ -248,6 +248,7 @@ func (s *Session) Running() bool {
 // because the writer fell MonitorBacklog bytes behind. Together they are every frame
 // that crossed the endpoint while the capture ran.
 func (s *Session) Frames() uint64  { return s.frames.Load() }
+// Dropped returns how many frames the capture's reader could not keep up with.
 func (s *Session) Dropped() uint64 { return s.dropped.Load() }
 
 // Snaplen returns the capture's snap length; 0 keeps whole frames.

@@ -113,6 +113,7 @@ type Error struct {
 	Msg  string
 }
 
+// Error returns the message, with its line when the error has one.
 func (e *Error) Error() string {
 	if e.Line == 0 {
 		return e.Msg

@@ -130,14 +130,29 @@ type CMRequest interface {
 	Identifier() uint32 // the identifier's handle
 }
 
-func (r *CMListen) Identifier() uint32      { return r.ID }
+// Identifier implements CMRequest.
+func (r *CMListen) Identifier() uint32 { return r.ID }
+
+// Identifier implements CMRequest.
 func (r *CMResolveAddr) Identifier() uint32 { return r.ID }
-func (r *CMConnect) Identifier() uint32     { return r.ID }
-func (r *CMReject) Identifier() uint32      { return r.ID }
-func (r *CMInitQPAttr) Identifier() uint32  { return r.ID }
-func (r *CMSetOption) Identifier() uint32   { return r.ID }
-func (r *CMBind) Identifier() uint32        { return r.ID }
-func (r *CMMigrateID) Identifier() uint32   { return r.ID }
+
+// Identifier implements CMRequest.
+func (r *CMConnect) Identifier() uint32 { return r.ID }
+
+// Identifier implements CMRequest.
+func (r *CMReject) Identifier() uint32 { return r.ID }
+
+// Identifier implements CMRequest.
+func (r *CMInitQPAttr) Identifier() uint32 { return r.ID }
+
+// Identifier implements CMRequest.
+func (r *CMSetOption) Identifier() uint32 { return r.ID }
+
+// Identifier implements CMRequest.
+func (r *CMBind) Identifier() uint32 { return r.ID }
+
+// Identifier implements CMRequest.
+func (r *CMMigrateID) Identifier() uint32 { return r.ID }
 
 // rdma_set_option's RDMA_OPTION_ID options that reach the service.
 const (

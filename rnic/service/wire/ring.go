@@ -86,13 +86,24 @@ func NewRing(mem []byte, cap, entrySize uint32) (Ring, bool) {
 
 func (r *Ring) word(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.Mem[off])) }
 
-// Prod, Cons, Armed, Events and Error are the header's counters, for sync/atomic.
-func (r *Ring) Prod() *uint32   { return r.word(offProd) }
-func (r *Ring) Cons() *uint32   { return r.word(offCons) }
-func (r *Ring) Armed() *uint32  { return r.word(offArmed) }
-func (r *Ring) State() *uint32  { return r.word(offState) }
+// Prod returns the header's producer index, for sync/atomic.
+func (r *Ring) Prod() *uint32 { return r.word(offProd) }
+
+// Cons returns the header's consumer index, for sync/atomic.
+func (r *Ring) Cons() *uint32 { return r.word(offCons) }
+
+// Armed returns a CQ ring's armed word (ibv_req_notify_cq), for sync/atomic.
+func (r *Ring) Armed() *uint32 { return r.word(offArmed) }
+
+// State returns a send ring's QP state word, which the service writes on every change,
+// for sync/atomic. It shares its offset with a CQ ring's armed word.
+func (r *Ring) State() *uint32 { return r.word(offState) }
+
+// Events returns the header's count of events, for sync/atomic.
 func (r *Ring) Events() *uint32 { return r.word(offEvents) }
-func (r *Ring) Error() *uint32  { return r.word(offError) }
+
+// Error returns the header's error word, for sync/atomic.
+func (r *Ring) Error() *uint32 { return r.word(offError) }
 
 // Entry returns slot i mod Cap.
 func (r *Ring) Entry(i uint32) []byte {
@@ -273,6 +284,8 @@ func GetCQE(e []byte, wc *qp.WC) {
 		Imm: le.Uint32(e[20:]), QPNum: le.Uint32(e[24:]), SrcQP: le.Uint32(e[28:]), Flags: qp.WCFlags(le.Uint32(e[32:]))}
 }
 
-// Load and Store are the atomic accessors both sides use on ring words.
-func Load(p *uint32) uint32     { return atomic.LoadUint32(p) }
+// Load is the atomic read both sides use on ring words.
+func Load(p *uint32) uint32 { return atomic.LoadUint32(p) }
+
+// Store is the atomic write both sides use on ring words.
 func Store(p *uint32, v uint32) { atomic.StoreUint32(p, v) }

@@ -69,6 +69,7 @@ var opNames = [...]string{"", "HELLO", "QUERY_DEVICE", "QUERY_PORT", "QUERY_GID"
 	"CREATE_SRQ", "MODIFY_SRQ", "DESTROY_SRQ", "CREATE_AH", "DESTROY_AH", "CREATE_QP", "MODIFY_QP",
 	"QUERY_QP", "DESTROY_QP", "ASYNC_FD", "GET_ASYNC_EVENT", "RESIZE_CQ", "RESIZE_SRQ", "REREG_MR"}
 
+// String returns the operation's name, for logs and errors.
 func (o Op) String() string {
 	if o > 0 && o < opMax {
 		return opNames[o]
@@ -150,6 +151,7 @@ type RemoteError struct {
 	Msg  string
 }
 
+// Error names the operation and the service's message.
 func (e *RemoteError) Error() string { return fmt.Sprintf("verbs %v: %s", e.Op, e.Msg) }
 
 // Unwrap returns the class's sentinel, so errors.Is(err, rnic.ErrBusy) works.
