@@ -244,12 +244,12 @@ func (s *Session) Running() bool {
 	}
 }
 
-// Frames returns how many frames the capture wrote; Dropped how many it left out
-// because the writer fell MonitorBacklog bytes behind. Together they are every frame
+// Frames returns how many frames the capture wrote. With Dropped, they are every frame
 // that crossed the endpoint while the capture ran.
 func (s *Session) Frames() uint64 { return s.frames.Load() }
 
-// Dropped returns how many frames the capture's reader could not keep up with.
+// Dropped returns how many frames the capture left out because the writer fell
+// MonitorBacklog bytes behind.
 func (s *Session) Dropped() uint64 { return s.dropped.Load() }
 
 // Snaplen returns the capture's snap length; 0 keeps whole frames.
