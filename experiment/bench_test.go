@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"github.com/rocelab/rocelab/network"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
-	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce"
@@ -426,7 +426,7 @@ func heapInUse() uint64 {
 
 // BenchmarkState measures the memory a simulation holds: per flow (two RC QPs with
 // their CQs, PDs and payload-free MRs, HPCC per-ACK, connected but idle), and per link
-// of the 320-host three-tier fat tree as lab.Build makes it (two link ends, the switch
+// of the 320-host three-tier fat tree as network.Build makes it (two link ends, the switch
 // port or device at each end, forwarding tables, the shared neighbour table).
 func BenchmarkState(b *testing.B) {
 	cfg := Defaults()
@@ -453,7 +453,7 @@ func BenchmarkState(b *testing.B) {
 		b.Fatal(err)
 	}
 	before = heapInUse()
-	nw, err := lab.Build(t, clock.NewVirtual(1), lab.Options{CC: mix.ccConfigFor(10*time.Microsecond, len(t.Hosts)-1),
+	nw, err := network.Build(t, clock.NewVirtual(1), network.Options{CC: mix.ccConfigFor(10*time.Microsecond, len(t.Hosts)-1),
 		StaticNeighbours: true, PayloadFree: true})
 	if err != nil {
 		b.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"fmt"
+	"github.com/rocelab/rocelab/network"
 	"math"
 	"math/rand/v2"
 	"net/netip"
@@ -16,7 +17,6 @@ import (
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/internal/clock"
-	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce/telemetry"
 )
@@ -453,7 +453,7 @@ type mixPort struct {
 // sent is the bytes the port sent during the run.
 func (p *mixPort) sent() uint64 { return p.series.latest.TxBytes }
 
-// mixPorts names every switch port as lab.Build numbers them: in link order,
+// mixPorts names every switch port as network.Build numbers them: in link order,
 // per switch.
 func mixPorts(t *topo.Topology) [][]*mixPort {
 	sw := map[string]int{}
@@ -485,7 +485,7 @@ type mixRun struct {
 	clk clock.Clock
 	seq *clock.Virtual  // the sequential driver, or
 	par *clock.Parallel // the parallel one (Mix.Threads)
-	nw  *lab.Network
+	nw  *network.Network
 	// completed holds, on the parallel driver, the flows that completed during a
 	// window, for the coordinator to account for at the barrier (settle).
 	mu        sync.Mutex
@@ -617,7 +617,7 @@ func (m *mixRun) build() error {
 		m.seq = clock.NewVirtual(m.cfg.Seed)
 		m.clk = m.seq
 	}
-	nw, err := lab.Build(m.topo, m.clk, lab.Options{CC: m.cfg.ccConfigFor(m.res.BaseRTT, max(1, len(m.topo.Hosts)-1)), StaticNeighbours: true,
+	nw, err := network.Build(m.topo, m.clk, network.Options{CC: m.cfg.ccConfigFor(m.res.BaseRTT, max(1, len(m.topo.Hosts)-1)), StaticNeighbours: true,
 		PayloadFree: !m.cfg.Verify})
 	if err != nil {
 		return fmt.Errorf("experiment: %w", err)

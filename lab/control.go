@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rocelab/rocelab/network"
 	"io"
 	"math"
 	"net"
@@ -388,7 +389,7 @@ func (l *Lab) Hold(hosts []string, d time.Duration) (map[string]bool, error) {
 	if d < 0 || d > MaxHold {
 		return nil, fmt.Errorf("hold for %v: want 0 (release) up to %v", d, MaxHold)
 	}
-	var devs []*Host
+	var devs []*network.Host
 	for _, name := range hosts {
 		h := l.Network.Host(name)
 		if h == nil {
@@ -696,7 +697,7 @@ func (l *Lab) Counters() Counters {
 
 // portCounters reads a switch's ports' queues and bytes sent, on its loop: what op
 // "counters" and the recorder take of a switch.
-func portCounters(s *Switch) []PortCounters {
+func portCounters(s *network.Switch) []PortCounters {
 	ports := make([]PortCounters, 0, len(s.Switch.Ports()))
 	now := s.Loop.Now()
 	for _, p := range s.Switch.Ports() {

@@ -1,8 +1,7 @@
-// Package lab is rocelab's lab runtime: it turns a topology (fabric/topo) into running
-// nodes on one clock and, for `rocelab up`, gives them a kernel side in real time.
+// Package lab is rocelab's lab runtime: for `rocelab up` it gives a topology's running
+// nodes a kernel side in real time.
 //
-// Build makes a fabric.Switch per switch, an in-process link per topology link and an
-// rnic.Device per host, with the topology's congestion control and telemetry; the
+// network.Build makes the nodes (switches, links, soft-RNICs) without a kernel; the
 // virtual-time studies of package experiment build their networks with it too. Up adds
 // what a lab needs on a real machine, in order: a state record that names the lab
 // process before anything exists (package netns), a network namespace and TAP per

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"github.com/rocelab/rocelab/network"
 	"sync"
 
 	"go.uber.org/zap"
@@ -14,7 +15,7 @@ import (
 // link, on its own loop: frames from the fabric go to the TAP (hostWriter); frames from
 // the TAP are serialized at the link's rate, as a NIC would put them on the wire.
 type wire struct {
-	ext  *External
+	ext  *network.External
 	dev  Device
 	log  *zap.Logger
 	task *clock.Task
@@ -35,7 +36,7 @@ type wire struct {
 // descheduled on a loaded machine: at 1024, send_bw-uc-server-ipv6 lost 2,076 frames.
 const maxWireBacklog = 16384
 
-func newWire(x *External, dev Device, log *zap.Logger) *wire {
+func newWire(x *network.External, dev Device, log *zap.Logger) *wire {
 	w := &wire{ext: x, dev: dev, log: log}
 	w.task = x.Loop.NewTask(w.send)
 	x.Link.Attach(x.Loop, &hostWriter{dev: dev, log: log})

@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"fmt"
+	"github.com/rocelab/rocelab/network"
 	"io"
 	"os"
 	"strings"
@@ -244,7 +245,7 @@ func TestUpRefusesServicesWithoutNamespaces(t *testing.T) {
 	}
 	_, err = Up(Config{Name: "d1", Topology: tp, Store: netns.Store{Root: t.TempDir()},
 		AddHost:  func(netns.Store, string, netns.HostConfig) (Device, error) { return tuntest.New(), nil },
-		Services: func(*Host, *Lab) (Closer, error) { return nil, nil }})
+		Services: func(*network.Host, *Lab) (Closer, error) { return nil, nil }})
 	if err == nil || !strings.Contains(err.Error(), "Services") {
 		t.Fatalf("Up with Services and in-memory devices: %v, want an error naming Services", err)
 	}

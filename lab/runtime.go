@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/rocelab/rocelab/network"
 	"net"
 	"net/netip"
 	"os"
@@ -48,7 +49,7 @@ type Config struct {
 	// into it) once the lab runs, to start what apps reach there: the verbs service.
 	// What it returns is closed with the lab. It needs the hosts' namespaces: Up
 	// refuses it with an AddHost other than AddTAPHost.
-	Services func(h *Host, l *Lab) (Closer, error)
+	Services func(h *network.Host, l *Lab) (Closer, error)
 	// VerbsBudget bounds what the verbs services' clients make the lab process hold
 	// (Lab.VerbsBudget); nil derives it from the process's limits at Up, shared
 	// equally by the hosts (service.ProcessBudget).
@@ -95,7 +96,7 @@ const ControlSocket = "control.sock"
 // per-namespace services and the control socket. One process runs it: the lab process.
 type Lab struct {
 	cfg      Config
-	Network  *Network
+	Network  *network.Network
 	clk      *clock.Real
 	epoch    time.Time
 	started  time.Time
@@ -223,12 +224,12 @@ func (l *Lab) up() error {
 	// The lab's hosts reach kernels, VMs and TAP queues that drop bursts (rxe under
 	// QEMU drops them by the hundred): rxe's bound on unacknowledged PSNs keeps a
 	// go-back-N retry from resending a whole send queue per loss.
-	net, err := Build(t, l.clk, Options{TxLookahead: look, RandomIDs: true, MaxUnackedPSNs: qp.RXEMaxUnackedPSNs,
+	net, err := network.Build(t, l.clk, network.Options{TxLookahead: look, RandomIDs: true, MaxUnackedPSNs: qp.RXEMaxUnackedPSNs,
 		StaticNeighbours: staticNeighbours(t), OnPanic: l.nodePanicked, Monitors: true, Threads: threads,
 		HostRelay: func(host string) link.Receiver {
 			return &hostWriter{dev: l.devices[host], log: l.log.With(zap.String("host", host))}
 		},
-		External: func(x *External) error {
+		External: func(x *network.External) error {
 			l.wires = append(l.wires, newWire(x, l.devices[x.Name], l.log.With(zap.String("external", x.Name))))
 			return nil
 		}})

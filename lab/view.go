@@ -3,6 +3,7 @@ package lab
 import (
 	"errors"
 	"fmt"
+	"github.com/rocelab/rocelab/network"
 	"runtime"
 	"sync"
 
@@ -51,7 +52,7 @@ func (l *Lab) createViews() error {
 }
 
 // rdmaDevice is what h's soft-RNIC says of itself, on netdev tap.
-func rdmaDevice(h *Host, tap string) (netns.RDMADevice, error) {
+func rdmaDevice(h *network.Host, tap string) (netns.RDMADevice, error) {
 	attr := h.Device.QueryDevice()
 	port, err := h.Device.QueryPort(1)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"github.com/rocelab/rocelab/network"
 	"io"
 	"os"
 	"os/exec"
@@ -87,7 +88,7 @@ func labIncast(cfg experiment.Config, store netns.Store, name string, sendersGiv
 	// (experiment --topology-file) reads it: the receiver link's delay and path MTU
 	// (the MTU also sets the drain level that starts the window, and the headers in
 	// the ideal FCT), the congestion control and telemetry the lab runs
-	// (lab.TopologyCC) and its real-time base RTT. Without the file (moved since up),
+	// (network.TopologyCC) and its real-time base RTT. Without the file (moved since up),
 	// the lab's status names the congestion control and telemetry, HPCC's mode taken
 	// as the labs' default, a probe per RTT.
 	var baseRTT time.Duration
@@ -97,11 +98,11 @@ func labIncast(cfg experiment.Config, store netns.Store, name string, sendersGiv
 				cfg.LinkDelay, cfg.MTU = l.Delay, roce.MTUForLinkMTU(l.MTU)
 			}
 		}
-		cc, format, err := lab.TopologyCC(t)
+		cc, format, err := network.TopologyCC(t)
 		if err != nil {
 			return nil, fmt.Errorf("experiment: lab %s: %w", name, err)
 		}
-		cfg.CC, cfg.Telemetry, baseRTT = cc.Mode, format, lab.RealTimeBaseRTT(t)
+		cfg.CC, cfg.Telemetry, baseRTT = cc.Mode, format, network.RealTimeBaseRTT(t)
 	} else {
 		switch st.CongestionControl {
 		case "hpcc":

@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
+	"github.com/rocelab/rocelab/network"
 
 	"github.com/rocelab/rocelab/experiment"
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/fabric/topo"
-	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/roce"
 )
 
@@ -18,9 +18,9 @@ var starFileFlags = []string{"link-rate", "link-delay", "mtu", "cc", "mode", "te
 // starFromTopology sets cfg from a star topology, as `experiment --lab` reads a lab
 // built from it: its first cfg.Senders hosts (all but the last when senders is not
 // given) send to its last; the links' rate, delay and path MTU; its congestion control
-// (lab.TopologyCC: HPCC in the topology's mode, a probe per RTT by default, DCQCN or
-// none) and telemetry; HPCC's base RTT T as the lab derives it (lab.BaseRTT: the link MTU's
-// frames, at least lab.RealTimeMinBaseRTT: lab.RealTimeBaseRTT) unless --base-rtt is given; the switch's
+// (network.TopologyCC: HPCC in the topology's mode, a probe per RTT by default, DCQCN or
+// none) and telemetry; HPCC's base RTT T as the lab derives it (network.BaseRTT: the link MTU's
+// frames, at least network.RealTimeMinBaseRTT: network.RealTimeBaseRTT) unless --base-rtt is given; the switch's
 // buffer and RED marking where it sets them (fabric.SimECN for the links' rate
 // otherwise, as a lab does). So the same file runs in a lab and,
 // here, as its virtual-time twin. The incast's star runs every link alike, without
@@ -65,13 +65,13 @@ func starFromTopology(t *topo.Topology, cfg *experiment.Config, sendersGiven, ba
 	}
 	cfg.LinkRate, cfg.LinkDelay = first.Rate, first.Delay
 	cfg.MTU = roce.MTUForLinkMTU(first.MTU)
-	cc, format, err := lab.TopologyCC(t)
+	cc, format, err := network.TopologyCC(t)
 	if err != nil {
 		return err
 	}
 	cfg.CC, cfg.Telemetry = cc.Mode, format
 	if !baseRTTGiven {
-		cfg.BaseRTT = lab.RealTimeBaseRTT(t)
+		cfg.BaseRTT = network.RealTimeBaseRTT(t)
 	}
 	if sw.Buffer > 0 {
 		cfg.Buffer = sw.Buffer

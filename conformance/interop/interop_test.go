@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/rocelab/rocelab/network"
 	"io"
 	"os"
 	"os/exec"
@@ -428,7 +429,7 @@ func TestInteropRXE(t *testing.T) {
 	store := netns.Store{Root: t.TempDir()}
 	name := fmt.Sprintf("ix%d", os.Getpid()%100000)
 	l, err := lab.Up(lab.Config{Name: name, Topology: tp, Store: store, Log: zaptest.NewLogger(t),
-		Services: func(h *lab.Host, l *lab.Lab) (lab.Closer, error) {
+		Services: func(h *network.Host, l *lab.Lab) (lab.Closer, error) {
 			return service.Listen(h.Device, service.Address(l.Name(), h.Name))
 		}})
 	if err != nil {

@@ -29,6 +29,7 @@ var layers = [][]string{
 	{"roce", "hpcc", "internal/clock", "wireshark"}, // wire formats, CC algorithms, the clock; wireshark is a leaf (embedded Lua)
 	{"qp", "fabric/link"},                           // transport engines, links
 	{"rnic", "fabric"},                              // the NIC and the switch: peers
+	{"network"},                                     // a topology built into nodes on a clock, no kernel
 	{"netns"},                                       // namespaces and TAPs
 	{"lab", "experiment"},                           // the lab runtime, virtual-time studies
 	{"apps"},                                        // the sample apps' code
@@ -43,6 +44,8 @@ var peers = []struct{ importer, imported, why string }{
 	{"fabric", "rnic", "the NIC and the switch are peers: fabric never imports rnic"},
 	{"roce", "hpcc", "roce imports hpcc only in roce/telemetry, for the hop record"},
 	{"hpcc", "roce", "hpcc is pure congestion control and never imports roce"},
+	{"experiment", "lab", "virtual time needs no kernel: experiment builds networks with network, not the lab runtime"},
+	{"experiment", "netns", "virtual time needs no kernel: experiment never touches namespaces"},
 }
 
 var peerExceptions = []struct{ importer, imported string }{

@@ -14,7 +14,7 @@ func TestUpwardImportFails(t *testing.T) {
 	if status != 1 {
 		t.Fatalf("exit status %d, want 1; output:\n%s", status, &stderr)
 	}
-	want := "fabric -> lab: imports upward, layer 2 (rnic, fabric) -> layer 4 (lab, experiment)"
+	want := "fabric -> lab: imports upward, layer 2 (rnic, fabric) -> layer 5 (lab, experiment)"
 	if !strings.Contains(stderr.String(), want) {
 		t.Fatalf("output does not name the import %q:\n%s", want, &stderr)
 	}
@@ -59,7 +59,7 @@ func TestRules(t *testing.T) {
 		pkg("roce"), pkg("hpcc"), pkg("internal/clock"), pkg("qp", "roce"), pkg("fabric/link", "internal/clock"),
 		pkg("rnic", "qp", "fabric/link", "internal/clock"), verbs, pkg("rnic/service", "rnic"),
 		pkg("fabric", "fabric/link", "hpcc"), pkg("fabric/topo", "fabric/link"), pkg("netns", "rnic/service"),
-		pkg("lab", "fabric", "rnic", "netns"), pkg("experiment", "lab", "fabric/topo"),
+		pkg("network", "fabric", "rnic"), pkg("lab", "network", "netns"), pkg("experiment", "network", "fabric/topo"),
 		pkg("apps/apptest", "fabric", "rnic/service"),
 		pkg("conformance", "roce"), pkg("tools/benchreport", "golang.org/x/sys/unix"),
 	}
@@ -82,6 +82,9 @@ func TestRules(t *testing.T) {
 		{"apps import the switch", pkg("apps/device", "fabric"), "apps/device -> fabric: the sample apps import only"},
 		{"a test helper in production code", pkg("conformance/interop", "apps/apptest"), "conformance/interop -> apps/apptest: a test helper is imported only by tests"},
 		{"a package without a layer", pkg("misc/util"), "misc/util -> : this package has no layer"},
+		{"network imports netns", pkg("network/x", "netns"), "network/x -> netns: imports upward, layer 3 (network) -> layer 4 (netns)"},
+		{"experiment imports the lab runtime", pkg("experiment/x", "lab"), "experiment/x -> lab: virtual time needs no kernel"},
+		{"experiment imports netns", pkg("experiment/y", "netns"), "experiment/y -> netns: virtual time needs no kernel"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := messages(check(append(base[:len(base):len(base)], tc.add)))

@@ -1,4 +1,4 @@
-package lab
+package network
 
 import (
 	"bytes"
@@ -306,16 +306,6 @@ func TestTopologyCCRealTimeBaseRTT(t *testing.T) {
 			if cc.HPCC.BaseRTT != want[realTime] {
 				t.Errorf("%s, real time %v: T = %v, want %v (links' round trip %v)", tc.link, realTime, cc.HPCC.BaseRTT, want[realTime], derived)
 			}
-		}
-	}
-}
-
-// TestMaxLag: a lab on one loop may fall the driver's default behind real time; on
-// several, each runs at real time.
-func TestMaxLag(t *testing.T) {
-	for threads, want := range map[int]time.Duration{1: clock.DefaultMaxLag, 2: time.Nanosecond, 4: time.Nanosecond} {
-		if got := maxLag(threads); got != want {
-			t.Errorf("%d threads: max lag %v, want %v", threads, got, want)
 		}
 	}
 }
