@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/roce/telemetry"
 )
 
 // LinkSample is one switch egress port's queue and the bytes it has sent as of a rate
@@ -323,17 +325,12 @@ func starPorts(hosts int) []string {
 // topology a run builds; markECN gives its switches the run's RED marking.
 func (c *Config) topoParams() (topo.Params, error) {
 	p := topo.Params{Rate: c.LinkRate, FabricRate: c.FabricRate, Delay: c.LinkDelay, MTU: c.linkMTU(),
-		Buffer: c.Buffer, Telemetry: "none", CongestionControl: "none"}
-	switch c.CC {
-	case rnic.ModeNone:
-	case rnic.ModeDCQCN:
-		p.CongestionControl = "dcqcn"
-	default:
-		name, err := topologyTelemetry(c.Telemetry)
-		if err != nil {
-			return p, err
+		Buffer: c.Buffer, Telemetry: telemetry.NoTelemetry, CongestionControl: c.CC.CCName()}
+	if p.CongestionControl == rnic.CCHPCC {
+		if _, err := telemetry.ParseFormat(string(c.Telemetry)); err != nil || c.Telemetry == "" {
+			return p, fmt.Errorf("experiment: --telemetry %q: want %s", c.Telemetry, strings.Join(telemetry.FormatNames(), ", "))
 		}
-		p.Telemetry, p.CongestionControl = name, "hpcc"
+		p.Telemetry = c.Telemetry.Name()
 	}
 	return p, nil
 }

@@ -196,21 +196,6 @@ func (c *Config) threeTierFabricRate() uint64 {
 	return uint64(math.Round(float64(uint64(tt.HostsPerToR)*c.LinkRate) / (float64(tt.Aggs/tt.Pods) * c.Oversubscription)))
 }
 
-// topologyTelemetry is the topology file's name of a telemetry format.
-func topologyTelemetry(f telemetry.Format) (string, error) {
-	switch f {
-	case telemetry.FormatINTMD:
-		return "int", nil
-	case telemetry.FormatIOAM:
-		return "ioam", nil
-	case telemetry.FormatIFA:
-		return "ifa", nil
-	case telemetry.FormatHPCC:
-		return "hpcc", nil
-	}
-	return "", fmt.Errorf("experiment: --telemetry %q: want int, ioam, ifa or hpcc", f)
-}
-
 // mixTopology is the scenario's network: generated (links at LinkRate for hosts and
 // FabricRate between switches, LinkDelay each) or read from TopologyFile; room on
 // every link for the path MTU plus headers and telemetry; RED marking on every switch

@@ -193,7 +193,7 @@ func newBuilder(t *topo.Topology, clk clock.Clock, opts Options) (*builder, erro
 	b := &builder{t: t, clk: clk, opts: opts, switches: map[string]*Switch{}, hostLinks: map[string]*link.End{},
 		n: &Network{Topology: t, Pool: link.NewPool(maxMTU + 18), BaseRTT: BaseRTT(t)}}
 	var err error
-	if b.format, err = telemetryFormat(t.Telemetry); err != nil {
+	if b.format, err = telemetry.ParseFormat(t.Telemetry); err != nil {
 		return nil, err
 	}
 	b.cc = opts.CC
@@ -401,23 +401,6 @@ func parseMAC(s string) (fabric.MAC, error) {
 	return m, nil
 }
 
-// telemetryFormat maps a topology's telemetry name to the codec format; "" for none.
-func telemetryFormat(name string) (telemetry.Format, error) {
-	switch name {
-	case "int":
-		return telemetry.FormatINTMD, nil
-	case "ioam":
-		return telemetry.FormatIOAM, nil
-	case "ifa":
-		return telemetry.FormatIFA, nil
-	case "hpcc":
-		return telemetry.FormatHPCC, nil
-	case "none", "":
-		return "", nil
-	}
-	return "", fmt.Errorf("lab: unknown telemetry format %q", name)
-}
-
 // slowestLink is the rate of the slowest link of node name, or of the whole topology
 // when name is "" (0 if there is none).
 func slowestLink(t *topo.Topology, name string) uint64 {
@@ -448,7 +431,7 @@ const RealTimeMinBaseRTT = 20 * time.Microsecond
 // real-time clock, and the telemetry format its switches stamp: what a virtual-time
 // twin of that lab runs.
 func TopologyCC(t *topo.Topology) (rnic.CC, telemetry.Format, error) {
-	format, err := telemetryFormat(t.Telemetry)
+	format, err := telemetry.ParseFormat(t.Telemetry)
 	if err != nil {
 		return rnic.CC{}, "", err
 	}
@@ -465,30 +448,25 @@ func RealTimeBaseRTT(t *topo.Topology) time.Duration { return max(BaseRTT(t), Re
 // telemetry-request probe per RTT), with the draft's parameters for the slowest link
 // and the derived base RTT (at least RealTimeMinBaseRTT on the real-time clock).
 func topologyCC(t *topo.Topology, format telemetry.Format, realTime bool) (rnic.CC, error) {
-	switch t.CongestionControl {
-	case "none", "":
-		return rnic.CC{Mode: rnic.ModeNone}, nil
-	case "dcqcn":
-		return rnic.CC{Mode: rnic.ModeDCQCN}, nil
-	case "hpcc":
-		if format == "" {
-			return rnic.CC{}, fmt.Errorf("lab: congestion control hpcc needs telemetry (int, ioam, ifa or hpcc), the topology has none")
-		}
-		T := BaseRTT(t)
-		if realTime {
-			T = RealTimeBaseRTT(t)
-		}
-		p := hpcc.DraftParams(float64(slowestLink(t, "")), T, max(1, len(t.Hosts)-1))
-		if format == telemetry.FormatHPCC {
-			p.Wrap = hpcc.CompactWrap(1)
-		}
-		mode := rnic.ModeHPCCProbe
-		if t.HPCCMode != "" {
-			mode = rnic.Mode(t.HPCCMode)
-		}
-		return rnic.CC{Mode: mode, Telemetry: format, HPCC: p}, nil
+	mode, err := rnic.ParseCC(t.CongestionControl, t.HPCCMode)
+	if err != nil {
+		return rnic.CC{}, fmt.Errorf("lab: %w", err)
 	}
-	return rnic.CC{}, fmt.Errorf("lab: unknown congestion control %q", t.CongestionControl)
+	if mode == rnic.ModeNone || mode == rnic.ModeDCQCN {
+		return rnic.CC{Mode: mode}, nil
+	}
+	if format == "" {
+		return rnic.CC{}, fmt.Errorf("lab: congestion control hpcc needs telemetry (int, ioam, ifa or hpcc), the topology has none")
+	}
+	T := BaseRTT(t)
+	if realTime {
+		T = RealTimeBaseRTT(t)
+	}
+	p := hpcc.DraftParams(float64(slowestLink(t, "")), T, max(1, len(t.Hosts)-1))
+	if format == telemetry.FormatHPCC {
+		p.Wrap = hpcc.CompactWrap(1)
+	}
+	return rnic.CC{Mode: mode, Telemetry: format, HPCC: p}, nil
 }
 
 // BaseRTT is the round trip of an MTU-sized packet and a 100-byte ACK over d links,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -306,6 +307,35 @@ func TestTopologyCCRealTimeBaseRTT(t *testing.T) {
 			if cc.HPCC.BaseRTT != want[realTime] {
 				t.Errorf("%s, real time %v: T = %v, want %v (links' round trip %v)", tc.link, realTime, cc.HPCC.BaseRTT, want[realTime], derived)
 			}
+		}
+	}
+}
+
+// TestTopologyNamesAreTheTypes: the names a topology file may give its congestion
+// control, HPCC mode and telemetry (fabric/topo, which may not import rnic) are exactly
+// the ones rnic.ParseCC and telemetry.ParseFormat take, so that a file the loader
+// accepts always builds.
+func TestTopologyNamesAreTheTypes(t *testing.T) {
+	if !slices.Equal(topo.CongestionControls, rnic.CCNames) {
+		t.Errorf("topo.CongestionControls %q, rnic.CCNames %q", topo.CongestionControls, rnic.CCNames)
+	}
+	modes := make([]string, len(rnic.HPCCModes))
+	for i, m := range rnic.HPCCModes {
+		modes[i] = string(m)
+	}
+	if !slices.Equal(topo.HPCCModes, modes) {
+		t.Errorf("topo.HPCCModes %q, rnic.HPCCModes %q", topo.HPCCModes, modes)
+	}
+	for _, cc := range topo.CongestionControls {
+		for _, m := range append([]string{""}, topo.HPCCModes...) {
+			if _, err := rnic.ParseCC(cc, m); err != nil {
+				t.Errorf("ParseCC(%q, %q): %v", cc, m, err)
+			}
+		}
+	}
+	for _, f := range topo.TelemetryFormats {
+		if _, err := telemetry.ParseFormat(f); err != nil {
+			t.Errorf("ParseFormat(%q): %v", f, err)
 		}
 	}
 }

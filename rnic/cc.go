@@ -1,7 +1,10 @@
 package rnic
 
 import (
+	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rocelab/rocelab/hpcc"
@@ -35,6 +38,60 @@ const (
 
 // Modes lists every mode, in documentation order.
 var Modes = []Mode{ModeHPCC, ModeHPCCProbe, ModeRxHPCC, ModeHPCCEveryN, ModeDCQCN, ModeNone}
+
+// Congestion-control names as topology files, --cc and the lab's status spell them.
+const (
+	CCHPCC  = "hpcc"
+	CCDCQCN = "dcqcn"
+	CCNone  = "none"
+)
+
+// CCNames lists the congestion controls ParseCC takes, and HPCCModes the modes of HPCC.
+var (
+	CCNames   = []string{CCHPCC, CCDCQCN, CCNone}
+	HPCCModes = []Mode{ModeHPCCProbe, ModeHPCC, ModeRxHPCC, ModeHPCCEveryN}
+)
+
+// ParseCC returns the mode that a congestion-control name and, for CCHPCC, an HPCC mode
+// name ("" for ModeHPCCProbe, the draft's reference RoCEv2 mode) name. The errors list
+// the accepted names.
+func ParseCC(cc, hpccMode string) (Mode, error) {
+	switch cc {
+	case CCHPCC:
+		if hpccMode == "" {
+			return ModeHPCCProbe, nil
+		}
+		if m := Mode(hpccMode); slices.Contains(HPCCModes, m) {
+			return m, nil
+		}
+		return "", fmt.Errorf("unknown HPCC mode %q: want %s", hpccMode, joinModes(HPCCModes))
+	case CCDCQCN:
+		return ModeDCQCN, nil
+	case CCNone:
+		return ModeNone, nil
+	}
+	return "", fmt.Errorf("unknown congestion control %q: want %s", cc, strings.Join(CCNames, ", "))
+}
+
+// CCName returns the congestion-control name ParseCC takes back: CCHPCC for every HPCC
+// mode.
+func (m Mode) CCName() string {
+	switch m {
+	case ModeDCQCN:
+		return CCDCQCN
+	case ModeNone, "":
+		return CCNone
+	}
+	return CCHPCC
+}
+
+func joinModes(modes []Mode) string {
+	names := make([]string, len(modes))
+	for i, m := range modes {
+		names[i] = string(m)
+	}
+	return strings.Join(names, ", ")
+}
 
 // CC configures congestion control, per device or per QP.
 type CC struct {

@@ -356,32 +356,28 @@ func applyPreset(flags *pflag.FlagSet, cfg *experiment.Config) error {
 	return nil
 }
 
-// ccMode is the congestion control named by --cc and, for hpcc, --mode.
+// ccMode is the congestion control named by --cc and, for hpcc, --mode ("": probe).
 func ccMode(cc, mode string) (rnic.Mode, error) {
-	switch cc {
-	case "hpcc":
-		switch m := rnic.Mode(mode); m {
-		case rnic.ModeHPCC, rnic.ModeHPCCProbe, rnic.ModeRxHPCC, rnic.ModeHPCCEveryN:
-			return m, nil
-		}
-		return "", fmt.Errorf("--mode %q: want per-ack, probe, rx or every-n", mode)
-	case "dcqcn":
-		return rnic.ModeDCQCN, nil
-	case "none":
-		return rnic.ModeNone, nil
+	m, err := rnic.ParseCC(cc, mode)
+	switch {
+	case err != nil && cc == rnic.CCHPCC:
+		return "", fmt.Errorf("--mode: %w", err)
+	case err != nil:
+		return "", fmt.Errorf("--cc: %w", err)
 	}
-	return "", fmt.Errorf("--cc %q: want hpcc, dcqcn or none", cc)
+	return m, nil
 }
 
-// telemetryFormat is the format named by --telemetry.
-func telemetryFormat(format string) (telemetry.Format, error) {
-	switch format {
-	case "int", string(telemetry.FormatINTMD):
-		return telemetry.FormatINTMD, nil
-	case "ioam", "ifa", "hpcc":
-		return telemetry.Format(format), nil
+// telemetryFormat is the format named by --telemetry; an experiment's HPCC needs one.
+func telemetryFormat(name string) (telemetry.Format, error) {
+	f, err := telemetry.ParseFormat(name)
+	if err == nil && f == "" {
+		err = fmt.Errorf("want one of %s", strings.Join(telemetry.FormatNames(), ", "))
 	}
-	return "", fmt.Errorf("--telemetry %q: want int, ioam, ifa or hpcc", format)
+	if err != nil {
+		return "", fmt.Errorf("--telemetry %q: %w", name, err)
+	}
+	return f, nil
 }
 
 // outputs is what a run writes: its files into dir ("": none) and, with plots, its

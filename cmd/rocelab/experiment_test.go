@@ -106,8 +106,8 @@ func TestExperimentBadFlags(t *testing.T) {
 	}{
 		{[]string{"ring"}, `unknown scenario "ring"`},
 		{[]string{}, "want one scenario"},
-		{[]string{"mix", "--cc", "tcp"}, `--cc "tcp": want hpcc, dcqcn or none`},
-		{[]string{"mix", "--mode", "fast"}, `--mode "fast"`},
+		{[]string{"mix", "--cc", "tcp"}, `--cc: unknown congestion control "tcp": want hpcc, dcqcn, none`},
+		{[]string{"mix", "--mode", "fast"}, `--mode: unknown HPCC mode "fast": want probe, per-ack, rx, every-n`},
 		{[]string{"mix", "--telemetry", "sflow"}, `--telemetry "sflow"`},
 		{[]string{"mix", "--topology", "torus"}, `--topology "torus": want leaf-spine, fat-tree or fat-tree-3tier`},
 		{[]string{"mix", "--topology", "fat-tree", "--k", "5"}, "--k 5"},

@@ -104,18 +104,11 @@ func labIncast(cfg experiment.Config, store netns.Store, name string, sendersGiv
 		}
 		cfg.CC, cfg.Telemetry, baseRTT = cc.Mode, format, network.RealTimeBaseRTT(t)
 	} else {
-		switch st.CongestionControl {
-		case "hpcc":
-			cfg.CC = rnic.ModeHPCCProbe
-		case "dcqcn":
-			cfg.CC = rnic.ModeDCQCN
-		default:
-			cfg.CC = rnic.ModeNone
+		if cfg.CC, err = rnic.ParseCC(st.CongestionControl, ""); err != nil {
+			return nil, fmt.Errorf("experiment: lab %s: %w", name, err)
 		}
-		if st.Telemetry == "int" {
-			cfg.Telemetry = telemetry.FormatINTMD
-		} else if st.Telemetry != "none" {
-			cfg.Telemetry = telemetry.Format(st.Telemetry)
+		if cfg.Telemetry, err = telemetry.ParseFormat(st.Telemetry); err != nil {
+			return nil, fmt.Errorf("experiment: lab %s: %w", name, err)
 		}
 	}
 	const msg, basePort = 64 << 10, 18600

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rocelab/rocelab/fabric/link"
+	"github.com/rocelab/rocelab/roce/telemetry"
 )
 
 // Topology is a validated lab description.
@@ -101,7 +102,7 @@ func (l *Link) Config() link.Config {
 
 // Telemetry formats and congestion controls a topology may name.
 var (
-	TelemetryFormats   = []string{"int", "ioam", "ifa", "hpcc", "none"}
+	TelemetryFormats   = append(telemetry.FormatNames(), telemetry.NoTelemetry)
 	CongestionControls = []string{"hpcc", "dcqcn", "none"}
 	HPCCModes          = []string{"probe", "per-ack", "rx", "every-n"}
 	RetryReadings      = []string{"ibta", "rxe"}
