@@ -1,13 +1,8 @@
 package experiment
 
 import (
-	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 )
 
@@ -133,49 +128,15 @@ func sizeRange(b sizeBucket) string {
 
 // readRun reads a run's summary.json and flows.csv.
 func readRun(dir string) (RunSummary, []FlowRecord, error) {
-	var s RunSummary
-	data, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	d, err := OpenRun(dir)
 	if err != nil {
-		return s, nil, fmt.Errorf("experiment: compare: %w (is %s an experiment's --out directory?)", err, dir)
+		return RunSummary{}, nil, fmt.Errorf("experiment: compare: %w", err)
 	}
-	if err := json.Unmarshal(data, &s); err != nil {
-		return s, nil, fmt.Errorf("experiment: compare: %s: %w", filepath.Join(dir, "summary.json"), err)
-	}
-	f, err := os.Open(filepath.Join(dir, "flows.csv"))
+	flows, err := d.Flows()
 	if err != nil {
-		return s, nil, fmt.Errorf("experiment: compare: %w", err)
+		return RunSummary{}, nil, fmt.Errorf("experiment: compare: %s: %w", dir, err)
 	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		return s, nil, fmt.Errorf("experiment: compare: %s: %w", f.Name(), err)
-	}
-	col := map[string]int{}
-	if len(rows) > 0 {
-		for i, name := range rows[0] {
-			col[name] = i
-		}
-	}
-	for _, name := range []string{"size_bytes", "finished", "slowdown"} {
-		if _, ok := col[name]; !ok {
-			return s, nil, fmt.Errorf("experiment: compare: %s has no %s column", f.Name(), name)
-		}
-	}
-	var flows []FlowRecord
-	for n, r := range rows[1:] {
-		size, err1 := strconv.Atoi(r[col["size_bytes"]])
-		fin, err2 := strconv.ParseBool(r[col["finished"]])
-		rec := FlowRecord{Size: size, Finished: fin}
-		var err3 error
-		if fin {
-			rec.Slowdown, err3 = strconv.ParseFloat(r[col["slowdown"]], 64)
-		}
-		if err1 != nil || err2 != nil || err3 != nil || size < 0 || math.IsNaN(rec.Slowdown) {
-			return s, nil, fmt.Errorf("experiment: compare: %s row %d: bad size, finished or slowdown", f.Name(), n+2)
-		}
-		flows = append(flows, rec)
-	}
-	return s, flows, nil
+	return d.Summary, flows, nil
 }
 
 // WriteText prints the comparison as two tables.

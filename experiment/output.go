@@ -57,7 +57,7 @@ func (r *Result) WriteData(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	fl := [][]string{{"id", "src", "dst", "size_bytes", "start_ns", "finished", "fct_ns", "ideal_fct_ns", "slowdown"}}
+	fl := [][]string{flowColumns}
 	for _, f := range r.Flows {
 		fct, sd := "", ""
 		if f.Finished {
@@ -66,7 +66,7 @@ func (r *Result) WriteData(dir string) error {
 		fl = append(fl, []string{itoa(int64(f.ID)), itoa(int64(f.Src)), itoa(int64(f.Dst)), itoa(int64(f.Size)), itoa(f.StartNs),
 			strconv.FormatBool(f.Finished), fct, itoa(f.IdealNs), sd})
 	}
-	files := map[string][][]string{"flows.csv": fl}
+	files := map[string][][]string{FlowsFile: fl}
 	if r.MixInfo != nil {
 		b := [][]string{{"from_pct", "to_pct", "min_size_bytes", "max_size_bytes", "flows", "slowdown_p50", "slowdown_p95", "slowdown_p99"}}
 		for _, k := range sizeBuckets(r.Flows, percentSteps(5)) {
@@ -89,10 +89,10 @@ func (r *Result) WriteData(dir string) error {
 	if err := r.writeQueue(filepath.Join(dir, "queue.csv")); err != nil {
 		return err
 	}
-	if err := r.writeRates(filepath.Join(dir, "rates.csv")); err != nil {
+	if err := r.writeRates(filepath.Join(dir, RatesFile)); err != nil {
 		return err
 	}
-	if err := r.writeLinks(filepath.Join(dir, "links.csv")); err != nil {
+	if err := r.writeLinks(filepath.Join(dir, LinksFile)); err != nil {
 		return err
 	}
 	if r.MixInfo != nil {
@@ -104,11 +104,11 @@ func (r *Result) WriteData(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "summary.json"), append(sum, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, SummaryFile), append(sum, '\n'), 0o644); err != nil {
 		return err
 	}
 	if r.Topology != nil {
-		if err := os.WriteFile(filepath.Join(dir, "topology.yaml"), r.Topology.YAML(), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, TopologyFile), r.Topology.YAML(), 0o644); err != nil {
 			return err
 		}
 	}
@@ -160,7 +160,7 @@ func (r *Result) writeQueue(path string) error {
 
 // writeRates writes rates.csv.
 func (r *Result) writeRates(path string) error {
-	return writeRows(path, []string{"t_ns", "flow", "paced_rate_bps", "window_bytes", "measured_rate_bps", "inflight_bytes", "hpcc_u"},
+	return writeRows(path, rateColumns,
 		func(row *csvRow) error {
 			return r.EachRate(func(s RateSample) {
 				row.int(int64(s.T)).int(int64(s.Flow)).float(s.Rate).float(s.Window).float(s.Measured).uint(s.InFlight)
@@ -177,7 +177,7 @@ func (r *Result) writeRates(path string) error {
 // writeLinks writes links.csv: a row per port per rate sample (17 M rows for the
 // 1,024-host fat tree over 10 ms).
 func (r *Result) writeLinks(path string) error {
-	return writeRows(path, []string{"t_ns", "port", "sampled_ns", "queue_bytes", "tx_bytes"}, func(row *csvRow) error {
+	return writeRows(path, linkColumns, func(row *csvRow) error {
 		r.Links(func(s LinkSample) {
 			row.int(int64(s.T)).str(s.Port).int(int64(s.Sampled)).int(int64(s.Bytes)).uint(s.TxBytes).end()
 		})

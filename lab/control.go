@@ -735,7 +735,7 @@ type Peer struct {
 }
 
 // Peers lists, per node, the far end of each port in port order: a switch's port i
-// (s1:pi) is its i-th link in the topology. A replay of an experiment (lab/web) names
+// (s1:pi) is its i-th link in the topology. A replay of an experiment (web) names
 // ports as the lab does through it.
 func Peers(t *topo.Topology) map[string][]Peer {
 	out := map[string][]Peer{}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rocelab/rocelab/lab/web"
 	"github.com/rocelab/rocelab/netns"
+	"github.com/rocelab/rocelab/web"
 )
 
 func init() { rootCmd.AddCommand(newWebCmd()) }

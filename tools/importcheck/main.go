@@ -32,6 +32,7 @@ var layers = [][]string{
 	{"network"},                                     // a topology built into nodes on a clock, no kernel
 	{"netns"},                                       // namespaces and TAPs
 	{"lab", "experiment"},                           // the lab runtime, virtual-time studies
+	{"web"},                                         // the web view: a live lab's or a finished run's
 	{"apps"},                                        // the sample apps' code
 	{"conformance"},                                 // conformance and interop suites
 	{"cmd", "tools"},                                // mains
@@ -46,6 +47,7 @@ var peers = []struct{ importer, imported, why string }{
 	{"hpcc", "roce", "hpcc is pure congestion control and never imports roce"},
 	{"experiment", "lab", "virtual time needs no kernel: experiment builds networks with network, not the lab runtime"},
 	{"experiment", "netns", "virtual time needs no kernel: experiment never touches namespaces"},
+	{"lab", "experiment", "the lab runtime and the virtual-time studies are peers: what reads both (web, cmd) sits above them"},
 }
 
 var peerExceptions = []struct{ importer, imported string }{

@@ -85,6 +85,8 @@ func TestRules(t *testing.T) {
 		{"network imports netns", pkg("network/x", "netns"), "network/x -> netns: imports upward, layer 3 (network) -> layer 4 (netns)"},
 		{"experiment imports the lab runtime", pkg("experiment/x", "lab"), "experiment/x -> lab: virtual time needs no kernel"},
 		{"experiment imports netns", pkg("experiment/y", "netns"), "experiment/y -> netns: virtual time needs no kernel"},
+		{"the lab imports experiment", pkg("lab/web", "experiment"), "lab/web -> experiment: the lab runtime and the virtual-time studies are peers"},
+		{"the web view reads both", pkg("web", "lab", "experiment"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := messages(check(append(base[:len(base):len(base)], tc.add)))

@@ -1,12 +1,10 @@
 package web
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -87,19 +85,13 @@ func LoadReplay(dir string) (*Replay, error) {
 }
 
 func (r *Replay) load() error {
-	data, err := os.ReadFile(filepath.Join(r.dir, "summary.json"))
+	d, err := experiment.OpenRun(r.dir)
 	if err != nil {
-		return fmt.Errorf("%w (is it an experiment's --out directory?)", err)
+		return err
 	}
-	if err := json.Unmarshal(data, &r.summary); err != nil {
-		return fmt.Errorf("summary.json: %w", err)
-	}
-	data, err = os.ReadFile(filepath.Join(r.dir, "topology.yaml"))
-	if err != nil {
-		return fmt.Errorf("%w (runs before rocelab wrote topology.yaml cannot be replayed: run the experiment again)", err)
-	}
-	if r.topo, err = topo.Parse(data); err != nil {
-		return fmt.Errorf("topology.yaml: %w", err)
+	r.summary = d.Summary
+	if r.topo, err = d.Topology(); err != nil {
+		return err
 	}
 	peers := lab.Peers(r.topo)
 	index := map[string]int{}
@@ -110,7 +102,7 @@ func (r *Replay) load() error {
 			r.ports = append(r.ports, replayPort{sw: s.Name, name: name, peer: p.Name, rate: p.Rate})
 		}
 	}
-	if err := r.loadFlows(); err != nil {
+	if err := r.loadFlows(d); err != nil {
 		return err
 	}
 	instant := map[int64]int{}
@@ -125,35 +117,23 @@ func (r *Replay) load() error {
 		}
 		return i
 	}
-	err = readTable(filepath.Join(r.dir, "links.csv"), []string{"t_ns", "port", "sampled_ns", "queue_bytes", "tx_bytes"}, func(c cells) error {
-		p, ok := index[c.str("port")]
+	err = d.Links(func(l experiment.LinkRow) error {
+		p, ok := index[l.Port]
 		if !ok {
-			return fmt.Errorf("port %q is not in topology.yaml", c.str("port"))
+			return fmt.Errorf("port %q is not in %s", l.Port, experiment.TopologyFile)
 		}
-		t, sampled, q, tx := c.int("t_ns"), c.int("sampled_ns"), c.int("queue_bytes"), c.uint("tx_bytes")
-		if c.err != nil {
-			return c.err
-		}
-		r.links[at(t)][p] = portSample{valid: true, sampled: sampled, queue: int(q), txBytes: tx}
+		r.links[at(l.TNs)][p] = portSample{valid: true, sampled: l.SampledNs, queue: int(l.Queue), txBytes: l.TxBytes}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	err = readTable(filepath.Join(r.dir, "rates.csv"), []string{"t_ns", "flow", "paced_rate_bps", "window_bytes", "inflight_bytes", "hpcc_u"}, func(c cells) error {
-		row := rateRow{flow: int(c.int("flow")), rate: c.float("paced_rate_bps"), window: c.float("window_bytes"), inflight: c.uint("inflight_bytes")}
-		if c.str("hpcc_u") != "" {
-			row.u, row.hasU = c.float("hpcc_u"), true
+	err = d.Rates(func(row experiment.RateRow) error {
+		if row.Flow < 0 || row.Flow >= len(r.flows) {
+			return fmt.Errorf("flow %d is not in %s", row.Flow, experiment.FlowsFile)
 		}
-		t := c.int("t_ns")
-		if c.err != nil {
-			return c.err
-		}
-		if row.flow < 0 || row.flow >= len(r.flows) {
-			return fmt.Errorf("flow %d is not in flows.csv", row.flow)
-		}
-		i := at(t)
-		r.rates[i] = append(r.rates[i], row)
+		i := at(row.TNs)
+		r.rates[i] = append(r.rates[i], rateRow{flow: row.Flow, rate: row.RateBps, window: row.WindowBytes, inflight: row.InFlight, u: row.U, hasU: row.HasU})
 		return nil
 	})
 	if err != nil {
@@ -194,25 +174,25 @@ func (r *Replay) load() error {
 	return nil
 }
 
-func (r *Replay) loadFlows() error {
-	return readTable(filepath.Join(r.dir, "flows.csv"), []string{"id", "src", "start_ns", "finished", "fct_ns"}, func(c cells) error {
-		f := replayFlow{id: int(c.int("id")), src: int(c.int("src")), start: c.int("start_ns"), end: -1}
-		if c.str("finished") == "true" {
-			f.end = f.start + c.int("fct_ns")
+func (r *Replay) loadFlows(d *experiment.RunDir) error {
+	flows, err := d.Flows()
+	if err != nil {
+		return err
+	}
+	for _, f := range flows {
+		if f.ID != len(r.flows) {
+			return fmt.Errorf("%s: flow %d out of order (want %d)", experiment.FlowsFile, f.ID, len(r.flows))
 		}
-		if c.err != nil {
-			return c.err
+		if f.Src < 0 || f.Src >= len(r.topo.Hosts) {
+			return fmt.Errorf("%s: flow %d: source host %d is not in %s", experiment.FlowsFile, f.ID, f.Src, experiment.TopologyFile)
 		}
-		if f.id != len(r.flows) {
-			return fmt.Errorf("flow %d out of order (want %d)", f.id, len(r.flows))
+		rf := replayFlow{id: f.ID, src: f.Src, start: f.StartNs, end: -1, hostName: r.topo.Hosts[f.Src].Name}
+		if f.Finished {
+			rf.end = f.StartNs + f.FCTNs
 		}
-		if f.src < 0 || f.src >= len(r.topo.Hosts) {
-			return fmt.Errorf("flow %d: source host %d is not in topology.yaml", f.id, f.src)
-		}
-		f.hostName = r.topo.Hosts[f.src].Name
-		r.flows = append(r.flows, f)
-		return nil
-	})
+		r.flows = append(r.flows, rf)
+	}
+	return nil
 }
 
 // Frames is the number of views the replay has: one per rate sample.
@@ -378,69 +358,4 @@ func (r *Replay) events(w http.ResponseWriter, req *http.Request) {
 	// "end" tells the page the stream is over on purpose (EventSource would reconnect).
 	fmt.Fprintf(w, "event: end\ndata: %d\n\n", r.Frames())
 	flusher.Flush()
-}
-
-// cells is one CSV row read by column name; the first parse error sticks in err.
-type cells struct {
-	row []string
-	col map[string]int
-	err error
-}
-
-func (c *cells) str(name string) string { return c.row[c.col[name]] }
-
-func (c *cells) int(name string) int64 {
-	v, err := strconv.ParseInt(c.str(name), 10, 64)
-	c.fail(name, err)
-	return v
-}
-
-func (c *cells) uint(name string) uint64 {
-	v, err := strconv.ParseUint(c.str(name), 10, 64)
-	c.fail(name, err)
-	return v
-}
-
-func (c *cells) float(name string) float64 {
-	v, err := strconv.ParseFloat(c.str(name), 64)
-	c.fail(name, err)
-	return v
-}
-
-func (c *cells) fail(name string, err error) {
-	if err != nil && c.err == nil {
-		c.err = fmt.Errorf("%s %q: not a number", name, c.str(name))
-	}
-}
-
-// readTable reads a CSV file with a header row holding at least want and calls each
-// for every row.
-func readTable(path string, want []string, each func(cells) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		return fmt.Errorf("%s: %w", filepath.Base(path), err)
-	}
-	if len(rows) == 0 {
-		return fmt.Errorf("%s: empty (no header)", filepath.Base(path))
-	}
-	col := map[string]int{}
-	for i, name := range rows[0] {
-		col[name] = i
-	}
-	for _, name := range want {
-		if _, ok := col[name]; !ok {
-			return fmt.Errorf("%s has no %s column (written by an older rocelab? run the experiment again)", filepath.Base(path), name)
-		}
-	}
-	for n, row := range rows[1:] {
-		if err := each(cells{row: row, col: col}); err != nil {
-			return fmt.Errorf("%s line %d: %w", filepath.Base(path), n+2, err)
-		}
-	}
-	return nil
 }
