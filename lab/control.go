@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/rocelab/rocelab/network"
 	"io"
 	"math"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/rocelab/rocelab/network"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"

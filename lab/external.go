@@ -1,8 +1,9 @@
 package lab
 
 import (
-	"github.com/rocelab/rocelab/network"
 	"sync"
+
+	"github.com/rocelab/rocelab/network"
 
 	"go.uber.org/zap"
 

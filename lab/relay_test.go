@@ -3,12 +3,13 @@ package lab
 import (
 	"bytes"
 	"fmt"
-	"github.com/rocelab/rocelab/network"
 	"io"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rocelab/rocelab/network"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/rocelab/rocelab/network"
 	"net"
 	"net/netip"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rocelab/rocelab/network"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"

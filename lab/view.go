@@ -3,9 +3,10 @@ package lab
 import (
 	"errors"
 	"fmt"
-	"github.com/rocelab/rocelab/network"
 	"runtime"
 	"sync"
+
+	"github.com/rocelab/rocelab/network"
 
 	"github.com/rocelab/rocelab/netns"
 )

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"github.com/rocelab/rocelab/network"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rocelab/rocelab/network"
 
 	"github.com/rocelab/rocelab/experiment"
 	"github.com/rocelab/rocelab/fabric/topo"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+
 	"github.com/rocelab/rocelab/network"
 
 	"github.com/rocelab/rocelab/experiment"

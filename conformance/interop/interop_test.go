@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/rocelab/rocelab/network"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rocelab/rocelab/network"
 
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/sys/unix"
