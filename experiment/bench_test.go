@@ -15,10 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocelab/rocelab/network"
-
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/network"
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce"

@@ -9,11 +9,10 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/rocelab/rocelab/network"
-
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/network"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce/telemetry"
 )

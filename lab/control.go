@@ -15,8 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rocelab/rocelab/network"
-
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
@@ -26,6 +24,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/netns"
+	"github.com/rocelab/rocelab/network"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/rnic/service"
 )

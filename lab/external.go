@@ -3,12 +3,11 @@ package lab
 import (
 	"sync"
 
-	"github.com/rocelab/rocelab/network"
-
 	"go.uber.org/zap"
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/network"
 )
 
 // wire joins an external host's TAP to its fabric link, frame for frame, with nothing

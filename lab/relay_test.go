@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocelab/rocelab/network"
-
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
@@ -19,6 +17,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/lab/tuntest"
 	"github.com/rocelab/rocelab/netns"
+	"github.com/rocelab/rocelab/network"
 )
 
 // The tests here run the lab runtime on in-memory host devices (lab/tuntest): the

@@ -6,9 +6,8 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/rocelab/rocelab/network"
-
 	"github.com/rocelab/rocelab/netns"
+	"github.com/rocelab/rocelab/network"
 )
 
 // RDMADeviceName is the name the drop-in libibverbs gives each host's soft-RNIC

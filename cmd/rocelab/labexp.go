@@ -11,13 +11,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rocelab/rocelab/network"
-
 	"github.com/rocelab/rocelab/experiment"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/netns"
+	"github.com/rocelab/rocelab/network"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"

@@ -3,12 +3,11 @@ package main
 import (
 	"fmt"
 
-	"github.com/rocelab/rocelab/network"
-
 	"github.com/rocelab/rocelab/experiment"
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/fabric/topo"
+	"github.com/rocelab/rocelab/network"
 	"github.com/rocelab/rocelab/roce"
 )
 

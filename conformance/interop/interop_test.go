@@ -15,14 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rocelab/rocelab/network"
-
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/sys/unix"
 
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/netns"
+	"github.com/rocelab/rocelab/network"
 	"github.com/rocelab/rocelab/rnic/service"
 	"github.com/rocelab/rocelab/roce/decode"
 )
