@@ -16,6 +16,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "private.h"
 #include "rocelab.h"
 
 /* A QP's flush cursors: the next outstanding send and receive slot to complete. */
@@ -33,8 +34,8 @@ struct rl_fatal {
 	pthread_mutex_t mu; /* the lists below */
 	struct rl_fatal_qp *qps;
 	size_t nqps, capqps;
-	struct rl_channel **chans;
-	size_t nchans, capchans;
+	int *fds; /* eventfds woken when the RNIC goes: completion and RDMA-CM channels */
+	size_t nfds, capfds;
 };
 
 int rl_dead(struct rl_context *ctx)
@@ -45,7 +46,7 @@ int rl_dead(struct rl_context *ctx)
 static const uint64_t one = 1;
 
 /* rl_fatal_mark records that the RNIC is gone and wakes every waiter: the async fd and
- * every completion channel's fd. Once. */
+ * every tracked fd (completion and RDMA-CM channels). Once. */
 void rl_fatal_mark(struct rl_context *ctx)
 {
 	struct rl_fatal *f = ctx->fatal;
@@ -53,8 +54,8 @@ void rl_fatal_mark(struct rl_context *ctx)
 		return;
 	(void)!write(ctx->vctx.context.async_fd, &one, sizeof(one));
 	pthread_mutex_lock(&f->mu);
-	for (size_t i = 0; i < f->nchans; i++)
-		(void)!write(f->chans[i]->ch.fd, &one, sizeof(one));
+	for (size_t i = 0; i < f->nfds; i++)
+		(void)!write(f->fds[i], &one, sizeof(one));
 	pthread_mutex_unlock(&f->mu);
 }
 
@@ -99,7 +100,7 @@ void rl_fatal_stop(struct rl_context *ctx)
 	pthread_join(f->thread, NULL);
 	close(f->stop_fd);
 	free(f->qps);
-	free(f->chans);
+	free(f->fds);
 	free(f);
 	ctx->fatal = NULL;
 }
@@ -175,41 +176,52 @@ void rl_fatal_untrack_qp(struct rl_context *ctx, struct rl_qp *qp)
 	pthread_mutex_unlock(&f->mu);
 }
 
-void rl_fatal_track_channel(struct rl_context *ctx, struct rl_channel *ch)
+void rl_fatal_track_fd(struct rl_context *ctx, int fd)
 {
 	struct rl_fatal *f = ctx->fatal;
 	if (!f)
 		return;
 	pthread_mutex_lock(&f->mu);
-	if (f->nchans == f->capchans) {
-		size_t cap = f->capchans ? 2 * f->capchans : 8;
-		struct rl_channel **c = realloc(f->chans, cap * sizeof(*c));
-		if (!c) {
+	if (f->nfds == f->capfds) {
+		size_t cap = f->capfds ? 2 * f->capfds : 8;
+		int *fds = realloc(f->fds, cap * sizeof(*fds));
+		if (!fds) {
 			pthread_mutex_unlock(&f->mu);
 			return;
 		}
-		f->chans = c;
-		f->capchans = cap;
+		f->fds = fds;
+		f->capfds = cap;
 	}
-	f->chans[f->nchans++] = ch;
+	f->fds[f->nfds++] = fd;
 	pthread_mutex_unlock(&f->mu);
 	if (rl_dead(ctx)) /* gone already: its waiter must not block */
-		(void)!write(ch->ch.fd, &one, sizeof(one));
+		(void)!write(fd, &one, sizeof(one));
 }
 
-void rl_fatal_untrack_channel(struct rl_context *ctx, struct rl_channel *ch)
+void rl_fatal_untrack_fd(struct rl_context *ctx, int fd)
 {
 	struct rl_fatal *f = ctx->fatal;
 	if (!f)
 		return;
 	pthread_mutex_lock(&f->mu);
-	for (size_t i = 0; i < f->nchans; i++)
-		if (f->chans[i] == ch) {
-			f->chans[i] = f->chans[--f->nchans];
+	for (size_t i = 0; i < f->nfds; i++)
+		if (f->fds[i] == fd) {
+			f->fds[i] = f->fds[--f->nfds];
 			break;
 		}
 	pthread_mutex_unlock(&f->mu);
 }
+
+/* rocelab_watch_fd and rocelab_device_gone are librdmacm's view of the loss (private.h). */
+void rocelab_watch_fd(struct ibv_context *context, int fd, int watch)
+{
+	if (watch)
+		rl_fatal_track_fd(rl_ctx(context), fd);
+	else
+		rl_fatal_untrack_fd(rl_ctx(context), fd);
+}
+
+int rocelab_device_gone(struct ibv_context *context) { return rl_dead(rl_ctx(context)); }
 
 static uint64_t slot_wr_id(const struct rl_ring *r, uint32_t k)
 {

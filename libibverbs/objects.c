@@ -188,7 +188,7 @@ struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *c)
 	ch->h = r.handle;
 	ch->ch.context = c;
 	ch->ch.fd = fd;
-	rl_fatal_track_channel(ctx_of(c), ch);
+	rl_fatal_track_fd(ctx_of(c), ch->ch.fd);
 	return &ch->ch;
 }
 
@@ -201,7 +201,7 @@ int ibv_destroy_comp_channel(struct ibv_comp_channel *channel)
 	int err = rl_call(ctx_of(channel->context), RL_OP_DESTROY_COMP_CHANNEL, &h, sizeof(h), NULL, 0, -1, NULL, 0);
 	if (err)
 		return err;
-	rl_fatal_untrack_channel(ctx_of(channel->context), ch);
+	rl_fatal_untrack_fd(ctx_of(channel->context), ch->ch.fd);
 	close(channel->fd);
 	free(ch);
 	return 0;

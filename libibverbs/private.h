@@ -24,4 +24,10 @@ struct rl_qp_attr;
  * as QUERY_QP and CM_INIT_QP_ATTR answer) to ibv_qp_attr on context's GID table. */
 void rocelab_qp_attr(struct ibv_context *context, const struct rl_qp_attr *w, struct ibv_qp_attr *attr);
 
+/* rocelab_watch_fd adds (watch 1) or removes (0) the eventfd fd from those written to
+ * when context's RNIC goes away (the lab process died or closed the connection), so that
+ * a waiter on it wakes; rocelab_device_gone tells whether it has gone. */
+void rocelab_watch_fd(struct ibv_context *context, int fd, int watch);
+int rocelab_device_gone(struct ibv_context *context);
+
 #endif

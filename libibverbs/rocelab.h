@@ -170,8 +170,8 @@ int rl_fatal_async_event(struct rl_context *ctx, struct ibv_async_event *event);
 int rl_fatal_flush(struct rl_cq *cq, int n, struct ibv_wc *wc);
 void rl_fatal_track_qp(struct rl_context *ctx, struct rl_qp *qp);
 void rl_fatal_untrack_qp(struct rl_context *ctx, struct rl_qp *qp);
-void rl_fatal_track_channel(struct rl_context *ctx, struct rl_channel *ch);
-void rl_fatal_untrack_channel(struct rl_context *ctx, struct rl_channel *ch);
+void rl_fatal_track_fd(struct rl_context *ctx, int fd);
+void rl_fatal_untrack_fd(struct rl_context *ctx, int fd);
 
 /* unsupported: one line on stderr naming the verb (once), errno = EOPNOTSUPP */
 void rl_unsupported(const char *verb);

@@ -151,6 +151,7 @@ struct rl_cm_id {
 	struct rl_cm_id *next;
 	struct rdma_conn_param offer;          /* a connection request's parameters, for rdma_accept(id, NULL) */
 	struct ibv_qp_init_attr *qp_init_attr; /* rdma_create_ep's, for the QPs of rdma_get_request */
+	int removed;                           /* told RDMA_CM_EVENT_DEVICE_REMOVAL */
 };
 
 #define cm_id(id) ((struct rl_cm_id *)(id))
@@ -175,6 +176,7 @@ struct rdma_event_channel *rdma_create_event_channel(void)
 	}
 	c->h = h.handle;
 	pthread_mutex_init(&c->mu, NULL);
+	rocelab_watch_fd(device(), c->ch.fd, 1); /* woken if the RNIC goes (removal_event) */
 	return &c->ch;
 }
 
@@ -183,6 +185,8 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	struct rl_cm_channel *c = cm_channel(channel);
 	struct rl_handle h = {.handle = c->h};
 	call(RL_OP_CM_DESTROY_CHANNEL, &h, sizeof(h), NULL, 0, -1);
+	if (device())
+		rocelab_watch_fd(device(), c->ch.fd, 0);
 	close(c->ch.fd);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
@@ -298,6 +302,8 @@ static int complete(struct rdma_cm_id *id)
 	}
 	if (rdma_get_cm_event(id->channel, &id->event) < 0)
 		return -1;
+	if (id->event->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
+		return fail(ENODEV); /* the RNIC went while the call waited */
 	int status = id->event->status;
 	if (!status)
 		return 0;
@@ -902,6 +908,39 @@ static void ud_event(struct rdma_cm_id *id, const struct rl_cm_event *w, struct 
 	u->ah_attr.grh.hop_limit = 64;
 }
 
+/* device_gone tells whether the RNIC went away (the lab process died). */
+static int device_gone(void)
+{
+	struct ibv_context *c = device();
+	return c && rocelab_device_gone(c);
+}
+
+/* removal_event is rdma_get_cm_event once the RNIC has gone (the lab process died): as
+ * the kernel's rdma_cm tells each identifier of a removed device, one
+ * RDMA_CM_EVENT_DEVICE_REMOVAL per identifier of the channel, then -1 with ENODEV. It
+ * leaves a token for the next reader, so that no waiter blocks. */
+static int removal_event(struct rl_cm_channel *c, struct rdma_cm_event **event)
+{
+	static const uint64_t one = 1;
+	pthread_mutex_lock(&c->mu);
+	struct rl_cm_id *x = c->ids;
+	while (x && x->removed)
+		x = x->next;
+	if (x)
+		x->removed = 1;
+	pthread_mutex_unlock(&c->mu);
+	(void)!write(c->ch.fd, &one, sizeof(one));
+	if (!x)
+		return fail(ENODEV);
+	struct rdma_cm_event *e = calloc(1, sizeof(*e) + 196); /* rdma_ack_cm_event frees it */
+	if (!e)
+		return fail(ENOMEM);
+	e->id = &x->id;
+	e->event = RDMA_CM_EVENT_DEVICE_REMOVAL;
+	*event = e;
+	return 0;
+}
+
 int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct rl_cm_channel *c = cm_channel(channel);
@@ -914,8 +953,12 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 			;
 		if (n < 0)
 			return -1; /* EAGAIN: no event and a non-blocking fd */
+		if (device_gone())
+			return removal_event(c, event);
 		struct rl_handle h = {.handle = c->h};
 		if (call(RL_OP_CM_GET_EVENT, &h, sizeof(h), &resp, sizeof(resp), -1) < 0) {
+			if (device_gone())
+				return removal_event(c, event);
 			if (errno == EINVAL)
 				continue; /* a token whose event went with its identifier (rdma_migrate_id) */
 			return -1;

@@ -8,9 +8,15 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rocelab/rocelab/lab"
 )
+
+// rnicGoneBound is how soon after the lab process dies an application blocked on its
+// RNIC must return: the library's watcher sees the verbs socket hang up (POLLRDHUP) at
+// once, so a second is room for a busy machine, not for a timeout.
+const rnicGoneBound = time.Second
 
 // TestLibibverbsRNICGone: an application learns that its RNIC is gone when the lab
 // process dies (kill -9), as from a kernel device that hit a fatal error
@@ -26,12 +32,32 @@ func TestLibibverbsRNICGone(t *testing.T) {
 		"../../libibverbs/test/fatal_check.c", "-libverbs", "-lpthread").CombinedOutput(); err != nil {
 		t.Fatalf("build fatal_check: %v\n%s", err, out)
 	}
-	l := upLab(t, c, "gone", "../../topologies/two-hosts.yaml")
+	rnicGone(t, c, upLab(t, c, "gone", "../../topologies/two-hosts.yaml"), filepath.Join(dir, "fatal_check"))
+}
+
+// TestLibrdmacmRNICGone: an RDMA-CM application blocked in rdma_get_cm_event when the
+// lab process dies gets RDMA_CM_EVENT_DEVICE_REMOVAL for its identifier, as the
+// kernel's rdma_cm tells the identifiers of a removed device, and ENODEV after
+// (librdmacm/test/cm_gone_check.c).
+func TestLibrdmacmRNICGone(t *testing.T) {
+	l := newRDMACMLab(t)
+	dir := filepath.Dir(l.bin)
+	if out, err := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-o", filepath.Join(dir, "cm_gone_check"),
+		"../../librdmacm/test/cm_gone_check.c", "-lrdmacm", "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("build cm_gone_check: %v\n%s", err, out)
+	}
+	rnicGone(t, l.cli, l, filepath.Join(dir, "cm_gone_check"))
+}
+
+// rnicGone runs prog in h1 of l until it prints "ready", kills the lab process and
+// checks that prog then finishes with "ok" within rnicGoneBound.
+func rnicGone(t *testing.T, c *cli, l *ibverbsLab, prog string) {
+	t.Helper()
 	var st lab.Status
 	if err := json.Unmarshal([]byte(c.run("status", "--lab", l.name, "--json")), &st); err != nil {
 		t.Fatal(err)
 	}
-	app := l.exec("h1", filepath.Join(dir, "fatal_check"))
+	app := l.exec("h1", prog)
 	stdout, err := app.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -47,17 +73,22 @@ func TestLibibverbsRNICGone(t *testing.T) {
 		out.WriteString(line)
 		if err != nil {
 			app.Wait()
-			t.Fatalf("fatal_check did not get ready:\n%s", out.String())
+			t.Fatalf("%s did not get ready:\n%s", filepath.Base(prog), out.String())
 		}
 	}
+	killed := time.Now()
 	if err := syscall.Kill(st.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	rest, _ := bufio.NewReader(r).ReadString(0)
+	rest, _ := r.ReadString(0)
+	took := time.Since(killed)
 	out.WriteString(rest)
 	err = app.Wait()
-	t.Logf("fatal_check:\n%s", out.String())
+	t.Logf("%s, %v after the kill:\n%s", filepath.Base(prog), took.Round(time.Millisecond), out.String())
 	if err != nil || !strings.HasSuffix(out.String(), "ok\n") {
-		t.Errorf("fatal_check: %v", err)
+		t.Errorf("%s: %v", filepath.Base(prog), err)
+	}
+	if took > rnicGoneBound {
+		t.Errorf("%s returned %v after the lab process died, want within %v", filepath.Base(prog), took, rnicGoneBound)
 	}
 }
