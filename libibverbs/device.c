@@ -301,7 +301,6 @@ static uint32_t rl_gid_tbl_len(struct rl_context *ctx)
 static int query_port_op(struct ibv_context *c, uint8_t port, struct ibv_port_attr *attr, size_t len);
 static int query_device_ex_op(struct ibv_context *c, const struct ibv_query_device_ex_input *in,
 			      struct ibv_device_attr_ex *attr, size_t len);
-void rl_set_object_ops(struct rl_context *ctx);
 
 struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
@@ -363,9 +362,19 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	pthread_mutex_init(&c->mutex, NULL);
 	c->abi_compat = __VERBS_ABI_IS_EXTENDED;
 	ctx->vctx.sz = sizeof(ctx->vctx);
+	/* the device's ops, beside the context they belong to (as rdma-core's providers
+	 * keep theirs, providers/rxe/rxe.c): the fast path (fastpath.c) and the extended
+	 * verbs whose objects objects.c makes */
 	ctx->vctx.query_port = query_port_op;
 	ctx->vctx.query_device_ex = query_device_ex_op;
-	rl_set_object_ops(ctx);
+	ctx->vctx.create_cq_ex = rl_create_cq_ex;
+	ctx->vctx.create_qp_ex = rl_create_qp_ex;
+	struct ibv_context_ops *ops = &c->ops;
+	ops->poll_cq = rl_poll_cq;
+	ops->req_notify_cq = rl_req_notify_cq;
+	ops->post_send = rl_post_send;
+	ops->post_recv = rl_post_recv;
+	ops->post_srq_recv = rl_post_srq_recv;
 	rl_fatal_start(ctx);
 	return c;
 fail:

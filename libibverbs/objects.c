@@ -341,7 +341,7 @@ struct ibv_cq *ibv_create_cq(struct ibv_context *c, int cqe, void *cq_context, s
 	return (struct ibv_cq *)&cq->cq;
 }
 
-static struct ibv_cq_ex *create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *attr)
+struct ibv_cq_ex *rl_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *attr)
 {
 	const uint64_t known = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
 			       IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
@@ -718,7 +718,7 @@ struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	return create_qp(pd, attr, 0);
 }
 
-static struct ibv_qp *create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *ex)
+struct ibv_qp *rl_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *ex)
 {
 	(void)c;
 	const uint64_t ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
@@ -1009,18 +1009,4 @@ int ibv_dontfork_range(void *base, size_t size)
 int ibv_dofork_range(void *base, size_t size)
 {
 	return madvise(base, size, MADV_DOFORK) ? errno : 0;
-}
-
-/* ---- ops ---- */
-
-void rl_set_object_ops(struct rl_context *ctx)
-{
-	struct ibv_context_ops *ops = &ctx->vctx.context.ops;
-	ops->poll_cq = rl_poll_cq;
-	ops->req_notify_cq = rl_req_notify_cq;
-	ops->post_send = rl_post_send;
-	ops->post_recv = rl_post_recv;
-	ops->post_srq_recv = rl_post_srq_recv;
-	ctx->vctx.create_cq_ex = create_cq_ex;
-	ctx->vctx.create_qp_ex = create_qp_ex;
 }

@@ -144,6 +144,10 @@ int rl_service_address(struct sockaddr_un *addr, socklen_t *len);
 int rl_register(struct rl_context *ctx, uint32_t h, void *obj);
 void rl_unregister(struct rl_context *ctx, uint32_t h);
 
+/* the extended verbs' objects (objects.c), installed with the device's ops (device.c) */
+struct ibv_cq_ex *rl_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *attr);
+struct ibv_qp *rl_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *ex);
+
 /* memory */
 int rl_share_range(uintptr_t start, uintptr_t end, int *fd);
 void *rl_map(int fd, size_t size);

@@ -2,7 +2,8 @@
  * The verbs service's protocol (package rnic/service/wire, docs/verbs-service.md) as C
  * structs. Every body is a fixed-size struct of little-endian fields in declaration
  * order without padding: packed structs on a little-endian machine are that encoding,
- * which wire_test (cmd/rocelab/ibverbs_test.go) checks against the Go encoder.
+ * which TestCEncodings (rnic/service/wire/c_test.go, over libibverbs/test/wire_dump.c)
+ * checks against the Go encoder.
  */
 #ifndef ROCELAB_WIRE_H
 #define ROCELAB_WIRE_H
