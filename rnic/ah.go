@@ -2,7 +2,7 @@ package rnic
 
 import (
 	"github.com/rocelab/rocelab/qp"
-	"github.com/rocelab/rocelab/roce"
+	"github.com/rocelab/rocelab/rnic/ibv"
 )
 
 // AH is an address handle (ibv_ah): a resolved path for UD work requests.
@@ -11,14 +11,8 @@ type AH struct {
 	av qp.AddressVector
 }
 
-// AHAttr describes an address handle (ibv_ah_attr with its GRH, for RoCEv2).
-type AHAttr struct {
-	DGID         roce.GID
-	SGIDIndex    int
-	TrafficClass uint8
-	HopLimit     uint8
-	FlowLabel    uint32
-}
+// AHAttr describes an address handle: ibv.AHAttr.
+type AHAttr = ibv.AHAttr
 
 // CreateAH creates an address handle (ibv_create_ah). Like the move of a connected QP to
 // RTR, it fails with ErrUnresolved while the destination's MAC is unknown.

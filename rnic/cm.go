@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/rocelab/rocelab/rnic/ibv"
+
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/roce"
@@ -39,44 +41,24 @@ import (
 // retransmitted until answered, up to MaxCMRetries times, after the timeout the
 // kernel computes (twice the packet lifetime plus the peer's CM response timeout).
 
-// CMEventType is what a CM event reports; the values are librdmacm's enum
-// rdma_cm_event_type.
-type CMEventType uint8
+// CMEventType is what a CM event reports: ibv.CMEventType.
+type CMEventType = ibv.CMEventType
 
-// CM events.
+// CM events (ibv.CMEventType).
 const (
-	CMEventAddrResolved    CMEventType = 0
-	CMEventAddrError       CMEventType = 1
-	CMEventRouteResolved   CMEventType = 2
-	CMEventConnectRequest  CMEventType = 4
-	CMEventConnectResponse CMEventType = 5
-	CMEventUnreachable     CMEventType = 7
-	CMEventRejected        CMEventType = 8
-	CMEventEstablished     CMEventType = 9
-	CMEventDisconnected    CMEventType = 10
+	CMEventAddrResolved    = ibv.CMEventAddrResolved
+	CMEventAddrError       = ibv.CMEventAddrError
+	CMEventRouteResolved   = ibv.CMEventRouteResolved
+	CMEventConnectRequest  = ibv.CMEventConnectRequest
+	CMEventConnectResponse = ibv.CMEventConnectResponse
+	CMEventUnreachable     = ibv.CMEventUnreachable
+	CMEventRejected        = ibv.CMEventRejected
+	CMEventEstablished     = ibv.CMEventEstablished
+	CMEventDisconnected    = ibv.CMEventDisconnected
 )
 
-var cmEventNames = map[CMEventType]string{
-	CMEventAddrResolved: "ADDR_RESOLVED", CMEventAddrError: "ADDR_ERROR", CMEventRouteResolved: "ROUTE_RESOLVED",
-	CMEventConnectRequest: "CONNECT_REQUEST", CMEventConnectResponse: "CONNECT_RESPONSE", CMEventUnreachable: "UNREACHABLE", CMEventRejected: "REJECTED",
-	CMEventEstablished: "ESTABLISHED", CMEventDisconnected: "DISCONNECTED",
-}
-
-// String returns the event's name as librdmacm spells it (RDMA_CM_EVENT_...).
-func (t CMEventType) String() string { return "RDMA_CM_EVENT_" + cmEventNames[t] }
-
-// CMConnParam is rdma_conn_param: what a side offers when it connects or accepts, and
-// what the peer offered when an event reports it.
-type CMConnParam struct {
-	PrivateData        []byte
-	ResponderResources uint8 // incoming READs/atomics this side accepts (max_dest_rd_atomic)
-	InitiatorDepth     uint8 // outstanding READs/atomics this side issues (max_rd_atomic)
-	RetryCount         uint8 // 0..7
-	RNRRetryCount      uint8 // 0..7, 7 = infinite
-	// QPN is the QP of a Connect or Accept without one: the consumer moves it through
-	// its states itself, with InitQPAttr (rdma_conn_param.qp_num).
-	QPN roce.QPN
-}
+// CMConnParam is rdma_conn_param: ibv.CMConnParam.
+type CMConnParam = ibv.CMConnParam
 
 // CMEvent is one rdma_cm_event.
 type CMEvent struct {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rocelab/rocelab/rnic/ibv"
+
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/qp"
@@ -17,12 +19,12 @@ import (
 	"github.com/rocelab/rocelab/roce/telemetry/probe"
 )
 
-// Device limits (ibv_device_attr), modest like rxe's.
+// Device limits (ibv_device_attr): ibv's.
 const (
-	MaxQP   = 1 << 16
-	MaxWR   = 1 << 14
-	MaxSGE  = 32
-	MaxCQE  = 1 << 20
+	MaxQP   = ibv.MaxQP
+	MaxWR   = ibv.MaxWR
+	MaxSGE  = ibv.MaxSGE
+	MaxCQE  = ibv.MaxCQE
 	firstQP = 0x11 // rxe hands out QPNs from 17: 0 and 1 are the special QPs
 )
 
@@ -265,15 +267,8 @@ func (d *Device) QPs() []*QP {
 // Close closes the device (ibv_close_device): no new objects can be created.
 func (d *Device) Close() { d.closed = true }
 
-// DeviceAttr is what QueryDevice reports (ibv_device_attr, abridged).
-type DeviceAttr struct {
-	FWVer                       string
-	NodeGUID                    uint64
-	MaxQP, MaxQPWR, MaxSGE      int
-	MaxCQE                      int
-	MaxQPRdAtom, MaxQPInitRdAtm int
-	PhysPortCnt                 int
-}
+// DeviceAttr is what QueryDevice reports: ibv.DeviceAttr.
+type DeviceAttr = ibv.DeviceAttr
 
 // QueryDevice reports the device's limits (ibv_query_device).
 func (d *Device) QueryDevice() DeviceAttr {
@@ -285,16 +280,8 @@ func (d *Device) QueryDevice() DeviceAttr {
 		MaxCQE: MaxCQE, MaxQPRdAtom: qp.MaxRdAtomicLimit, MaxQPInitRdAtm: qp.MaxRdAtomicLimit, PhysPortCnt: 1}
 }
 
-// PortAttr is what QueryPort reports (ibv_port_attr, abridged).
-type PortAttr struct {
-	State       string // "ACTIVE"
-	MaxMTU      roce.MTU
-	ActiveMTU   roce.MTU
-	GIDTableLen int
-	Rate        uint64 // bit/s
-	LinkLayer   string // "Ethernet"
-	MaxMsgSize  uint32
-}
+// PortAttr is what QueryPort reports: ibv.PortAttr.
+type PortAttr = ibv.PortAttr
 
 // MaxMsgSize is the port's max_msg_sz, rxe's (RXE_PORT_MAX_MSG_SZ, 8 MiB).
 const MaxMsgSize = 1 << 23

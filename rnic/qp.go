@@ -4,6 +4,7 @@ import (
 	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/internal/clock"
 	"github.com/rocelab/rocelab/qp"
+	"github.com/rocelab/rocelab/rnic/ibv"
 	"github.com/rocelab/rocelab/roce"
 )
 
@@ -43,10 +44,8 @@ type QP struct {
 	RecvRefill func()
 }
 
-// QPCap sizes a QP's queues (ibv_qp_cap).
-type QPCap struct {
-	MaxSendWR, MaxRecvWR, MaxSendSGE, MaxRecvSGE int
-}
+// QPCap sizes a QP's queues (ibv_qp_cap): ibv.QPCap.
+type QPCap = ibv.QPCap
 
 // QPInitAttr describes a QP at creation (ibv_qp_init_attr).
 type QPInitAttr struct {

@@ -1,6 +1,9 @@
 package rnic
 
-import "github.com/rocelab/rocelab/qp"
+import (
+	"github.com/rocelab/rocelab/qp"
+	"github.com/rocelab/rocelab/rnic/ibv"
+)
 
 // SRQ is a shared receive queue (ibv_srq): receive work requests that any QP attached
 // to it consumes. When armed with a limit, it raises EventSRQLimitReached once the
@@ -18,10 +21,8 @@ type SRQ struct {
 
 var _ qp.RecvQueue = (*SRQ)(nil)
 
-// SRQInitAttr sizes a shared receive queue (ibv_srq_init_attr).
-type SRQInitAttr struct {
-	MaxWR, MaxSGE int
-}
+// SRQInitAttr sizes a shared receive queue (ibv_srq_init_attr): ibv.SRQInitAttr.
+type SRQInitAttr = ibv.SRQInitAttr
 
 // CreateSRQ creates a shared receive queue (ibv_create_srq).
 func (d *Device) CreateSRQ(pd *PD, attr SRQInitAttr) (*SRQ, error) {

@@ -19,7 +19,7 @@ import (
 	"github.com/rocelab/rocelab/apps/device"
 	"github.com/rocelab/rocelab/apps/getopt"
 	"github.com/rocelab/rocelab/qp"
-	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/rnic/ibv"
 	"github.com/rocelab/rocelab/rnic/verbs"
 )
 
@@ -110,7 +110,7 @@ func (n *node) init(ctx *verbs.Context) error {
 	}
 	n.destroys = append(n.destroys, func() error { return ctx.DestroyCQ(n.recvCQ) })
 	n.qp, err = n.id.CreateQP(n.pd, verbs.QPInitAttr{SendCQ: n.sendCQ, RecvCQ: n.recvCQ, SigAll: true,
-		Cap: rnic.QPCap{MaxSendWR: cqe, MaxRecvWR: cqe, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		Cap: ibv.QPCap{MaxSendWR: cqe, MaxRecvWR: cqe, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return fmt.Errorf("cmatose: unable to create QP: %w", err)
 	}
@@ -175,7 +175,7 @@ func (n *node) destroy() {
 }
 
 // param is the connection offer cmatose makes.
-var param = rnic.CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 5, RNRRetryCount: 7}
+var param = ibv.CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 5, RNRRetryCount: 7}
 
 // Run runs one side and writes cmatose's output to out.
 func Run(ctx context.Context, cfg Config, out io.Writer) error {
@@ -189,7 +189,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		return fmt.Errorf("cmatose: failed to create event channel: %w", err)
 	}
 	defer ch.Destroy()
-	next := func(want rnic.CMEventType) (verbs.CMEvent, error) {
+	next := func(want ibv.CMEventType) (verbs.CMEvent, error) {
 		e, err := ch.GetEvent(ctx)
 		if err != nil {
 			return e, fmt.Errorf("cmatose: failure in rdma_get_cm_event: %w", err)
@@ -218,7 +218,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		if err := listen.Listen(netip.AddrPortFrom(bind, cfg.Port), 0); err != nil {
 			return fmt.Errorf("cmatose: failure trying to listen: %w", err)
 		}
-		req, err := next(rnic.CMEventConnectRequest)
+		req, err := next(ibv.CMEventConnectRequest)
 		if err != nil {
 			return err
 		}
@@ -231,7 +231,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		if err := n.id.Accept(n.qp, param); err != nil {
 			return fmt.Errorf("cmatose: failure accepting: %w", err)
 		}
-		if _, err := next(rnic.CMEventEstablished); err != nil {
+		if _, err := next(ibv.CMEventEstablished); err != nil {
 			return err
 		}
 		if cfg.MessageCount > 0 {
@@ -253,7 +253,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		if err := n.id.Disconnect(); err != nil {
 			return err
 		}
-		if _, err := next(rnic.CMEventDisconnected); err != nil {
+		if _, err := next(ibv.CMEventDisconnected); err != nil {
 			return err
 		}
 		fmt.Fprintln(out, "disconnected")
@@ -279,13 +279,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err := n.id.ResolveAddr(src, netip.AddrPortFrom(dst, cfg.Port), 2*time.Second); err != nil {
 		return fmt.Errorf("cmatose: failure getting addr: %w", err)
 	}
-	if _, err := next(rnic.CMEventAddrResolved); err != nil {
+	if _, err := next(ibv.CMEventAddrResolved); err != nil {
 		return err
 	}
 	if err := n.id.ResolveRoute(); err != nil {
 		return fmt.Errorf("cmatose: resolve route failed: %w", err)
 	}
-	if _, err := next(rnic.CMEventRouteResolved); err != nil {
+	if _, err := next(ibv.CMEventRouteResolved); err != nil {
 		return err
 	}
 	if err := n.init(vctx); err != nil {
@@ -294,7 +294,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 	if err := n.id.Connect(n.qp, param); err != nil {
 		return fmt.Errorf("cmatose: failure connecting: %w", err)
 	}
-	if _, err := next(rnic.CMEventEstablished); err != nil {
+	if _, err := next(ibv.CMEventEstablished); err != nil {
 		return err
 	}
 	if cfg.MessageCount > 0 {
@@ -312,10 +312,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) error {
 		}
 		fmt.Fprintln(out, "data transfers complete")
 	}
-	if _, err := next(rnic.CMEventDisconnected); err != nil {
+	if _, err := next(ibv.CMEventDisconnected); err != nil {
 		return err
 	}
-	if err := n.id.Disconnect(); err != nil && !errors.Is(err, rnic.ErrInvalidArgument) {
+	if err := n.id.Disconnect(); err != nil && !errors.Is(err, ibv.ErrInvalidArgument) {
 		return err
 	}
 	return nil

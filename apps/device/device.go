@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/rocelab/rocelab/rnic/service"
+	"github.com/rocelab/rocelab/rnic/ibv"
 	"github.com/rocelab/rocelab/rnic/verbs"
 	"github.com/rocelab/rocelab/roce"
 )
@@ -24,7 +24,7 @@ const Name = "rocelab0"
 // and connects to the verbs service at addr ("" = the lab host's, from the
 // environment `rocelab exec` sets).
 func Open(devName, addr string) (*verbs.Context, error) {
-	if devName != "" && devName != Name && devName != os.Getenv(service.EnvHost) {
+	if devName != "" && devName != Name && devName != os.Getenv(ibv.EnvHost) {
 		return nil, fmt.Errorf("IB device %s not found (this host has %s)", devName, Name)
 	}
 	ctx, err := verbs.Open(addr)

@@ -41,7 +41,7 @@ import (
 
 	"github.com/rocelab/rocelab/apps/device"
 	"github.com/rocelab/rocelab/qp"
-	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/rnic/ibv"
 	"github.com/rocelab/rocelab/rnic/verbs"
 	"github.com/rocelab/rocelab/roce"
 )
@@ -337,7 +337,7 @@ func (r *run) init() error {
 	}
 	for range cfg.QPs {
 		x, err := vc.CreateQP(r.pd, verbs.QPInitAttr{Type: cfg.Conn, SendCQ: r.sendCQ, RecvCQ: r.recvCQ,
-			Cap: rnic.QPCap{MaxSendWR: cfg.TxDepth, MaxRecvWR: cfg.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			Cap: ibv.QPCap{MaxSendWR: cfg.TxDepth, MaxRecvWR: cfg.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			return fmt.Errorf(" Unable to create QP: %w", err)
 		}
@@ -444,7 +444,7 @@ func (r *run) connectQPs() error {
 		if cfg.Conn == qp.UD {
 			var ah *verbs.AH
 			err := retryUnresolved(func() (err error) {
-				ah, err = vc.CreateAH(r.pd, rnic.AHAttr{DGID: d.GID, SGIDIndex: r.sgidIx, TrafficClass: uint8(cfg.TrafficClass)})
+				ah, err = vc.CreateAH(r.pd, ibv.AHAttr{DGID: d.GID, SGIDIndex: r.sgidIx, TrafficClass: uint8(cfg.TrafficClass)})
 				return err
 			})
 			if err != nil {
@@ -462,7 +462,7 @@ func retryUnresolved(f func() error) error {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		err := f()
-		if err == nil || !errors.Is(err, rnic.ErrUnresolved) || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, ibv.ErrUnresolved) || time.Now().After(deadline) {
 			return err
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -30,7 +30,7 @@ import (
 
 	"github.com/rocelab/rocelab/apps/device"
 	"github.com/rocelab/rocelab/qp"
-	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/rnic/ibv"
 	"github.com/rocelab/rocelab/rnic/verbs"
 	"github.com/rocelab/rocelab/roce"
 )
@@ -185,14 +185,14 @@ func (p *pingpong) init() error {
 		return fmt.Errorf("Couldn't create CQ: %w", err)
 	}
 	if cfg.Kind == SRQ {
-		if p.srq, err = vc.CreateSRQ(p.pd, rnic.SRQInitAttr{MaxWR: cfg.RxDepth, MaxSGE: 1}); err != nil {
+		if p.srq, err = vc.CreateSRQ(p.pd, ibv.SRQInitAttr{MaxWR: cfg.RxDepth, MaxSGE: 1}); err != nil {
 			return fmt.Errorf("Couldn't create SRQ: %w", err)
 		}
 	}
 	typ := map[Kind]qp.Type{RC: qp.RC, UC: qp.UC, UD: qp.UD, SRQ: qp.RC}[cfg.Kind]
 	for i := range nqp {
 		at := verbs.QPInitAttr{Type: typ, SendCQ: p.cq, RecvCQ: p.cq, SRQ: p.srq,
-			Cap: rnic.QPCap{MaxSendWR: 1, MaxRecvWR: cfg.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}
+			Cap: ibv.QPCap{MaxSendWR: 1, MaxRecvWR: cfg.RxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}
 		if p.srq != nil {
 			at.Cap.MaxRecvWR, at.Cap.MaxRecvSGE = 0, 0
 		}
@@ -276,7 +276,7 @@ func (p *pingpong) connect() error {
 		if err := vc.ModifyQP(p.qps[0], &a, qp.AttrState|qp.AttrSQPSN); err != nil {
 			return fmt.Errorf("Failed to modify QP to RTS: %w", err)
 		}
-		ah, err := createAH(vc, p.pd, rnic.AHAttr{DGID: dest.GID, SGIDIndex: p.sgidIx, HopLimit: 1})
+		ah, err := createAH(vc, p.pd, ibv.AHAttr{DGID: dest.GID, SGIDIndex: p.sgidIx, HopLimit: 1})
 		if err != nil {
 			return fmt.Errorf("Failed to create AH: %w", err)
 		}
@@ -308,11 +308,11 @@ func (p *pingpong) connect() error {
 
 // createAH retries while the peer's MAC is being resolved (ErrUnresolved: the device
 // asks the network meanwhile), as rxe waits for ARP inside ibv_create_ah.
-func createAH(vc *verbs.Context, pd *verbs.PD, attr rnic.AHAttr) (*verbs.AH, error) {
+func createAH(vc *verbs.Context, pd *verbs.PD, attr ibv.AHAttr) (*verbs.AH, error) {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		ah, err := vc.CreateAH(pd, attr)
-		if err == nil || !errors.Is(err, rnic.ErrUnresolved) || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, ibv.ErrUnresolved) || time.Now().After(deadline) {
 			return ah, err
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -28,6 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rocelab/rocelab/rnic/ibv"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/rocelab/rocelab/internal/clock"
@@ -35,19 +37,15 @@ import (
 	"github.com/rocelab/rocelab/rnic/service/wire"
 )
 
-// The environment a verbs client reads to find its service. `rocelab exec` sets EnvLab
-// and EnvHost for every process it starts in a host; EnvSocket overrides both.
+// The environment a verbs client reads to find its service (ibv's).
 const (
-	EnvSocket = "ROCELAB_VERBS_SOCKET"
-	EnvLab    = "ROCELAB_LAB"
-	EnvHost   = "ROCELAB_HOST"
+	EnvSocket = ibv.EnvSocket
+	EnvLab    = ibv.EnvLab
+	EnvHost   = ibv.EnvHost
 )
 
-// Address is the abstract socket address of host's verbs service in lab: the string
-// "@rocelab/<lab>/<host>/verbs" ('@' is Go's spelling of the abstract namespace's
-// leading NUL byte). Abstract names are scoped to the network namespace, so the same
-// address in two hosts' namespaces names two services.
-func Address(lab, host string) string { return "@rocelab/" + lab + "/" + host + "/verbs" }
+// Address is the abstract socket address of host's verbs service in lab (ibv.Address).
+func Address(lab, host string) string { return ibv.Address(lab, host) }
 
 // MaxAddress is the longest socket address Linux accepts: sun_path's 108 bytes, less
 // the abstract namespace's leading NUL.

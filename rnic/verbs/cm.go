@@ -13,7 +13,7 @@ import (
 
 	"github.com/rocelab/rocelab/qp"
 
-	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/rnic/ibv"
 	"github.com/rocelab/rocelab/rnic/service/wire"
 	"github.com/rocelab/rocelab/roce/cm"
 )
@@ -41,7 +41,7 @@ type CMID struct {
 
 // CMEvent is one rdma_cm_event.
 type CMEvent struct {
-	Type rnic.CMEventType
+	Type ibv.CMEventType
 	// Status: 0, a negative errno, or a REJ's reason.
 	Status int
 	// ID is the identifier the event is about; for ConnectRequest a new one.
@@ -50,7 +50,7 @@ type CMEvent struct {
 	Listener      *CMID
 	Local, Remote netip.AddrPort
 	// Param is the peer's offer: its private data, resources and retry counts.
-	Param rnic.CMConnParam
+	Param ibv.CMConnParam
 }
 
 // CreateCMChannel creates an event channel (rdma_create_event_channel).
@@ -113,7 +113,7 @@ func (ch *CMChannel) GetEvent(ctx context.Context) (CMEvent, error) {
 		if err == nil {
 			return ch.event(&w), nil
 		}
-		if !errors.Is(err, rnic.ErrNotFound) {
+		if !errors.Is(err, ibv.ErrNotFound) {
 			return CMEvent{}, err
 		}
 		if err := ctx.Err(); err != nil {
@@ -131,13 +131,13 @@ func (ch *CMChannel) GetEvent(ctx context.Context) (CMEvent, error) {
 }
 
 func (ch *CMChannel) event(w *wire.CMEvent) CMEvent {
-	e := CMEvent{Type: rnic.CMEventType(w.Type), Status: int(w.Status), Local: w.Local.AddrPort(), Remote: w.Remote.AddrPort()}
-	e.Param = rnic.CMConnParam{ResponderResources: w.Param.ResponderResources, InitiatorDepth: w.Param.InitiatorDepth,
+	e := CMEvent{Type: ibv.CMEventType(w.Type), Status: int(w.Status), Local: w.Local.AddrPort(), Remote: w.Remote.AddrPort()}
+	e.Param = ibv.CMConnParam{ResponderResources: w.Param.ResponderResources, InitiatorDepth: w.Param.InitiatorDepth,
 		RetryCount: w.Param.RetryCount, RNRRetryCount: w.Param.RNRRetryCount}
 	if n := min(int(w.Param.PrivateDataLen), len(w.Param.PrivateData)); n > 0 {
 		e.Param.PrivateData = append([]byte(nil), w.Param.PrivateData[:n]...)
 	}
-	if e.Type == rnic.CMEventConnectRequest {
+	if e.Type == ibv.CMEventConnectRequest {
 		e.ID = ch.register(w.ID)
 		e.Listener = ch.lookup(w.Listener)
 	} else {
@@ -165,11 +165,11 @@ func (id *CMID) ResolveRoute() error {
 	return id.call(wire.OpCMResolveRoute, &wire.Handle{Handle: id.h})
 }
 
-func connParam(p *rnic.CMConnParam) (wire.CMConnParam, error) {
+func connParam(p *ibv.CMConnParam) (wire.CMConnParam, error) {
 	w := wire.CMConnParam{ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
 		RetryCount: p.RetryCount, RNRRetryCount: p.RNRRetryCount}
 	if len(p.PrivateData) > len(w.PrivateData) {
-		return w, fmt.Errorf("%w: %d bytes of private data", rnic.ErrInvalidArgument, len(p.PrivateData))
+		return w, fmt.Errorf("%w: %d bytes of private data", ibv.ErrInvalidArgument, len(p.PrivateData))
 	}
 	w.PrivateDataLen = uint8(copy(w.PrivateData[:], p.PrivateData))
 	return w, nil
@@ -177,16 +177,16 @@ func connParam(p *rnic.CMConnParam) (wire.CMConnParam, error) {
 
 // Connect connects x, an RC QP of the same context, to the resolved peer
 // (rdma_connect); the agent brings the QP to RTS.
-func (id *CMID) Connect(x *QP, p rnic.CMConnParam) error {
+func (id *CMID) Connect(x *QP, p ibv.CMConnParam) error {
 	return id.connecting(wire.OpCMConnect, x, p)
 }
 
 // Accept accepts a ConnectRequest with x (rdma_accept).
-func (id *CMID) Accept(x *QP, p rnic.CMConnParam) error { return id.connecting(wire.OpCMAccept, x, p) }
+func (id *CMID) Accept(x *QP, p ibv.CMConnParam) error { return id.connecting(wire.OpCMAccept, x, p) }
 
-func (id *CMID) connecting(op wire.Op, x *QP, p rnic.CMConnParam) error {
+func (id *CMID) connecting(op wire.Op, x *QP, p ibv.CMConnParam) error {
 	if x == nil || x.c != id.ch.c {
-		return fmt.Errorf("%w: %v: the QP belongs to another context", rnic.ErrInvalidArgument, op)
+		return fmt.Errorf("%w: %v: the QP belongs to another context", ibv.ErrInvalidArgument, op)
 	}
 	w, err := connParam(&p)
 	if err != nil {
@@ -199,7 +199,7 @@ func (id *CMID) connecting(op wire.Op, x *QP, p rnic.CMConnParam) error {
 func (id *CMID) Reject(privateData []byte) error {
 	r := wire.CMReject{ID: id.h}
 	if len(privateData) > len(r.PrivateData) {
-		return fmt.Errorf("%w: %d bytes of private data", rnic.ErrInvalidArgument, len(privateData))
+		return fmt.Errorf("%w: %d bytes of private data", ibv.ErrInvalidArgument, len(privateData))
 	}
 	r.PrivateDataLen = uint8(copy(r.PrivateData[:], privateData))
 	return id.call(wire.OpCMReject, &r)

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rocelab/rocelab/qp"
-	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/rnic/ibv"
 	"github.com/rocelab/rocelab/rnic/service/wire"
 	"github.com/rocelab/rocelab/roce"
 )
@@ -41,7 +41,7 @@ type CompChannel struct {
 func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		return nil, fmt.Errorf("verbs: %w: eventfd: %v", rnic.ErrNoMemory, err)
+		return nil, fmt.Errorf("verbs: %w: eventfd: %v", ibv.ErrNoMemory, err)
 	}
 	var r wire.Handle
 	if err := c.callNoFD(wire.OpCreateCompChannel, nil, &r, fd); err != nil {
@@ -116,12 +116,12 @@ type CQ struct {
 // CreateCQ creates a completion queue of at least cqe entries (ibv_create_cq), bound to
 // channel (may be nil).
 func (c *Context) CreateCQ(cqe int, channel *CompChannel) (*CQ, error) {
-	if cqe < 1 || cqe > rnic.MaxCQE {
-		return nil, fmt.Errorf("verbs: %w: CQ of %d entries: must be in [1, %d]", rnic.ErrInvalidArgument, cqe, rnic.MaxCQE)
+	if cqe < 1 || cqe > ibv.MaxCQE {
+		return nil, fmt.Errorf("verbs: %w: CQ of %d entries: must be in [1, %d]", ibv.ErrInvalidArgument, cqe, ibv.MaxCQE)
 	}
 	req := wire.CreateCQ{CQE: uint32(cqe)}
 	if channel != nil && channel.c != c {
-		return nil, fmt.Errorf("verbs: %w: the completion channel belongs to another context", rnic.ErrInvalidArgument)
+		return nil, fmt.Errorf("verbs: %w: the completion channel belongs to another context", ibv.ErrInvalidArgument)
 	}
 	if channel != nil {
 		req.Channel = channel.h
@@ -171,7 +171,7 @@ func (cq *CQ) Cap() int { return int(cq.ring.Cap) }
 // a read of shared memory. An overrun CQ fails with an error wrapping ErrNoMemory.
 func (cq *CQ) PollCQ(wcs []qp.WC) (int, error) {
 	if e := wire.Load(cq.ring.Error()); e != wire.RingOK {
-		return 0, fmt.Errorf("verbs: %w: CQ overrun: %d entries were not enough", rnic.ErrNoMemory, cq.ring.Cap)
+		return 0, fmt.Errorf("verbs: %w: CQ overrun: %d entries were not enough", ibv.ErrNoMemory, cq.ring.Cap)
 	}
 	prod := wire.Load(cq.ring.Prod())
 	n := 0
@@ -193,7 +193,7 @@ func (cq *CQ) PollCQ(wcs []qp.WC) (int, error) {
 func (cq *CQ) ReqNotifyCQ(solicitedOnly bool) error {
 	_ = solicitedOnly
 	if cq.ch == nil {
-		return fmt.Errorf("verbs: %w: CQ has no completion channel", rnic.ErrInvalidArgument)
+		return fmt.Errorf("verbs: %w: CQ has no completion channel", ibv.ErrInvalidArgument)
 	}
 	atomic.StoreUint32(cq.ring.Armed(), 1)
 	if wire.Load(cq.ring.Prod()) != cq.cons && atomic.CompareAndSwapUint32(cq.ring.Armed(), 1, 0) {
@@ -216,13 +216,13 @@ type wq struct {
 
 func (w *wq) check(kind string, nsge int) error {
 	if e := wire.Load(w.ring.Error()); e != wire.RingOK {
-		return fmt.Errorf("verbs: %w: %s ring broken (error %d)", rnic.ErrInvalidArgument, kind, e)
+		return fmt.Errorf("verbs: %w: %s ring broken (error %d)", ibv.ErrInvalidArgument, kind, e)
 	}
 	if w.prod-wire.Load(w.ring.Cons()) >= w.ring.Cap {
-		return fmt.Errorf("verbs: %w: %w: %s holds %d WRs", rnic.ErrNoMemory, qp.ErrQueueFull, kind, w.ring.Cap)
+		return fmt.Errorf("verbs: %w: %w: %s holds %d WRs", ibv.ErrNoMemory, qp.ErrQueueFull, kind, w.ring.Cap)
 	}
 	if nsge > w.maxSGE {
-		return fmt.Errorf("verbs: %w: %w: %d SGEs, the %s takes %d", rnic.ErrInvalidArgument, qp.ErrInvalidWR, nsge, kind, w.maxSGE)
+		return fmt.Errorf("verbs: %w: %w: %d SGEs, the %s takes %d", ibv.ErrInvalidArgument, qp.ErrInvalidWR, nsge, kind, w.maxSGE)
 	}
 	return nil
 }
@@ -242,9 +242,9 @@ type SRQ struct {
 }
 
 // CreateSRQ creates a shared receive queue (ibv_create_srq).
-func (c *Context) CreateSRQ(pd *PD, attr rnic.SRQInitAttr) (*SRQ, error) {
-	if attr.MaxWR < 1 || attr.MaxWR > rnic.MaxWR || attr.MaxSGE < 0 || attr.MaxSGE > rnic.MaxSGE {
-		return nil, fmt.Errorf("verbs: %w: SRQ of %d WRs of %d SGEs", rnic.ErrInvalidArgument, attr.MaxWR, attr.MaxSGE)
+func (c *Context) CreateSRQ(pd *PD, attr ibv.SRQInitAttr) (*SRQ, error) {
+	if attr.MaxWR < 1 || attr.MaxWR > ibv.MaxWR || attr.MaxSGE < 0 || attr.MaxSGE > ibv.MaxSGE {
+		return nil, fmt.Errorf("verbs: %w: SRQ of %d WRs of %d SGEs", ibv.ErrInvalidArgument, attr.MaxWR, attr.MaxSGE)
 	}
 	if err := c.owns(pd); err != nil {
 		return nil, err
@@ -266,7 +266,7 @@ func (c *Context) CreateSRQ(pd *PD, attr rnic.SRQInitAttr) (*SRQ, error) {
 // ModifySRQ arms the SRQ's limit (ibv_modify_srq with IBV_SRQ_LIMIT); 0 disarms it.
 func (c *Context) ModifySRQ(s *SRQ, limit int) error {
 	if limit < 0 {
-		return fmt.Errorf("verbs: %w: SRQ limit %d", rnic.ErrInvalidArgument, limit)
+		return fmt.Errorf("verbs: %w: SRQ limit %d", ibv.ErrInvalidArgument, limit)
 	}
 	return c.callNoFD(wire.OpModifySRQ, &wire.ModifySRQ{Handle: s.h, Limit: uint32(limit)}, nil)
 }
@@ -296,7 +296,7 @@ type QPInitAttr struct {
 	Type           qp.Type
 	SendCQ, RecvCQ *CQ
 	SRQ            *SRQ
-	Cap            rnic.QPCap
+	Cap            ibv.QPCap
 	SigAll         bool
 }
 
@@ -309,7 +309,7 @@ type QP struct {
 	sq, rq wq
 	srq    *SRQ
 	mem    []byte
-	cap    rnic.QPCap
+	cap    ibv.QPCap
 	// Context is the application's qp_context.
 	Context any
 }
@@ -318,18 +318,18 @@ type QP struct {
 // least the capacities asked for; Cap reports them.
 func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
-		return nil, fmt.Errorf("verbs: %w: QP needs a send CQ and a receive CQ", rnic.ErrInvalidArgument)
+		return nil, fmt.Errorf("verbs: %w: QP needs a send CQ and a receive CQ", ibv.ErrInvalidArgument)
 	}
 	if err := c.owns(pd, attr.SendCQ.c, attr.RecvCQ.c); err != nil {
 		return nil, err
 	}
 	if attr.SRQ != nil && attr.SRQ.c != c {
-		return nil, fmt.Errorf("verbs: %w: the SRQ belongs to another context", rnic.ErrInvalidArgument)
+		return nil, fmt.Errorf("verbs: %w: the SRQ belongs to another context", ibv.ErrInvalidArgument)
 	}
 	k := attr.Cap
 	if k.MaxSendWR < 0 || k.MaxRecvWR < 0 || k.MaxSendSGE < 0 || k.MaxRecvSGE < 0 ||
-		k.MaxSendWR > rnic.MaxWR || k.MaxRecvWR > rnic.MaxWR || k.MaxSendSGE > rnic.MaxSGE || k.MaxRecvSGE > rnic.MaxSGE {
-		return nil, fmt.Errorf("verbs: %w: QP capacities %+v", rnic.ErrInvalidArgument, k)
+		k.MaxSendWR > ibv.MaxWR || k.MaxRecvWR > ibv.MaxWR || k.MaxSendSGE > ibv.MaxSGE || k.MaxRecvSGE > ibv.MaxSGE {
+		return nil, fmt.Errorf("verbs: %w: QP capacities %+v", ibv.ErrInvalidArgument, k)
 	}
 	req := wire.CreateQP{PD: pd.h, SendCQ: attr.SendCQ.h, RecvCQ: attr.RecvCQ.h, Type: uint8(attr.Type),
 		MaxSendWR: uint32(k.MaxSendWR), MaxRecvWR: uint32(k.MaxRecvWR), MaxSendSGE: uint32(k.MaxSendSGE), MaxRecvSGE: uint32(k.MaxRecvSGE)}
@@ -345,7 +345,7 @@ func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		return nil, err
 	}
 	x := &QP{c: c, h: r.Handle, qpn: roce.QPN(r.QPN), typ: attr.Type, srq: attr.SRQ, mem: mem,
-		cap: rnic.QPCap{MaxSendWR: int(r.MaxSendWR), MaxRecvWR: int(r.MaxRecvWR), MaxSendSGE: int(r.MaxSendSGE), MaxRecvSGE: int(r.MaxRecvSGE)}}
+		cap: ibv.QPCap{MaxSendWR: int(r.MaxSendWR), MaxRecvWR: int(r.MaxRecvWR), MaxSendSGE: int(r.MaxSendSGE), MaxRecvSGE: int(r.MaxRecvSGE)}}
 	bad := r.SQOffset > r.Size || r.RQOffset > r.Size || r.SendEntry < wire.SendEntrySize(r.MaxSendSGE)
 	var ok bool
 	if !bad {
@@ -369,7 +369,7 @@ func (c *Context) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 func (x *QP) QPN() roce.QPN { return x.qpn }
 
 // Cap returns the QP's actual queue capacities.
-func (x *QP) Cap() rnic.QPCap { return x.cap }
+func (x *QP) Cap() ibv.QPCap { return x.cap }
 
 // ModifyQP changes the QP's state and attributes (ibv_modify_qp), with the rnic's
 // semantics (a zero SGID and destination MAC are resolved by the device). Do not post
@@ -406,14 +406,14 @@ func (x *QP) PostSend(wr *qp.SendWR) error {
 	if x.typ == qp.UD {
 		h, ok := x.c.ahHandle(wr.AH)
 		if !ok {
-			return fmt.Errorf("verbs: %w: %w: UD work request without an address handle of this context", rnic.ErrInvalidArgument, qp.ErrInvalidWR)
+			return fmt.Errorf("verbs: %w: %w: UD work request without an address handle of this context", ibv.ErrInvalidArgument, qp.ErrInvalidWR)
 		}
 		ah = h
 	}
 	switch wr.Opcode {
 	case qp.WRWrite, qp.WRWriteWithImm, qp.WRSend, qp.WRSendWithImm, qp.WRRead, qp.WRCompareSwap, qp.WRFetchAdd, qp.WRSendWithInv:
 	default:
-		return fmt.Errorf("verbs: %w: %w: opcode %v", rnic.ErrInvalidArgument, qp.ErrInvalidWR, wr.Opcode)
+		return fmt.Errorf("verbs: %w: %w: opcode %v", ibv.ErrInvalidArgument, qp.ErrInvalidWR, wr.Opcode)
 	}
 	wire.PutSendWQE(x.sq.ring.Entry(x.sq.prod), wr, ah)
 	x.sq.publish()
@@ -425,7 +425,7 @@ func (x *QP) PostSend(wr *qp.SendWR) error {
 // no receive queue: post to the SRQ.
 func (x *QP) PostRecv(wr *qp.RecvWR) error {
 	if x.srq != nil {
-		return fmt.Errorf("verbs: %w: QP %v receives from an SRQ", rnic.ErrInvalidArgument, x.qpn)
+		return fmt.Errorf("verbs: %w: QP %v receives from an SRQ", ibv.ErrInvalidArgument, x.qpn)
 	}
 	if err := x.rq.check("receive queue", len(wr.SGL)); err != nil {
 		return err

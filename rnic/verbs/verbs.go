@@ -1,7 +1,7 @@
 // Package verbs is the client of a soft-RNIC's verbs service (package rnic/service):
 // it gives an application process in a lab host's network namespace the same verbs
 // interface as package rnic, with the same names and the same types (qp.SendWR,
-// qp.RecvWR, qp.WC, qp.Attr, rnic.QPCap, rnic.AHAttr, ...).
+// qp.RecvWR, qp.WC, qp.Attr, ibv.QPCap, ibv.AHAttr, ...).
 //
 //	ctx, _ := verbs.Open("")                 // $ROCELAB_VERBS_SOCKET, or the lab's host
 //	pd, _ := ctx.AllocPD()
@@ -41,13 +41,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rocelab/rocelab/qp"
-	"github.com/rocelab/rocelab/rnic"
-	"github.com/rocelab/rocelab/rnic/service"
+	"github.com/rocelab/rocelab/rnic/ibv"
 	"github.com/rocelab/rocelab/rnic/service/wire"
 	"github.com/rocelab/rocelab/roce"
 )
 
-// Errors of the client besides the rnic's (rnic.ErrInvalidArgument, ...), which the
+// Errors of the client besides the rnic's (ibv.ErrInvalidArgument, ...), which the
 // service's errors wrap as the device returned them.
 var (
 	// ErrPermission: the service refused the process (SO_PEERCRED policy).
@@ -62,14 +61,14 @@ var (
 // else the address of host $ROCELAB_HOST in lab $ROCELAB_LAB, which `rocelab exec`
 // sets for the processes it starts in a host.
 func DefaultAddress() (string, error) {
-	if a := os.Getenv(service.EnvSocket); a != "" {
+	if a := os.Getenv(ibv.EnvSocket); a != "" {
 		return a, nil
 	}
-	lab, host := os.Getenv(service.EnvLab), os.Getenv(service.EnvHost)
+	lab, host := os.Getenv(ibv.EnvLab), os.Getenv(ibv.EnvHost)
 	if lab == "" || host == "" {
-		return "", fmt.Errorf("%w: set %s, or run inside a lab host (%s and %s)", ErrNoService, service.EnvSocket, service.EnvLab, service.EnvHost)
+		return "", fmt.Errorf("%w: set %s, or run inside a lab host (%s and %s)", ErrNoService, ibv.EnvSocket, ibv.EnvLab, ibv.EnvHost)
 	}
-	return service.Address(lab, host), nil
+	return ibv.Address(lab, host), nil
 }
 
 // Context is an open device (ibv_context): one connection to the verbs service.
@@ -167,7 +166,7 @@ func (c *Context) call(op wire.Op, req any, resp any, fds ...int) ([]int, error)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dead {
-		return nil, fmt.Errorf("verbs %v: %w", op, rnic.ErrClosed)
+		return nil, fmt.Errorf("verbs %v: %w", op, ibv.ErrClosed)
 	}
 	c.seq++
 	c.req = wire.AppendRequest(c.req[:0], op, c.seq, req)
@@ -183,12 +182,12 @@ func (c *Context) call(op wire.Op, req any, resp any, fds ...int) ([]int, error)
 				}
 			}
 		}
-		return nil, fmt.Errorf("verbs %v: service %s: %w (%w)", op, c.addr, rnic.ErrClosed, err)
+		return nil, fmt.Errorf("verbs %v: service %s: %w (%w)", op, c.addr, ibv.ErrClosed, err)
 	}
 	msg, got, err := c.recv()
 	if err != nil {
 		c.dead = true
-		return nil, fmt.Errorf("verbs %v: service %s: %w (%w)", op, c.addr, rnic.ErrClosed, err)
+		return nil, fmt.Errorf("verbs %v: service %s: %w (%w)", op, c.addr, ibv.ErrClosed, err)
 	}
 	if err := wire.ParseResponse(msg, op, resp); err != nil {
 		wire.CloseFDs(got)
@@ -248,30 +247,30 @@ func (c *Context) doorbell() {
 }
 
 // QueryDevice reports the device's limits (ibv_query_device).
-func (c *Context) QueryDevice() (rnic.DeviceAttr, error) {
+func (c *Context) QueryDevice() (ibv.DeviceAttr, error) {
 	var r wire.DeviceAttr
 	if err := c.callNoFD(wire.OpQueryDevice, nil, &r); err != nil {
-		return rnic.DeviceAttr{}, err
+		return ibv.DeviceAttr{}, err
 	}
-	return rnic.DeviceAttr{FWVer: wire.GetString(r.FWVer[:]), NodeGUID: r.NodeGUID, MaxQP: int(r.MaxQP),
+	return ibv.DeviceAttr{FWVer: wire.GetString(r.FWVer[:]), NodeGUID: r.NodeGUID, MaxQP: int(r.MaxQP),
 		MaxQPWR: int(r.MaxQPWR), MaxSGE: int(r.MaxSGE), MaxCQE: int(r.MaxCQE), MaxQPRdAtom: int(r.MaxQPRdAtom),
 		MaxQPInitRdAtm: int(r.MaxQPInitRdAtom), PhysPortCnt: int(r.PhysPortCnt)}, nil
 }
 
 // QueryPort reports port port (ibv_query_port); the device has port 1.
-func (c *Context) QueryPort(port uint8) (rnic.PortAttr, error) {
+func (c *Context) QueryPort(port uint8) (ibv.PortAttr, error) {
 	var r wire.PortAttr
 	if err := c.callNoFD(wire.OpQueryPort, &wire.QueryPort{Port: port}, &r); err != nil {
-		return rnic.PortAttr{}, err
+		return ibv.PortAttr{}, err
 	}
-	return rnic.PortAttr{State: wire.GetString(r.State[:]), MaxMTU: roce.MTU(r.MaxMTU), ActiveMTU: roce.MTU(r.ActiveMTU),
+	return ibv.PortAttr{State: wire.GetString(r.State[:]), MaxMTU: roce.MTU(r.MaxMTU), ActiveMTU: roce.MTU(r.ActiveMTU),
 		GIDTableLen: int(r.GIDTableLen), Rate: r.Rate, LinkLayer: wire.GetString(r.LinkLayer[:])}, nil
 }
 
 // QueryGID returns GID index of port 1 (ibv_query_gid).
 func (c *Context) QueryGID(index int) (roce.GID, error) {
 	if index < 0 {
-		return roce.GID{}, fmt.Errorf("verbs: %w: GID index %d", rnic.ErrInvalidArgument, index)
+		return roce.GID{}, fmt.Errorf("verbs: %w: GID index %d", ibv.ErrInvalidArgument, index)
 	}
 	var r wire.GID
 	err := c.callNoFD(wire.OpQueryGID, &wire.QueryGID{Index: uint32(index)}, &r)
@@ -297,11 +296,11 @@ func (c *Context) AllocPD() (*PD, error) {
 // connection, so another context's object would name an unrelated one of this.
 func (c *Context) owns(pd *PD, others ...*Context) error {
 	if pd == nil || pd.c != c {
-		return fmt.Errorf("verbs: %w: the PD belongs to another context", rnic.ErrInvalidArgument)
+		return fmt.Errorf("verbs: %w: the PD belongs to another context", ibv.ErrInvalidArgument)
 	}
 	for _, o := range others {
 		if o != c {
-			return fmt.Errorf("verbs: %w: an object belongs to another context", rnic.ErrInvalidArgument)
+			return fmt.Errorf("verbs: %w: an object belongs to another context", ibv.ErrInvalidArgument)
 		}
 	}
 	return nil
@@ -343,26 +342,26 @@ func (m *MR) Bytes() []byte { return m.mem }
 // buffer the library allocates; the pages are a sealed memfd the RNIC maps too).
 func (c *Context) RegMR(pd *PD, length int, access qp.Access) (*MR, error) {
 	if length <= 0 {
-		return nil, fmt.Errorf("verbs: %w: MR length %d: must be positive", rnic.ErrInvalidArgument, length)
+		return nil, fmt.Errorf("verbs: %w: MR length %d: must be positive", ibv.ErrInvalidArgument, length)
 	}
 	if err := c.owns(pd); err != nil {
 		return nil, err
 	}
 	fd, err := unix.MemfdCreate("rocelab-verbs-mr", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
-		return nil, fmt.Errorf("verbs: %w: memfd_create: %v", rnic.ErrNoMemory, err)
+		return nil, fmt.Errorf("verbs: %w: memfd_create: %v", ibv.ErrNoMemory, err)
 	}
 	defer unix.Close(fd)
 	if err := unix.Ftruncate(fd, int64(length)); err != nil {
-		return nil, fmt.Errorf("verbs: %w: %d-byte MR: %v", rnic.ErrNoMemory, length, err)
+		return nil, fmt.Errorf("verbs: %w: %d-byte MR: %v", ibv.ErrNoMemory, length, err)
 	}
 	// Sealed so that the lab process may map it without fearing SIGBUS.
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
-		return nil, fmt.Errorf("verbs: %w: seal MR memfd: %v", rnic.ErrNoMemory, err)
+		return nil, fmt.Errorf("verbs: %w: seal MR memfd: %v", ibv.ErrNoMemory, err)
 	}
 	mem, err := wire.Map(fd, uint64(length))
 	if err != nil {
-		return nil, fmt.Errorf("verbs: %w: %v", rnic.ErrNoMemory, err)
+		return nil, fmt.Errorf("verbs: %w: %v", ibv.ErrNoMemory, err)
 	}
 	m := &MR{mem: mem, access: access}
 	var r wire.MRResp
@@ -396,9 +395,9 @@ func (ah *AH) AV() *qp.AddressVector { return &ah.av }
 
 // CreateAH creates an address handle (ibv_create_ah). It fails with ErrUnresolved while
 // the destination's MAC is unknown (the device asks the network meanwhile).
-func (c *Context) CreateAH(pd *PD, attr rnic.AHAttr) (*AH, error) {
+func (c *Context) CreateAH(pd *PD, attr ibv.AHAttr) (*AH, error) {
 	if attr.SGIDIndex < 0 {
-		return nil, fmt.Errorf("verbs: %w: SGID index %d", rnic.ErrInvalidArgument, attr.SGIDIndex)
+		return nil, fmt.Errorf("verbs: %w: SGID index %d", ibv.ErrInvalidArgument, attr.SGIDIndex)
 	}
 	if err := c.owns(pd); err != nil {
 		return nil, err

@@ -53,11 +53,12 @@ func messages(vs []Violation) []string {
 }
 
 func TestRules(t *testing.T) {
-	verbs := pkg("rnic/verbs", "rnic", "qp")
-	verbs.Deps = modAll([]string{"rnic", "qp", "roce", "fabric/link", "internal/clock"})
+	verbs := pkg("rnic/verbs", "rnic/ibv", "rnic/service/wire", "qp")
+	verbs.Deps = modAll([]string{"rnic/ibv", "rnic/service/wire", "qp", "roce", "internal/clock"})
 	base := []Package{
 		pkg("roce"), pkg("hpcc"), pkg("internal/clock"), pkg("qp", "roce"), pkg("fabric/link", "internal/clock"),
-		pkg("rnic", "qp", "fabric/link", "internal/clock"), verbs, pkg("rnic/service", "rnic"),
+		pkg("rnic/ibv", "roce"), pkg("rnic/service/wire", "rnic/ibv"),
+		pkg("rnic", "qp", "fabric/link", "internal/clock", "rnic/ibv"), verbs, pkg("rnic/service", "rnic", "rnic/service/wire"),
 		pkg("fabric", "fabric/link", "hpcc"), pkg("fabric/topo", "fabric/link"), pkg("netns", "rnic/service"),
 		pkg("network", "fabric", "rnic"), pkg("lab", "network", "netns"), pkg("experiment", "network", "fabric/topo"),
 		pkg("apps/apptest", "fabric", "rnic/service"),
@@ -77,8 +78,11 @@ func TestRules(t *testing.T) {
 		{"roce/telemetry imports hpcc", pkg("roce/telemetry", "hpcc", "roce"), ""},
 		{"roce imports hpcc", pkg("roce/decode", "hpcc"), "roce/decode -> hpcc: roce imports hpcc only in roce/telemetry"},
 		{"hpcc imports roce", pkg("hpcc/replay", "roce"), "hpcc/replay -> roce: hpcc is pure"},
-		{"apps import the verbs and what it imports", pkg("apps/perftest", "rnic/verbs", "rnic", "qp", "apps/getopt"), ""},
-		{"apps import netns", pkg("apps/perftest", "rnic/verbs", "netns"), "apps/perftest -> netns: the sample apps import only rnic/verbs, rnic/service"},
+		{"apps import the verbs and what it imports", pkg("apps/perftest", "rnic/verbs", "rnic/ibv", "qp", "apps/getopt"), ""},
+		{"apps import the device", pkg("apps/perftest", "rnic/verbs", "rnic"), "apps/perftest -> rnic: the sample apps import only rnic/verbs, rnic/ibv"},
+		{"the verbs client imports the device", pkg("rnic/verbs/x", "rnic"), "rnic/verbs/x -> rnic: the verbs client links no device"},
+		{"the service's protocol imports the service", pkg("rnic/service/wire", "rnic/service"), "rnic/service/wire -> rnic/service: the service's protocol links no device"},
+		{"apps import netns", pkg("apps/perftest", "rnic/verbs", "netns"), "apps/perftest -> netns: the sample apps import only rnic/verbs, rnic/ibv"},
 		{"apps import the switch", pkg("apps/device", "fabric"), "apps/device -> fabric: the sample apps import only"},
 		{"a test helper in production code", pkg("conformance/interop", "apps/apptest"), "conformance/interop -> apps/apptest: a test helper is imported only by tests"},
 		{"a package without a layer", pkg("misc/util"), "misc/util -> : this package has no layer"},

@@ -17,7 +17,7 @@ import (
 	"io"
 
 	"github.com/rocelab/rocelab/qp"
-	"github.com/rocelab/rocelab/rnic"
+	"github.com/rocelab/rocelab/rnic/ibv"
 )
 
 // Version is the protocol version this package speaks. A client sends the range it
@@ -103,18 +103,18 @@ type Code uint32
 // Error classes. Values are part of the protocol.
 const (
 	CodeOK              Code = 0
-	CodeInvalidArgument Code = 1  // rnic.ErrInvalidArgument (EINVAL)
-	CodeNoMemory        Code = 2  // rnic.ErrNoMemory (ENOMEM)
-	CodeBusy            Code = 3  // rnic.ErrBusy (EBUSY)
-	CodeNotFound        Code = 4  // rnic.ErrNotFound (ENOENT)
-	CodeUnresolved      Code = 5  // rnic.ErrUnresolved (EHOSTUNREACH)
-	CodeClosed          Code = 6  // rnic.ErrClosed (ENODEV)
-	CodeNotSupported    Code = 7  // rnic.ErrNotSupported (EOPNOTSUPP)
+	CodeInvalidArgument Code = 1  // ibv.ErrInvalidArgument (EINVAL)
+	CodeNoMemory        Code = 2  // ibv.ErrNoMemory (ENOMEM)
+	CodeBusy            Code = 3  // ibv.ErrBusy (EBUSY)
+	CodeNotFound        Code = 4  // ibv.ErrNotFound (ENOENT)
+	CodeUnresolved      Code = 5  // ibv.ErrUnresolved (EHOSTUNREACH)
+	CodeClosed          Code = 6  // ibv.ErrClosed (ENODEV)
+	CodeNotSupported    Code = 7  // ibv.ErrNotSupported (EOPNOTSUPP)
 	CodePermission      Code = 8  // ErrPermission (EPERM): SO_PEERCRED refused
 	CodeProtocol        Code = 9  // ErrProtocol: malformed message or version mismatch
 	CodeTooManyFiles    Code = 10 // ErrTooManyFiles (EMFILE): a descriptor budget is spent
-	CodeAddrInUse       Code = 11 // rnic.ErrAddrInUse (EADDRINUSE)
-	CodeAddrNotAvail    Code = 12 // rnic.ErrAddrNotAvailable (EADDRNOTAVAIL)
+	CodeAddrInUse       Code = 11 // ibv.ErrAddrInUse (EADDRINUSE)
+	CodeAddrNotAvail    Code = 12 // ibv.ErrAddrNotAvailable (EADDRNOTAVAIL)
 )
 
 // Errors of the service that the rnic has no sentinel for.
@@ -126,9 +126,9 @@ var (
 	ErrTooManyFiles = errors.New("too many open files")
 )
 
-var codeErrors = [...]error{nil, rnic.ErrInvalidArgument, rnic.ErrNoMemory, rnic.ErrBusy, rnic.ErrNotFound,
-	rnic.ErrUnresolved, rnic.ErrClosed, rnic.ErrNotSupported, ErrPermission, ErrProtocol, ErrTooManyFiles,
-	rnic.ErrAddrInUse, rnic.ErrAddrNotAvailable}
+var codeErrors = [...]error{nil, ibv.ErrInvalidArgument, ibv.ErrNoMemory, ibv.ErrBusy, ibv.ErrNotFound,
+	ibv.ErrUnresolved, ibv.ErrClosed, ibv.ErrNotSupported, ErrPermission, ErrProtocol, ErrTooManyFiles,
+	ibv.ErrAddrInUse, ibv.ErrAddrNotAvailable}
 
 // CodeOf classifies err by the sentinel it wraps; unknown errors are invalid arguments,
 // as the rnic reports every bad verbs input.
@@ -154,7 +154,7 @@ type RemoteError struct {
 // Error names the operation and the service's message.
 func (e *RemoteError) Error() string { return fmt.Sprintf("verbs %v: %s", e.Op, e.Msg) }
 
-// Unwrap returns the class's sentinel, so errors.Is(err, rnic.ErrBusy) works.
+// Unwrap returns the class's sentinel, so errors.Is(err, ibv.ErrBusy) works.
 func (e *RemoteError) Unwrap() error {
 	if int(e.Code) < len(codeErrors) && e.Code != CodeOK {
 		return codeErrors[e.Code]
