@@ -236,6 +236,7 @@ static void to_wc(const struct rl_cqe *e, struct ibv_wc *wc)
 	wc->qp_num = e->qp_num;
 	wc->src_qp = e->src_qp;
 	wc->pkey_index = e->pkey_index;
+	wc->sl = e->sl;
 }
 
 /* empty_poll is an ibv_poll_cq that found nothing. A busy-polling application (perftest
@@ -379,7 +380,7 @@ static uint32_t read_qp_num(struct ibv_cq_ex *x) { return CQX(x)->cur.qp_num; }
 static uint32_t read_src_qp(struct ibv_cq_ex *x) { return CQX(x)->cur.src_qp; }
 static unsigned int read_wc_flags(struct ibv_cq_ex *x) { return CQX(x)->cur.flags; }
 static uint32_t read_slid(struct ibv_cq_ex *x) { (void)x; return 0; }
-static uint8_t read_sl(struct ibv_cq_ex *x) { (void)x; return 0; }
+static uint8_t read_sl(struct ibv_cq_ex *x) { return CQX(x)->cur.sl; }
 static uint8_t read_dlid_path_bits(struct ibv_cq_ex *x) { (void)x; return 0; }
 
 void rl_cq_ex_init(struct rl_cq *cq)

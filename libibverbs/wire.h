@@ -244,7 +244,8 @@ struct RL_PACKED rl_cqe {
 	uint8_t status, opcode;
 	uint16_t pkey_index;
 	uint32_t vendor_err, byte_len, imm, qp_num, src_qp, flags;
-	uint8_t zero[28];
+	uint8_t sl; /* a RoCEv2 UD receive's L3 header type, as ConnectX reports it */
+	uint8_t zero[27];
 };
 
 _Static_assert(sizeof(struct rl_header) == 8, "header");

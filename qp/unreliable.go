@@ -146,8 +146,10 @@ func (q *QP) respondUD(p *roce.Packet) {
 		return
 	}
 	clear(r.grh[:])
+	sl := uint8(SLIPv6)
 	if p.IPv4 != nil {
 		copy(r.grh[20:], p.IPv4[:roce.IPv4MinSize])
+		sl = SLIPv4
 	} else {
 		copy(r.grh[:], p.IPv6)
 	}
@@ -172,5 +174,5 @@ func (q *QP) respondUD(p *roce.Packet) {
 	q.ctr.RxRequests++
 	q.ctr.RxDataBytes += uint64(len(p.Payload))
 	q.cfg.RecvCQ.Push(WC{WRID: wr.WRID, Status: WCSuccess, Opcode: WCRecv, ByteLen: n, Imm: imm,
-		Flags: flags, QPNum: uint32(q.cfg.QPN), SrcQP: uint32(p.DETH.SrcQP())})
+		Flags: flags, QPNum: uint32(q.cfg.QPN), SrcQP: uint32(p.DETH.SrcQP()), SL: sl})
 }

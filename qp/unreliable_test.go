@@ -75,6 +75,9 @@ func TestUDSendWithGRH(t *testing.T) {
 		if got[0].SrcQP != uint32(a.qp.QPN()) {
 			t.Errorf("src_qp %#x", got[0].SrcQP)
 		}
+		if wantSL := map[bool]uint8{false: SLIPv4, true: SLIPv6}[v6]; got[0].SL != wantSL || got[1].SL != wantSL {
+			t.Errorf("v6=%v: sl %d, %d, want the L3 header type %d", v6, got[0].SL, got[1].SL, wantSL)
+		}
 		if b.qp.Counters().DropQKey != 1 {
 			t.Errorf("Q_Key drops: %d", b.qp.Counters().DropQKey)
 		}

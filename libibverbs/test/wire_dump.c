@@ -94,7 +94,7 @@ int main(void)
 	memcpy(r + sizeof(rw), s, sizeof(s[0]));
 	dump("recv_wqe", r, sizeof(r));
 	struct rl_cqe c = {.wr_id = 99, .status = 10, .opcode = 129, .pkey_index = 1, .vendor_err = 0x5e0001,
-			   .byte_len = 100, .imm = 0xC0FFEE, .qp_num = 0x11, .src_qp = 0x12, .flags = 3};
+			   .byte_len = 100, .imm = 0xC0FFEE, .qp_num = 0x11, .src_qp = 0x12, .flags = 3, .sl = 2};
 	dump("cqe", &c, sizeof(c));
 	return 0;
 }

@@ -43,7 +43,7 @@ func TestCEncodings(t *testing.T) {
 	PutRecvWQE(recv, &qp.RecvWR{WRID: 77, SGL: []qp.SGE{{Addr: 0x1000, Length: 4096, LKey: 0x55}}})
 	cqe := make([]byte, CQESize)
 	PutCQE(cqe, &qp.WC{WRID: 99, Status: 10, Opcode: 129, PKeyIndex: 1, VendorErr: 0x5e0001, ByteLen: 100, Imm: 0xC0FFEE,
-		QPNum: 0x11, SrcQP: 0x12, Flags: 3})
+		QPNum: 0x11, SrcQP: 0x12, Flags: 3, SL: 2})
 
 	want := map[string][]byte{
 		"hello":      AppendRequest(nil, OpHello, 1, &Hello{1, 1}),

@@ -257,10 +257,10 @@ func GetRecvWQE(e []byte, wr *qp.RecvWR, sgl []qp.SGE) bool {
 
 // CQE, 64 bytes (a cache line):
 //
-//	 0      8        9        10         12          16        20    24      28      32      36    64
-//	+------+--------+--------+----------+-----------+---------+-----+-------+-------+-------+-----+
-//	| WRID | Status | Opcode | PKeyIdx  | VendorErr | ByteLen | Imm | QPNum | SrcQP | Flags | 0   |
-//	+------+--------+--------+----------+-----------+---------+-----+-------+-------+-------+-----+
+//	 0      8        9        10         12          16        20    24      28      32      36   37    64
+//	+------+--------+--------+----------+-----------+---------+-----+-------+-------+-------+----+-----+
+//	| WRID | Status | Opcode | PKeyIdx  | VendorErr | ByteLen | Imm | QPNum | SrcQP | Flags | SL | 0   |
+//	+------+--------+--------+----------+-----------+---------+-----+-------+-------+-------+----+-----+
 
 // PutCQE encodes wc into e.
 func PutCQE(e []byte, wc *qp.WC) {
@@ -274,6 +274,7 @@ func PutCQE(e []byte, wc *qp.WC) {
 	le.PutUint32(e[24:], wc.QPNum)
 	le.PutUint32(e[28:], wc.SrcQP)
 	le.PutUint32(e[32:], uint32(wc.Flags))
+	e[36] = wc.SL
 }
 
 // GetCQE decodes e into wc.
@@ -281,7 +282,7 @@ func GetCQE(e []byte, wc *qp.WC) {
 	_ = e[CQESize-1]
 	*wc = qp.WC{WRID: le.Uint64(e), Status: qp.WCStatus(e[8]), Opcode: qp.WCOpcode(e[9]),
 		PKeyIndex: le.Uint16(e[10:]), VendorErr: le.Uint32(e[12:]), ByteLen: le.Uint32(e[16:]),
-		Imm: le.Uint32(e[20:]), QPNum: le.Uint32(e[24:]), SrcQP: le.Uint32(e[28:]), Flags: qp.WCFlags(le.Uint32(e[32:]))}
+		Imm: le.Uint32(e[20:]), QPNum: le.Uint32(e[24:]), SrcQP: le.Uint32(e[28:]), Flags: qp.WCFlags(le.Uint32(e[32:])), SL: e[36]}
 }
 
 // Load is the atomic read both sides use on ring words.
