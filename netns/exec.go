@@ -42,8 +42,8 @@ func (s Store) Exec(lab, host string, cmd *exec.Cmd) error {
 	if h.IPv6.IsValid() {
 		cmd.Env = append(cmd.Env, EnvIPv6+"="+h.IPv6.Addr().String())
 	}
-	if hasView(h.Netns) {
-		if err := enterView(h.Netns, cmd); err != nil {
+	if mnt, uts, ok := reachableView(h.Netns, l.Owner.PID); ok {
+		if err := enterView(mnt, uts, cmd); err != nil {
 			return fmt.Errorf("netns: exec in host %s of lab %s: %w", host, lab, err)
 		}
 	}
@@ -66,7 +66,7 @@ func (s Store) Exec(lab, host string, cmd *exec.Cmd) error {
 // needs a single-threaded process, which a Go process is not, and nsenter execs in
 // place, so cmd keeps nsenter's pid. Joining a mount namespace moves the working
 // directory to its root; --wd puts it back.
-func enterView(ns string, cmd *exec.Cmd) error {
+func enterView(mnt, uts string, cmd *exec.Cmd) error {
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
 		return fmt.Errorf("the host has a view of its own, entered by util-linux's nsenter: %w", err)
@@ -77,7 +77,6 @@ func enterView(ns string, cmd *exec.Cmd) error {
 			return err
 		}
 	}
-	mnt, uts := ViewPaths(ns)
 	args := []string{"nsenter", "--mount=" + mnt, "--uts=" + uts, "--wd=" + wd, "--", argv0(cmd)}
 	cmd.Args = append(args, cmd.Args[1:]...)
 	cmd.Path = nsenter

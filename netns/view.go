@@ -244,14 +244,30 @@ func removeViewPins(netns string) error {
 	return errors.Join(errs...)
 }
 
-// hasView reports whether the host's namespaces are pinned.
-func hasView(netns string) bool {
-	mnt, uts := ViewPaths(netns)
-	for _, p := range []string{mnt, uts} {
-		var st unix.Statfs_t
-		if err := unix.Statfs(p, &st); err != nil || st.Type != unix.NSFS_MAGIC {
-			return false
+// reachableView returns the pins of netns's view as this process can open them: at
+// their own paths, or through the lab process's root directory (/proc/<owner>/root),
+// which is walked in the lab process's mount namespace, the machine's. A view is a copy
+// of the machine's mounts taken when it was made, and /run/rocelab-ns does not propagate
+// (a namespace cannot be pinned on a mount that propagates into it), so the pins of hosts
+// made after it are missing inside it: `rocelab exec` run in a host (MPI's remote-shell
+// agent) finds them through the owner. ok is false when the host has no view.
+func reachableView(netns string, owner int) (mnt, uts string, ok bool) {
+	mnt, uts = ViewPaths(netns)
+	prefixes := []string{""}
+	if owner > 0 {
+		prefixes = append(prefixes, fmt.Sprintf("/proc/%d/root", owner))
+	}
+	for _, prefix := range prefixes {
+		pins := true
+		for _, p := range []string{prefix + mnt, prefix + uts} {
+			var st unix.Statfs_t
+			if err := unix.Statfs(p, &st); err != nil || st.Type != unix.NSFS_MAGIC {
+				pins = false
+			}
+		}
+		if pins {
+			return prefix + mnt, prefix + uts, true
 		}
 	}
-	return true
+	return mnt, uts, false
 }

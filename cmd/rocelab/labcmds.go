@@ -18,10 +18,11 @@ import (
 
 	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/netns"
+	"github.com/rocelab/rocelab/rnic/service"
 )
 
 func init() {
-	rootCmd.AddCommand(newStatusCmd(), newExecCmd(), newCaptureCmd(), newDownCmd())
+	rootCmd.AddCommand(newStatusCmd(), newExecCmd(), newRshCmd(), newCaptureCmd(), newDownCmd())
 }
 
 // pickLab returns the lab a command acts on: the one named, else the only running one.
@@ -278,52 +279,89 @@ yet when its client connects ("connection refused"), as with the real tools.`,
 			if cmd.ArgsLenAtDash() != 1 {
 				return errors.New("exec: want HOST -- CMD [ARG...]")
 			}
-			store := netns.DefaultStore()
-			name, err := pickLab(store, labName)
-			if err != nil {
-				return fmt.Errorf("exec: %w", err)
-			}
-			// The sample apps sit next to the rocelab binary: put that directory first,
-			// and its lib/ (rocelab's libibverbs.so.1 and librdmacm.so.1) before the
-			// system's libraries.
-			path, libPath := os.Getenv("PATH"), os.Getenv("LD_LIBRARY_PATH")
-			if self, err := os.Executable(); err == nil {
-				path = prependPath(filepath.Dir(self), path)
-				if lib := filepath.Join(filepath.Dir(self), "lib"); fileExists(filepath.Join(lib, "libibverbs.so.1")) {
-					libPath = prependPath(lib, libPath)
-				}
-			}
-			c := exec.Command(args[1], args[2:]...)
-			if p, ok := lookPathIn(args[1], path); ok {
-				c.Path, c.Err = p, nil
-			}
-			c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if detach {
-				c.Stdin = nil // a detached server reads nothing from the terminal
-			}
-			c.Env = append(os.Environ(), "PATH="+path)
-			if libPath != "" {
-				c.Env = append(c.Env, "LD_LIBRARY_PATH="+libPath)
-			}
-			if err := store.Exec(name, args[0], c); err != nil {
-				return fmt.Errorf("exec: %w", err)
-			}
-			signal.Ignore(syscall.SIGINT) // the child gets Ctrl-C; we wait for it
-			if detach {
-				err = waitListening(c)
-			} else {
-				err = c.Wait()
-			}
-			var exit *exec.ExitError
-			if errors.As(err, &exit) {
-				os.Exit(exitStatus(exit))
-			}
-			return err
+			return execInHost(cmd, "exec", labName, args[0], args[1:], detach)
 		},
 	}
 	cmd.Flags().StringVar(&labName, "lab", "", "the lab (default: the only running one)")
 	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "return once CMD listens on a TCP port, leaving it running")
 	return cmd
+}
+
+// execInHost runs argv in host of the lab named labName (the only running one when
+// ""), with its output on cmd's and the environment `rocelab exec --help` describes, and
+// exits with its status; with detach it returns once argv listens on a TCP port.
+func execInHost(cmd *cobra.Command, verb, labName, host string, argv []string, detach bool) error {
+	store := netns.DefaultStore()
+	name, err := pickLab(store, labName)
+	if err != nil {
+		return fmt.Errorf("%s: %w", verb, err)
+	}
+	// The sample apps sit next to the rocelab binary: put that directory first,
+	// and its lib/ (rocelab's libibverbs.so.1 and librdmacm.so.1) before the
+	// system's libraries.
+	path, libPath := os.Getenv("PATH"), os.Getenv("LD_LIBRARY_PATH")
+	if self, err := os.Executable(); err == nil {
+		path = prependPath(filepath.Dir(self), path)
+		if lib := filepath.Join(filepath.Dir(self), "lib"); fileExists(filepath.Join(lib, "libibverbs.so.1")) {
+			libPath = prependPath(lib, libPath)
+		}
+	}
+	c := exec.Command(argv[0], argv[1:]...)
+	if p, ok := lookPathIn(argv[0], path); ok {
+		c.Path, c.Err = p, nil
+	}
+	c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if detach {
+		c.Stdin = nil // a detached server reads nothing from the terminal
+	}
+	c.Env = append(os.Environ(), "PATH="+path)
+	if libPath != "" {
+		c.Env = append(c.Env, "LD_LIBRARY_PATH="+libPath)
+	}
+	if err := store.Exec(name, host, c); err != nil {
+		return fmt.Errorf("%s: %w", verb, err)
+	}
+	signal.Ignore(syscall.SIGINT) // the child gets Ctrl-C; we wait for it
+	if detach {
+		err = waitListening(c)
+	} else {
+		err = c.Wait()
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		os.Exit(exitStatus(exit))
+	}
+	return err
+}
+
+// newRshCmd is `rocelab rsh`, the remote-shell agent MPI launchers call as they call
+// ssh: HOST, then the command as words that a shell joins and runs.
+func newRshCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rsh HOST COMMAND...",
+		Short: "Run a shell command in a host, as ssh does: MPI's remote-shell agent",
+		Long: `rsh runs COMMAND (its words joined by spaces, as ssh joins them) with /bin/sh -c
+in HOST of the lab that $ROCELAB_LAB names (set in every process rocelab exec
+starts), or of the only running lab, with rocelab exec's environment. It is what
+an MPI launcher calls to start its daemons on other hosts, in place of ssh; run
+from inside a host (rocelab exec), it reaches the others. Open MPI, from h1:
+
+  rocelab exec h1 -- mpirun --allow-run-as-root --mca plm_rsh_agent "rocelab rsh" \
+      -H h1,h2,h3,h4 -np 4 --mca pml ucx ./a.out
+
+(docs/libibverbs.md, "Open MPI").`,
+		DisableFlagParsing: true, // the command's flags are the command's
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+				return cmd.Help()
+			}
+			if len(args) < 2 {
+				return errors.New("rsh: want HOST COMMAND...")
+			}
+			return execInHost(cmd, "rsh", os.Getenv(service.EnvLab), args[0],
+				[]string{"/bin/sh", "-c", strings.Join(args[1:], " ")}, false)
+		},
+	}
 }
 
 // listenPoll is how often exec -d looks for its server's listening socket: nothing
