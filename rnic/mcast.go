@@ -120,6 +120,20 @@ func (d *Device) McastGroups() []McastGroup {
 	return out
 }
 
+// localGroup reports whether frame b goes to a multicast group one of the device's
+// own QPs is attached to.
+func (d *Device) localGroup(b []byte) bool {
+	if len(d.mcast) == 0 || len(b) == 0 || b[0]&1 == 0 { // no group, or not a group MAC
+		return false
+	}
+	l, err := roce.Locate(b)
+	if err != nil || l.IPVersion == 0 {
+		return false
+	}
+	_, ok := d.mcast[l.Dst(b)]
+	return ok
+}
+
 // receiveMcast delivers a decoded multicast packet to every QP attached to its
 // destination group. Each QP checks its own Q_Key, like a UD QP does.
 func (d *Device) receiveMcast(p *roce.Packet, dst netip.Addr, now int64) {

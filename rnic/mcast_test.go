@@ -38,8 +38,8 @@ func (p hubPort) Receive(frames []*link.Frame) {
 }
 
 // TestMulticast sends UD datagrams to a group from one device to three others, two of
-// which have a QP attached: only attached QPs get them, nothing reaches a host
-// kernel, and a detached QP gets no more.
+// which have a QP attached, and to a QP attached on the sender's device: only attached
+// QPs get them, nothing reaches a host kernel, and a detached QP gets no more.
 func TestMulticast(t *testing.T) {
 	v := clock.NewVirtual(1)
 	pool := link.NewPool(1518)
@@ -90,7 +90,8 @@ func TestMulticast(t *testing.T) {
 		return end{x, cq, mr}
 	}
 	sender, r1, r2, other := ud(devs[0], qp.UD), ud(devs[1], qp.UD), ud(devs[2], qp.UD), ud(devs[3], qp.UD)
-	for _, r := range []end{r1, r2} {
+	local := ud(devs[0], qp.UD) // a member on the sender's own device hears it by loopback
+	for _, r := range []end{r1, r2, local} {
 		if err := r.x.dev.AttachMcast(r.x, group); err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +144,7 @@ func TestMulticast(t *testing.T) {
 	if wcs := polled(sender); len(wcs) != 1 || wcs[0].Status != qp.WCSuccess {
 		t.Fatalf("sender completions %+v, want one success", wcs)
 	}
-	for i, r := range []end{r1, r2} {
+	for i, r := range []end{r1, r2, local} {
 		wcs := polled(r)
 		if len(wcs) != 1 || wcs[0].Status != qp.WCSuccess || wcs[0].ByteLen != 40+100 || wcs[0].SrcQP != uint32(sender.x.QPN()) ||
 			r.mr.Bytes()[40] != 0xaa {
