@@ -211,6 +211,28 @@ type HostStatus struct {
 	Capture *CaptureStatus `json:"capture,omitempty"`
 	// QPs are the soft-RNIC's queue pairs with their congestion control's state.
 	QPs []QPStatus `json:"qps,omitempty"`
+	// McastGroups are the multicast groups the soft-RNIC's QPs are attached to.
+	McastGroups []McastGroupStatus `json:"mcast_groups,omitempty"`
+}
+
+// McastGroupStatus is one multicast group of a host: its GID (an IPv4 group as its
+// dotted address) and the QPs attached to it.
+type McastGroupStatus struct {
+	GID string   `json:"gid"`
+	QPs []uint32 `json:"qps"`
+}
+
+// mcastStatuses reads d's multicast groups; it runs on the device's loop.
+func mcastStatuses(d *rnic.Device) []McastGroupStatus {
+	var out []McastGroupStatus
+	for _, g := range d.McastGroups() {
+		s := McastGroupStatus{GID: g.GID.Addr().String()}
+		for _, q := range g.QPs {
+			s.QPs = append(s.QPs, uint32(q))
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // QPStatus is one queue pair: its paced rate and window as congestion control set
@@ -619,12 +641,15 @@ func (l *Lab) Status() Status {
 			rnic rnic.Stats
 			link link.Stats
 			qps  []QPStatus
+			mc   []McastGroupStatus
 		}
 		ch := make(chan hostCounters, 1)
-		h.Device.Do(func() { ch <- hostCounters{h.Device.Stats(), *h.Link.Stats(), qpStatuses(h.Device)} })
+		h.Device.Do(func() {
+			ch <- hostCounters{h.Device.Stats(), *h.Link.Stats(), qpStatuses(h.Device), mcastStatuses(h.Device)}
+		})
 		select {
 		case c := <-ch:
-			st.Hosts[i].RNIC, st.Hosts[i].Link, st.Hosts[i].QPs = &c.rnic, &c.link, c.qps
+			st.Hosts[i].RNIC, st.Hosts[i].Link, st.Hosts[i].QPs, st.Hosts[i].McastGroups = &c.rnic, &c.link, c.qps, c.mc
 		case <-ctx.Done():
 		}
 		if h.Monitor != nil {

@@ -28,8 +28,8 @@ type mcastGroups map[netip.Addr][]*QP
 
 // McastGroup is one multicast group of a device, for status.
 type McastGroup struct {
-	GID roce.GID   `json:"gid"`
-	QPs []roce.QPN `json:"qps"`
+	GID roce.GID
+	QPs []roce.QPN
 }
 
 // isMulticastGID is rdma_is_multicast_addr: ff00::/8, or an IPv4-mapped 224.0.0.0/4.
