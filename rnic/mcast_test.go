@@ -67,7 +67,9 @@ func TestMulticast(t *testing.T) {
 		cq *CQ
 		mr *MR
 	}
-	ud := func(d *Device, typ qp.Type) end {
+	var udKey func(d *Device, typ qp.Type, qkey uint32) end
+	ud := func(d *Device, typ qp.Type) end { return udKey(d, typ, qkey) }
+	udKey = func(d *Device, typ qp.Type, qkey uint32) end {
 		t.Helper()
 		pd, _ := d.AllocPD()
 		mr, err := d.RegMR(pd, 4096, qp.AccessLocalWrite)
@@ -181,5 +183,19 @@ func TestMulticast(t *testing.T) {
 		if s := d.Stats(); s.RxMcastDropped != uint64(1+i/2) {
 			t.Errorf("device %d dropped %d multicast packets, want %d", i+1, s.RxMcastDropped, 1+i/2)
 		}
+	}
+
+	// A member whose Q_Key differs drops the datagram, as a UD QP does; the device
+	// delivered it (a member), so it counts no multicast drop.
+	wrong := udKey(devs[3], qp.UD, qkey+1)
+	if err := devs[3].AttachMcast(wrong.x, group); err != nil {
+		t.Fatal(err)
+	}
+	send(3, 0xcc)
+	if wcs := polled(wrong); len(wcs) != 0 {
+		t.Errorf("a member with another Q_Key completed %+v", wcs)
+	}
+	if s := devs[3].Stats(); s.RxMcastDropped != 2 {
+		t.Errorf("device with the wrong-key member dropped %d multicast packets, want 2", s.RxMcastDropped)
 	}
 }
