@@ -178,6 +178,15 @@ type HostStatus struct {
 	Capture *CaptureStatus `json:"capture,omitempty"`
 	// QPs are the soft-RNIC's queue pairs with their congestion control's state.
 	QPs []QPStatus `json:"qps,omitempty"`
+	// McastGroups are the multicast groups the soft-RNIC's QPs are attached to.
+	McastGroups []McastGroupStatus `json:"mcast_groups,omitempty"`
+}
+
+// McastGroupStatus is one multicast group of a host: its GID (an IPv4 group as its
+// dotted address) and the QPs attached to it.
+type McastGroupStatus struct {
+	GID string   `json:"gid"`
+	QPs []uint32 `json:"qps"`
 }
 
 // QPStatus is one queue pair: its paced rate and window as congestion control set

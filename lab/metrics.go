@@ -76,6 +76,7 @@ var (
 		rnicCounter("rx_malformed_total", "Frames that failed to parse or carried bad telemetry (dropped).", func(s *rnic.Stats) uint64 { return s.RxMalformed }),
 		rnicCounter("rx_bad_icrc_total", "RoCEv2 packets whose ICRC did not verify (dropped).", func(s *rnic.Stats) uint64 { return s.RxBadICRC }),
 		rnicCounter("rx_unknown_qp_total", "RoCEv2 packets for a QP the device does not have (dropped).", func(s *rnic.Stats) uint64 { return s.RxUnknownQP }),
+		rnicCounter("rx_mcast_dropped_total", "RoCEv2 multicast packets for a group no QP of the device is attached to (dropped).", func(s *rnic.Stats) uint64 { return s.RxMcastDropped }),
 		rnicCounter("rx_unclaimed_total", "Frames the device does not terminate and has no host for (RxNotForUs).", func(s *rnic.Stats) uint64 { return s.RxNotForUs }),
 		rnicCounter("tx_telemetry_errors_total", "Telemetry a frame could not carry (sent without it).", func(s *rnic.Stats) uint64 { return s.TxTelemetryErrors }),
 		rnicCounter("probes_sent_total", "Telemetry probes sent (HPCC probe mode).", func(s *rnic.Stats) uint64 { return s.ProbesSent }),

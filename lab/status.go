@@ -41,12 +41,15 @@ func (l *Lab) Status() Status {
 			rnic rnic.Stats
 			link link.Stats
 			qps  []QPStatus
+			mc   []McastGroupStatus
 		}
 		ch := make(chan hostCounters, 1)
-		h.Device.Do(func() { ch <- hostCounters{h.Device.Stats(), *h.Link.Stats(), qpStatuses(h.Device)} })
+		h.Device.Do(func() {
+			ch <- hostCounters{h.Device.Stats(), *h.Link.Stats(), qpStatuses(h.Device), mcastStatuses(h.Device)}
+		})
 		select {
 		case c := <-ch:
-			st.Hosts[i].RNIC, st.Hosts[i].Link, st.Hosts[i].QPs = &c.rnic, &c.link, c.qps
+			st.Hosts[i].RNIC, st.Hosts[i].Link, st.Hosts[i].QPs, st.Hosts[i].McastGroups = &c.rnic, &c.link, c.qps, c.mc
 		case <-ctx.Done():
 		}
 		if h.Monitor != nil {
@@ -212,3 +215,16 @@ func qpStatuses(d *rnic.Device) []QPStatus {
 
 // countedService is a host service that counts its connections: the verbs service.
 type countedService interface{ Stats() service.Stats }
+
+// mcastStatuses reads d's multicast groups; it runs on the device's loop.
+func mcastStatuses(d *rnic.Device) []McastGroupStatus {
+	var out []McastGroupStatus
+	for _, g := range d.McastGroups() {
+		s := McastGroupStatus{GID: g.GID.Addr().String()}
+		for _, q := range g.QPs {
+			s.QPs = append(s.QPs, uint32(q))
+		}
+		out = append(out, s)
+	}
+	return out
+}

@@ -458,6 +458,9 @@ static void fill_device_attr(struct rl_context *ctx, struct ibv_device_attr *a)
 	a->max_srq = d->max_srq;
 	a->max_srq_wr = d->max_qp_wr;
 	a->max_srq_sge = d->max_sge;
+	a->max_mcast_grp = d->max_mcast_grp;
+	a->max_mcast_qp_attach = d->max_mcast_qp_attach;
+	a->max_total_mcast_qp_attach = d->max_total_mcast_qp_attach;
 	a->max_pkeys = 1;
 	a->local_ca_ack_delay = 15;
 	a->phys_port_cnt = d->phys_port_cnt;

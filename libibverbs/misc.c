@@ -180,8 +180,6 @@ int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_
 		rl_unsupported(#name);                                                                                 \
 	}
 
-UNSUPPORTED_INT(ibv_attach_mcast, struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
-UNSUPPORTED_INT(ibv_detach_mcast, struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
 UNSUPPORTED_PTR(struct ibv_mr *, ibv_reg_dmabuf_mr, struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova,
 		int fd, int access)
 UNSUPPORTED_PTR(struct ibv_context *, ibv_import_device, int cmd_fd)

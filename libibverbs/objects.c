@@ -1010,3 +1010,26 @@ int ibv_dofork_range(void *base, size_t size)
 {
 	return madvise(base, size, MADV_DOFORK) ? errno : 0;
 }
+
+/* ibv_attach_mcast and ibv_detach_mcast: RoCE has no LIDs, so lid is ignored, as rxe
+ * does; the device keeps the group list and checks the QP (UD) and the GID (multicast). */
+static int mcast(struct ibv_qp *q, const union ibv_gid *gid, int op)
+{
+	if (!q || !gid)
+		return fail(EINVAL);
+	struct rl_mcast m = {.handle = ((struct rl_qp *)q)->h};
+	memcpy(m.gid, gid->raw, sizeof(m.gid));
+	return rl_call(ctx_of(q->context), op, &m, sizeof(m), NULL, 0, -1, NULL, 0);
+}
+
+int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	(void)lid;
+	return mcast(qp, gid, RL_OP_ATTACH_MCAST);
+}
+
+int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)
+{
+	(void)lid;
+	return mcast(qp, gid, RL_OP_DETACH_MCAST);
+}

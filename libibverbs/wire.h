@@ -45,6 +45,8 @@ enum rl_op {
 	RL_OP_RESIZE_CQ = 24,	    /* rl_resize; answered by rl_ring_resp and the new ring's memfd */
 	RL_OP_RESIZE_SRQ = 25,	    /* the same for an SRQ */
 	RL_OP_REREG_MR = 26,
+	RL_OP_ATTACH_MCAST = 27, /* rl_mcast */
+	RL_OP_DETACH_MCAST = 28, /* rl_mcast */
 };
 
 /* Status codes of a response header (wire.Code). */
@@ -96,6 +98,13 @@ struct RL_PACKED rl_device_attr {
 	uint32_t max_qp, max_qp_wr, max_sge, max_cqe;
 	uint32_t max_qp_rd_atom, max_qp_init_rd_atom, phys_port_cnt, max_srq;
 	char fw_ver[32];
+	uint32_t max_mcast_grp, max_mcast_qp_attach, max_total_mcast_qp_attach, pad;
+};
+
+/* RL_OP_ATTACH_MCAST and RL_OP_DETACH_MCAST: QP handle and the group's GID. */
+struct RL_PACKED rl_mcast {
+	uint32_t handle;
+	uint8_t gid[16];
 };
 
 struct RL_PACKED rl_query_port {
@@ -250,7 +259,8 @@ struct RL_PACKED rl_cqe {
 
 _Static_assert(sizeof(struct rl_header) == 8, "header");
 _Static_assert(sizeof(struct rl_hello_resp) == 16, "hello response");
-_Static_assert(sizeof(struct rl_device_attr) == 72, "device attr");
+_Static_assert(sizeof(struct rl_device_attr) == 88, "device attr");
+_Static_assert(sizeof(struct rl_mcast) == 20, "mcast");
 _Static_assert(sizeof(struct rl_port_attr) == 56, "port attr");
 _Static_assert(sizeof(struct rl_reg_mr) == 32, "reg mr");
 _Static_assert(sizeof(struct rl_ring_resp) == 24, "ring response");

@@ -130,11 +130,31 @@ void rdma_free_devices(struct ibv_context **list) { free(list); }
 
 struct rl_cm_id;
 
+/* A local event is one the library makes itself, not the CM agent: ADDR_RESOLVED of a
+ * multicast destination and MULTICAST_JOIN (the kernel's rdma_cm has nothing to ask
+ * the network for on RoCE). It waits on its channel's queue with a token on the
+ * channel's eventfd, as the agent's events do; ev comes first, so that
+ * rdma_ack_cm_event's free releases it. */
+struct rl_local_event {
+	struct rdma_cm_event ev;
+	struct rl_local_event *next;
+};
+
 struct rl_cm_channel {
 	struct rdma_event_channel ch;
 	uint32_t h;
 	pthread_mutex_t mu;
-	struct rl_cm_id *ids; /* the channel's identifiers, for events to name them */
+	struct rl_cm_id *ids;	      /* the channel's identifiers, for events to name them */
+	struct rl_local_event *local; /* local events, oldest first */
+};
+
+/* A multicast group an identifier joined (librdmacm's cma_multicast). */
+struct rl_cm_mc {
+	struct sockaddr_storage addr;
+	union ibv_gid mgid;
+	void *context;
+	int attached; /* the identifier's QP is attached to mgid */
+	struct rl_cm_mc *next;
 };
 
 /* What an identifier has done, for rdma_set_option's checks (the kernel's states). */
@@ -152,6 +172,7 @@ struct rl_cm_id {
 	struct rdma_conn_param offer;          /* a connection request's parameters, for rdma_accept(id, NULL) */
 	struct ibv_qp_init_attr *qp_init_attr; /* rdma_create_ep's, for the QPs of rdma_get_request */
 	int removed;                           /* told RDMA_CM_EVENT_DEVICE_REMOVAL */
+	struct rl_cm_mc *mcs;                  /* the groups joined, newest first */
 };
 
 #define cm_id(id) ((struct rl_cm_id *)(id))
@@ -190,6 +211,35 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	close(c->ch.fd);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
+}
+
+/* take_local removes and returns the oldest local event of c, of identifier x (NULL:
+ * of any). */
+static struct rl_local_event *take_local(struct rl_cm_channel *c, struct rl_cm_id *x)
+{
+	pthread_mutex_lock(&c->mu);
+	struct rl_local_event **p = &c->local;
+	while (*p && x && (*p)->ev.id != &x->id)
+		p = &(*p)->next;
+	struct rl_local_event *e = *p;
+	if (e)
+		*p = e->next;
+	pthread_mutex_unlock(&c->mu);
+	return e;
+}
+
+/* queue_local appends e to c's local events and hands the channel its token. */
+static void queue_local(struct rl_cm_channel *c, struct rl_local_event *e)
+{
+	static const uint64_t one = 1;
+	e->next = NULL;
+	pthread_mutex_lock(&c->mu);
+	struct rl_local_event **p = &c->local;
+	while (*p)
+		p = &(*p)->next;
+	*p = e;
+	pthread_mutex_unlock(&c->mu);
+	(void)!write(c->ch.fd, &one, sizeof(one));
 }
 
 /* link_id puts x on channel c, whose events name it by its handle. */
@@ -282,6 +332,14 @@ int rdma_destroy_id(struct rdma_cm_id *id)
 	if (id->event)
 		rdma_ack_cm_event(id->event);
 	unlink_id(x);
+	/* its queued local events go with it (their tokens find nothing: the agent
+	 * answers NOT_FOUND, which rdma_get_cm_event skips), and its groups too */
+	for (struct rl_local_event *e; (e = take_local(x->chan, x));)
+		free(e);
+	for (struct rl_cm_mc *mc; (mc = x->mcs);) {
+		x->mcs = mc->next;
+		free(mc);
+	}
 	if (x->sync)
 		rdma_destroy_event_channel(&x->chan->ch);
 	free(x->qp_init_attr);
@@ -330,6 +388,10 @@ int rdma_migrate_id(struct rdma_cm_id *id, struct rdma_event_channel *channel)
 	}
 	unlink_id(x);
 	link_id(to, x);
+	/* its local events move with it, as the kernel's ucma_migrate_id moves its queued
+	 * events; the old channel's tokens for them find nothing and are skipped */
+	for (struct rl_local_event *e; (e = take_local(from, x));)
+		queue_local(to, e);
 	if (x->sync) {
 		if (id->event) {
 			rdma_ack_cm_event(id->event);
@@ -465,14 +527,74 @@ static int is_multicast(const struct sockaddr *sa)
 	return IN6_IS_ADDR_MULTICAST(&((const struct sockaddr_in6 *)sa)->sin6_addr);
 }
 
+/* post_local queues a local event of type for x with status 0 and completes a
+ * synchronous identifier's call on it. fill, if set, fills the event's parameters. */
+static int post_local(struct rl_cm_id *x, enum rdma_cm_event_type type, void (*fill)(struct rdma_cm_event *, void *),
+		      void *arg)
+{
+	struct rl_local_event *e = calloc(1, sizeof(*e));
+	if (!e)
+		return fail(ENOMEM);
+	e->ev.id = &x->id;
+	e->ev.event = type;
+	if (fill)
+		fill(&e->ev, arg);
+	queue_local(x->chan, e);
+	return complete(&x->id);
+}
+
+/* local_gid is the device's first RoCEv2 GID of family (the source of a multicast
+ * destination resolved from a wildcard address: the kernel routes to the one device). */
+static int local_gid(int family, union ibv_gid *gid)
+{
+	struct ibv_port_attr pa;
+	struct ibv_gid_entry g;
+	if (ibv_query_port(dev, 1, &pa))
+		return -1;
+	for (int i = 0; i < pa.gid_tbl_len; i++)
+		if (ibv_query_gid_ex(dev, 1, i, &g, 0) == 0 && g.gid_type == IBV_GID_TYPE_ROCE_V2 &&
+		    is_v4_mapped(g.gid.raw) == (family == AF_INET)) {
+			*gid = g.gid;
+			return 0;
+		}
+	return fail(EADDRNOTAVAIL);
+}
+
+/* resolve_mcast is rdma_resolve_addr of a multicast group, the first step of a join:
+ * the identifier binds (to src_addr, or the wildcard address and then the device's
+ * address of the family) and its destination is the group; ADDR_RESOLVED follows at
+ * once, without ARP, as from the kernel's cma_resolve_addr. */
+static int resolve_mcast(struct rdma_cm_id *id, struct sockaddr *src_addr, struct sockaddr *dst_addr)
+{
+	struct rl_cm_id *x = cm_id(id);
+	struct sockaddr_storage any = {.ss_family = dst_addr->sa_family};
+	if (x->phase == RL_IDLE && rdma_bind_addr(id, src_addr ? src_addr : (struct sockaddr *)&any) < 0)
+		return -1;
+	if (id->route.addr.src_addr.sa_family != dst_addr->sa_family)
+		return fail(EINVAL);
+	static const uint8_t zero[16];
+	if (memcmp(id->route.addr.addr.ibaddr.sgid.raw, zero, 16) == 0) {
+		union ibv_gid g;
+		if (local_gid(dst_addr->sa_family, &g) < 0)
+			return -1;
+		struct rl_cm_addr w = {.port = ntohs(rdma_get_src_port(id))};
+		memcpy(w.addr, g.raw, 16);
+		from_wire_addr(&w, dst_addr->sa_family, &id->route.addr.src_storage);
+		id->route.addr.addr.ibaddr.sgid = g;
+	}
+	memcpy(&id->route.addr.dst_storage, dst_addr, addr_len(dst_addr));
+	gid_of(&id->route.addr.dst_storage, &id->route.addr.addr.ibaddr.dgid);
+	id->route.addr.addr.ibaddr.pkey = htons(0xffff);
+	x->phase = RL_ACTIVE;
+	return post_local(x, RDMA_CM_EVENT_ADDR_RESOLVED, NULL, NULL);
+}
+
 int rdma_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src_addr, struct sockaddr *dst_addr, int timeout_ms)
 {
 	if (!dst_addr || !addr_len(dst_addr) || (src_addr && !addr_len(src_addr)))
 		return fail(EINVAL); /* ucma_addrlen */
-	if (is_multicast(dst_addr)) { /* the first step of a multicast join */
-		UNSUPPORTED("rdma_resolve_addr of a multicast address (multicast)");
-		return fail(EOPNOTSUPP);
-	}
+	if (is_multicast(dst_addr))
+		return resolve_mcast(id, src_addr, dst_addr);
 	/* the kernel's resolve_prepare_src: an unbound identifier binds to src_addr, a
 	 * bound one keeps its address, whose family must be dst_addr's */
 	if (cm_id(id)->phase == RL_IDLE && src_addr && rdma_bind_addr(id, src_addr) < 0)
@@ -955,12 +1077,18 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 			return -1; /* EAGAIN: no event and a non-blocking fd */
 		if (device_gone())
 			return removal_event(c, event);
+		struct rl_local_event *le = take_local(c, NULL);
+		if (le) {
+			*event = &le->ev;
+			return 0;
+		}
 		struct rl_handle h = {.handle = c->h};
 		if (call(RL_OP_CM_GET_EVENT, &h, sizeof(h), &resp, sizeof(resp), -1) < 0) {
 			if (device_gone())
 				return removal_event(c, event);
 			if (errno == EINVAL)
-				continue; /* a token whose event went with its identifier (rdma_migrate_id) */
+				continue; /* a token whose event went with its identifier (rdma_migrate_id,
+					   * rdma_destroy_id) */
 			return -1;
 		}
 		x = find_id(c, w->id);
@@ -1322,3 +1450,91 @@ void rdma_freeaddrinfo(struct rdma_addrinfo *res)
 /* ---- rsockets: none exist here, so every descriptor is the kernel's ---- */
 
 int rpoll(struct pollfd *fds, nfds_t nfds, int timeout) { return poll(fds, nfds, timeout); }
+
+/* ---- multicast ---- */
+
+static uint8_t sgid_index(struct ibv_context *c, const union ibv_gid *gid);
+
+/* join_event fills MULTICAST_JOIN as the kernel's cma_make_mc_event does for RoCE and
+ * librdmacm's ucma_process_join passes it on: the group's address handle (global, the
+ * MGID, the identifier's source GID, hop limit 64), QPN 0xFFFFFF, rdma_cm's UDP Q_Key,
+ * and the join's context as private_data. */
+static void join_event(struct rdma_cm_event *e, void *arg)
+{
+	struct rl_cm_mc *mc = arg;
+	struct rdma_cm_id *id = e->id;
+	struct rdma_ud_param *u = &e->param.ud;
+	u->private_data = mc->context;
+	u->qp_num = 0xFFFFFF;
+	u->qkey = RDMA_UDP_QKEY;
+	u->ah_attr.is_global = 1;
+	u->ah_attr.port_num = id->port_num;
+	u->ah_attr.grh.dgid = mc->mgid;
+	u->ah_attr.grh.sgid_index = sgid_index(id->verbs, &id->route.addr.addr.ibaddr.sgid);
+	u->ah_attr.grh.hop_limit = 64;
+}
+
+/* rdma_join_multicast_ex joins the group of attr's address (librdmacm's checks, then
+ * the kernel's: the identifier must have a source, bound or resolved). The MGID is
+ * the address as a RoCEv2 GID (IPv4 mapped), as cma_iboe_set_mgid makes it; a full
+ * member's QP is attached to it (ucma_process_join), a send-only member's is not. */
+int rdma_join_multicast_ex(struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *attr, void *context)
+{
+	struct rl_cm_id *x = cm_id(id);
+	if (!attr || !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS) ||
+	    !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS) || attr->join_flags >= RDMA_MC_JOIN_FLAG_RESERVED)
+		return fail(EINVAL);
+	size_t n = attr->addr ? addr_len(attr->addr) : 0;
+	if (!n || !is_multicast(attr->addr))
+		return fail(EINVAL);
+	if (x->phase == RL_IDLE || x->phase == RL_LISTENING)
+		return fail(EINVAL); /* rdma_join_multicast: neither ADDR_BOUND nor ADDR_RESOLVED */
+	if (id->route.addr.src_addr.sa_family != attr->addr->sa_family)
+		return fail(EINVAL);
+	struct rl_cm_mc *mc = calloc(1, sizeof(*mc));
+	if (!mc)
+		return fail(ENOMEM);
+	memcpy(&mc->addr, attr->addr, n);
+	gid_of(&mc->addr, &mc->mgid);
+	mc->context = context;
+	if (id->qp && attr->join_flags == RDMA_MC_JOIN_FLAG_FULLMEMBER) {
+		int err = ibv_attach_mcast(id->qp, &mc->mgid, 0);
+		if (err) {
+			free(mc);
+			return fail(err);
+		}
+		mc->attached = 1;
+	}
+	mc->next = x->mcs;
+	x->mcs = mc;
+	return post_local(x, RDMA_CM_EVENT_MULTICAST_JOIN, join_event, mc);
+}
+
+int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)
+{
+	struct rdma_cm_join_mc_attr_ex attr = {.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
+					       .join_flags = RDMA_MC_JOIN_FLAG_FULLMEMBER,
+					       .addr = addr};
+	return rdma_join_multicast_ex(id, &attr, context);
+}
+
+/* rdma_leave_multicast leaves the group joined with addr: EADDRNOTAVAIL if none, as
+ * librdmacm answers; the QP is detached first (librdmacm ignores that outcome). */
+int rdma_leave_multicast(struct rdma_cm_id *id, struct sockaddr *addr)
+{
+	struct rl_cm_id *x = cm_id(id);
+	size_t n = addr ? addr_len(addr) : 0;
+	if (!n)
+		return fail(EINVAL);
+	struct rl_cm_mc **p = &x->mcs;
+	while (*p && memcmp(&(*p)->addr, addr, n) != 0)
+		p = &(*p)->next;
+	struct rl_cm_mc *mc = *p;
+	if (!mc)
+		return fail(EADDRNOTAVAIL);
+	*p = mc->next;
+	if (mc->attached && id->qp)
+		ibv_detach_mcast(id->qp, &mc->mgid, 0);
+	free(mc);
+	return 0;
+}

@@ -34,10 +34,6 @@
 
 /* RDMA-CM */
 UNSUPPORTED(int, rdma_notify, struct rdma_cm_id *id, enum ibv_event_type event)
-UNSUPPORTED(int, rdma_join_multicast, struct rdma_cm_id *id, struct sockaddr *addr, void *context)
-UNSUPPORTED(int, rdma_join_multicast_ex, struct rdma_cm_id *id, struct rdma_cm_join_mc_attr_ex *mc_join_attr,
-	    void *context)
-UNSUPPORTED(int, rdma_leave_multicast, struct rdma_cm_id *id, struct sockaddr *addr)
 UNSUPPORTED(int, rdma_reject_ece, struct rdma_cm_id *id, const void *private_data, uint8_t private_data_len)
 
 /* rsockets */

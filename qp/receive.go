@@ -9,7 +9,10 @@ import "github.com/rocelab/rocelab/roce"
 // and dropped; no input makes Receive panic or disturbs the QP's state.
 func (q *QP) Receive(now int64, p *roce.Packet) {
 	info := p.Info()
-	if info == nil || p.BTH.DestQP() != q.cfg.QPN || info.Transport != transportOf(q.cfg.Type) {
+	// A UD QP also takes packets to the multicast QPN: the device hands it those of the
+	// groups it is attached to.
+	dest := p.BTH.DestQP()
+	if info == nil || (dest != q.cfg.QPN && (dest != roce.QPNMask || q.cfg.Type != UD)) || info.Transport != transportOf(q.cfg.Type) {
 		q.ctr.DropWrongQP++
 		return
 	}

@@ -58,6 +58,9 @@ func (d *Device) Neighbour(ip netip.Addr) ([6]byte, bool) {
 	if d.ownsAddr(ip) {
 		return d.cfg.MAC, true
 	}
+	if ip.IsMulticast() {
+		return mcastMAC(ip), true
+	}
 	if m, ok := d.neigh.macs[ip]; ok {
 		return m, true
 	}

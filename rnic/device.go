@@ -99,7 +99,8 @@ type Device struct {
 	sched   scheduler
 	neigh   neighbours
 	qps     map[roce.QPN]*QP
-	active  []*QP // QPs in creation order: the scheduler's round-robin ring
+	mcast   mcastGroups // multicast groups with their attached QPs (mcast.go)
+	active  []*QP       // QPs in creation order: the scheduler's round-robin ring
 	nextQPN roce.QPN
 	nextKey uint32
 	pds     int
@@ -152,6 +153,7 @@ type Stats struct {
 	RxMalformed       uint64 `json:"rx_malformed"`  // frames that failed to parse or carried bad telemetry
 	RxBadICRC         uint64 `json:"rx_bad_icrc"`
 	RxUnknownQP       uint64 `json:"rx_unknown_qp"`       // RoCEv2 packets for a QPN the device does not have
+	RxMcastDropped    uint64 `json:"rx_mcast_dropped"`    // RoCEv2 multicast packets for a group no QP is attached to, or not to QPN 0xFFFFFF
 	RxNotForUs        uint64 `json:"rx_not_for_us"`       // frames the device does not terminate and has no host for
 	TxTelemetryErrors uint64 `json:"tx_telemetry_errors"` // telemetry a frame could not carry (sent without it)
 	ProbesSent        uint64 `json:"probes_sent"`
@@ -194,7 +196,7 @@ func Open(cfg Config) (*Device, error) {
 	if err := cfg.CC.check(); err != nil {
 		return nil, err
 	}
-	d := &Device{cfg: cfg, loop: cfg.Loop, qps: make(map[roce.QPN]*QP), nextQPN: firstQP,
+	d := &Device{cfg: cfg, loop: cfg.Loop, qps: make(map[roce.QPN]*QP), mcast: make(mcastGroups), nextQPN: firstQP,
 		async: make(chan AsyncEvent, 64), tel: tel}
 	if cfg.RandomIDs {
 		d.nextQPN = firstQP + roce.QPN(randomUint32()%uint32(roce.QPNMask-firstQP)) // below 0xFFFFFF, multicast's

@@ -69,6 +69,13 @@ func (p *port) transmit(f *link.Frame, start clock.Time) clock.Time {
 		p.d.stats.LoopbackBytes += uint64(f.Len())
 		p.looped = append(p.looped, f)
 	} else {
+		if p.d.localGroup(f.Bytes()) {
+			// As the host's IP stack loops multicast back to rxe: the device's own
+			// members of the group hear it too.
+			p.d.stats.LoopbackFrames++
+			p.d.stats.LoopbackBytes += uint64(f.Len())
+			p.looped = append(p.looped, f.Clone())
+		}
 		p.out = append(p.out, f)
 	}
 	return p.busyUntil

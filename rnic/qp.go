@@ -265,6 +265,7 @@ func (d *Device) DestroyQP(x *QP) error {
 		return errorf(ErrNotFound, "QP %v is not on %s", x.QPN(), d.cfg.Name)
 	}
 	delete(d.qps, x.QPN())
+	d.detachAll(x)
 	for i, a := range d.active {
 		if a == x {
 			d.active = append(d.active[:i], d.active[i+1:]...)

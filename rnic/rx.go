@@ -2,6 +2,7 @@ package rnic
 
 import (
 	"errors"
+	"net/netip"
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/roce"
@@ -67,11 +68,12 @@ func (d *Device) receive(f *link.Frame) {
 		d.toHost(f)
 		return
 	}
-	if !d.ownsAddr(l.Dst(b)) {
+	dst := l.Dst(b)
+	if !d.ownsAddr(dst) && !dst.IsMulticast() {
 		d.toHost(f)
 		return
 	}
-	d.receiveRoCE(f, b, &l)
+	d.receiveRoCE(f, b, &l, dst)
 }
 
 // toHost relays a frame the device does not terminate to the host's netdev.
@@ -94,9 +96,10 @@ const (
 	echoTelemetry
 )
 
-// receiveRoCE runs steps 2–6 on a frame for one of the device's addresses; l is its
-// layout (roce.Locate).
-func (d *Device) receiveRoCE(f *link.Frame, b []byte, l *roce.Layout) {
+// receiveRoCE runs steps 2–6 on a frame for one of the device's addresses or a
+// multicast group (dst, unmapped); l is its layout (roce.Locate). A multicast frame
+// that is not RoCEv2 goes to the host; one that is goes to the group's QPs only.
+func (d *Device) receiveRoCE(f *link.Frame, b []byte, l *roce.Layout, dst netip.Addr) {
 	kind := noTelemetry
 	st := &d.rxStack
 	st.N = 0
@@ -131,6 +134,10 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte, l *roce.Layout) {
 	}
 	if !d.cfg.PayloadFree && !f.Intact && p.VerifyICRC() != nil {
 		d.stats.RxBadICRC++
+		return
+	}
+	if dst.IsMulticast() {
+		d.receiveMcast(p, dst, int64(d.rxNow))
 		return
 	}
 	if p.BTH.DestQP() == roce.GSIQPN {

@@ -163,6 +163,7 @@ func printStatus(out io.Writer, st lab.Status) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Netns, h.IPv4, h.IPv6, h.MAC, tx, rx, looped, kern, drop, conns)
 	}
 	w.Flush()
+	printMcastGroups(out, st)
 	printBudgets(out, st)
 	if len(st.Switches) == 0 {
 		return
@@ -180,6 +181,26 @@ func printStatus(out io.Writer, st lab.Status) {
 	w.Flush()
 	printCaptures(out, st)
 	printLoops(out, st)
+}
+
+// printMcastGroups lists each host's multicast groups with the QPs attached to them.
+func printMcastGroups(out io.Writer, st lab.Status) {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	header := false
+	for _, h := range st.Hosts {
+		for _, g := range h.McastGroups {
+			if !header {
+				fmt.Fprintln(w, "\nHOST\tMULTICAST GROUP\tQPS")
+				header = true
+			}
+			qps := make([]string, len(g.QPs))
+			for i, q := range g.QPs {
+				qps[i] = fmt.Sprintf("%d", q)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\n", h.Name, g.GID, strings.Join(qps, " "))
+		}
+	}
+	w.Flush()
 }
 
 // printLoops shows how late each of the lab's event loops ran its timers, and how far

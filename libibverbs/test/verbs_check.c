@@ -795,8 +795,20 @@ static void unsupported(void)
 	struct ibv_qp_init_attr a = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_XRC_SEND};
 	errno = 0;
 	CHECK(!ibv_create_qp(pd, &a) && errno == EOPNOTSUPP, "XRC is not supported");
+	/* multicast, as ib_attach_mcast and rxe check it */
 	struct ibv_qp *qp = make_qp(IBV_QPT_UD, cq, NULL);
-	CHECK(ibv_attach_mcast(qp, &gid, 0) == EOPNOTSUPP, "multicast is not supported");
+	struct ibv_qp *rc = make_qp(IBV_QPT_RC, cq, NULL);
+	union ibv_gid mgid = {.raw = {0xff, 0x0e, [15] = 1}};
+	struct ibv_device_attr da;
+	CHECK(ibv_query_device(ctx, &da) == 0 && da.max_mcast_grp == 8192 && da.max_mcast_qp_attach == 56 &&
+		      da.max_total_mcast_qp_attach == 8192 * 56,
+	      "rxe's multicast limits");
+	CHECK(ibv_attach_mcast(qp, &gid, 0) == EINVAL, "attach to a unicast GID: EINVAL");
+	CHECK(ibv_attach_mcast(rc, &mgid, 0) == EINVAL, "attach an RC QP: EINVAL");
+	CHECK(ibv_attach_mcast(qp, &mgid, 0) == 0 && ibv_attach_mcast(qp, &mgid, 0) == 0, "attach a UD QP, twice");
+	CHECK(ibv_detach_mcast(qp, &mgid, 0) == 0, "detach it");
+	CHECK(ibv_detach_mcast(qp, &mgid, 0) == EINVAL, "detach a non-member: EINVAL");
+	ibv_destroy_qp(rc);
 	ibv_destroy_qp(qp);
 	ibv_destroy_cq(cq);
 

@@ -67,13 +67,20 @@ int main(void)
 	request("resize_srq", RL_OP_RESIZE_SRQ, 9, &rs, sizeof(rs));
 	struct rl_rereg_mr rm = {.handle = 4, .pd = 6, .access = 7, .change_pd = 1, .change_access = 1};
 	request("rereg_mr", RL_OP_REREG_MR, 10, &rm, sizeof(rm));
+	struct rl_mcast mc = {.handle = 4};
+	for (int i = 0; i < 16; i++)
+		mc.gid[i] = (uint8_t)(0xf0 + i);
+	request("attach_mcast", RL_OP_ATTACH_MCAST, 11, &mc, sizeof(mc));
+	mc.handle = 5;
+	request("detach_mcast", RL_OP_DETACH_MCAST, 12, &mc, sizeof(mc));
 	struct rl_port_attr pa = {.max_mtu = 4096, .active_mtu = 1024, .gid_table_len = 3, .max_msg_sz = 1 << 23,
 				  .rate = 100000000000ull,
 				  .state = "ACTIVE", .link_layer = "Ethernet"};
 	dump("port_attr", &pa, sizeof(pa));
 	struct rl_device_attr da = {.node_guid = 0x0200fffe000001ull, .max_qp = 1, .max_qp_wr = 2, .max_sge = 3,
 				    .max_cqe = 4, .max_qp_rd_atom = 5, .max_qp_init_rd_atom = 6, .phys_port_cnt = 7,
-				    .max_srq = 8, .fw_ver = "rocelab"};
+				    .max_srq = 8, .fw_ver = "rocelab", .max_mcast_grp = 9, .max_mcast_qp_attach = 10,
+				    .max_total_mcast_qp_attach = 11};
 	dump("device_attr", &da, sizeof(da));
 	struct rl_hello_resp hr = {.version = 1, .page_size = 4096, .pid = 1234};
 	dump("hello_resp", &hr, sizeof(hr));

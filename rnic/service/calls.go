@@ -8,6 +8,7 @@ import (
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/rnic/service/wire"
+	"github.com/rocelab/rocelab/roce"
 )
 
 // call executes one control call on the loop. It owns fds (closing those it does not
@@ -102,6 +103,8 @@ var handlers = [...]handler{
 	wire.OpResizeCQ:          {run: (*conn).resizeCQ},
 	wire.OpResizeSRQ:         {run: (*conn).resizeSRQ},
 	wire.OpReregMR:           {run: (*conn).reregMR},
+	wire.OpAttachMcast:       {run: mcast((*rnic.Device).AttachMcast)},
+	wire.OpDetachMcast:       {run: mcast((*rnic.Device).DetachMcast)},
 	wire.OpCMCreateChannel:   {withFD: (*conn).cmCreateChannel},
 	wire.OpCMDestroyChannel:  {run: destroying(kindCMChannel, wire.OpCMDestroyChannel)},
 	wire.OpCMCreateID:        {run: (*conn).cmCreateID},
@@ -128,7 +131,8 @@ func (c *conn) queryDevice(body []byte) (any, int, error) {
 	a := c.s.dev.QueryDevice()
 	r := &wire.DeviceAttr{NodeGUID: a.NodeGUID, MaxQP: uint32(a.MaxQP), MaxQPWR: uint32(a.MaxQPWR),
 		MaxSGE: uint32(a.MaxSGE), MaxCQE: uint32(a.MaxCQE), MaxQPRdAtom: uint32(a.MaxQPRdAtom),
-		MaxQPInitRdAtom: uint32(a.MaxQPInitRdAtm), PhysPortCnt: uint32(a.PhysPortCnt), MaxSRQ: maxObjects}
+		MaxQPInitRdAtom: uint32(a.MaxQPInitRdAtm), PhysPortCnt: uint32(a.PhysPortCnt), MaxSRQ: maxObjects,
+		MaxMcastGrp: rnic.MaxMcastGroups, MaxMcastQPAttach: rnic.MaxMcastQPAttach, MaxTotalMcastQPAttach: rnic.MaxTotalMcastAttach}
 	wire.PutString(r.FWVer[:], a.FWVer)
 	return r, -1, nil
 }
@@ -263,6 +267,21 @@ func (c *conn) queryQP(body []byte) (any, int, error) {
 	a := c.s.dev.QueryQP(x.x)
 	r := wire.FromQPAttr(&a)
 	return &r, -1, nil
+}
+
+// mcast is the handler of ATTACH_MCAST or DETACH_MCAST, which do op.
+func mcast(op func(*rnic.Device, *rnic.QP, roce.GID) error) func(c *conn, body []byte) (any, int, error) {
+	return func(c *conn, body []byte) (any, int, error) {
+		var m wire.Mcast
+		if err := wire.DecodeBody(body, &m); err != nil {
+			return nil, -1, err
+		}
+		x, err := get[*sQP](c, m.Handle, "QP")
+		if err != nil {
+			return nil, -1, err
+		}
+		return nil, -1, op(c.s.dev, x.x, m.GID)
+	}
 }
 
 // destroying is the handler of op, which destroys an object of kind.

@@ -31,7 +31,8 @@ func TestCEncodings(t *testing.T) {
 	PutString(port.State[:], "ACTIVE")
 	PutString(port.LinkLayer[:], "Ethernet")
 	dev := DeviceAttr{NodeGUID: 0x0200fffe000001, MaxQP: 1, MaxQPWR: 2, MaxSGE: 3, MaxCQE: 4, MaxQPRdAtom: 5,
-		MaxQPInitRdAtom: 6, PhysPortCnt: 7, MaxSRQ: 8}
+		MaxQPInitRdAtom: 6, PhysPortCnt: 7, MaxSRQ: 8,
+		MaxMcastGrp: 9, MaxMcastQPAttach: 10, MaxTotalMcastQPAttach: 11}
 	PutString(dev.FWVer[:], "rocelab")
 	body := func(v any) []byte { return AppendRequest(nil, 0, 0, v)[HeaderSize:] }
 
@@ -57,17 +58,19 @@ func TestCEncodings(t *testing.T) {
 		"modify_qp": AppendRequest(nil, OpModifyQP, 7, &ModifyQP{Handle: 9, Mask: 0x1fffff, Attr: attr}),
 		"qp_resp": body(&QPResp{Handle: 9, QPN: 0x11, MaxSendWR: 128, MaxRecvWR: 256, MaxSendSGE: 2, MaxRecvSGE: 3,
 			SendEntry: 96, RecvEntry: 64, RQOffset: 12480, Size: 28672}),
-		"resize_cq":   AppendRequest(nil, OpResizeCQ, 8, &Resize{Handle: 5, Entries: 1000}),
-		"resize_srq":  AppendRequest(nil, OpResizeSRQ, 9, &Resize{Handle: 5, Entries: 1000}),
-		"rereg_mr":    AppendRequest(nil, OpReregMR, 10, &ReregMR{Handle: 4, PD: 6, Access: 7, ChangePD: 1, ChangeAccess: 1}),
-		"ring_resp":   body(&RingResp{Handle: 5, Cap: 256, EntrySize: 64, Size: 16576}),
-		"port_attr":   body(&port),
-		"device_attr": body(&dev),
-		"hello_resp":  body(&HelloResp{Version: 1, PageSize: 4096, PID: 1234}),
-		"async_event": body(&AsyncEvent{Type: 15, Handle: 7}),
-		"send_wqe":    send,
-		"recv_wqe":    recv,
-		"cqe":         cqe,
+		"resize_cq":    AppendRequest(nil, OpResizeCQ, 8, &Resize{Handle: 5, Entries: 1000}),
+		"resize_srq":   AppendRequest(nil, OpResizeSRQ, 9, &Resize{Handle: 5, Entries: 1000}),
+		"rereg_mr":     AppendRequest(nil, OpReregMR, 10, &ReregMR{Handle: 4, PD: 6, Access: 7, ChangePD: 1, ChangeAccess: 1}),
+		"attach_mcast": AppendRequest(nil, OpAttachMcast, 11, &Mcast{Handle: 4, GID: ahGID}),
+		"detach_mcast": AppendRequest(nil, OpDetachMcast, 12, &Mcast{Handle: 5, GID: ahGID}),
+		"ring_resp":    body(&RingResp{Handle: 5, Cap: 256, EntrySize: 64, Size: 16576}),
+		"port_attr":    body(&port),
+		"device_attr":  body(&dev),
+		"hello_resp":   body(&HelloResp{Version: 1, PageSize: 4096, PID: 1234}),
+		"async_event":  body(&AsyncEvent{Type: 15, Handle: 7}),
+		"send_wqe":     send,
+		"recv_wqe":     recv,
+		"cqe":          cqe,
 	}
 	compareC(t, "libibverbs/test/wire_dump.c", want)
 }

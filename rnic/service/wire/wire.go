@@ -61,13 +61,16 @@ const (
 	OpResizeCQ          Op = 24 // answered by RingResp with the new ring's memfd
 	OpResizeSRQ         Op = 25 // answered by RingResp with the new ring's memfd
 	OpReregMR           Op = 26
-	opMax               Op = 27
+	OpAttachMcast       Op = 27 // Mcast
+	OpDetachMcast       Op = 28 // Mcast
+	opMax               Op = 29
 )
 
 var opNames = [...]string{"", "HELLO", "QUERY_DEVICE", "QUERY_PORT", "QUERY_GID", "ALLOC_PD", "DEALLOC_PD",
 	"REG_MR", "DEREG_MR", "CREATE_COMP_CHANNEL", "DESTROY_COMP_CHANNEL", "CREATE_CQ", "DESTROY_CQ",
 	"CREATE_SRQ", "MODIFY_SRQ", "DESTROY_SRQ", "CREATE_AH", "DESTROY_AH", "CREATE_QP", "MODIFY_QP",
-	"QUERY_QP", "DESTROY_QP", "ASYNC_FD", "GET_ASYNC_EVENT", "RESIZE_CQ", "RESIZE_SRQ", "REREG_MR"}
+	"QUERY_QP", "DESTROY_QP", "ASYNC_FD", "GET_ASYNC_EVENT", "RESIZE_CQ", "RESIZE_SRQ", "REREG_MR",
+	"ATTACH_MCAST", "DETACH_MCAST"}
 
 // String returns the operation's name, for logs and errors.
 func (o Op) String() string {
@@ -276,6 +279,16 @@ type DeviceAttr struct {
 	MaxQP, MaxQPWR, MaxSGE, MaxCQE                    uint32
 	MaxQPRdAtom, MaxQPInitRdAtom, PhysPortCnt, MaxSRQ uint32
 	FWVer                                             [32]byte
+	// The multicast limits (rxe's): groups, QPs per group, attachments in all.
+	MaxMcastGrp, MaxMcastQPAttach, MaxTotalMcastQPAttach uint32
+	_                                                    uint32
+}
+
+// Mcast attaches QP Handle to (OpAttachMcast) or detaches it from (OpDetachMcast)
+// the multicast group GID.
+type Mcast struct {
+	Handle uint32
+	GID    [16]byte
 }
 
 // QueryPort asks for port Port's attributes.

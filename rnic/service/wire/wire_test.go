@@ -18,7 +18,8 @@ var bodies = map[Op][]any{
 	OpCreateQP: {&CreateQP{PD: 1, SendCQ: 2, RecvCQ: 2, Type: 2, MaxSendWR: 8}, &QPResp{Handle: 3, QPN: 17}},
 	OpModifyQP: {&ModifyQP{Handle: 3, Mask: 1, Attr: QPAttr{State: 1, PathMTU: 4096}}}, OpQueryQP: {&QPAttr{DestQPN: 9}},
 	OpGetAsyncEvent: {&AsyncEvent{Type: 15, Handle: 7}}, OpResizeCQ: {&Resize{2, 100}}, OpResizeSRQ: {&Resize{3, 50}},
-	OpReregMR: {&ReregMR{Handle: 1, PD: 2, ChangePD: 1}},
+	OpReregMR: {&ReregMR{Handle: 1, PD: 2, ChangePD: 1}}, OpAttachMcast: {&Mcast{Handle: 1, GID: [16]byte{0xff, 0x0e}}},
+	OpDetachMcast: {&Mcast{Handle: 2}},
 }
 
 func TestRoundTrip(t *testing.T) {
