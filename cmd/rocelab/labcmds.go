@@ -377,7 +377,7 @@ from inside a host (rocelab exec), it reaches the others. Open MPI, from h1:
 				return cmd.Help()
 			}
 			if len(args) < 2 {
-				return errors.New("rsh: want HOST COMMAND...")
+				return errors.New("rsh: want HOST and a COMMAND")
 			}
 			return execInHost(cmd, "rsh", os.Getenv(service.EnvLab), args[0],
 				[]string{"/bin/sh", "-c", strings.Join(args[1:], " ")}, false)
