@@ -671,6 +671,19 @@ static void resize_and_rereg(void)
 	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, ch, 0);
 	MUST(buf && mr && ch && cq, "CQ and MR");
 
+	/* sends not yet completed need their room as much as completions held: an RC QP
+	 * towards a QPN nobody has keeps its three signaled SENDs outstanding for seconds */
+	struct ibv_cq *owing = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+	MUST(owing, "CQ of 4");
+	struct ibv_qp *lost = make_qp(IBV_QPT_RC, owing, NULL);
+	connect_qp(lost, 0xfffff0, &gid);
+	for (int i = 0; i < 3; i++)
+		CHECK(post(lost, IBV_WR_SEND, mr, buf, 64, 0, 0, IBV_SEND_SIGNALED) == 0, "send %d to nobody", i);
+	CHECK(ibv_resize_cq(owing, 1) == EINVAL, "resize_cq(1) under three outstanding sends: EINVAL");
+	CHECK(ibv_resize_cq(owing, 3) == 0, "resize_cq(3) under three outstanding sends");
+	ibv_destroy_qp(lost);
+	ibv_destroy_cq(owing);
+
 	/* a CQ resized while it holds completions keeps them, and its events go on */
 	struct ibv_ah *ah;
 	struct ibv_qp *qp = ud_self(cq, NULL, &ah);

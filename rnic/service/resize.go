@@ -39,9 +39,20 @@ func (c *conn) resizeCQ(body []byte) (any, int, error) {
 	if r.Entries < 1 || r.Entries > rnic.MaxCQE {
 		return nil, -1, fmt.Errorf("%w: CQ of %d entries: must be in [1, %d]", rnic.ErrInvalidArgument, r.Entries, rnic.MaxCQE)
 	}
+	// rxe refuses "cqe < current # elements in queue". Its completions arrive while the
+	// post_send call still runs; ours arrive from the loop later, so the send WRs posted
+	// before this call count too: the completions they owe need the room as much.
+	var owed uint32
+	for _, x := range c.qps {
+		if x.sendCQ == q {
+			x.drainSQ()
+			owed += x.sq.owed
+		}
+	}
 	capacity, cons := wire.PowerOfTwo(r.Entries), wire.Load(q.ring.Cons())
-	if held := q.prod - cons; held > capacity { // rxe: "cqe < current # elements in queue"
-		return nil, -1, fmt.Errorf("%w: CQ of %d entries holds %d completions", rnic.ErrInvalidArgument, r.Entries, held)
+	if held := q.prod - cons; held+owed > capacity {
+		return nil, -1, fmt.Errorf("%w: CQ of %d entries holds %d completions and its send queues owe %d",
+			rnic.ErrInvalidArgument, r.Entries, held, owed)
 	}
 	size := wire.PageAlign(wire.RingBytes(capacity, wire.CQESize))
 	fd, mem, err := wire.SealedMemfd("rocelab-verbs-cq", int(size))

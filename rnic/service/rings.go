@@ -52,6 +52,10 @@ type wq struct {
 	maxSGE int
 	wrid   []uint64
 	done   []bool // receive rings: completions may retire slots out of order (SRQ)
+	// signaled marks the send slots whose WR will complete (IBV_SEND_SIGNALED or
+	// sq_sig_all); owed counts them, the completions the CQ must still find room for.
+	signaled []bool
+	owed     uint32
 	sgl    []qp.SGE
 	send   qp.SendWR // scratch: the QP copies the WR (and keeps its SGL, a slot's)
 	recv   qp.RecvWR
@@ -73,6 +77,8 @@ func newWQ(mem []byte, cap, entry uint32, maxSGE int, recv bool) (wq, bool) {
 	w := wq{ring: r, maxSGE: maxSGE, wrid: make([]uint64, cap), sgl: make([]qp.SGE, int(cap)*maxSGE)}
 	if recv {
 		w.done = make([]bool, cap)
+	} else {
+		w.signaled = make([]bool, cap)
 	}
 	return w, true
 }
@@ -106,7 +112,12 @@ func (w *wq) retire(k uint32) (wrid uint64, ok bool) {
 	}
 	wrid = w.wrid[k&(w.ring.Cap-1)]
 	if w.done == nil {
-		w.free = k + 1
+		for ; w.free != k+1; w.free++ {
+			if s := &w.signaled[w.free&(w.ring.Cap-1)]; *s {
+				*s = false
+				w.owed--
+			}
+		}
 	} else {
 		w.done[k&(w.ring.Cap-1)] = true
 		for w.free != w.posted && w.done[w.free&(w.ring.Cap-1)] {
@@ -124,8 +135,9 @@ func (w *wq) reset() {
 		return
 	}
 	prod := wire.Load(w.ring.Prod())
-	w.posted, w.free, w.broken = prod, prod, false
+	w.posted, w.free, w.broken, w.owed = prod, prod, false, 0
 	clear(w.done)
+	clear(w.signaled)
 	wire.Store(w.ring.Error(), wire.RingOK)
 	wire.Store(w.ring.Cons(), prod)
 }
@@ -139,6 +151,7 @@ type sQP struct {
 	sq, rq         wq
 	srq            *sSRQ
 	sendCQ, recvCQ *sCQ
+	sigAll         bool // sq_sig_all
 	mem            []byte
 }
 
@@ -181,6 +194,10 @@ func (x *sQP) drainSQ() {
 		wr.WRID = tagSend | uint64(k)
 		if err == nil {
 			err = x.x.PostSend(wr)
+		}
+		if err == nil && (x.sigAll || wr.Flags&qp.SendSignaled != 0) {
+			w.signaled[k&(w.ring.Cap-1)] = true
+			w.owed++
 		}
 		if err != nil {
 			// The slot is free at once only if nothing before it is outstanding: the QP
@@ -550,7 +567,7 @@ func (c *conn) createQP(body []byte) (any, int, error) {
 		unix.Close(fd)
 		return nil, -1, err
 	}
-	s := &sQP{c: c, x: x, typ: qp.Type(r.Type), srq: srq, sendCQ: scq, recvCQ: rcq, mem: mem}
+	s := &sQP{c: c, x: x, typ: qp.Type(r.Type), srq: srq, sendCQ: scq, recvCQ: rcq, sigAll: r.SigAll != 0, mem: mem}
 	x.RecvRefill = s.refill
 	s.sq, _ = newWQ(mem[:sqSize], sqCap, sEntry, int(ssge), false)
 	x.OnState = func(st qp.State) { wire.Store(s.sq.ring.State(), uint32(st)) } // the ring starts at 0, RESET
