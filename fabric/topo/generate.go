@@ -274,6 +274,9 @@ func (t *Topology) YAML() []byte {
 		if h.Bridge != "" {
 			yamlAdd(n, "bridge", yamlStr(h.Bridge))
 		}
+		if h.Machine != "" {
+			yamlAdd(n, "machine", yamlStr(h.Machine))
+		}
 		hosts.Content = append(hosts.Content, n)
 	}
 	switches := yamlSeq(0)
@@ -291,6 +294,9 @@ func (t *Topology) YAML() []byte {
 				prios.Content = append(prios.Content, yamlNum(prio))
 			}
 			yamlAdd(n, "pfc", yamlMap(yaml.FlowStyle, "priorities", prios, "xoff", yamlNum(p.XOff), "xon", yamlNum(p.XOn), "headroom", yamlNum(p.Headroom)))
+		}
+		if s.Machine != "" {
+			yamlAdd(n, "machine", yamlStr(s.Machine))
 		}
 		switches.Content = append(switches.Content, n)
 	}
@@ -316,6 +322,17 @@ func (t *Topology) YAML() []byte {
 	}
 	if t.Retry == "rxe" {
 		yamlAdd(doc, "retry", yamlStr(t.Retry))
+	}
+	if len(t.Machines) > 0 {
+		machines := yamlSeq(0)
+		for _, m := range t.Machines {
+			n := yamlMap(yaml.FlowStyle, "name", yamlStr(m.Name))
+			if m.Address != "" {
+				yamlAdd(n, "address", yamlStr(m.Address))
+			}
+			machines.Content = append(machines.Content, n)
+		}
+		yamlAdd(doc, "machines", machines)
 	}
 	yamlAdd(doc, "hosts", hosts)
 	yamlAdd(doc, "switches", switches)

@@ -55,6 +55,17 @@ func Parse(data []byte) (*Topology, error) {
 		"retry": func(n *yaml.Node) error {
 			return oneOf(n, &t.Retry, "retry reading", RetryReadings)
 		},
+		"machines": func(n *yaml.Node) error {
+			return sequence(n, "machines", func(n *yaml.Node) error {
+				m := Machine{Line: n.Line}
+				err := mapping(n, "machine", map[string]func(*yaml.Node) error{
+					"name":    value(&m.Name, str),
+					"address": value(&m.Address, str),
+				})
+				t.Machines = append(t.Machines, m)
+				return err
+			})
+		},
 		"hosts": func(n *yaml.Node) error {
 			return sequence(n, "hosts", func(n *yaml.Node) error {
 				h, err := parseHost(n)
@@ -207,7 +218,8 @@ func parseHost(n *yaml.Node) (Host, error) {
 			}
 			return s, nil
 		}),
-		"bridge": value(&h.Bridge, str),
+		"bridge":  value(&h.Bridge, str),
+		"machine": value(&h.Machine, str),
 	})
 	return h, err
 }
@@ -215,8 +227,9 @@ func parseHost(n *yaml.Node) (Host, error) {
 func parseSwitch(n *yaml.Node) (Switch, error) {
 	s := Switch{Line: n.Line}
 	err := mapping(n, "switch", map[string]func(*yaml.Node) error{
-		"name":   value(&s.Name, str),
-		"buffer": value(&s.Buffer, ParseBytes),
+		"name":    value(&s.Name, str),
+		"buffer":  value(&s.Buffer, ParseBytes),
+		"machine": value(&s.Machine, str),
 		"ecn": func(n *yaml.Node) error {
 			s.ECN = &ECN{}
 			return mapping(n, "ecn", map[string]func(*yaml.Node) error{

@@ -29,7 +29,9 @@ type Topology struct {
 	HPCCMode string
 	// Retry is how the soft-RNICs read retry_cnt 7: "ibta" (7 retries, then
 	// RETRY_EXC_ERR) or "rxe" (retry forever, as the kernel's rxe does).
-	Retry    string
+	Retry string
+	// Machines, when given, split the lab across machines (see Placement).
+	Machines []Machine
 	Hosts    []Host
 	Switches []Switch
 	Links    []Link
@@ -49,7 +51,9 @@ type Host struct {
 	// given: it is the device's own, behind the TAP.
 	External string
 	Bridge   string
-	Line     int // where the host is declared; 0 for generated topologies
+	// Machine is the machine the host runs on (one of Topology.Machines), or empty.
+	Machine string
+	Line    int // where the host is declared; 0 for generated topologies
 }
 
 // External host kinds (Host.External).
@@ -66,8 +70,10 @@ type Switch struct {
 	// ECN, when set, enables RED marking (DCQCN's KMin, KMax, PMax).
 	ECN *ECN
 	// PFC, when set, makes the listed priorities lossless.
-	PFC  *PFC
-	Line int
+	PFC *PFC
+	// Machine is the machine the switch runs on (one of Topology.Machines), or empty.
+	Machine string
+	Line    int
 }
 
 // ECN is RED marking in bytes of queue.

@@ -56,6 +56,9 @@ func TestGeneratedExamplesUpToDate(t *testing.T) {
 }
 
 func clearLines(t *Topology) {
+	for i := range t.Machines {
+		t.Machines[i].Line = 0
+	}
 	for i := range t.Hosts {
 		t.Hosts[i].Line = 0
 	}

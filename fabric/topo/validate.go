@@ -145,5 +145,5 @@ func (t *Topology) Validate() error {
 	if g := t.graph(); len(g.reach(0)) != len(g.names) {
 		return errorf(0, "the topology is not connected")
 	}
-	return nil
+	return t.validatePlacement()
 }
