@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -217,6 +218,10 @@ func BenchmarkWrite64B(b *testing.B) { benchWrite(b, 64, roce.MTU4096) }
 const (
 	benchChildEnv = "ROCELAB_BENCH_SCENARIO" // the scenario the child runs
 	benchOutEnv   = "ROCELAB_BENCH_OUT"      // where the child writes its counts
+	// benchFilesSuffix ends the name of a scenario whose child writes the data files
+	// the CLI writes (Result.WriteData: CSVs, summary, topology), as a user's run
+	// does, so that its CPU and peak RSS are the command's.
+	benchFilesSuffix = "+files"
 )
 
 // benchScenarios are the `make bench` scenarios of issue 15, by name.
@@ -232,11 +237,17 @@ func benchScenarios() map[string]Config {
 	big := MixDefaults()
 	big.Topology, big.K, big.Load, big.Duration = "fat-tree", 16, 0.5, 10*time.Millisecond
 	big.Threads = 0
+	long := NS3(Defaults())
+	long.FlowSize = 50_000_000
 	scenarios := map[string]Config{
 		"fat3-hpcc":  fat3(rnic.ModeHPCC),
 		"fat3-dcqcn": fat3(rnic.ModeDCQCN),
 		"incast16":   Defaults(),
 		"fat1024":    big,
+		// The 16:1 incasts as `rocelab experiment incast --senders 16 --preset ns3
+		// [--flow-size 50MB]` runs them, its data files included (benchFilesSuffix).
+		"incast16-ns3" + benchFilesSuffix:      NS3(Defaults()),
+		"incast16-50MB-ns3" + benchFilesSuffix: long,
 	}
 	// The parallel driver's runs of the fat trees, on one thread and on two.
 	for _, name := range []string{"fat3-hpcc", "fat1024"} {
@@ -266,6 +277,11 @@ func TestBenchChild(t *testing.T) {
 	}
 	if len(res.Errors) > 0 {
 		t.Fatalf("%d errors, the first: %s", len(res.Errors), res.Errors[0])
+	}
+	if strings.HasSuffix(name, benchFilesSuffix) {
+		if err := res.WriteData(t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// What the flows did, every FCT: the parallel driver's runs on one and two
 	// threads must agree on it.
@@ -381,6 +397,17 @@ func benchParallel(b *testing.B, name string) {
 
 // BenchmarkFatTree3DCQCN is the same arrivals under DCQCN.
 func BenchmarkFatTree3DCQCN(b *testing.B) { benchScenario(b, "fat3-dcqcn") }
+
+// BenchmarkIncast16Files is the 16:1 incast of 500 KB per sender under --preset ns3
+// as the CLI runs it, files and all, in its own process: start-up, simulation and
+// outputs (wall, CPU, packets per CPU-second, peak RSS).
+func BenchmarkIncast16Files(b *testing.B) { benchScenario(b, "incast16-ns3"+benchFilesSuffix) }
+
+// BenchmarkIncast16x50MBFiles is the same with 50 MB per sender (75 ms of simulated
+// time, 1.6 M packets): peak RSS must not grow with the run (docs/performance.md).
+func BenchmarkIncast16x50MBFiles(b *testing.B) {
+	benchScenario(b, "incast16-50MB-ns3"+benchFilesSuffix)
+}
 
 // BenchmarkIncast16Scenario is the 16:1 incast, 500 KB per sender at 100 Gb/s, HPCC.
 func BenchmarkIncast16Scenario(b *testing.B) { benchScenarioInProcess(b, "incast16") }

@@ -8,8 +8,11 @@
 package experiment
 
 import (
+	"errors"
 	"fmt"
+	"iter"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric"
@@ -156,6 +159,9 @@ func (c *Config) ccConfig() rnic.CC { return c.ccConfigFor(c.baseRTT(), c.Sender
 // N its rule-of-thumb W_ai is sized for.
 func (c *Config) ccConfigFor(t time.Duration, flows int) rnic.CC {
 	cc := rnic.CC{Mode: c.CC, EveryN: c.EveryN}
+	if c.Preset == PresetNS3 {
+		cc.AckEvery = 1 // L2_ACK_INTERVAL 1: the simulator acks every packet, under DCQCN too
+	}
 	if c.CC == rnic.ModeDCQCN || c.CC == rnic.ModeNone {
 		return cc
 	}
@@ -307,12 +313,15 @@ type Result struct {
 	Config  Config
 	BaseRTT time.Duration
 	Flows   []FlowRecord
-	Queue   []QueueSample
+	// Queue is a lab or real-time run's bottleneck queue samples; a virtual-time run
+	// keeps its own as the port's change points (queue). QueueSamples gives both.
+	Queue []QueueSample
 	// Rates is a lab or real-time run's rate samples; a virtual-time run keeps its
 	// own out of memory (rateLog). EachRate gives both.
 	Rates []RateSample
-	// Delivered is every flow's payload delivered to its receiver, at each rate
-	// sample.
+	// Delivered is a lab or real-time run's payload delivered to the receivers, all
+	// flows together, at each rate sample; a virtual-time run keeps its own in
+	// delivered. DeliveredSamples gives both.
 	Delivered []DeliveredSample
 	Metrics   Metrics
 	// Errors lists data verification failures and unfinished flows; empty on success.
@@ -326,8 +335,79 @@ type Result struct {
 	Topology *topo.Topology
 	// links is every switch egress port's queue and bytes sent at each rate sample
 	// (Links).
-	links linkTable
-	rates rateLog // a virtual-time run's rate samples (EachRate)
+	links     linkTable
+	rates     rateLog     // a virtual-time run's rate samples (EachRate)
+	queue     *portSeries // a virtual-time run's bottleneck queue samples (QueueSamples)
+	delivered changeLog   // a virtual-time run's delivered bytes (T, TxBytes)
+	// spill holds a virtual-time run's series that grow with simulated time (the
+	// ports' change points, the delivered bytes, the links table's instants).
+	spill *scratch
+}
+
+// newVirtualResult returns the Result of a virtual-time run, its series spilling to
+// a scratch file as they grow.
+func newVirtualResult(r *Result) *Result {
+	r.spill = new(scratch)
+	r.links.spill, r.delivered.spill = r.spill, r.spill
+	return r
+}
+
+// addDelivered records the payload delivered by t.
+func (r *Result) addDelivered(t clock.Time, bytes uint64) {
+	r.delivered.add(QueueSample{T: t, TxBytes: bytes})
+}
+
+// DeliveredSamples walks the payload delivered at each rate sample in time order:
+// those of Delivered, which a lab or real-time run fills, then a virtual-time run's.
+func (r *Result) DeliveredSamples() iter.Seq[DeliveredSample] {
+	return func(yield func(DeliveredSample) bool) {
+		for _, d := range r.Delivered {
+			if !yield(d) {
+				return
+			}
+		}
+		for c := r.delivered.cursor(); c.ahead; c.step() {
+			if !yield(DeliveredSample{T: c.next.T, Bytes: c.next.TxBytes}) {
+				return
+			}
+		}
+	}
+}
+
+// Close frees the scratch files of a virtual-time run's series now rather than when
+// the Result is collected; the series cannot be read after it. A sweep closes each
+// run's once its figures are taken.
+func (r *Result) Close() error {
+	var errs []error
+	if r.rates.file != nil {
+		errs = append(errs, r.rates.file.Close())
+		r.rates.err = errClosed
+	}
+	if r.spill != nil {
+		errs = append(errs, r.spill.close())
+	}
+	return errors.Join(errs...)
+}
+
+// errClosed is the error of reading a closed Result's series.
+var errClosed = errors.New("the Result was closed")
+
+// seriesErr is the error, if any, of reading or writing the run's scratch file.
+func (r *Result) seriesErr() error {
+	if r.spill == nil {
+		return nil
+	}
+	return r.spill.Err()
+}
+
+// QueueSamples walks the bottleneck queue's samples in time order (queue.csv's
+// rows): those of Queue, which a lab or real-time run fills, or a virtual-time run's,
+// decoded from the port's change points as they are walked.
+func (r *Result) QueueSamples() iter.Seq[QueueSample] {
+	if r.queue != nil {
+		return r.queue.all()
+	}
+	return slices.Values(r.Queue)
 }
 
 // Run runs the experiment in virtual time.
@@ -348,7 +428,7 @@ func Run(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Config: cfg, BaseRTT: cfg.baseRTT(), Topology: t}
+	res := newVirtualResult(&Result{Config: cfg, BaseRTT: cfg.baseRTT(), Topology: t})
 	flows := makeFlows(&cfg)
 	left := len(flows)
 	var last clock.Time
@@ -374,7 +454,7 @@ func Run(cfg Config) (*Result, error) {
 	ports := make([]portSeries, n)
 	var sampled sampling
 	for i, name := range starPorts(n) {
-		ports[i] = newPortSeries(cfg.Sample, &sampled)
+		ports[i] = newPortSeries(cfg.Sample, &sampled, res.spill)
 		res.links.add(name, 0, &ports[i])
 	}
 	stopQ := st.sw.SampleChanges(cfg.Sample, sampled.tick, func(s fabric.Sample) {
@@ -396,7 +476,7 @@ func Run(cfg Config) (*Result, error) {
 			res.rates.add(r)
 			delivered += f.deliveredBytes()
 		}
-		res.Delivered = append(res.Delivered, DeliveredSample{T: now, Bytes: delivered})
+		res.addDelivered(now, delivered)
 		res.links.record(now)
 		rt.Reset(now.Add(rateEvery))
 	})
@@ -409,8 +489,11 @@ func Run(cfg Config) (*Result, error) {
 	for _, h := range st.hosts {
 		res.Packets += h.Stats().TxFrames
 	}
-	res.Queue = ports[cfg.Senders].all() // the receiver's port, the bottleneck
+	res.queue = &ports[cfg.Senders] // the receiver's port, the bottleneck
 	finish(res, flows, last, left)
+	if err := res.seriesErr(); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 
@@ -456,10 +539,11 @@ func starWindows(res *Result, cfg *Config, last clock.Time, unfinished int) []sp
 			first = min(first, clock.Time(f.StartNs+f.FCTNs))
 		}
 	}
-	if t := firstDrain(res.Queue, cfg.segment()+100, first); t >= 0 {
+	queue := res.QueueSamples()
+	if t := firstDrain(queue, cfg.segment()+100, first); t >= 0 {
 		spans = append(spans, span{t, end, "after the first drain of the bottleneck queue to " + until})
 	}
-	for _, s := range res.Queue {
+	for s := range queue {
 		if s.TxBytes > 0 {
 			spans = append(spans, span{s.T, end, "from the bottleneck's first byte to " + until})
 			break

@@ -55,7 +55,7 @@ func settledQueue(res *Result, from time.Duration) int {
 		end = max(end, f.StartNs+f.FCTNs)
 	}
 	q := 0
-	for _, s := range res.Queue {
+	for s := range res.QueueSamples() {
 		if s.T >= 0 && int64(s.T) >= from.Nanoseconds() && int64(s.T) <= end {
 			q = max(q, s.Bytes)
 		}
@@ -211,9 +211,9 @@ func runIncastFigures(t *testing.T, cfg Config) incastFigures {
 		end := clock.Time(r.StartNs + r.FCTNs)
 		f.first, f.last = min(f.first, end), max(f.last, end)
 	}
-	all := queueOver(res.Queue, span{from: from, to: f.last})
+	all := queueOver(res.QueueSamples(), span{from: from, to: f.last})
 	f.mean, f.wireAll = meanQueue(all), wireRate(all)
-	f.wireBusy = wireRate(queueOver(res.Queue, span{from: from, to: f.first}))
+	f.wireBusy = wireRate(queueOver(res.QueueSamples(), span{from: from, to: f.first}))
 	t.Logf("W_ai %.1f B: peak %d B; 100 µs–%v: mean queue %.0f B, wire %.2f Gb/s; to the first completion at %v: wire %.2f Gb/s",
 		res.Config.ccConfig().HPCC.WAI, f.peak, f.last, f.mean, f.wireAll/1e9, f.first, f.wireBusy/1e9)
 	return f
@@ -237,5 +237,31 @@ func (f incastFigures) within(t *testing.T, what string, sim incastFigures) {
 	}
 	if math.Abs(f.mean-sim.mean) > 1000 {
 		t.Errorf("%s: mean queue %.0f B; the simulator: %.0f B; want within 1 KB", what, f.mean, sim.mean)
+	}
+}
+
+// TestNS3PresetAcksEveryPacket: under --preset ns3 a DCQCN flow asks for an ACK with
+// every data packet, as the HPCC simulator's L2_ACK_INTERVAL 1 acks them; without
+// the preset it asks every 64 packets (rxe's and package qp's default). The hosts
+// send the data packets, the ACKs and any CNPs: 4 × 100 packets of 1000 bytes
+// (the preset's payload; 98 of 1024 without it) and, acked every packet, as many
+// ACKs again.
+func TestNS3PresetAcksEveryPacket(t *testing.T) {
+	cfg := Defaults()
+	cfg.Senders, cfg.FlowSize, cfg.CC = 4, 100_000, rnic.ModeDCQCN
+	ns3 := NS3(cfg)
+	ns3.CC = rnic.ModeDCQCN
+	for _, c := range []struct {
+		cfg      Config
+		data     uint64
+		everyAck bool
+	}{{cfg, 4 * 98, false}, {ns3, 4 * 100, true}} {
+		res := runOK(t, c.cfg)
+		acksAndCNPs := res.Packets - c.data
+		t.Logf("preset %q: %d packets, %d of them data", c.cfg.Preset, res.Packets, c.data)
+		if every := acksAndCNPs >= c.data; every != c.everyAck {
+			t.Errorf("preset %q: %d ACKs and CNPs for %d data packets, want an ACK per packet: %v", c.cfg.Preset, acksAndCNPs,
+				c.data, c.everyAck)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package experiment
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
+	"slices"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric"
@@ -50,8 +52,10 @@ type sampling struct {
 // tick records a sampling instant.
 func (s *sampling) tick(now clock.Time) { s.latest, s.seen = now, true }
 
-func newPortSeries(every time.Duration, sw *sampling) portSeries {
-	return portSeries{every: clock.Time(every), sw: sw}
+// newPortSeries returns the series of a port sampled every every on sw's sampling,
+// its change points spilling to spill (nil: held in memory).
+func newPortSeries(every time.Duration, sw *sampling, spill *scratch) portSeries {
+	return portSeries{every: clock.Time(every), sw: sw, changes: changeLog{spill: spill}}
 }
 
 // record takes the switch's sample s of the port, sent because it differs from the
@@ -64,39 +68,51 @@ func (p *portSeries) record(s fabric.Sample) {
 	}
 }
 
-// dense appends to buf the samples taken from from to to (both included) and
-// returns it.
-func (p *portSeries) dense(buf []QueueSample, from, to clock.Time) []QueueSample {
-	if !p.seen {
-		return buf
+// samples walks the samples taken from from to to (both included), in time order,
+// decoding the change points as it goes: the dense series is never held.
+func (p *portSeries) samples(from, to clock.Time) iter.Seq[QueueSample] {
+	return func(yield func(QueueSample) bool) {
+		if !p.seen {
+			return
+		}
+		to := min(to, p.sw.latest)
+		c := p.changes.cursor()
+		t := c.next.T // the first sample
+		if from > t {
+			t += (from - t + p.every - 1) / p.every * p.every
+		}
+		for ; t <= to; t += p.every {
+			c.advance(t)
+			q := c.cur
+			q.T = t
+			if !yield(q) {
+				return
+			}
+		}
 	}
-	to = min(to, p.sw.latest)
-	c := p.changes.cursor()
-	t := c.next.T // the first sample
-	if from > t {
-		t += (from - t + p.every - 1) / p.every * p.every
-	}
-	for ; t <= to; t += p.every {
-		c.advance(t)
-		q := c.cur
-		q.T = t
-		buf = append(buf, q)
-	}
-	return buf
 }
 
-// all returns the whole dense series.
-func (p *portSeries) all() []QueueSample { return p.dense(nil, 0, p.sw.latest) }
+// all walks the whole dense series.
+func (p *portSeries) all() iter.Seq[QueueSample] { return p.samples(0, clock.Never) }
 
 // changeLog is a port's change points, each stored as the differences of its time,
 // queue and bytes sent from the change before, as varints: about 6 bytes a change
 // instead of a QueueSample's 24 (a busy port changes at nearly every sample, and the
 // 1,024-host fat tree has 5,120 ports), in chunks that grow up to maxChunk, so that
-// a long series is never copied to grow.
+// a long series is never copied to grow. A log with a scratch file (spill) holds at
+// most spillChunk bytes in memory: its full chunks go to the file as segments.
 type changeLog struct {
-	chunks [][]byte
-	n      int         // changes stored
-	last   QueueSample // the last change stored, the base of the next one's differences
+	chunks   [][]byte // in memory, after the segments
+	spill    *scratch
+	segments []segment   // spilled, in order
+	n        int         // changes stored
+	last     QueueSample // the last change stored, the base of the next one's differences
+}
+
+// segment is a stretch of a changeLog's encoding in its scratch file.
+type segment struct {
+	off int64
+	n   int
 }
 
 // The first chunk of a changeLog and the size its chunks double up to.
@@ -105,7 +121,7 @@ const (
 	maxChunk = 32 << 10
 )
 
-// add appends q, a sample later than the last one added.
+// add appends q.
 func (l *changeLog) add(q QueueSample) {
 	var buf [3 * binary.MaxVarintLen64]byte
 	b := binary.AppendVarint(buf[:0], int64(q.T-l.last.T))
@@ -113,29 +129,54 @@ func (l *changeLog) add(q QueueSample) {
 	b = binary.AppendVarint(b, int64(q.TxBytes-l.last.TxBytes)) // wraps back on decoding
 	k := len(l.chunks) - 1
 	if k < 0 || len(l.chunks[k])+len(b) > cap(l.chunks[k]) {
-		size := minChunk
-		if k >= 0 {
-			size = min(2*cap(l.chunks[k]), maxChunk)
+		if k >= 0 && l.spill != nil && cap(l.chunks[k]) >= spillChunk {
+			l.spillChunks()
+			k = 0
+		} else {
+			size := minChunk
+			if k >= 0 {
+				size = min(2*cap(l.chunks[k]), maxChunk)
+			}
+			l.chunks = append(l.chunks, make([]byte, 0, size))
+			k++
 		}
-		l.chunks = append(l.chunks, make([]byte, 0, size))
-		k++
 	}
 	l.chunks[k] = append(l.chunks[k], b...)
 	l.last = q
 	l.n++
 }
 
+// spillChunks moves the chunks in memory to the scratch file as one segment and
+// keeps the last, emptied, for the changes to come.
+func (l *changeLog) spillChunks() {
+	var seg []byte
+	if len(l.chunks) == 1 {
+		seg = l.chunks[0]
+	} else {
+		for _, c := range l.chunks {
+			seg = append(seg, c...)
+		}
+	}
+	l.segments = append(l.segments, segment{off: l.spill.write(seg), n: len(seg)})
+	last := l.chunks[len(l.chunks)-1][:0]
+	l.chunks = append(l.chunks[:0], last)
+}
+
 // len is the number of changes stored.
 func (l *changeLog) len() int { return l.n }
 
 // changeCursor walks a changeLog in time order: cur is the change in effect at the
-// instant it was last advanced to, next the one after it while ahead.
+// instant it was last advanced to, next the one after it while ahead. A log's
+// cursors are walked once the log is complete.
 type changeCursor struct {
-	log        *changeLog
-	chunk, off int // where the encoding of the change after next starts
-	read       int // changes decoded
-	ahead      bool
-	next, cur  QueueSample
+	log   *changeLog
+	part  int    // the next part of the log to decode: its segments, then its chunks
+	buf   []byte // the rest of the part being decoded
+	own   []byte // a segment read back
+	read  int    // changes decoded
+	ahead bool
+	next  QueueSample
+	cur   QueueSample
 }
 
 // cursor returns a cursor before the first change (next is the first change).
@@ -145,22 +186,43 @@ func (l *changeLog) cursor() changeCursor {
 	return c
 }
 
-// step decodes the change after next into next; ahead is false at the end.
+// step decodes the change after next into next; ahead is false at the end (or when
+// the scratch file cannot be read: its Err says so).
 func (c *changeCursor) step() {
 	if c.ahead = c.read < c.log.n; !c.ahead {
 		return
 	}
-	b := c.log.chunks[c.chunk][c.off:]
-	if len(b) == 0 {
-		c.chunk, c.off = c.chunk+1, 0
-		b = c.log.chunks[c.chunk]
+	for len(c.buf) == 0 {
+		if c.ahead = c.load(); !c.ahead {
+			return
+		}
 	}
-	dt, n1 := binary.Varint(b)
-	dq, n2 := binary.Varint(b[n1:])
-	dx, n3 := binary.Varint(b[n1+n2:])
-	c.off += n1 + n2 + n3
+	dt, n1 := binary.Varint(c.buf)
+	dq, n2 := binary.Varint(c.buf[n1:])
+	dx, n3 := binary.Varint(c.buf[n1+n2:])
+	c.buf = c.buf[n1+n2+n3:]
 	c.next = QueueSample{T: c.next.T + clock.Time(dt), Bytes: c.next.Bytes + int(dq), TxBytes: c.next.TxBytes + uint64(dx)}
 	c.read++
+}
+
+// load makes the log's next part the one decoded.
+func (c *changeCursor) load() bool {
+	l := c.log
+	switch k := c.part - len(l.segments); {
+	case k < 0:
+		s := l.segments[c.part]
+		c.own = slices.Grow(c.own[:0], s.n)[:s.n]
+		if !l.spill.read(s.off, c.own) {
+			return false
+		}
+		c.buf = c.own
+	case k < len(l.chunks):
+		c.buf = l.chunks[k]
+	default:
+		return false
+	}
+	c.part++
+	return true
 }
 
 // advance makes the cursor's current change the last one taken at or before t.
@@ -178,10 +240,11 @@ func (c *changeCursor) advance(t clock.Time) {
 // the rows take memory only as they are written, not 48 bytes per port per rate
 // sample for the whole run.
 type linkTable struct {
-	ports    []linkPort   // in the lab's order: by switch, then port
-	sampling []*sampling  // per switch (nil for one without ports)
-	at       []clock.Time // the rate samples' instants
-	sampled  []clock.Time // per rate sample, per switch: its latest sample's instant, or -1
+	ports    []linkPort  // in the lab's order: by switch, then port
+	sampling []*sampling // per switch (nil for one without ports)
+	spill    *scratch    // where the instants go (nil: memory)
+	at       changeLog   // the rate samples' instants (T)
+	sampled  []changeLog // per switch, per rate sample: its latest sample's instant (T), or -1
 }
 
 // linkPort is one port of a linkTable.
@@ -191,7 +254,8 @@ type linkPort struct {
 	series *portSeries
 }
 
-// add adds a port of switch number sw (numbered from 0, in the lab's order).
+// add adds a port of switch number sw (numbered from 0, in the lab's order), before
+// the first rate sample.
 func (l *linkTable) add(name string, sw int, series *portSeries) {
 	l.ports = append(l.ports, linkPort{name: name, sw: sw, series: series})
 	for len(l.sampling) <= sw {
@@ -202,13 +266,20 @@ func (l *linkTable) add(name string, sw int, series *portSeries) {
 
 // record takes a rate sample at now.
 func (l *linkTable) record(now clock.Time) {
-	l.at = append(l.at, now)
-	for _, sw := range l.sampling {
+	if l.at.n == 0 {
+		l.at.spill = l.spill
+		l.sampled = make([]changeLog, len(l.sampling))
+		for i := range l.sampled {
+			l.sampled[i].spill = l.spill
+		}
+	}
+	l.at.add(QueueSample{T: now})
+	for i, sw := range l.sampling {
 		at := clock.Time(-1)
 		if sw != nil && sw.seen {
 			at = sw.latest
 		}
-		l.sampled = append(l.sampled, at)
+		l.sampled[i].add(QueueSample{T: at})
 	}
 }
 
@@ -219,15 +290,22 @@ func (l *linkTable) each(fn func(LinkSample)) {
 	for i, p := range l.ports {
 		cursors[i] = p.series.changes.cursor()
 	}
-	for k, t := range l.at {
+	switches := make([]changeCursor, len(l.sampled))
+	for i := range l.sampled {
+		switches[i] = l.sampled[i].cursor()
+	}
+	for at := l.at.cursor(); at.ahead; at.step() {
 		for i, p := range l.ports {
-			sampled := l.sampled[k*len(l.sampling)+p.sw]
+			sampled := switches[p.sw].next.T
 			if sampled < 0 {
 				continue
 			}
 			c := &cursors[i]
 			c.advance(sampled)
-			fn(LinkSample{T: t, Port: p.name, Sampled: sampled, Bytes: c.cur.Bytes, TxBytes: c.cur.TxBytes})
+			fn(LinkSample{T: at.next.T, Port: p.name, Sampled: sampled, Bytes: c.cur.Bytes, TxBytes: c.cur.TxBytes})
+		}
+		for i := range switches {
+			switches[i].step()
 		}
 	}
 }

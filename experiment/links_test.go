@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/rocelab/rocelab/fabric"
@@ -39,7 +40,7 @@ func TestReplayFiles(t *testing.T) {
 		t.Errorf("topology.yaml is not the 4:1 star:\n%s", yml)
 	}
 
-	instants := len(res.Delivered)
+	instants := len(slices.Collect(res.DeliveredSamples()))
 	links := readCSV(t, filepath.Join(dir, "links.csv"))
 	if got, want := len(links)-1, 5*instants; got != want {
 		t.Fatalf("links.csv has %d rows, want 5 ports × %d rate samples", got, instants)
@@ -100,7 +101,7 @@ func TestPortSeriesDense(t *testing.T) {
 	const every = 100
 	rng := rand.New(rand.NewPCG(1, 2))
 	var sw sampling
-	p := newPortSeries(every, &sw)
+	p := newPortSeries(every, &sw, nil)
 	var taken []QueueSample
 	q, tx := 0, uint64(0)
 	for i := range 1000 {
@@ -117,7 +118,7 @@ func TestPortSeriesDense(t *testing.T) {
 		}
 		taken = append(taken, QueueSample{T: s.Time, Bytes: s.QLen, TxBytes: s.TxBytes})
 	}
-	if !slices.Equal(p.all(), taken) {
+	if !slices.Equal(slices.Collect(p.all()), taken) {
 		t.Fatal("the dense series differs from the samples taken")
 	}
 	if p.changes.len() >= len(taken)/2 {
@@ -126,7 +127,7 @@ func TestPortSeriesDense(t *testing.T) {
 	for range 200 {
 		from := clock.Time(rng.IntN(110_000))
 		w := span{from: from, to: from + clock.Time(rng.IntN(50_000))}
-		if got, want := p.dense(nil, w.from, w.to), queueOver(taken, w); !slices.Equal(got, want) {
+		if got, want := slices.Collect(p.samples(w.from, w.to)), slices.Collect(queueOver(slices.Values(taken), w)); !slices.Equal(got, want) {
 			t.Fatalf("window %v–%v: %d samples, want %d", w.from, w.to, len(got), len(want))
 		}
 	}
@@ -143,7 +144,7 @@ func TestLinkTable(t *testing.T) {
 	sampled := make([]sampling, switches)
 	var l linkTable
 	for i := range series {
-		series[i] = newPortSeries(100, &sampled[i/perSwitch])
+		series[i] = newPortSeries(100, &sampled[i/perSwitch], nil)
 		l.add(fmt.Sprintf("s%d:p%d", i/perSwitch+1, i%perSwitch), i/perSwitch, &series[i])
 	}
 	latest := make([]*LinkSample, len(series))
@@ -201,7 +202,7 @@ func TestEachPortQueue(t *testing.T) {
 	perPort := make([][]PortQueueSample, ports)
 	var sampled sampling
 	for i := range series {
-		series[i] = newPortSeries(100, &sampled)
+		series[i] = newPortSeries(100, &sampled, nil)
 		info.ports = append(info.ports, &series[i])
 	}
 	q := make([]int, ports)
@@ -258,6 +259,56 @@ func TestRateLog(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("%d samples, want %d", len(got), len(want))
+		}
+	}
+}
+
+// TestChangeLogSpills: a changeLog with a scratch file holds at most about
+// spillChunk bytes in memory however long it grows, and walks back every change it
+// was given, in order, from its spilled segments and its chunks; two logs spilling
+// into one file at once (the parallel driver's ports, on their partitions' threads)
+// keep their own.
+func TestChangeLogSpills(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	spill := new(scratch)
+	logs := []changeLog{{spill: spill}, {spill: spill}}
+	var added [2][]QueueSample
+	var q [2]QueueSample
+	for range 200_000 {
+		i := rng.IntN(2)
+		q[i].T += clock.Time(1 + rng.IntN(200))
+		q[i].Bytes = rng.IntN(1 << 20)
+		q[i].TxBytes += uint64(rng.IntN(5000))
+		added[i] = append(added[i], q[i])
+	}
+	var wg sync.WaitGroup // each log from its own goroutine, as partitions record
+	for i := range logs {
+		wg.Go(func() {
+			for _, q := range added[i] {
+				logs[i].add(q)
+			}
+		})
+	}
+	wg.Wait()
+	if err := spill.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range logs {
+		l := &logs[i]
+		held := 0
+		for _, c := range l.chunks {
+			held += cap(c)
+		}
+		if held > spillChunk || len(l.segments) == 0 {
+			t.Errorf("log %d: %d bytes in memory in %d chunks, %d segments spilled; want at most %d bytes", i, held,
+				len(l.chunks), len(l.segments), spillChunk)
+		}
+		var got []QueueSample
+		for c := l.cursor(); c.ahead; c.step() {
+			got = append(got, c.next)
+		}
+		if !slices.Equal(got, added[i]) {
+			t.Errorf("log %d: walked %d changes, differing from the %d added", i, len(got), len(added[i]))
 		}
 	}
 }

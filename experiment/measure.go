@@ -2,7 +2,9 @@ package experiment
 
 import (
 	"fmt"
-	"sort"
+	"iter"
+	"maps"
+	"slices"
 
 	"github.com/rocelab/rocelab/internal/clock"
 )
@@ -91,39 +93,58 @@ type span struct {
 	what     string
 }
 
+// queueSamples is a bottleneck's queue series in time order, walked as often as a
+// figure needs: a lab's or a real-time run's slice, or a virtual-time run's change
+// points decoded as they are walked (portSeries.samples), never held as a dense
+// series — at 100 ns samples that was 32 bytes per 100 ns of the run.
+type queueSamples = iter.Seq[QueueSample]
+
 // chooseWindow returns the first candidate holding at least two queue samples.
-func chooseWindow(queue []QueueSample, candidates []span) (span, bool) {
+func chooseWindow(queue queueSamples, candidates []span) (span, bool) {
 	for _, c := range candidates {
 		if c.to <= c.from {
 			continue
 		}
 		n := 0
-		for _, s := range queue {
-			if s.T >= c.from && s.T <= c.to {
-				n++
+		for range queueOver(queue, c) {
+			if n++; n >= 2 {
+				return c, true
 			}
-		}
-		if n >= 2 {
-			return c, true
 		}
 	}
 	return span{}, false
 }
 
-// queueOver returns the samples of queue inside w.
-func queueOver(queue []QueueSample, w span) []QueueSample {
-	lo := sort.Search(len(queue), func(i int) bool { return queue[i].T >= w.from })
-	hi := sort.Search(len(queue), func(i int) bool { return queue[i].T > w.to })
-	return queue[lo:hi]
+// queueOver walks the samples of queue inside w.
+func queueOver(queue queueSamples, w span) queueSamples {
+	return func(yield func(QueueSample) bool) {
+		for s := range queue {
+			if s.T > w.to {
+				return
+			}
+			if s.T >= w.from && !yield(s) {
+				return
+			}
+		}
+	}
+}
+
+// ends returns the first and the last of samples and how many there are.
+func ends(samples queueSamples) (first, last QueueSample, n int) {
+	for s := range samples {
+		if n == 0 {
+			first = s
+		}
+		last = s
+		n++
+	}
+	return first, last, n
 }
 
 // wireRate is the bit/s a port sent between the first and the last of samples.
-func wireRate(samples []QueueSample) float64 {
-	if len(samples) < 2 {
-		return 0
-	}
-	a, b := samples[0], samples[len(samples)-1]
-	if b.T <= a.T {
+func wireRate(samples queueSamples) float64 {
+	a, b, n := ends(samples)
+	if n < 2 || b.T <= a.T {
 		return 0
 	}
 	return float64(b.TxBytes-a.TxBytes) * 8e9 / float64(b.T-a.T)
@@ -133,25 +154,60 @@ func wireRate(samples []QueueSample) float64 {
 // they carry them (a lab's, read every millisecond or so, where point samples only
 // estimate it), else the mean of their queues (evenly spaced, and dense in virtual
 // time: 100 ns).
-func meanQueue(samples []QueueSample) float64 {
-	if len(samples) == 0 {
-		return 0
-	}
-	if a, b := samples[0], samples[len(samples)-1]; b.Area != 0 && b.T > a.T {
-		return float64(b.Area-a.Area) / float64(b.T-a.T)
-	}
-	sum := 0.0
-	for _, s := range samples {
+func meanQueue(samples queueSamples) float64 {
+	var a, b QueueSample
+	n, sum := 0, 0.0
+	for s := range samples {
+		if n == 0 {
+			a = s
+		}
+		b = s
+		n++
 		sum += float64(s.Bytes)
 	}
-	return sum / float64(len(samples))
+	if n == 0 {
+		return 0
+	}
+	if b.Area != 0 && b.T > a.T {
+		return float64(b.Area-a.Area) / float64(b.T-a.T)
+	}
+	return sum / float64(n)
+}
+
+// byteCounts counts how many of a series' samples hold each queue length: a queue
+// takes few distinct lengths (multiples of its frames' sizes, up to its buffer), so
+// an order statistic of a long series needs no copy of it.
+type byteCounts struct {
+	count map[int]int
+	n     int
+}
+
+func (c *byteCounts) add(bytes int) {
+	if c.count == nil {
+		c.count = map[int]int{}
+	}
+	c.count[bytes]++
+	c.n++
+}
+
+// nth is the k-th smallest length counted (from 0, k < n): sorted, the series'
+// element k.
+func (c *byteCounts) nth(k int) int {
+	keys := slices.Sorted(maps.Keys(c.count))
+	for _, v := range keys {
+		if k -= c.count[v]; k < 0 {
+			return v
+		}
+	}
+	return keys[len(keys)-1]
 }
 
 // measure computes the metrics of res over the first non-empty candidate window, the
 // bottleneck's line rate being rate bit/s.
 func measure(res *Result, candidates []span, rate uint64) Metrics {
 	m := Metrics{FlowsTotal: len(res.Flows)}
-	for _, s := range res.Queue {
+	queue := res.QueueSamples()
+	for s := range queue {
 		m.PeakQueue = max(m.PeakQueue, s.Bytes)
 	}
 	var s, s2 float64
@@ -167,29 +223,37 @@ func measure(res *Result, candidates []span, rate uint64) Metrics {
 	if s2 > 0 {
 		m.Jain = s * s / (float64(m.FlowsFinished) * s2)
 	}
-	w, ok := chooseWindow(res.Queue, candidates)
+	w, ok := chooseWindow(queue, candidates)
 	if !ok {
 		m.Window = Window{What: "the bottleneck saw no traffic"}
 		return m
 	}
 	m.Window = Window{StartNs: int64(w.from), EndNs: int64(w.to), What: w.what}
-	in := queueOver(res.Queue, w)
-	qs := make([]int, len(in))
-	for i, q := range in {
-		qs[i] = q.Bytes
+	in := queueOver(queue, w)
+	var qs byteCounts
+	for q := range in {
+		qs.add(q.Bytes)
 	}
-	sort.Ints(qs)
-	m.QueueP99 = qs[(len(qs)*99)/100]
+	m.QueueP99 = qs.nth((qs.n * 99) / 100)
 	m.MeanQueue = meanQueue(in)
 	m.WireRate = wireRate(in)
 	m.Utilization = m.WireRate / float64(rate)
-	lo := sort.Search(len(res.Delivered), func(i int) bool { return res.Delivered[i].T >= w.from })
-	hi := sort.Search(len(res.Delivered), func(i int) bool { return res.Delivered[i].T > w.to })
-	if hi-lo >= 2 {
-		a, b := res.Delivered[lo], res.Delivered[hi-1]
-		if b.T > a.T {
-			m.Goodput = float64(b.Bytes-a.Bytes) * 8e9 / float64(b.T-a.T)
+	var a, b DeliveredSample
+	n := 0
+	for d := range res.DeliveredSamples() {
+		if d.T > w.to {
+			break
 		}
+		if d.T >= w.from {
+			if n == 0 {
+				a = d
+			}
+			b = d
+			n++
+		}
+	}
+	if n >= 2 && b.T > a.T {
+		m.Goodput = float64(b.Bytes-a.Bytes) * 8e9 / float64(b.T-a.T)
 	}
 	return m
 }
@@ -201,10 +265,7 @@ func measure(res *Result, candidates []span, rate uint64) Metrics {
 // of a few packets that it never leaves while the flows run, and its first drain is
 // reaching that level. settled is when the flows stop being all active (the first
 // completion). It returns -1 if the queue never drains.
-func firstDrain(queue []QueueSample, level int, settled clock.Time) clock.Time {
-	if len(queue) == 0 {
-		return -1
-	}
+func firstDrain(queue queueSamples, level int, settled clock.Time) clock.Time {
 	// The initial burst is the first time the queue reaches half its highest peak
 	// before the first completion, and its top the highest sample before the queue
 	// falls below that half again. Not the highest peak itself: a queue that
@@ -214,41 +275,55 @@ func firstDrain(queue []QueueSample, level int, settled clock.Time) clock.Time {
 	// milliseconds. Nor a peak after the first completion (a real-time lab's stall,
 	// the last flows speeding up), which would start the window in the flows' tail.
 	// Without a peak above level before settled, the highest of all.
-	peak := highest(queue, settled)
-	if queue[peak].Bytes <= level {
-		peak = highest(queue, clock.Never)
-	}
-	if queue[peak].Bytes <= level {
+	peak, ok := highest(queue, settled)
+	if !ok {
 		return -1
 	}
-	half := (queue[peak].Bytes + 1) / 2
-	start := 0
-	for queue[start].Bytes < half {
-		start++
+	if peak <= level {
+		peak, _ = highest(queue, clock.Never)
 	}
-	top := start
-	for i := start; i < len(queue) && queue[i].Bytes >= half; i++ {
-		if queue[i].Bytes > queue[top].Bytes {
-			top = i
+	if peak <= level {
+		return -1
+	}
+	half := (peak + 1) / 2
+	top, topBytes, i := -1, 0, 0
+	for s := range queue {
+		if top >= 0 && s.Bytes < half {
+			break
 		}
+		if s.Bytes >= half && (top < 0 || s.Bytes > topBytes) {
+			top, topBytes = i, s.Bytes
+		}
+		i++
 	}
-	var after []int
-	for _, s := range queue[top:] {
+	var after byteCounts
+	for s := range skip(queue, top) {
 		if s.T > settled {
 			break
 		}
-		after = append(after, s.Bytes)
+		after.add(s.Bytes)
 	}
-	if len(after) > 0 { // no sample before settled when the queue peaked after it
-		sort.Ints(after)
-		level = max(level, after[len(after)/4])
+	if after.n > 0 { // no sample before settled when the queue peaked after it
+		level = max(level, after.nth(after.n/4))
 	}
-	for _, s := range queue[top:] {
+	for s := range skip(queue, top) {
 		if s.Bytes <= level {
 			return s.T
 		}
 	}
 	return -1
+}
+
+// skip walks queue from its k-th sample (from 0) on.
+func skip(queue queueSamples, k int) queueSamples {
+	return func(yield func(QueueSample) bool) {
+		i := 0
+		for s := range queue {
+			if i++; i > k && !yield(s) {
+				return
+			}
+		}
+	}
 }
 
 // runEnd is where windows end: the last completion when every flow finished, else the
@@ -258,23 +333,23 @@ func runEnd(res *Result, last clock.Time, unfinished int) (clock.Time, string) {
 		return last, "the last completion"
 	}
 	end := clock.Time(0)
-	if n := len(res.Queue); n > 0 {
-		end = res.Queue[n-1].T
+	if _, last, n := ends(res.QueueSamples()); n > 0 {
+		end = last.T
 	}
 	return end, fmt.Sprintf("the end of the run, %d flows unfinished", unfinished)
 }
 
-// highest is the index of the largest queue among the samples up to until (the first
-// sample's if none is).
-func highest(queue []QueueSample, until clock.Time) int {
-	peak := 0
-	for i, s := range queue {
-		if s.T > until {
+// highest is the largest queue among the samples up to until (the first sample's
+// if none is), and false if there are no samples.
+func highest(queue queueSamples, until clock.Time) (int, bool) {
+	peak, ok := 0, false
+	for s := range queue {
+		if ok && s.T > until {
 			break
 		}
-		if s.Bytes > queue[peak].Bytes {
-			peak = i
+		if !ok || s.Bytes > peak {
+			peak, ok = s.Bytes, true
 		}
 	}
-	return peak
+	return peak, ok
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func TestMeasureWindowAfterDrain(t *testing.T) {
 		res.Delivered = append(res.Delivered, DeliveredSample{T: clock.Time(i * 1000), Bytes: uint64(i * 1000)})
 	}
 	last := clock.Time(6000)
-	drain := firstDrain(res.Queue, 1100, last)
+	drain := firstDrain(res.QueueSamples(), 1100, last)
 	if drain != 4000 {
 		t.Fatalf("first drain at %d ns, want 4000", drain)
 	}
@@ -61,13 +62,13 @@ func TestMeasureWindowAfterDrain(t *testing.T) {
 // empties between samples); without areas, the mean of the samples is 0.
 func TestMeanQueueFromArea(t *testing.T) {
 	q := queueSeries([]int{0, 0, 0, 0, 0}, make([]uint64, 5))
-	if got := meanQueue(q); got != 0 {
+	if got := meanQueue(slices.Values(q)); got != 0 {
 		t.Errorf("point samples: mean queue %v, want 0", got)
 	}
 	for i := range q {
 		q[i].Area = 5_000_000 + uint64(i)*2_000_000
 	}
-	if got := meanQueue(q); got != 2000 {
+	if got := meanQueue(slices.Values(q)); got != 2000 {
 		t.Errorf("with areas: mean queue %v, want 2000", got)
 	}
 }
@@ -82,23 +83,23 @@ func TestMeanQueueFromArea(t *testing.T) {
 // flows run keeps the 1100-byte level: 0, 9000, 4000, 0, 0 drains at 3 µs.
 func TestFirstDrainToStandingQueue(t *testing.T) {
 	q := queueSeries([]int{0, 9000, 5000, 2300, 2400, 1200, 2400, 0}, make([]uint64, 8))
-	if got := firstDrain(q, 1100, 6000); got != 3000 {
+	if got := firstDrain(slices.Values(q), 1100, 6000); got != 3000 {
 		t.Errorf("first drain at %d ns, want 3000 (the standing 2300 B)", got)
 	}
 	q = queueSeries([]int{0, 9000, 4000, 0, 0}, make([]uint64, 5))
-	if got := firstDrain(q, 1100, 4000); got != 3000 {
+	if got := firstDrain(slices.Values(q), 1100, 4000); got != 3000 {
 		t.Errorf("first drain at %d ns, want 3000 (the queue's 0)", got)
 	}
 	// A queue that peaks after the first completion has no settled level: the
 	// 1100-byte level alone (by hand: peak 9000 at 1 µs, first completion at 0).
-	if got := firstDrain(q, 1100, 0); got != 3000 {
+	if got := firstDrain(slices.Values(q), 1100, 0); got != 3000 {
 		t.Errorf("peak after the first completion: first drain at %d ns, want 3000", got)
 	}
 	// A higher peak after the first completion (a lab's stall in the flows' tail)
 	// does not move the drain of the initial burst: by hand, 0, 9000, 4000, 0, 0,
 	// 20000, 0 with the first completion at 4 µs drains at 3 µs, not at 6 µs.
 	late := queueSeries([]int{0, 9000, 4000, 0, 0, 20000, 0}, make([]uint64, 7))
-	if got := firstDrain(late, 1100, 4000); got != 3000 {
+	if got := firstDrain(slices.Values(late), 1100, 4000); got != 3000 {
 		t.Errorf("a higher peak after the first completion: first drain at %d ns, want 3000", got)
 	}
 	// A queue that oscillates while the flows run (DCQCN's, sampled every
@@ -109,10 +110,10 @@ func TestFirstDrainToStandingQueue(t *testing.T) {
 	// half); from there the lower quartile (the second of seven) is 0, so the level
 	// stays 1100, first reached at 3 µs, not the 6 µs after the highest peak.
 	dcqcn := queueSeries([]int{0, 9000, 4000, 0, 5000, 12000, 0, 3000}, make([]uint64, 8))
-	if got := firstDrain(dcqcn, 1100, 7000); got != 3000 {
+	if got := firstDrain(slices.Values(dcqcn), 1100, 7000); got != 3000 {
 		t.Errorf("an oscillating queue: first drain at %d ns, want 3000 (after the initial burst)", got)
 	}
-	if got := firstDrain(q[:1], 1100, 6000); got != -1 {
+	if got := firstDrain(slices.Values(q[:1]), 1100, 6000); got != -1 {
 		t.Errorf("a queue that never exceeds the level drains at %d, want -1", got)
 	}
 }

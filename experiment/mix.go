@@ -538,7 +538,11 @@ func runMix(cfg Config) (*Result, error) {
 	for _, h := range m.nw.Hosts {
 		m.res.Packets += h.Device.Stats().TxFrames
 	}
-	return m.results(), nil
+	res := m.results()
+	if err := res.seriesErr(); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // newMixRun computes every host pair's path and the range of base RTTs. HPCC's T is
@@ -564,7 +568,7 @@ func newMixRun(cfg *Config, t *topo.Topology, info *MixInfo) *mixRun {
 	if cfg.BaseRTT > 0 {
 		T = cfg.BaseRTT
 	}
-	m.res = &Result{Config: *cfg, BaseRTT: T, MixInfo: info, Topology: t}
+	m.res = newVirtualResult(&Result{Config: *cfg, BaseRTT: T, MixInfo: info, Topology: t})
 	return m
 }
 
@@ -775,7 +779,7 @@ func (m *mixRun) watchPorts() ([]func(), error) {
 			return nil, fmt.Errorf("experiment: switch %s has %d ports, the topology %d", s.Name, len(s.Switch.Ports()), len(ps))
 		}
 		for _, p := range ps {
-			p.series = newPortSeries(m.cfg.Sample, &samplings[i])
+			p.series = newPortSeries(m.cfg.Sample, &samplings[i], m.res.spill)
 			m.res.links.add(p.id, i, &p.series)
 		}
 		stops = append(stops, s.Switch.SampleChanges(m.cfg.Sample, samplings[i].tick, func(smp fabric.Sample) {
@@ -800,7 +804,7 @@ func (m *mixRun) sampleRates() *clock.Timer {
 			m.res.rates.add(f.rateSample(now, m.cfg.LinkRate))
 			delivered += f.deliveredBytes()
 		}
-		m.res.Delivered = append(m.res.Delivered, DeliveredSample{T: now, Bytes: delivered})
+		m.res.addDelivered(now, delivered)
 		m.res.links.record(now)
 		rt.Reset(now.Add(every))
 	})
@@ -812,7 +816,7 @@ func (m *mixRun) sampleRates() *clock.Timer {
 func (m *mixRun) results() *Result {
 	res := m.res
 	b := m.bottleneck()
-	res.Queue = b.series.all()
+	res.queue = &b.series
 	m.flowRecords()
 	for _, h := range m.nw.Hosts {
 		if s := h.Device.Stats(); s.RxMalformed+s.RxBadICRC > 0 {
@@ -856,13 +860,13 @@ func (m *mixRun) summarizePorts() {
 	info := m.info
 	mw := m.res.Metrics.Window
 	w := span{clock.Time(mw.StartNs), clock.Time(mw.EndNs), mw.What}
-	var in []QueueSample
 	for _, ps := range m.ports {
 		for _, p := range ps {
 			rec := PortRecord{Name: p.name, Rate: p.rate, PeakQueue: p.peak}
-			if in = p.series.dense(in[:0], w.from, w.to); len(in) >= 2 {
+			in := p.series.samples(w.from, w.to)
+			if first, last, n := ends(in); n >= 2 {
 				rec.MeanQueue = meanQueue(in)
-				rec.TxBytes = in[len(in)-1].TxBytes - in[0].TxBytes
+				rec.TxBytes = last.TxBytes - first.TxBytes
 				rec.Utilization = wireRate(in) / float64(p.rate)
 			}
 			info.ports = append(info.ports, &p.series)

@@ -82,6 +82,7 @@ var (
 		rnicCounter("probe_responses_total", "Telemetry responses and Rx-HPCC window updates sent.", func(s *rnic.Stats) uint64 { return s.ProbeResponses }),
 		rnicCounter("cnps_sent_total", "DCQCN congestion notification packets sent.", func(s *rnic.Stats) uint64 { return s.CNPsSent }),
 		rnicCounter("cnps_received_total", "DCQCN congestion notification packets received.", func(s *rnic.Stats) uint64 { return s.CNPsRcvd }),
+		rnicCounter("loopback_frames_total", "Frames the soft-RNIC sent to its own QPs, looped back inside it (in tx_frames and rx_frames too).", func(s *rnic.Stats) uint64 { return s.LoopbackFrames }),
 		rnicCounter("host_frames_total", "Frames the host's kernel sent through the device.", func(s *rnic.Stats) uint64 { return s.HostFrames }),
 		rnicCounter("panics_total", "Received frames dropped because handling them panicked (a bug).", func(s *rnic.Stats) uint64 { return s.Panics }),
 		rnicCounter("host_dropped_total", "Of the kernel's frames, those dropped (backlog full or too long).", func(s *rnic.Stats) uint64 { return s.HostDropped }),

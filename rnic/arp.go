@@ -51,9 +51,13 @@ func (n *neighbours) init() { n.macs = make(map[netip.Addr][6]byte) }
 // AddNeighbour installs a static neighbour entry, as `ip neigh replace` does.
 func (d *Device) AddNeighbour(ip netip.Addr, mac [6]byte) { d.neigh.macs[ip.Unmap()] = mac }
 
-// Neighbour returns the MAC learned for ip, or else the one Config.Neighbours gives.
+// Neighbour returns the MAC of ip: the device's own for its own addresses (the port
+// loops frames to it back), else the one learned, else the one Config.Neighbours gives.
 func (d *Device) Neighbour(ip netip.Addr) ([6]byte, bool) {
 	ip = ip.Unmap()
+	if d.ownsAddr(ip) {
+		return d.cfg.MAC, true
+	}
 	if m, ok := d.neigh.macs[ip]; ok {
 		return m, true
 	}

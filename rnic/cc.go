@@ -50,6 +50,10 @@ type CC struct {
 	DCQCN hpcc.DCQCNParams
 	// CNPInterval is the notification point's minimum time between CNPs of a flow.
 	CNPInterval time.Duration
+	// AckEvery, if positive, has a QP ask for an ACK every AckEvery request packets
+	// (qp.Config.AckReqEvery) whatever the mode: the HPCC simulator's DCQCN acks
+	// every packet (experiment's ns3 preset). 0 is the mode's own (ackReqEvery).
+	AckEvery int
 }
 
 func (c *CC) hpccMode() bool {
@@ -61,6 +65,9 @@ func (c *CC) hpccMode() bool {
 }
 
 func (c *CC) check() error {
+	if c.AckEvery < 0 {
+		return errorf(ErrInvalidArgument, "congestion control: an ACK every %d packets: want 0 (the mode's) or more", c.AckEvery)
+	}
 	switch c.Mode {
 	case "", ModeNone, ModeDCQCN:
 		return nil
@@ -185,8 +192,11 @@ func (f *flowCC) telemetryOnNext() bool {
 // ackReqEvery is the qp.Config.AckReqEvery of a QP under c: HPCC flows ask for an ACK
 // with every request packet, since a window of a few packets needs every ACK and the
 // per-ACK modes get their telemetry back in them (package qp otherwise asks every 64
-// packets). DCQCN and none keep qp's default.
+// packets). DCQCN and none keep qp's default. CC.AckEvery overrides both.
 func ackReqEvery(c *CC) int {
+	if c.AckEvery > 0 {
+		return c.AckEvery
+	}
 	if c.hpccMode() {
 		return 1
 	}

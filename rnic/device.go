@@ -154,6 +154,8 @@ type Stats struct {
 	NeighboursFull    uint64 `json:"neighbours_full"` // ARP/NDP senders not learned: the neighbour table was full
 	AsyncEvents       uint64 `json:"async_events"`
 	AsyncEventsLost   uint64 `json:"async_events_lost"`
+	LoopbackFrames    uint64 `json:"loopback_frames"` // frames sent to the device's own MAC and received by it (in TxFrames and RxFrames too)
+	LoopbackBytes     uint64 `json:"loopback_bytes"`
 	HostFrames        uint64 `json:"host_frames"`    // frames the host's kernel sent through the device (SendFromHost)
 	HostDropped       uint64 `json:"host_dropped"`   // of those, dropped: backlog full or frame too long
 	Panics            uint64 `json:"panics"`         // received frames dropped because handling them panicked (a bug)

@@ -8,16 +8,31 @@ import (
 // port is the device's end of its link: it receives the link's frames and serializes
 // the scheduler's frames at the line rate. Departure times are computed, as a switch
 // port computes them, so they are exact whatever the timers' precision.
+//
+// A frame addressed to the port's own MAC (a QP's peer is a QP of this device: the
+// neighbour lookup gives the own MAC for the own addresses) is looped back, as a NIC's
+// loopback does: a bridge never sends a frame back out of the port it came in on, so
+// the fabric could not deliver it. It is serialized like any other, and handed to
+// the device's own Rx pipeline when its last bit would have left (docs/rnic.md,
+// "Loopback: two QPs on one RNIC").
 type port struct {
 	d         *Device
 	ep        link.Endpoint
 	rate      uint64
 	busyUntil clock.Time // the last frame handed over finishes here
 	out       []*link.Frame
+
+	// looped holds the frames transmit looped back, in Time order (busyUntil only
+	// grows), until loopTimer delivers them at their Time; arrived is the batch being
+	// delivered.
+	looped    []*link.Frame
+	arrived   []*link.Frame
+	loopTimer *clock.Timer
 }
 
 func (p *port) init(d *Device) {
 	p.d, p.ep, p.rate = d, d.cfg.Link, d.cfg.Link.Rate()
+	p.loopTimer = d.loop.NewTimer(p.deliverLooped)
 }
 
 // Receive implements link.Receiver: the Rx pipeline, then whatever the frames made
@@ -49,12 +64,50 @@ func (p *port) transmit(f *link.Frame, start clock.Time) clock.Time {
 	p.d.stats.TxBytes += uint64(f.Len())
 	p.busyUntil = max(start, p.busyUntil).Add(link.Serialization(f.Len(), p.rate))
 	f.Time = p.busyUntil
-	p.out = append(p.out, f)
+	if p.ownFrame(f) {
+		p.d.stats.LoopbackFrames++
+		p.d.stats.LoopbackBytes += uint64(f.Len())
+		p.looped = append(p.looped, f)
+	} else {
+		p.out = append(p.out, f)
+	}
 	return p.busyUntil
 }
 
-// flush hands the queued frames to the link in one batch.
+// ownFrame reports whether f is addressed to the port's own MAC.
+func (p *port) ownFrame(f *link.Frame) bool {
+	b := f.Bytes()
+	return len(b) >= 6 && [6]byte(b[:6]) == p.d.cfg.MAC
+}
+
+// deliverLooped hands the looped frames whose last bit has left to the device's Rx
+// pipeline, as a link hands over arrivals: one batch, through Receive.
+func (p *port) deliverLooped() {
+	now := p.d.loop.Now()
+	n := 0
+	for n < len(p.looped) && p.looped[n].Time <= now {
+		n++
+	}
+	// Taken out of the queue first: what the batch makes sendable may loop back too.
+	p.arrived = append(p.arrived[:0], p.looped[:n]...)
+	k := copy(p.looped, p.looped[n:])
+	clear(p.looped[k:])
+	p.looped = p.looped[:k]
+	if k > 0 {
+		p.loopTimer.Reset(p.looped[0].Time)
+	}
+	if n > 0 {
+		p.Receive(p.arrived)
+	}
+	clear(p.arrived)
+}
+
+// flush hands the queued frames to the link in one batch, and arms the delivery of
+// the looped ones.
 func (p *port) flush() {
+	if len(p.looped) > 0 && !p.loopTimer.Pending() {
+		p.loopTimer.Reset(p.looped[0].Time)
+	}
 	if len(p.out) == 0 {
 		return
 	}

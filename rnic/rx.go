@@ -28,6 +28,11 @@ import (
 //     fed-back window; cut the rate on a CNP.
 //
 // The frame is released at the end: nothing keeps a view of it.
+//
+// Telemetry without a hop (the port's loopback: no switch on the path) updates no HPCC
+// state: HPCC's U starts at 1 and only hops move it, so each update would shrink the
+// window by eta (to W_min on a long flow) for a path no queue is on. The flow keeps
+// its window and rate instead, W_init and line rate.
 
 // flagWindow is rocelab's Rx-HPCC window update: a telemetry response (probe package
 // body) with this bit of the flags nibble set carries no records; its send-timestamp
@@ -159,7 +164,7 @@ func (d *Device) receiveRoCE(f *link.Frame, b []byte, l *roce.Layout) {
 	x.afterEvent()
 	if p.Info().Request() {
 		d.receiverCC(x, p, kind, st, now)
-	} else if kind == echoTelemetry && cc.sender != nil {
+	} else if kind == echoTelemetry && cc.sender != nil && st.N > 0 {
 		cc.hops = hopsOf(st, cc.hops)
 		acked := cc.sentBytes - min(cc.sentBytes, x.q.InFlightBytes())
 		cc.apply(cc.sender.NewAck(acked, cc.sentBytes, cc.hops))
@@ -185,7 +190,7 @@ func (d *Device) receiverCC(x *QP, p *roce.Packet, kind telemetryKind, st *telem
 		}
 		copyStack(cc.echo, st)
 		cc.hasEcho = true
-	case kind == requestTelemetry && cc.rxHPCC != nil:
+	case kind == requestTelemetry && cc.rxHPCC != nil && st.N > 0:
 		cc.hops = hopsOf(st, cc.hops)
 		if up := cc.rxHPCC.NewINT(now, cc.hops); up.SendAck {
 			cc.rxSeq++
@@ -239,7 +244,7 @@ func (d *Device) onProbeResponse(x *QP, body []byte) {
 			cc.applyWindow(float64(r.SendTS))
 			d.rateChanged(x)
 		}
-	case cc.prober != nil:
+	case cc.prober != nil && r.N > 0:
 		cc.hops = cc.hops[:0]
 		for i := range r.N {
 			cc.hops = append(cc.hops, r.Records[i].Hop.Hop)

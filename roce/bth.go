@@ -21,14 +21,28 @@ type BTH []byte
 // BTHSize is the size of the Base Transport Header.
 const BTHSize = 12
 
+// Offsets of the BTH's fields from the start of the header. The 24-bit Destination
+// QP and PSN share a 32-bit word with the flags before them: readers load the word and
+// mask, writers store the three bytes after the flag byte.
 const (
-	bthSEBit     = 0x80
-	bthMigReqBit = 0x40
-	bthFECNBit   = 0x80
-	bthBECNBit   = 0x40
-	bthAckReqBit = 0x80
-	// bthMaskedByte is the byte the ICRC treats as all ones (FECN, BECN, Resv6).
-	bthMaskedByte = 4
+	bthOpcode     = 0 // OpCode
+	bthFlags      = 1 // SE, MigReq, PadCnt, TVer
+	bthPKey       = 2 // P_Key (16 bits)
+	bthFECNDestQP = 4 // FECN, BECN, Resv6; then the Destination QP (24 bits)
+	bthAckReqPSN  = 8 // AckReq, Resv7; then the PSN (24 bits)
+)
+
+// Bits and fields inside the flag bytes.
+const (
+	bthSEBit      = 0x80          // in bthFlags
+	bthMigReqBit  = 0x40          // in bthFlags
+	bthPadShift   = 4             // PadCnt's shift in bthFlags
+	bthPadMask    = 3             // PadCnt's width in bthFlags (after the shift)
+	bthTVerMask   = 0x0F          // in bthFlags
+	bthFECNBit    = 0x80          // in bthFECNDestQP
+	bthBECNBit    = 0x40          // in bthFECNDestQP
+	bthAckReqBit  = 0x80          // in bthAckReqPSN
+	bthMaskedByte = bthFECNDestQP // the byte the ICRC treats as all ones (FECN, BECN, Resv6)
 )
 
 // BTHFields holds the values of a BTH, for Encode.
@@ -46,27 +60,70 @@ type BTHFields struct {
 	PSN    PSN
 }
 
-func (b BTH) Opcode() Opcode     { return Opcode(b[0]) }
-func (b BTH) SE() bool           { return b[1]&bthSEBit != 0 }
-func (b BTH) MigReq() bool       { return b[1]&bthMigReqBit != 0 }
-func (b BTH) PadCnt() uint8      { return b[1] >> 4 & 3 }
-func (b BTH) TVer() uint8        { return b[1] & 0x0F }
-func (b BTH) PKey() PKey         { return PKey(binary.BigEndian.Uint16(b[2:])) }
-func (b BTH) FECN() bool         { return b[4]&bthFECNBit != 0 }
-func (b BTH) BECN() bool         { return b[4]&bthBECNBit != 0 }
-func (b BTH) DestQP() QPN        { return QPN(binary.BigEndian.Uint32(b[4:]) & QPNMask) }
-func (b BTH) AckReq() bool       { return b[8]&bthAckReqBit != 0 }
-func (b BTH) PSN() PSN           { return PSN(binary.BigEndian.Uint32(b[8:]) & PSNMask) }
-func (b BTH) SetOpcode(o Opcode) { b[0] = byte(o) }
-func (b BTH) SetPSN(p PSN)       { setUint24(b[9:], uint32(p)) }
-func (b BTH) SetDestQP(q QPN)    { setUint24(b[5:], uint32(q)) }
-func (b BTH) SetPKey(k PKey)     { binary.BigEndian.PutUint16(b[2:], uint16(k)) }
-func (b BTH) SetPadCnt(n uint8)  { b[1] = b[1]&^0x30 | (n&3)<<4 }
-func (b BTH) SetSE(v bool)       { setBit(&b[1], bthSEBit, v) }
-func (b BTH) SetMigReq(v bool)   { setBit(&b[1], bthMigReqBit, v) }
-func (b BTH) SetFECN(v bool)     { setBit(&b[4], bthFECNBit, v) }
-func (b BTH) SetBECN(v bool)     { setBit(&b[4], bthBECNBit, v) }
-func (b BTH) SetAckReq(v bool)   { setBit(&b[8], bthAckReqBit, v) }
+// Opcode returns the OpCode: the transport service and operation.
+func (b BTH) Opcode() Opcode { return Opcode(b[bthOpcode]) }
+
+// SE returns the Solicited Event bit.
+func (b BTH) SE() bool { return b[bthFlags]&bthSEBit != 0 }
+
+// MigReq returns the MigReq bit (path migration state).
+func (b BTH) MigReq() bool { return b[bthFlags]&bthMigReqBit != 0 }
+
+// PadCnt returns the pad count: the bytes (0–3) that round the payload up to 4.
+func (b BTH) PadCnt() uint8 { return b[bthFlags] >> bthPadShift & bthPadMask }
+
+// TVer returns the transport header version (0 for IBTA 1.x).
+func (b BTH) TVer() uint8 { return b[bthFlags] & bthTVerMask }
+
+// PKey returns the partition key.
+func (b BTH) PKey() PKey { return PKey(binary.BigEndian.Uint16(b[bthPKey:])) }
+
+// FECN returns the forward explicit congestion notification bit.
+func (b BTH) FECN() bool { return b[bthFECNDestQP]&bthFECNBit != 0 }
+
+// BECN returns the backward explicit congestion notification bit (set in RoCEv2 CNPs).
+func (b BTH) BECN() bool { return b[bthFECNDestQP]&bthBECNBit != 0 }
+
+// DestQP returns the destination queue pair number.
+func (b BTH) DestQP() QPN { return QPN(binary.BigEndian.Uint32(b[bthFECNDestQP:]) & QPNMask) }
+
+// AckReq returns the AckReq bit: the requester asks the responder for an ACK.
+func (b BTH) AckReq() bool { return b[bthAckReqPSN]&bthAckReqBit != 0 }
+
+// PSN returns the packet sequence number.
+func (b BTH) PSN() PSN { return PSN(binary.BigEndian.Uint32(b[bthAckReqPSN:]) & PSNMask) }
+
+// SetOpcode sets the OpCode.
+func (b BTH) SetOpcode(o Opcode) { b[bthOpcode] = byte(o) }
+
+// SetPSN sets the packet sequence number, keeping AckReq.
+func (b BTH) SetPSN(p PSN) { setUint24(b[bthAckReqPSN+1:], uint32(p)) }
+
+// SetDestQP sets the destination queue pair number, keeping FECN and BECN.
+func (b BTH) SetDestQP(q QPN) { setUint24(b[bthFECNDestQP+1:], uint32(q)) }
+
+// SetPKey sets the partition key.
+func (b BTH) SetPKey(k PKey) { binary.BigEndian.PutUint16(b[bthPKey:], uint16(k)) }
+
+// SetPadCnt sets the pad count (0–3).
+func (b BTH) SetPadCnt(n uint8) {
+	b[bthFlags] = b[bthFlags]&^(bthPadMask<<bthPadShift) | (n&bthPadMask)<<bthPadShift
+}
+
+// SetSE sets or clears the Solicited Event bit.
+func (b BTH) SetSE(v bool) { setBit(&b[bthFlags], bthSEBit, v) }
+
+// SetMigReq sets or clears the MigReq bit.
+func (b BTH) SetMigReq(v bool) { setBit(&b[bthFlags], bthMigReqBit, v) }
+
+// SetFECN sets or clears the FECN bit.
+func (b BTH) SetFECN(v bool) { setBit(&b[bthFECNDestQP], bthFECNBit, v) }
+
+// SetBECN sets or clears the BECN bit.
+func (b BTH) SetBECN(v bool) { setBit(&b[bthFECNDestQP], bthBECNBit, v) }
+
+// SetAckReq sets or clears the AckReq bit.
+func (b BTH) SetAckReq(v bool) { setBit(&b[bthAckReqPSN], bthAckReqBit, v) }
 
 // Fields returns the header's values.
 func (b BTH) Fields() BTHFields {
@@ -79,18 +136,19 @@ func (b BTH) Fields() BTHFields {
 
 // Encode writes every field of f, reserved bits as zero.
 func (b BTH) Encode(f *BTHFields) {
-	b[0] = byte(f.Opcode)
-	b[1] = f.PadCnt&3<<4 | f.TVer&0x0F
-	setBit(&b[1], bthSEBit, f.SE)
-	setBit(&b[1], bthMigReqBit, f.MigReq)
-	binary.BigEndian.PutUint16(b[2:], uint16(f.PKey))
-	binary.BigEndian.PutUint32(b[4:], uint32(f.DestQP)&QPNMask)
-	setBit(&b[4], bthFECNBit, f.FECN)
-	setBit(&b[4], bthBECNBit, f.BECN)
-	binary.BigEndian.PutUint32(b[8:], uint32(f.PSN)&PSNMask)
-	setBit(&b[8], bthAckReqBit, f.AckReq)
+	b[bthOpcode] = byte(f.Opcode)
+	b[bthFlags] = f.PadCnt&bthPadMask<<bthPadShift | f.TVer&bthTVerMask
+	setBit(&b[bthFlags], bthSEBit, f.SE)
+	setBit(&b[bthFlags], bthMigReqBit, f.MigReq)
+	binary.BigEndian.PutUint16(b[bthPKey:], uint16(f.PKey))
+	binary.BigEndian.PutUint32(b[bthFECNDestQP:], uint32(f.DestQP)&QPNMask)
+	setBit(&b[bthFECNDestQP], bthFECNBit, f.FECN)
+	setBit(&b[bthFECNDestQP], bthBECNBit, f.BECN)
+	binary.BigEndian.PutUint32(b[bthAckReqPSN:], uint32(f.PSN)&PSNMask)
+	setBit(&b[bthAckReqPSN], bthAckReqBit, f.AckReq)
 }
 
+// setBit sets mask's bits in *b when v holds, and clears them otherwise.
 func setBit(b *byte, mask byte, v bool) {
 	if v {
 		*b |= mask
@@ -99,11 +157,13 @@ func setBit(b *byte, mask byte, v bool) {
 	}
 }
 
+// setUint24 stores v's low 24 bits big-endian in b[0:3].
 func setUint24(b []byte, v uint32) {
 	_ = b[2]
 	b[0], b[1], b[2] = byte(v>>16), byte(v>>8), byte(v)
 }
 
+// uint24 loads a big-endian 24-bit value from b[0:3].
 func uint24(b []byte) uint32 {
 	_ = b[2]
 	return uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])

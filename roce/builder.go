@@ -155,8 +155,8 @@ func (b *Builder) Build(buf []byte) (int, error) {
 	}
 	if b.VLAN {
 		eth.SetEtherType(EtherTypeVLAN)
-		binary.BigEndian.PutUint16(frame[off:], b.VLANTCI)
-		binary.BigEndian.PutUint16(frame[off+2:], etherType)
+		binary.BigEndian.PutUint16(frame[off+vlanTCI:], b.VLANTCI)
+		binary.BigEndian.PutUint16(frame[off+vlanEtherType:], etherType)
 		off += VLANTagSize
 	} else {
 		eth.SetEtherType(etherType)
@@ -169,27 +169,27 @@ func (b *Builder) Build(buf []byte) (int, error) {
 	}
 	if ipv4 {
 		h := IPv4(l3[:IPv4MinSize])
-		h[0] = 0x45
+		h[ipv4VersIHL] = ipv4VersIHLMin
 		h.SetTOS(b.DSCP, b.ECN)
 		h.SetTotalLen(len(l3))
-		binary.BigEndian.PutUint16(h[4:], b.IPID)
-		binary.BigEndian.PutUint16(h[6:], 0x4000) // DF, no fragment offset
+		binary.BigEndian.PutUint16(h[ipv4ID:], b.IPID)
+		binary.BigEndian.PutUint16(h[ipv4FlagsFrag:], ipv4DFBit<<8) // DF, no fragment offset
 		h.SetTTL(ttl)
 		h.SetProtocol(IPProtoUDP)
 		src, dst := b.Src.Unmap().As4(), b.Dst.Unmap().As4()
-		copy(h[12:16], src[:])
-		copy(h[16:20], dst[:])
+		copy(h[ipv4Src:ipv4Src+ipv4AddrSize], src[:])
+		copy(h[ipv4Dst:ipv4Dst+ipv4AddrSize], dst[:])
 		h.UpdateChecksum()
 	} else {
 		h := IPv6(l3[:IPv6Size])
-		binary.BigEndian.PutUint32(h[0:], 6<<28|b.FlowLabel&0xFFFFF)
+		binary.BigEndian.PutUint32(h[ipv6VersTCFlow:], 6<<28|b.FlowLabel&ipv6FlowLabelMax)
 		h.SetTrafficClass(b.DSCP, b.ECN)
 		h.SetPayloadLen(len(l3) - IPv6Size)
 		h.SetNextHeader(IPProtoUDP)
 		h.SetHopLimit(ttl)
 		src, dst := b.Src.As16(), b.Dst.As16()
-		copy(h[8:24], src[:])
-		copy(h[24:40], dst[:])
+		copy(h[ipv6Src:ipv6Src+ipv6AddrSize], src[:])
+		copy(h[ipv6Dst:ipv6Dst+ipv6AddrSize], dst[:])
 	}
 	udpOff := b.ipHeaderLen()
 	udp := UDP(l3[udpOff : udpOff+UDPSize])

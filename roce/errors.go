@@ -33,6 +33,7 @@ type DecodeError struct {
 	Detail string // what exactly was wrong
 }
 
+// Error says where and why: "roce: LAYER at offset N: SENTINEL: DETAIL".
 func (e *DecodeError) Error() string {
 	return fmt.Sprintf("roce: %s at offset %d: %v: %s", e.Layer, e.Offset, e.Err, e.Detail)
 }
@@ -46,6 +47,7 @@ type UnknownOpcodeError struct {
 	Opcode Opcode
 }
 
+// Error names the opcode.
 func (e *UnknownOpcodeError) Error() string {
 	return fmt.Sprintf("roce: unknown BTH opcode %#02x", uint8(e.Opcode))
 }

@@ -46,18 +46,24 @@ func frameICRC(frame []byte, l3, end, udp int) uint32 {
 	l3b := frame[l3:end]
 	bth := udp + UDPSize
 	_ = l3b[bth+bthMaskedByte] // one bounds check for the writes below
-	udpSum := [2]byte{l3b[udp+6], l3b[udp+7]}
+	const (
+		sum0, sum1         = udpChecksum, udpChecksum + 1
+		tos, ttl, ck0, ck1 = ipv4TOS, ipv4TTL, ipv4Checksum, ipv4Checksum + 1
+		vtf, hopLimit      = ipv6VersTCFlow, ipv6HopLimit
+	)
+	udpSum := [2]byte{l3b[udp+sum0], l3b[udp+sum1]}
 	bthByte := l3b[bth+bthMaskedByte]
-	l3b[udp+6], l3b[udp+7], l3b[bth+bthMaskedByte] = 0xFF, 0xFF, 0xFF
+	l3b[udp+sum0], l3b[udp+sum1], l3b[bth+bthMaskedByte] = 0xFF, 0xFF, 0xFF
 	var word [4]byte
 	var hop byte
-	if l3b[0]>>4 == 4 {
-		word, hop = [4]byte{l3b[1], l3b[10], l3b[11], 0}, l3b[8]
-		l3b[1], l3b[8], l3b[10], l3b[11] = 0xFF, 0xFF, 0xFF, 0xFF
+	ipv4 := IPv4(l3b).Version() == 4
+	if ipv4 {
+		word, hop = [4]byte{l3b[tos], l3b[ck0], l3b[ck1], 0}, l3b[ttl]
+		l3b[tos], l3b[ttl], l3b[ck0], l3b[ck1] = 0xFF, 0xFF, 0xFF, 0xFF
 	} else {
-		word, hop = [4]byte(l3b[0:4]), l3b[7]
-		l3b[0] |= 0x0F // version stays; traffic class and flow label become ones
-		l3b[1], l3b[2], l3b[3], l3b[7] = 0xFF, 0xFF, 0xFF, 0xFF
+		word, hop = [4]byte(l3b[vtf:vtf+4]), l3b[hopLimit]
+		l3b[vtf] |= 0x0F // version stays; traffic class and flow label become ones
+		l3b[vtf+1], l3b[vtf+2], l3b[vtf+3], l3b[hopLimit] = 0xFF, 0xFF, 0xFF, 0xFF
 	}
 	var crc uint32
 	if n := end - l3; l3 >= lrhSize && n%16 >= lrhSize {
@@ -68,13 +74,13 @@ func frameICRC(frame []byte, l3, end, udp int) uint32 {
 	} else {
 		crc = crc32.Update(crcAfterLRH, crc32.IEEETable, l3b)
 	}
-	if l3b[0]>>4 == 4 {
-		l3b[1], l3b[8], l3b[10], l3b[11] = word[0], hop, word[1], word[2]
+	if ipv4 {
+		l3b[tos], l3b[ttl], l3b[ck0], l3b[ck1] = word[0], hop, word[1], word[2]
 	} else {
-		copy(l3b[0:4], word[:])
-		l3b[7] = hop
+		copy(l3b[vtf:vtf+4], word[:])
+		l3b[hopLimit] = hop
 	}
-	l3b[udp+6], l3b[udp+7], l3b[bth+bthMaskedByte] = udpSum[0], udpSum[1], bthByte
+	l3b[udp+sum0], l3b[udp+sum1], l3b[bth+bthMaskedByte] = udpSum[0], udpSum[1], bthByte
 	return crc
 }
 

@@ -64,6 +64,7 @@ var layoutErrors = [...]struct {
 	ErrIPLength:       {"IP length disagrees with the header or the frame", ErrBadLength},
 }
 
+// Error says what is wrong with the frame.
 func (e LayoutError) Error() string {
 	if int(e) < len(layoutErrors) && e != 0 {
 		return "roce: " + layoutErrors[e].msg
@@ -91,10 +92,11 @@ func isTag(et uint16) bool { return et == EtherTypeVLAN || et == EtherTypeQinQ }
 // an RNIC and each telemetry codec to find their headers), so the common frame —
 // untagged IPv4 without options, its length consistent — takes a path of its own.
 func Locate(frame []byte) (Layout, error) {
-	if len(frame) >= EthernetSize+IPv4MinSize && frame[12] == 0x08 && frame[13] == 0x00 && frame[EthernetSize] == 0x45 {
-		if total := int(frame[EthernetSize+2])<<8 | int(frame[EthernetSize+3]); total >= IPv4MinSize && EthernetSize+total <= len(frame) {
+	if len(frame) >= EthernetSize+IPv4MinSize && frame[ethEtherType] == EtherTypeIPv4>>8 &&
+		frame[ethEtherType+1] == EtherTypeIPv4&0xFF && frame[EthernetSize+ipv4VersIHL] == ipv4VersIHLMin {
+		if total := IPv4(frame[EthernetSize:]).TotalLen(); total >= IPv4MinSize && EthernetSize+total <= len(frame) {
 			return Layout{EtherType: EtherTypeIPv4, L3: EthernetSize, IPVersion: 4, L4: EthernetSize + IPv4MinSize,
-				Proto: frame[EthernetSize+9], End: EthernetSize + total}, nil
+				Proto: frame[EthernetSize+ipv4Protocol], End: EthernetSize + total}, nil
 		}
 	}
 	return walk(frame)
@@ -113,10 +115,10 @@ func walk(frame []byte) (Layout, error) {
 			return l, ErrEthernetCutOff
 		}
 		if l.Tags == 0 {
-			l.TCI = binary.BigEndian.Uint16(frame[off:])
+			l.TCI = binary.BigEndian.Uint16(frame[off+vlanTCI:])
 		}
 		l.Tags++
-		et = binary.BigEndian.Uint16(frame[off+2:])
+		et = binary.BigEndian.Uint16(frame[off+vlanEtherType:])
 		off += VLANTagSize
 	}
 	l.EtherType, l.L3 = et, off
@@ -177,9 +179,9 @@ func (l *Layout) SetDSCP(frame []byte, dscp uint8) {
 		return
 	}
 	h := IPv4(frame[l.L3:])
-	old := binary.BigEndian.Uint16(h)
+	old := binary.BigEndian.Uint16(h[ipv4VersIHL:]) // the 16-bit word that holds the TOS
 	h.SetTOS(dscp, h.ECN())
-	h.AdjustChecksum(0, old)
+	h.AdjustChecksum(ipv4VersIHL, old)
 }
 
 // TTL returns the IPv4 TTL or IPv6 hop limit.
@@ -206,9 +208,9 @@ func (l *Layout) SetProto(frame []byte, p uint8) {
 		return
 	}
 	h := IPv4(frame[l.L3:])
-	old := binary.BigEndian.Uint16(h[8:])
+	old := binary.BigEndian.Uint16(h[ipv4TTL:]) // the 16-bit word that holds the protocol
 	h.SetProtocol(p)
-	h.AdjustChecksum(8, old)
+	h.AdjustChecksum(ipv4TTL, old)
 }
 
 // AddIPLength adds delta bytes to the IP length field (and fixes the IPv4 checksum).
@@ -220,9 +222,9 @@ func (l *Layout) AddIPLength(frame []byte, delta int) {
 		return
 	}
 	h := IPv4(frame[l.L3:])
-	old := binary.BigEndian.Uint16(h[2:])
+	old := binary.BigEndian.Uint16(h[ipv4TotalLen:])
 	h.SetTotalLen(h.TotalLen() + delta)
-	h.AdjustChecksum(2, old)
+	h.AdjustChecksum(ipv4TotalLen, old)
 }
 
 // UDPAt reports whether a UDP header starts at off and its length ends exactly where

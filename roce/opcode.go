@@ -19,6 +19,7 @@ const (
 	TransportVendor
 )
 
+// String returns the transport's name as rxe spells it (RC, UC, UD, ...).
 func (t Transport) String() string {
 	switch t {
 	case TransportRC:

@@ -77,23 +77,24 @@ func (p *Packet) Decode(frame []byte) error {
 		h := IPv4(frame[l.L3:l.L4])
 		p.IPv4 = h
 		if h.Protocol() != IPProtoUDP {
-			return decodeErr("ipv4", l.L3+9, ErrNotRoCE, "IP protocol %d", h.Protocol())
+			return decodeErr("ipv4", l.L3+ipv4Protocol, ErrNotRoCE, "IP protocol %d", h.Protocol())
 		}
-		if binary.BigEndian.Uint16(h[6:])&0x3FFF != 0 {
-			return decodeErr("ipv4", l.L3+6, ErrBadHeader, "fragmented packet")
+		if binary.BigEndian.Uint16(h[ipv4FlagsFrag:])&ipv4FragMask != 0 {
+			return decodeErr("ipv4", l.L3+ipv4FlagsFrag, ErrBadHeader, "fragmented packet")
 		}
 	case 6:
 		h := IPv6(frame[l.L3:l.L4])
 		p.IPv6 = h
 		if h.NextHeader() != IPProtoUDP {
-			return decodeErr("ipv6", l.L3+6, ErrNotRoCE, "next header %d", h.NextHeader())
+			return decodeErr("ipv6", l.L3+ipv6NextHeader, ErrNotRoCE, "next header %d", h.NextHeader())
 		}
 		// An IPv4-mapped GID means RoCEv2 over IPv4 (IBTA A17.4.5.1, rxe's GID
 		// types); in an IPv6 header such an address is malformed RoCEv2.
 		if h.Src().Is4In6() || h.Dst().Is4In6() {
-			return decodeErr("ipv6", l.L3+8, ErrBadHeader, "IPv4-mapped address %v -> %v in an IPv6 header", h.Src(), h.Dst())
+			return decodeErr("ipv6", l.L3+ipv6Src, ErrBadHeader, "IPv4-mapped address %v -> %v in an IPv6 header", h.Src(), h.Dst())
 		}
 	default:
+		// The offset of the EtherType, after any tags.
 		return decodeErr("ethernet", l.L3-2, ErrNotRoCE, "EtherType %#04x", p.EtherType)
 	}
 
@@ -103,10 +104,10 @@ func (p *Packet) Decode(frame []byte) error {
 	p.udpOff = off
 	p.UDP = UDP(frame[off : off+UDPSize])
 	if p.UDP.DstPort() != UDPPort {
-		return decodeErr("udp", off+2, ErrNotRoCE, "destination port %d", p.UDP.DstPort())
+		return decodeErr("udp", off+udpDstPort, ErrNotRoCE, "destination port %d", p.UDP.DstPort())
 	}
 	if p.UDP.Length() != ipEnd-off {
-		return decodeErr("udp", off+4, ErrBadLength, "UDP length %d, IP says %d", p.UDP.Length(), ipEnd-off)
+		return decodeErr("udp", off+udpLength, ErrBadLength, "UDP length %d, IP says %d", p.UDP.Length(), ipEnd-off)
 	}
 	off += UDPSize
 
@@ -202,7 +203,7 @@ func locateErr(frame []byte, l *Layout, e LayoutError) error {
 	case ErrEthernetCutOff:
 		return decodeErr("ethernet", min(len(frame), l.L3), e.Unwrap(), "%s in %d bytes", e, len(frame))
 	case ErrIPLength:
-		return decodeErr(layer, l.L3+2, e.Unwrap(), "%s: %d bytes from the IP header on", e, len(frame)-l.L3)
+		return decodeErr(layer, l.L3+ipv4TotalLen, e.Unwrap(), "%s: %d bytes from the IP header on", e, len(frame)-l.L3)
 	}
 	return decodeErr(layer, l.L3, e.Unwrap(), "%s", e)
 }

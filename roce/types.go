@@ -33,6 +33,7 @@ func (p PSN) After(q PSN) bool { return p.Diff(q) > 0 }
 // Valid reports whether p fits in 24 bits.
 func (p PSN) Valid() bool { return p&^PSNMask == 0 }
 
+// String returns the PSN in hexadecimal.
 func (p PSN) String() string { return fmt.Sprintf("%#06x", uint32(p)) }
 
 // QPN is a 24-bit queue pair number. QPN 0 is the SMI QP, QPN 1 the GSI QP (used by the
@@ -48,6 +49,7 @@ const GSIQPN QPN = 1
 // Valid reports whether q fits in 24 bits.
 func (q QPN) Valid() bool { return q&^QPNMask == 0 }
 
+// String returns the QPN in hexadecimal.
 func (q QPN) String() string { return fmt.Sprintf("%#06x", uint32(q)) }
 
 // PKey is a partition key. Bit 15 is the membership bit (1 = full member); the default
@@ -80,6 +82,7 @@ func (g GID) Addr() netip.Addr { return netip.AddrFrom16(g).Unmap() }
 // IsIPv4 reports whether g is an IPv4-mapped GID (RoCEv2 over IPv4).
 func (g GID) IsIPv4() bool { return netip.AddrFrom16(g).Is4In6() }
 
+// String returns the GID as an IPv6 address (::ffff:a.b.c.d for an IPv4 one).
 func (g GID) String() string { return netip.AddrFrom16(g).String() }
 
 // MTU is an IBTA path MTU: 256, 512, 1024, 2048 or 4096 bytes of BTH payload. The zero
@@ -137,4 +140,5 @@ func MTUForLinkMTU(linkMTU int) MTU {
 	return 0
 }
 
+// String returns the MTU in bytes.
 func (m MTU) String() string { return fmt.Sprintf("%d", uint16(m)) }

@@ -27,7 +27,7 @@ tail -1 out/conformance.txt
 step "5. HPCC++ vs DCQCN: a 16:1 incast through one 100 Gb/s switch, in virtual time"
 for cc in hpcc dcqcn; do
   echo "-- --cc $cc (plots and CSV in out/incast-$cc)"
-  $R experiment incast --senders 16 --cc "$cc" --out "out/incast-$cc"
+  $R experiment incast --senders 16 --cc "$cc" --plots --out "out/incast-$cc"
 done
 
 if [ "$(id -u)" != 0 ]; then

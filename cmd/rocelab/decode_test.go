@@ -101,3 +101,61 @@ func TestDecodeSignalsAndCutShort(t *testing.T) {
 		t.Fatalf("cut short: %d records, %v", len(rs), err)
 	}
 }
+
+// TestDecodeEveryCaptureFrame runs `rocelab decode` over every capture in roce's
+// testdata and checks every frame, RoCE or not: one record per packet, numbered as
+// Wireshark numbers them; a frame the shared locator finds no IP header in (ARP)
+// reports no IP, no telemetry and no note; and none of the kernel's frames, which
+// carry no telemetry, gets a note.
+func TestDecodeEveryCaptureFrame(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("..", "..", "roce", "testdata", "*", "*.pcap*"))
+	if len(paths) == 0 {
+		t.Fatal("no captures in roce/testdata")
+	}
+	for _, path := range paths {
+		var frames [][]byte
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = decode.ReadFrames(f, func(fr *decode.Frame) error {
+			frames = append(frames, append([]byte(nil), fr.Data...))
+			return nil
+		})
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := runDecode(t, path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		dec := json.NewDecoder(strings.NewReader(out))
+		var n, nonIP, rocev2 int
+		for ; dec.More(); n++ {
+			var r decode.Record
+			if err := dec.Decode(&r); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if r.Frame != n+1 || n >= len(frames) {
+				t.Fatalf("%s: record %d is frame %d of %d", path, n+1, r.Frame, len(frames))
+			}
+			l, _ := roce.Locate(frames[n])
+			if ip := l.IPVersion != 0; ip != (r.IP != nil) {
+				t.Errorf("%s frame %d: IP record %+v, locator says IP version %d", path, r.Frame, r.IP, l.IPVersion)
+			}
+			if l.IPVersion == 0 {
+				nonIP++
+			}
+			if r.RoCE {
+				rocev2++
+			}
+			if r.Note != "" || r.Telemetry != nil || r.Error != "" {
+				t.Errorf("%s frame %d: note %q, telemetry %v, error %q", path, r.Frame, r.Note, r.Telemetry, r.Error)
+			}
+		}
+		if n != len(frames) || nonIP == 0 || rocev2 == 0 {
+			t.Errorf("%s: %d records for %d frames, %d of them not IP, %d RoCEv2", path, n, len(frames), nonIP, rocev2)
+		}
+	}
+}

@@ -31,23 +31,36 @@ var (
 	arrivalFlags = []string{"cdf", "load", "duration"}
 )
 
+// experimentFlags are the `experiment` command's flags (and `experiment sweep`'s,
+// which parses them once per run).
+type experimentFlags struct {
+	mtu                            int
+	cc, mode, format, out, labName string
+	asJSON, realTime, plots        bool
+	cfg                            experiment.Config
+}
+
+// runFunc runs an experiment: in virtual time, in real time or in a lab.
+type runFunc func(experiment.Config) (*experiment.Result, error)
+
+func newExperimentFlags() *experimentFlags {
+	e := &experimentFlags{cfg: experiment.Defaults()}
+	e.cfg.Mix = experiment.MixDefaults().Mix
+	return e
+}
+
 // newExperimentCmd returns a fresh `experiment` command (tests run several).
 func newExperimentCmd() *cobra.Command {
-	def := experiment.Defaults()
-	var (
-		mtu                            int
-		cc, mode, format, out, labName string
-		asJSON, realTime               bool
-		cfg                            = def
-	)
-	cfg.Mix = experiment.MixDefaults().Mix
+	e := newExperimentFlags()
 	cmd := &cobra.Command{
 		Use:   "experiment incast|fairness|mix",
 		Short: "Run a congestion-control experiment in virtual time: CSV, plots, summary",
 		Long: `Runs soft-RNICs and switches in virtual time and writes, into --out: queue.csv,
-rates.csv, flows.csv, summary.json and queue/rates/fct plots (PNG and SVG). The same
-flags and seed give byte-identical files; wall-clock figures appear only in the
-summary. --json prints the metrics and flow records on stdout instead of the summary.
+rates.csv, links.csv, flows.csv, summary.json, topology.yaml and, with --plots,
+queue/rates/fct plots (PNG and SVG). The same flags and seed give byte-identical
+files; wall-clock figures appear only in the summary. --json prints the metrics and
+flow records on stdout instead of the summary, and writes files only if --out (or
+--plots) is given. 'experiment sweep' runs seeds or a grid of parameters on all cores.
 Unfinished flows are reported as such; every windowed figure names its window; the
 bottleneck's wire rate (headers and telemetry included) and the goodput (payload
 delivered) are given apart.
@@ -105,125 +118,145 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg.Scenario = args[0]
 			flags := cmd.Flags()
-			if err := checkScenarioFlags(flags, cfg.Scenario); err != nil {
+			cfg, run, err := e.config(flags, args[0])
+			if err != nil {
 				return err
 			}
-			if err := checkFileFlags(flags, &cfg); err != nil {
-				return err
+			files := outputs{plots: e.plots}
+			if !e.asJSON || flags.Changed("out") || e.plots {
+				files.dir = e.out
 			}
-			if err := checkGivenZeros(flags, &cfg); err != nil {
-				return err
-			}
-			if flags.Changed("fabric-rate") && flags.Changed("oversubscription") {
-				return fmt.Errorf("experiment: give --fabric-rate or --oversubscription, not both")
-			}
-			scenarioDefaults(flags, &cfg)
-			cfg.MTU = roce.MTU(mtu)
-			var err error
-			if cfg.CC, err = ccMode(cc, mode); err != nil {
-				return err
-			}
-			if cfg.Telemetry, err = telemetryFormat(format); err != nil {
-				return err
-			}
-			if err := applyPreset(flags, &cfg); err != nil {
-				return err
-			}
-			if cfg.Scenario != "mix" && cfg.TopologyFile != "" {
-				t, err := topo.Load(cfg.TopologyFile)
-				if err != nil {
-					return fmt.Errorf("experiment: --topology-file: %w", err)
-				}
-				if err := starFromTopology(t, &cfg, flags.Changed("senders"), flags.Changed("base-rtt")); err != nil {
-					return fmt.Errorf("experiment: --topology-file %s: %w", cfg.TopologyFile, err)
-				}
-				cfg.TopologyFile = "" // read: the star's configuration holds it
-			}
-			run := experiment.Run
-			switch {
-			case labName != "":
-				if cfg.Scenario != "incast" || realTime {
-					return fmt.Errorf("experiment: --lab runs the incast scenario, without --realtime (a lab is real time)")
-				}
-				store := netns.DefaultStore()
-				name, err := pickLab(store, labName)
-				if err != nil {
-					return fmt.Errorf("experiment: %w", err)
-				}
-				if !flags.Changed("sample") {
-					cfg.Sample = time.Millisecond
-				}
-				sendersGiven := flags.Changed("senders")
-				run = func(cfg experiment.Config) (*experiment.Result, error) {
-					return labIncast(cfg, store, name, sendersGiven)
-				}
-			case realTime:
-				if cfg.Scenario == "mix" {
-					return fmt.Errorf("experiment: --realtime runs incast and fairness, not mix")
-				}
-				rt := experiment.RealTimeDefaults(cfg)
-				if !flags.Changed("sample") {
-					cfg.Sample = rt.Sample
-				}
-				if !flags.Changed("limit") {
-					cfg.Limit = rt.Limit
-				}
-				cfg.TxLookahead = rt.TxLookahead
-				run = experiment.RunRealTime
-			}
-			return runAndReport(cmd.OutOrStdout(), newProgress(cmd.ErrOrStderr()), run, cfg, out, asJSON)
+			return runAndReport(cmd.OutOrStdout(), newProgress(cmd.ErrOrStderr()), run, cfg, files, e.asJSON)
 		},
 	}
-	f := cmd.Flags()
-	f.IntVar(&cfg.Senders, "senders", def.Senders, "senders (flows) of incast and fairness")
-	f.Var(bytesValue{&cfg.FlowSize}, "flow-size", "bytes per flow of incast and fairness (500KB, 1MiB)")
-	f.Var(rateValue{&cfg.LinkRate}, "link-rate", "line rate of every link; of host links in mix (100G, 25Gbps)")
-	f.Var(rateValue{&cfg.FabricRate}, "fabric-rate", "mix: line rate of switch-to-switch links (default --link-rate; fat-tree-3tier: from --oversubscription)")
-	f.Var(durationValue{&cfg.LinkDelay}, "link-delay", "one-way delay of every link")
-	f.IntVar(&mtu, "mtu", int(def.MTU), "path MTU: 256, 512, 1024, 2048 or 4096")
-	f.StringVar(&cc, "cc", "hpcc", "congestion control: hpcc, dcqcn or none")
-	f.StringVar(&mode, "mode", string(rnic.ModeHPCC), "HPCC mode: per-ack, probe, rx or every-n")
-	f.IntVar(&cfg.EveryN, "every-n", 4, "N of --mode every-n")
-	f.StringVar(&format, "telemetry", "int", "telemetry format: int, ioam, ifa or hpcc")
-	f.Float64Var(&cfg.Eta, "eta", 0.95, "HPCC target utilization")
-	f.IntVar(&cfg.MaxStage, "max-stage", def.MaxStage, "HPCC additive-increase stages")
-	f.Float64Var(&cfg.WAI, "wai", 0, "HPCC additive increase in bytes (0: rule of thumb; mix: for hosts-1 flows)")
-	f.Var(durationValue{&cfg.BaseRTT}, "base-rtt", "HPCC base RTT (default: from the topology; mix: the longest path's)")
-	f.Var(durationValue{&cfg.Stagger}, "stagger", "time between flow starts (fairness)")
-	f.Var(durationValue{&cfg.Sample}, "sample", "time-series sampling interval (mix default 1µs)")
-	f.Var(durationValue{&cfg.Limit}, "limit", "stop the run at this virtual time if flows are unfinished (mix default 1s)")
-	f.StringVar(&cfg.Topology, "topology", cfg.Topology, "mix: leaf-spine, fat-tree or fat-tree-3tier (the HPCC paper's 320 hosts)")
-	f.IntVar(&cfg.Leaves, "leaves", cfg.Leaves, "mix: leaf switches of the leaf-spine")
-	f.IntVar(&cfg.Spines, "spines", cfg.Spines, "mix: spine switches of the leaf-spine")
-	f.IntVar(&cfg.HostsPerLeaf, "hosts-per-leaf", cfg.HostsPerLeaf, "mix: hosts on each leaf")
-	f.IntVar(&cfg.K, "k", cfg.K, "mix: k of the fat-tree (even; k³/4 hosts)")
-	f.IntVar(&cfg.ThreeTier.Pods, "pods", cfg.ThreeTier.Pods, "mix fat-tree-3tier: pods (ToRs and aggregation switches divide among them)")
-	f.IntVar(&cfg.ThreeTier.ToRs, "tors", cfg.ThreeTier.ToRs, "mix fat-tree-3tier: ToR switches")
-	f.IntVar(&cfg.ThreeTier.Aggs, "aggs", cfg.ThreeTier.Aggs, "mix fat-tree-3tier: aggregation switches")
-	f.IntVar(&cfg.ThreeTier.Cores, "cores", cfg.ThreeTier.Cores, "mix fat-tree-3tier: core switches")
-	f.IntVar(&cfg.ThreeTier.HostsPerToR, "hosts-per-tor", cfg.ThreeTier.HostsPerToR, "mix fat-tree-3tier: hosts on each ToR")
-	f.Float64Var(&cfg.Oversubscription, "oversubscription", cfg.Oversubscription,
-		"mix fat-tree-3tier: a ToR's host capacity over its uplink capacity; sets the fabric rate")
-	f.StringVar(&cfg.CDF, "cdf", cfg.CDF, "mix: flow sizes: "+strings.Join(experiment.CDFNames, ", ")+" or a CDF file")
-	f.Float64Var(&cfg.Load, "load", cfg.Load, "mix: offered load, a fraction of each host link's rate")
-	f.Var(durationValue{&cfg.Duration}, "duration", "mix: arrival window (0: none, with --flows)")
-	f.Var(flowsValue{&cfg.Flows, &cfg.FlowFile}, "flows", "mix: stop the arrivals after N flows (0: --duration decides), or replay a flow file in the HPCC simulator's format")
-	f.StringVar(&cfg.TopologyFile, "topology-file", "", "the network from a file: mix: rocelab YAML or the HPCC simulator's topology format; incast, fairness: a star in rocelab YAML, as a lab runs it")
-	f.IntVar(&cfg.Threads, "threads", cfg.Threads, "mix: threads of the parallel driver, the network partitioned by pod (by ToR under 8 pods); the output is the same on any number of threads (more than one only with idle cores: the threads spin between windows; 0: the sequential driver, whose output differs in the order of simultaneous events)")
-	f.StringVar(&cfg.Preset, "preset", "", "ns3: the HPCC simulator's parameters, payload, headers and marking (docs/hpcc.md)")
-	f.IntVar(&cfg.Payload, "payload", 0, "payload bytes of a full data packet, at most --mtu (0: the MTU; ns3: 1000)")
-	f.IntVar(&cfg.HeaderOverhead, "header-overhead", 0, "header bytes per packet the ideal FCT counts (0: the frames' own; ns3: 48)")
-	f.Var(ecnValue{&cfg.ECN}, "ecn", "DCQCN's RED marking K_min,K_max,P_max (not given: 100KB,400KB,0.2 per 25 Gb/s of --link-rate, the default shown at 100G)")
-	f.BoolVar(&cfg.Verify, "verify", false, "move real payload bytes (with ICRCs) and check every flow's data at its receiver")
-	f.Uint64Var(&cfg.Seed, "seed", def.Seed, "random seed")
-	f.StringVar(&out, "out", "experiment-out", "output directory")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object on stdout")
-	f.StringVar(&labName, "lab", "", "incast: run in this running lab (rocelab up) with real write_bw processes, its first --senders hosts (default all but the last) into its last; sampled through its control socket every --sample (default 1ms)")
-	f.BoolVar(&realTime, "realtime", false, "incast, fairness: run in real time, as a lab runs (the twin of the virtual-time run; figures depend on the machine's load)")
-	cmd.AddCommand(newFlowsCmd(), newCompareCmd())
+	e.bind(cmd.Flags())
+	cmd.AddCommand(newFlowsCmd(), newCompareCmd(), newSweepCmd())
 	return cmd
+}
+
+// bind defines the flags on f.
+func (e *experimentFlags) bind(f *pflag.FlagSet) {
+	def := experiment.Defaults()
+	f.IntVar(&e.cfg.Senders, "senders", def.Senders, "senders (flows) of incast and fairness")
+	f.Var(bytesValue{&e.cfg.FlowSize}, "flow-size", "bytes per flow of incast and fairness (500KB, 1MiB)")
+	f.Var(rateValue{&e.cfg.LinkRate}, "link-rate", "line rate of every link; of host links in mix (100G, 25Gbps)")
+	f.Var(rateValue{&e.cfg.FabricRate}, "fabric-rate", "mix: line rate of switch-to-switch links (default --link-rate; fat-tree-3tier: from --oversubscription)")
+	f.Var(durationValue{&e.cfg.LinkDelay}, "link-delay", "one-way delay of every link")
+	f.IntVar(&e.mtu, "mtu", int(def.MTU), "path MTU: 256, 512, 1024, 2048 or 4096")
+	f.StringVar(&e.cc, "cc", "hpcc", "congestion control: hpcc, dcqcn or none")
+	f.StringVar(&e.mode, "mode", string(rnic.ModeHPCC), "HPCC mode: per-ack, probe, rx or every-n")
+	f.IntVar(&e.cfg.EveryN, "every-n", 4, "N of --mode every-n")
+	f.StringVar(&e.format, "telemetry", "int", "telemetry format: int, ioam, ifa or hpcc")
+	f.Float64Var(&e.cfg.Eta, "eta", 0.95, "HPCC target utilization")
+	f.IntVar(&e.cfg.MaxStage, "max-stage", def.MaxStage, "HPCC additive-increase stages")
+	f.Float64Var(&e.cfg.WAI, "wai", 0, "HPCC additive increase in bytes (0: rule of thumb; mix: for hosts-1 flows)")
+	f.Var(durationValue{&e.cfg.BaseRTT}, "base-rtt", "HPCC base RTT (default: from the topology; mix: the longest path's)")
+	f.Var(durationValue{&e.cfg.Stagger}, "stagger", "time between flow starts (fairness)")
+	f.Var(durationValue{&e.cfg.Sample}, "sample", "time-series sampling interval (mix default 1µs)")
+	f.Var(durationValue{&e.cfg.Limit}, "limit", "stop the run at this virtual time if flows are unfinished (mix default 1s)")
+	f.StringVar(&e.cfg.Topology, "topology", e.cfg.Topology, "mix: leaf-spine, fat-tree or fat-tree-3tier (the HPCC paper's 320 hosts)")
+	f.IntVar(&e.cfg.Leaves, "leaves", e.cfg.Leaves, "mix: leaf switches of the leaf-spine")
+	f.IntVar(&e.cfg.Spines, "spines", e.cfg.Spines, "mix: spine switches of the leaf-spine")
+	f.IntVar(&e.cfg.HostsPerLeaf, "hosts-per-leaf", e.cfg.HostsPerLeaf, "mix: hosts on each leaf")
+	f.IntVar(&e.cfg.K, "k", e.cfg.K, "mix: k of the fat-tree (even; k³/4 hosts)")
+	f.IntVar(&e.cfg.ThreeTier.Pods, "pods", e.cfg.ThreeTier.Pods, "mix fat-tree-3tier: pods (ToRs and aggregation switches divide among them)")
+	f.IntVar(&e.cfg.ThreeTier.ToRs, "tors", e.cfg.ThreeTier.ToRs, "mix fat-tree-3tier: ToR switches")
+	f.IntVar(&e.cfg.ThreeTier.Aggs, "aggs", e.cfg.ThreeTier.Aggs, "mix fat-tree-3tier: aggregation switches")
+	f.IntVar(&e.cfg.ThreeTier.Cores, "cores", e.cfg.ThreeTier.Cores, "mix fat-tree-3tier: core switches")
+	f.IntVar(&e.cfg.ThreeTier.HostsPerToR, "hosts-per-tor", e.cfg.ThreeTier.HostsPerToR, "mix fat-tree-3tier: hosts on each ToR")
+	f.Float64Var(&e.cfg.Oversubscription, "oversubscription", e.cfg.Oversubscription,
+		"mix fat-tree-3tier: a ToR's host capacity over its uplink capacity; sets the fabric rate")
+	f.StringVar(&e.cfg.CDF, "cdf", e.cfg.CDF, "mix: flow sizes: "+strings.Join(experiment.CDFNames, ", ")+" or a CDF file")
+	f.Float64Var(&e.cfg.Load, "load", e.cfg.Load, "mix: offered load, a fraction of each host link's rate")
+	f.Var(durationValue{&e.cfg.Duration}, "duration", "mix: arrival window (0: none, with --flows)")
+	f.Var(flowsValue{&e.cfg.Flows, &e.cfg.FlowFile}, "flows", "mix: stop the arrivals after N flows (0: --duration decides), or replay a flow file in the HPCC simulator's format")
+	f.StringVar(&e.cfg.TopologyFile, "topology-file", "", "the network from a file: mix: rocelab YAML or the HPCC simulator's topology format; incast, fairness: a star in rocelab YAML, as a lab runs it")
+	f.IntVar(&e.cfg.Threads, "threads", e.cfg.Threads, "mix: threads of the parallel driver, the network partitioned by pod (by ToR under 8 pods); the output is the same on any number of threads (more than one only with idle cores: the threads spin between windows; 0: the sequential driver, whose output differs in the order of simultaneous events)")
+	f.StringVar(&e.cfg.Preset, "preset", "", "ns3: the HPCC simulator's parameters, payload, headers and marking (docs/hpcc.md)")
+	f.IntVar(&e.cfg.Payload, "payload", 0, "payload bytes of a full data packet, at most --mtu (0: the MTU; ns3: 1000)")
+	f.IntVar(&e.cfg.HeaderOverhead, "header-overhead", 0, "header bytes per packet the ideal FCT counts (0: the frames' own; ns3: 48)")
+	f.Var(ecnValue{&e.cfg.ECN}, "ecn", "DCQCN's RED marking K_min,K_max,P_max (not given: 100KB,400KB,0.2 per 25 Gb/s of --link-rate, the default shown at 100G)")
+	f.BoolVar(&e.cfg.Verify, "verify", false, "move real payload bytes (with ICRCs) and check every flow's data at its receiver")
+	f.Uint64Var(&e.cfg.Seed, "seed", def.Seed, "random seed")
+	f.StringVar(&e.out, "out", "experiment-out", "output directory (with --json: only if given)")
+	f.BoolVar(&e.asJSON, "json", false, "print one JSON object on stdout; files only with --out or --plots")
+	f.BoolVar(&e.plots, "plots", false, "draw the queue, rates and FCT plots (PNG and SVG) into --out: three times the CPU of a 500 KB incast's simulation")
+	f.StringVar(&e.labName, "lab", "", "incast: run in this running lab (rocelab up) with real write_bw processes, its first --senders hosts (default all but the last) into its last; sampled through its control socket every --sample (default 1ms)")
+	f.BoolVar(&e.realTime, "realtime", false, "incast, fairness: run in real time, as a lab runs (the twin of the virtual-time run; figures depend on the machine's load)")
+}
+
+// config is the configuration of the scenario under the flags parsed into e (flags
+// tells which were given), and the function that runs it.
+func (e *experimentFlags) config(flags *pflag.FlagSet, scenario string) (experiment.Config, runFunc, error) {
+	e.cfg.Scenario = scenario
+	if err := checkScenarioFlags(flags, e.cfg.Scenario); err != nil {
+		return e.cfg, nil, err
+	}
+	if err := checkFileFlags(flags, &e.cfg); err != nil {
+		return e.cfg, nil, err
+	}
+	if err := checkGivenZeros(flags, &e.cfg); err != nil {
+		return e.cfg, nil, err
+	}
+	if flags.Changed("fabric-rate") && flags.Changed("oversubscription") {
+		return e.cfg, nil, fmt.Errorf("experiment: give --fabric-rate or --oversubscription, not both")
+	}
+	scenarioDefaults(flags, &e.cfg)
+	e.cfg.MTU = roce.MTU(e.mtu)
+	var err error
+	if e.cfg.CC, err = ccMode(e.cc, e.mode); err != nil {
+		return e.cfg, nil, err
+	}
+	if e.cfg.Telemetry, err = telemetryFormat(e.format); err != nil {
+		return e.cfg, nil, err
+	}
+	if err := applyPreset(flags, &e.cfg); err != nil {
+		return e.cfg, nil, err
+	}
+	if e.cfg.Scenario != "mix" && e.cfg.TopologyFile != "" {
+		t, err := topo.Load(e.cfg.TopologyFile)
+		if err != nil {
+			return e.cfg, nil, fmt.Errorf("experiment: --topology-file: %w", err)
+		}
+		if err := starFromTopology(t, &e.cfg, flags.Changed("senders"), flags.Changed("base-rtt")); err != nil {
+			return e.cfg, nil, fmt.Errorf("experiment: --topology-file %s: %w", e.cfg.TopologyFile, err)
+		}
+		e.cfg.TopologyFile = "" // read: the star's configuration holds it
+	}
+	run := experiment.Run
+	switch {
+	case e.labName != "":
+		if e.cfg.Scenario != "incast" || e.realTime {
+			return e.cfg, nil, fmt.Errorf("experiment: --lab runs the incast scenario, without --realtime (a lab is real time)")
+		}
+		store := netns.DefaultStore()
+		name, err := pickLab(store, e.labName)
+		if err != nil {
+			return e.cfg, nil, fmt.Errorf("experiment: %w", err)
+		}
+		if !flags.Changed("sample") {
+			e.cfg.Sample = time.Millisecond
+		}
+		sendersGiven := flags.Changed("senders")
+		run = func(cfg experiment.Config) (*experiment.Result, error) {
+			return labIncast(cfg, store, name, sendersGiven)
+		}
+	case e.realTime:
+		if e.cfg.Scenario == "mix" {
+			return e.cfg, nil, fmt.Errorf("experiment: --realtime runs incast and fairness, not mix")
+		}
+		rt := experiment.RealTimeDefaults(e.cfg)
+		if !flags.Changed("sample") {
+			e.cfg.Sample = rt.Sample
+		}
+		if !flags.Changed("limit") {
+			e.cfg.Limit = rt.Limit
+		}
+		e.cfg.TxLookahead = rt.TxLookahead
+		run = experiment.RunRealTime
+	}
+	return e.cfg, run, nil
 }
 
 // checkScenarioFlags rejects a flag that another scenario reads.
@@ -351,9 +384,30 @@ func telemetryFormat(format string) (telemetry.Format, error) {
 	return "", fmt.Errorf("--telemetry %q: want int, ioam, ifa or hpcc", format)
 }
 
+// outputs is what a run writes: its files into dir ("": none) and, with plots, its
+// plots too.
+type outputs struct {
+	dir   string
+	plots bool
+}
+
+// write writes res's outputs.
+func (o outputs) write(res *experiment.Result) error {
+	if o.dir == "" {
+		return nil
+	}
+	if err := res.WriteData(o.dir); err != nil {
+		return err
+	}
+	if o.plots {
+		return res.WritePlots(o.dir)
+	}
+	return nil
+}
+
 // runAndReport runs cfg with run, showing its progress on pr if not nil, writes its
-// files into out and prints the summary (or the JSON object) on w.
-func runAndReport(w io.Writer, pr *progress, run func(experiment.Config) (*experiment.Result, error), cfg experiment.Config, out string, asJSON bool) error {
+// outputs and prints the summary (or the JSON object) on w.
+func runAndReport(w io.Writer, pr *progress, run func(experiment.Config) (*experiment.Result, error), cfg experiment.Config, out outputs, asJSON bool) error {
 	start := time.Now()
 	if pr != nil {
 		cfg.Progress = pr.update
@@ -365,7 +419,7 @@ func runAndReport(w io.Writer, pr *progress, run func(experiment.Config) (*exper
 	if err != nil {
 		return err
 	}
-	if err := res.WriteFiles(out); err != nil {
+	if err := out.write(res); err != nil {
 		return err
 	}
 	if asJSON {
@@ -376,7 +430,11 @@ func runAndReport(w io.Writer, pr *progress, run func(experiment.Config) (*exper
 		}
 	} else {
 		res.WriteSummary(w)
-		fmt.Fprintf(w, "  wall clock        %v; files in %s\n", time.Since(start).Round(time.Millisecond), out)
+		what := "files in " + out.dir
+		if !out.plots {
+			what += " (plots with --plots)"
+		}
+		fmt.Fprintf(w, "  wall clock        %v; %s\n", time.Since(start).Round(time.Millisecond), what)
 	}
 	if len(res.Errors) > 0 {
 		return fmt.Errorf("experiment: %d errors", len(res.Errors))

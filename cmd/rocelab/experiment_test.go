@@ -26,10 +26,10 @@ func runExperiment(t *testing.T, args ...string) (string, error) {
 }
 
 // TestExperimentMixJSON: `experiment mix --json` prints one JSON object with the
-// metrics and a record per flow, and writes the files.
+// metrics and a record per flow, and writes the files (the plots: --plots).
 func TestExperimentMixJSON(t *testing.T) {
 	dir := t.TempDir()
-	out, err := runExperiment(t, "mix", "--cdf", "fbhadoop", "--flows", "20", "--load", "0.5", "--json", "--out", dir)
+	out, err := runExperiment(t, "mix", "--cdf", "fbhadoop", "--flows", "20", "--load", "0.5", "--json", "--out", dir, "--plots")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -348,4 +348,85 @@ func dropWallClock(t *testing.T, data []byte) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestExperimentJSONWritesFilesOnlyIfAsked: `--json` alone writes no files (not even
+// the default --out directory); with --out it writes the data files, and the plots
+// only with --plots.
+func TestExperimentJSONWritesFilesOnlyIfAsked(t *testing.T) {
+	t.Chdir(t.TempDir())
+	small := []string{"incast", "--senders", "2", "--flow-size", "20KB"}
+	if out, err := runExperiment(t, append(small, "--json")...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := os.Stat("experiment-out"); !os.IsNotExist(err) {
+		t.Errorf("--json without --out wrote experiment-out (stat: %v)", err)
+	}
+	for _, c := range []struct {
+		args  []string
+		plots bool
+	}{{[]string{"--json", "--out", "a"}, false}, {[]string{"--out", "b"}, false}, {[]string{"--json", "--out", "c", "--plots"}, true}} {
+		if out, err := runExperiment(t, append(small, c.args...)...); err != nil {
+			t.Fatalf("%v: %v\n%s", c.args, err, out)
+		}
+		dir := c.args[slices.Index(c.args, "--out")+1]
+		if _, err := os.Stat(filepath.Join(dir, "queue.csv")); err != nil {
+			t.Errorf("%v: %v", c.args, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "queue.png")); (err == nil) != c.plots {
+			t.Errorf("%v: queue.png: %v, want plots %v", c.args, err, c.plots)
+		}
+	}
+}
+
+// TestExperimentSweep: `experiment sweep` runs every grid point with every seed, its
+// --json array is the same on one job and on two, and each run's figures are those
+// `experiment --json` gives for the same flags and seed.
+func TestExperimentSweep(t *testing.T) {
+	args := []string{"sweep", "incast", "--senders", "4", "--flow-size", "50KB", "--seeds", "2-3",
+		"--grid", "cc=hpcc,dcqcn", "--grid", "ecn=20KB,80KB,0.2;40KB,160KB,0.5", "--json"}
+	var outs [2]string
+	for i, jobs := range []string{"1", "2"} {
+		out, err := runExperiment(t, append(args, "--jobs", jobs)...)
+		if err != nil {
+			t.Fatalf("--jobs %s: %v\n%s", jobs, err, out)
+		}
+		outs[i] = out
+	}
+	if outs[0] != outs[1] {
+		t.Fatalf("one job and two differ:\n%s\n%s", outs[0], outs[1])
+	}
+	var runs []experiment.SweepOutcome
+	if err := json.Unmarshal([]byte(outs[0]), &runs); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 8 {
+		t.Fatalf("%d runs, want 2 cc × 2 ecn × 2 seeds", len(runs))
+	}
+	last := runs[len(runs)-1]
+	if got := runName(last.Params, last.Seed); got != "cc=dcqcn,ecn=40KB,160KB,0.5,seed=3" {
+		t.Errorf("the last run is %s", got)
+	}
+	one, err := runExperiment(t, "incast", "--senders", "4", "--flow-size", "50KB", "--cc", "dcqcn", "--ecn", "40KB,160KB,0.5",
+		"--seed", "3", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, one)
+	}
+	var single experiment.JSON
+	if err := json.Unmarshal([]byte(one), &single); err != nil {
+		t.Fatal(err)
+	}
+	if single.Metrics != last.Metrics {
+		t.Errorf("sweep's run %+v, experiment's %+v", last.Metrics, single.Metrics)
+	}
+	table, err := runExperiment(t, slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "--json" })...)
+	if err != nil || strings.Count(table, "\n") != 2+4 {
+		t.Errorf("the table: want a title, a head and 4 rows: %v\n%s", err, table)
+	}
+	for _, bad := range [][]string{{"--grid", "seed=1,2"}, {"--grid", "nosuch=1"}, {"--grid", "cc=hpcc", "--cc", "dcqcn"},
+		{"--seeds", "0"}, {"--seeds", "3", "--seed", "2"}, {"--realtime"}, {"--jobs", "0"}} {
+		if out, err := runExperiment(t, append([]string{"sweep", "incast", "--flow-size", "10KB"}, bad...)...); err == nil {
+			t.Errorf("%v: no error\n%s", bad, out)
+		}
+	}
 }

@@ -99,6 +99,8 @@ func TestJSONKeysSnakeCase(t *testing.T) {
 		dir := t.TempDir()
 		checkKeys(t, "experiment --json", execute(t, newExperimentCmd(), "", "incast", "--senders", "2", "--flow-size", "64KB", "--json", "--out", dir))
 		checkKeys(t, "experiment compare --json", execute(t, newExperimentCmd(), "", "compare", dir, dir, "--json"))
+		checkKeys(t, "experiment sweep --json", execute(t, newExperimentCmd(), "", "sweep", "incast", "--senders", "2", "--flow-size",
+			"64KB", "--grid", "cc=hpcc,dcqcn", "--json"))
 	})
 	t.Run("decode", func(t *testing.T) {
 		captures, _ := filepath.Glob("../../roce/testdata/rxe/*.pcap")

@@ -144,9 +144,9 @@ func printStatus(out io.Writer, st lab.Status) {
 	}
 	fmt.Fprintf(out, "\nstate: %s\n\n", st.Dir)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "HOST\tNETNS\tIPV4\tIPV6\tMAC\tRNIC TX\tRNIC RX\tKERNEL FRAMES\tDROPPED\tVERBS CONNS")
+	fmt.Fprintln(w, "HOST\tNETNS\tIPV4\tIPV6\tMAC\tRNIC TX\tRNIC RX\tLOOPED\tKERNEL FRAMES\tDROPPED\tVERBS CONNS")
 	for _, h := range st.Hosts {
-		tx, rx, kern, drop, conns := "-", "-", "-", "-", "-"
+		tx, rx, looped, kern, drop, conns := "-", "-", "-", "-", "-", "-"
 		if v := h.Verbs; v != nil {
 			conns = fmt.Sprintf("%d", v.Conns)
 			if refused := v.Rejected + v.OverLimit + v.TimedOut; refused > 0 {
@@ -155,10 +155,11 @@ func printStatus(out io.Writer, st lab.Status) {
 		}
 		if r := h.RNIC; r != nil {
 			tx, rx = fmt.Sprintf("%d", r.TxFrames), fmt.Sprintf("%d", r.RxFrames)
+			looped = fmt.Sprintf("%d", r.LoopbackFrames) // of TX and RX: QP to QP of this RNIC
 			kern = fmt.Sprintf("%d", r.HostFrames)
 			drop = fmt.Sprintf("%d", r.HostDropped+r.RxMalformed+r.RxBadICRC+r.RxUnknownQP+r.Panics)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Netns, h.IPv4, h.IPv6, h.MAC, tx, rx, kern, drop, conns)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Netns, h.IPv4, h.IPv6, h.MAC, tx, rx, looped, kern, drop, conns)
 	}
 	w.Flush()
 	if len(st.Switches) == 0 {

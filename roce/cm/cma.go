@@ -25,10 +25,10 @@ type PortSpace uint16
 
 // Port spaces of rdma_cm.
 const (
-	PortSpaceIPoIB PortSpace = 0x0002
+	PortSpaceIPoIB PortSpace = 0x0002 // RDMA_PS_IPOIB
 	PortSpaceTCP   PortSpace = 0x0106 // RC connections: rping, ib_write_bw -R
 	PortSpaceUDP   PortSpace = 0x0111 // UD through SIDR: udaddy
-	PortSpaceIB    PortSpace = 0x013F
+	PortSpaceIB    PortSpace = 0x013F // RDMA_PS_IB: any QP type
 )
 
 // UDPQKey is the Q_Key of rdma_cm's UDP port space (RDMA_UDP_QKEY): the UD QPs of
@@ -55,6 +55,7 @@ func (s ServiceID) IsIP() bool {
 	return false
 }
 
+// String returns the service ID in hexadecimal, 16 digits.
 func (s ServiceID) String() string { return fmt.Sprintf("%#016x", uint64(s)) }
 
 // CMAHeader is a view of the header the kernel's rdma_cm puts first in the private
@@ -82,21 +83,42 @@ const CMAHeaderSize = 36
 // CMAVersion is the only CMA header version.
 const CMAVersion = 0x00
 
-func (h CMAHeader) Version() uint8   { return h[0] }
-func (h CMAHeader) IPVersion() uint8 { return h[1] >> 4 }
-func (h CMAHeader) SrcPort() uint16  { return binary.BigEndian.Uint16(h[2:]) }
+// Offsets of the CMA header's fields.
+const (
+	cmaVersion   = 0 // major and minor version (4 bits each)
+	cmaIPVersion = 1 // IP version (top 4 bits)
+	cmaSrcPort   = 2 // 16 bits
+	cmaSrcAddr   = 4
+	cmaDstAddr   = 20
+	cmaAddrSize  = 16
+	cmaIPv4At    = cmaAddrSize - 4 // where an IPv4 address sits in its 16 bytes
+)
+
+// Version returns the header's version (CMAVersion).
+func (h CMAHeader) Version() uint8 { return h[cmaVersion] }
+
+// IPVersion returns the IP version of the addresses: 4 or 6.
+func (h CMAHeader) IPVersion() uint8 { return h[cmaIPVersion] >> 4 }
+
+// SrcPort returns the connecting side's port.
+func (h CMAHeader) SrcPort() uint16 { return binary.BigEndian.Uint16(h[cmaSrcPort:]) }
+
+// SrcAddr returns the connecting side's address.
 func (h CMAHeader) SrcAddr() netip.Addr {
-	return cmaAddr(h.IPVersion(), h[4:20])
-}
-func (h CMAHeader) DstAddr() netip.Addr {
-	return cmaAddr(h.IPVersion(), h[20:36])
+	return cmaAddr(h.IPVersion(), h[cmaSrcAddr:cmaSrcAddr+cmaAddrSize])
 }
 
+// DstAddr returns the address connected to.
+func (h CMAHeader) DstAddr() netip.Addr {
+	return cmaAddr(h.IPVersion(), h[cmaDstAddr:cmaDstAddr+cmaAddrSize])
+}
+
+// cmaAddr returns the address in a CMA header's 16-byte field b.
 func cmaAddr(version uint8, b []byte) netip.Addr {
 	if version == 4 {
-		return netip.AddrFrom4([4]byte(b[12:16]))
+		return netip.AddrFrom4([4]byte(b[cmaIPv4At:cmaAddrSize]))
 	}
-	return netip.AddrFrom16([16]byte(b))
+	return netip.AddrFrom16([cmaAddrSize]byte(b))
 }
 
 // ParseCMAHeader returns the view of the CMA header at the start of private data,
@@ -123,18 +145,18 @@ func (h CMAHeader) Encode(src netip.Addr, srcPort uint16, dst netip.Addr) error 
 		return fmt.Errorf("cm: CMA header for %v -> %v: addresses of different families", src, dst)
 	}
 	clear(h[:CMAHeaderSize])
-	h[0] = CMAVersion
-	binary.BigEndian.PutUint16(h[2:], srcPort)
+	h[cmaVersion] = CMAVersion
+	binary.BigEndian.PutUint16(h[cmaSrcPort:], srcPort)
 	if src.Is4() {
-		h[1] = 4 << 4
+		h[cmaIPVersion] = 4 << 4
 		s, d := src.As4(), dst.As4()
-		copy(h[16:20], s[:])
-		copy(h[32:36], d[:])
+		copy(h[cmaSrcAddr+cmaIPv4At:cmaSrcAddr+cmaAddrSize], s[:])
+		copy(h[cmaDstAddr+cmaIPv4At:cmaDstAddr+cmaAddrSize], d[:])
 		return nil
 	}
-	h[1] = 6 << 4
+	h[cmaIPVersion] = 6 << 4
 	s, d := src.As16(), dst.As16()
-	copy(h[4:20], s[:])
-	copy(h[20:36], d[:])
+	copy(h[cmaSrcAddr:cmaSrcAddr+cmaAddrSize], s[:])
+	copy(h[cmaDstAddr:cmaDstAddr+cmaAddrSize], d[:])
 	return nil
 }

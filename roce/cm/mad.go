@@ -51,10 +51,10 @@ type Method uint8
 
 // MAD methods the CM uses.
 const (
-	MethodGet     Method = 0x01
-	MethodSet     Method = 0x02
-	MethodSend    Method = 0x03
-	MethodGetResp Method = 0x81
+	MethodGet     Method = 0x01 // read an attribute (ClassPortInfo)
+	MethodSet     Method = 0x02 // write an attribute
+	MethodSend    Method = 0x03 // a message that expects no response: every CM message
+	MethodGetResp Method = 0x81 // the response to a Get (the response bit set)
 )
 
 // AttributeID names the CM message a MAD carries (IBTA 12.11).
@@ -62,18 +62,18 @@ type AttributeID uint16
 
 // CM attributes.
 const (
-	AttrClassPortInfo AttributeID = 0x0001
-	AttrREQ           AttributeID = 0x0010
-	AttrMRA           AttributeID = 0x0011
-	AttrREJ           AttributeID = 0x0012
-	AttrREP           AttributeID = 0x0013
-	AttrRTU           AttributeID = 0x0014
-	AttrDREQ          AttributeID = 0x0015
-	AttrDREP          AttributeID = 0x0016
-	AttrSIDRREQ       AttributeID = 0x0017
-	AttrSIDRREP       AttributeID = 0x0018
-	AttrLAP           AttributeID = 0x0019
-	AttrAPR           AttributeID = 0x001A
+	AttrClassPortInfo AttributeID = 0x0001 // the class's capabilities and redirection
+	AttrREQ           AttributeID = 0x0010 // ConnectRequest
+	AttrMRA           AttributeID = 0x0011 // MessageReceiptAcknowledgement
+	AttrREJ           AttributeID = 0x0012 // ConnectReject
+	AttrREP           AttributeID = 0x0013 // ConnectReply
+	AttrRTU           AttributeID = 0x0014 // ReadyToUse
+	AttrDREQ          AttributeID = 0x0015 // DisconnectRequest
+	AttrDREP          AttributeID = 0x0016 // DisconnectReply
+	AttrSIDRREQ       AttributeID = 0x0017 // ServiceIDResolutionRequest
+	AttrSIDRREP       AttributeID = 0x0018 // ServiceIDResolutionResponse
+	AttrLAP           AttributeID = 0x0019 // LoadAlternatePath
+	AttrAPR           AttributeID = 0x001A // AlternatePathResponse
 )
 
 var attrNames = map[AttributeID]string{
@@ -82,6 +82,8 @@ var attrNames = map[AttributeID]string{
 	AttrSIDRREQ: "SIDR_REQ", AttrSIDRREP: "SIDR_REP", AttrLAP: "LAP", AttrAPR: "APR",
 }
 
+// String returns the message's name (REQ, SIDR_REQ, ...) or the number of an
+// attribute this package does not know.
 func (a AttributeID) String() string {
 	if s, ok := attrNames[a]; ok {
 		return s
@@ -102,18 +104,67 @@ type MADFields struct {
 	AttributeMod  uint32
 }
 
-func (m MAD) BaseVersion() uint8           { return m[0] }
-func (m MAD) MgmtClass() uint8             { return m[1] }
-func (m MAD) ClassVersion() uint8          { return m[2] }
-func (m MAD) Method() Method               { return Method(m[3]) }
-func (m MAD) Status() uint16               { return binary.BigEndian.Uint16(m[4:]) }
-func (m MAD) ClassSpecific() uint16        { return binary.BigEndian.Uint16(m[6:]) }
-func (m MAD) TransactionID() uint64        { return binary.BigEndian.Uint64(m[8:]) }
-func (m MAD) AttributeID() AttributeID     { return AttributeID(binary.BigEndian.Uint16(m[16:])) }
-func (m MAD) AttributeMod() uint32         { return binary.BigEndian.Uint32(m[20:]) }
-func (m MAD) SetTransactionID(t uint64)    { binary.BigEndian.PutUint64(m[8:], t) }
-func (m MAD) SetAttributeID(a AttributeID) { binary.BigEndian.PutUint16(m[16:], uint16(a)) }
-func (m MAD) SetStatus(s uint16)           { binary.BigEndian.PutUint16(m[4:], s) }
+// Offsets of the MAD common header's fields.
+const (
+	madBaseVersion   = 0
+	madMgmtClass     = 1
+	madClassVersion  = 2
+	madMethod        = 3  // R and Method
+	madStatus        = 4  // 16 bits
+	madClassSpecific = 6  // 16 bits
+	madTID           = 8  // TransactionID, 64 bits
+	madAttrID        = 16 // 16 bits
+	madReserved      = 18 // 16 bits
+	madAttrMod       = 20 // 32 bits
+)
+
+// Offsets of the communication IDs that open every connected-mode CM message (REQ has
+// only the local one), and of SIDR's request ID, which stands where the local one does.
+const (
+	cmLocalCommID  = HeaderSize
+	cmRemoteCommID = HeaderSize + 4
+	sidrRequestID  = cmLocalCommID
+)
+
+// BaseVersion returns the MAD base version (BaseVersion).
+func (m MAD) BaseVersion() uint8 { return m[madBaseVersion] }
+
+// MgmtClass returns the management class (ClassCM).
+func (m MAD) MgmtClass() uint8 { return m[madMgmtClass] }
+
+// ClassVersion returns the version of the management class.
+func (m MAD) ClassVersion() uint8 { return m[madClassVersion] }
+
+// Method returns the method, the response bit included.
+func (m MAD) Method() Method { return Method(m[madMethod]) }
+
+// Status returns the status field (0 in CM messages).
+func (m MAD) Status() uint16 { return binary.BigEndian.Uint16(m[madStatus:]) }
+
+// ClassSpecific returns the class-specific field.
+func (m MAD) ClassSpecific() uint16 { return binary.BigEndian.Uint16(m[madClassSpecific:]) }
+
+// TransactionID returns the transaction ID that pairs a response with its request.
+func (m MAD) TransactionID() uint64 { return binary.BigEndian.Uint64(m[madTID:]) }
+
+// AttributeID returns the attribute: which CM message the MAD carries.
+func (m MAD) AttributeID() AttributeID {
+	return AttributeID(binary.BigEndian.Uint16(m[madAttrID:]))
+}
+
+// AttributeMod returns the attribute modifier.
+func (m MAD) AttributeMod() uint32 { return binary.BigEndian.Uint32(m[madAttrMod:]) }
+
+// SetTransactionID sets the transaction ID.
+func (m MAD) SetTransactionID(t uint64) { binary.BigEndian.PutUint64(m[madTID:], t) }
+
+// SetAttributeID sets the attribute.
+func (m MAD) SetAttributeID(a AttributeID) {
+	binary.BigEndian.PutUint16(m[madAttrID:], uint16(a))
+}
+
+// SetStatus sets the status field.
+func (m MAD) SetStatus(s uint16) { binary.BigEndian.PutUint16(m[madStatus:], s) }
 
 // Fields returns the header's values.
 func (m MAD) Fields() MADFields {
@@ -126,13 +177,14 @@ func (m MAD) Fields() MADFields {
 
 // Encode writes every header field of f, the reserved field as zero.
 func (m MAD) Encode(f *MADFields) {
-	m[0], m[1], m[2], m[3] = f.BaseVersion, f.MgmtClass, f.ClassVersion, byte(f.Method)
-	binary.BigEndian.PutUint16(m[4:], f.Status)
-	binary.BigEndian.PutUint16(m[6:], f.ClassSpecific)
-	binary.BigEndian.PutUint64(m[8:], f.TransactionID)
-	binary.BigEndian.PutUint16(m[16:], uint16(f.AttributeID))
-	binary.BigEndian.PutUint16(m[18:], 0)
-	binary.BigEndian.PutUint32(m[20:], f.AttributeMod)
+	m[madBaseVersion], m[madMgmtClass], m[madClassVersion] = f.BaseVersion, f.MgmtClass, f.ClassVersion
+	m[madMethod] = byte(f.Method)
+	binary.BigEndian.PutUint16(m[madStatus:], f.Status)
+	binary.BigEndian.PutUint16(m[madClassSpecific:], f.ClassSpecific)
+	binary.BigEndian.PutUint64(m[madTID:], f.TransactionID)
+	binary.BigEndian.PutUint16(m[madAttrID:], uint16(f.AttributeID))
+	binary.BigEndian.PutUint16(m[madReserved:], 0)
+	binary.BigEndian.PutUint32(m[madAttrMod:], f.AttributeMod)
 }
 
 // CMHeader returns the common header of a CM message with method Send, as the kernel's
@@ -162,11 +214,13 @@ type ParseError struct {
 	Detail string // what exactly was wrong
 }
 
+// Error says what was wrong: "cm: SENTINEL: DETAIL".
 func (e *ParseError) Error() string { return "cm: " + e.Err.Error() + ": " + e.Detail }
 
 // Unwrap returns the sentinel error.
 func (e *ParseError) Unwrap() error { return e.Err }
 
+// parseErr returns a *ParseError wrapping err with a formatted detail.
 func parseErr(err error, format string, args ...any) error {
 	return &ParseError{Err: err, Detail: fmt.Sprintf(format, args...)}
 }
@@ -202,14 +256,19 @@ func Parse(b []byte) (MAD, error) {
 	return m, nil
 }
 
-// commIDs are the two communication IDs that open every connected-mode CM message
-// but REQ (which has only its local one).
-func localCommID(m []byte) uint32  { return binary.BigEndian.Uint32(m[24:]) }
-func remoteCommID(m []byte) uint32 { return binary.BigEndian.Uint32(m[28:]) }
+// localCommID returns the local communication ID of a CM message (SIDR's request ID).
+func localCommID(m []byte) uint32 { return binary.BigEndian.Uint32(m[cmLocalCommID:]) }
 
+// remoteCommID returns the remote communication ID of a CM message other than REQ.
+func remoteCommID(m []byte) uint32 { return binary.BigEndian.Uint32(m[cmRemoteCommID:]) }
+
+// setUint24 stores v's low 24 bits big-endian in b[0:3].
 func setUint24(b []byte, v uint32) { b[0], b[1], b[2] = byte(v>>16), byte(v>>8), byte(v) }
-func uint24(b []byte) uint32       { return uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2]) }
 
+// uint24 loads a big-endian 24-bit value from b[0:3].
+func uint24(b []byte) uint32 { return uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2]) }
+
+// boolBit returns bit when v holds, 0 otherwise.
 func boolBit(v bool, bit byte) byte {
 	if v {
 		return bit

@@ -54,22 +54,68 @@ type REPFields struct {
 	LocalCAGUID         uint64
 }
 
-func (r REP) MAD() MAD                  { return MAD(r) }
-func (r REP) LocalCommID() uint32       { return localCommID(r) }
-func (r REP) RemoteCommID() uint32      { return remoteCommID(r) }
-func (r REP) LocalQKey() uint32         { return binary.BigEndian.Uint32(r[32:]) }
-func (r REP) LocalQPN() roce.QPN        { return roce.QPN(uint24(r[36:])) }
-func (r REP) LocalEECN() uint32         { return uint24(r[40:]) }
-func (r REP) StartingPSN() roce.PSN     { return roce.PSN(uint24(r[44:])) }
-func (r REP) ResponderResources() uint8 { return r[48] }
-func (r REP) InitiatorDepth() uint8     { return r[49] }
-func (r REP) TargetACKDelay() uint8     { return r[50] >> 3 }
-func (r REP) FailoverAccepted() uint8   { return r[50] >> 1 & 3 }
-func (r REP) EndToEndFlowControl() bool { return r[50]&1 != 0 }
-func (r REP) RNRRetryCount() uint8      { return r[51] >> 5 }
-func (r REP) SRQ() bool                 { return r[51]&0x10 != 0 }
-func (r REP) LocalCAGUID() uint64       { return binary.BigEndian.Uint64(r[52:]) }
-func (r REP) PrivateData() []byte       { return r[60:MADSize] }
+// Offsets of the REP's fields from the start of the MAD.
+const (
+	repLocalQKey   = 32
+	repLocalQPN    = 36 // 24 bits
+	repLocalEECN   = 40 // 24 bits
+	repStartingPSN = 44 // 24 bits
+	repRespRes     = 48
+	repInitDepth   = 49
+	repAckDelayFFC = 50 // TgtAckDly (5 bits), FA (2), F (1)
+	repRNRSRQ      = 51 // RNR retry count (3 bits), SRQ (1)
+	repLocalCAGUID = 52
+	repPrivateData = 60
+	repSRQBit      = 0x10 // in repRNRSRQ
+)
+
+// MAD returns the message's MAD view.
+func (r REP) MAD() MAD { return MAD(r) }
+
+// LocalCommID returns the sender's communication ID.
+func (r REP) LocalCommID() uint32 { return localCommID(r) }
+
+// RemoteCommID returns the REQ sender's communication ID.
+func (r REP) RemoteCommID() uint32 { return remoteCommID(r) }
+
+// LocalQKey returns the sender's Q_Key.
+func (r REP) LocalQKey() uint32 { return binary.BigEndian.Uint32(r[repLocalQKey:]) }
+
+// LocalQPN returns the sender's QP number.
+func (r REP) LocalQPN() roce.QPN { return roce.QPN(uint24(r[repLocalQPN:])) }
+
+// LocalEECN returns the sender's EE context number (RD only).
+func (r REP) LocalEECN() uint32 { return uint24(r[repLocalEECN:]) }
+
+// StartingPSN returns the PSN the sender's receive queue expects first.
+func (r REP) StartingPSN() roce.PSN { return roce.PSN(uint24(r[repStartingPSN:])) }
+
+// ResponderResources returns the RDMA READ and atomic requests the sender accepts at once.
+func (r REP) ResponderResources() uint8 { return r[repRespRes] }
+
+// InitiatorDepth returns the RDMA READ and atomic requests the sender issues at once.
+func (r REP) InitiatorDepth() uint8 { return r[repInitDepth] }
+
+// TargetACKDelay returns the target ACK delay code (5 bits).
+func (r REP) TargetACKDelay() uint8 { return r[repAckDelayFFC] >> 3 }
+
+// FailoverAccepted returns the failover code (2 bits).
+func (r REP) FailoverAccepted() uint8 { return r[repAckDelayFFC] >> 1 & 3 }
+
+// EndToEndFlowControl reports whether the sender uses end-to-end flow control.
+func (r REP) EndToEndFlowControl() bool { return r[repAckDelayFFC]&1 != 0 }
+
+// RNRRetryCount returns the RNR retry count (3 bits; 7 = infinite).
+func (r REP) RNRRetryCount() uint8 { return r[repRNRSRQ] >> 5 }
+
+// SRQ reports whether the sender's QP uses a shared receive queue.
+func (r REP) SRQ() bool { return r[repRNRSRQ]&repSRQBit != 0 }
+
+// LocalCAGUID returns the sender's channel adapter GUID.
+func (r REP) LocalCAGUID() uint64 { return binary.BigEndian.Uint64(r[repLocalCAGUID:]) }
+
+// PrivateData returns the consumer's private data.
+func (r REP) PrivateData() []byte { return r[repPrivateData:MADSize] }
 
 // Fields returns the message's values.
 func (r REP) Fields() REPFields {
@@ -86,17 +132,17 @@ func (r REP) Fields() REPFields {
 // Encode writes every field of f after the MAD header, reserved bits as zero; the
 // private data is left as it is.
 func (r REP) Encode(f *REPFields) {
-	clear(r[24:60])
-	binary.BigEndian.PutUint32(r[24:], f.LocalCommID)
-	binary.BigEndian.PutUint32(r[28:], f.RemoteCommID)
-	binary.BigEndian.PutUint32(r[32:], f.LocalQKey)
-	setUint24(r[36:], uint32(f.LocalQPN))
-	setUint24(r[40:], f.LocalEECN)
-	setUint24(r[44:], uint32(f.StartingPSN))
-	r[48], r[49] = f.ResponderResources, f.InitiatorDepth
-	r[50] = f.TargetACKDelay<<3 | f.FailoverAccepted&3<<1 | boolBit(f.EndToEndFlowControl, 1)
-	r[51] = f.RNRRetryCount<<5 | boolBit(f.SRQ, 0x10)
-	binary.BigEndian.PutUint64(r[52:], f.LocalCAGUID)
+	clear(r[HeaderSize:repPrivateData])
+	binary.BigEndian.PutUint32(r[cmLocalCommID:], f.LocalCommID)
+	binary.BigEndian.PutUint32(r[cmRemoteCommID:], f.RemoteCommID)
+	binary.BigEndian.PutUint32(r[repLocalQKey:], f.LocalQKey)
+	setUint24(r[repLocalQPN:], uint32(f.LocalQPN))
+	setUint24(r[repLocalEECN:], f.LocalEECN)
+	setUint24(r[repStartingPSN:], uint32(f.StartingPSN))
+	r[repRespRes], r[repInitDepth] = f.ResponderResources, f.InitiatorDepth
+	r[repAckDelayFFC] = f.TargetACKDelay<<3 | f.FailoverAccepted&3<<1 | boolBit(f.EndToEndFlowControl, 1)
+	r[repRNRSRQ] = f.RNRRetryCount<<5 | boolBit(f.SRQ, repSRQBit)
+	binary.BigEndian.PutUint64(r[repLocalCAGUID:], f.LocalCAGUID)
 }
 
 // Pair is a view of the messages that carry nothing but the two communication IDs and
@@ -112,15 +158,25 @@ func (r REP) Encode(f *REPFields) {
 //	|                Private Data (224 bytes)                       | 32
 type Pair []byte
 
-func (p Pair) MAD() MAD             { return MAD(p) }
-func (p Pair) LocalCommID() uint32  { return localCommID(p) }
+// pairPrivateData is the offset of an RTU's or DREP's private data.
+const pairPrivateData = 32
+
+// MAD returns the message's MAD view.
+func (p Pair) MAD() MAD { return MAD(p) }
+
+// LocalCommID returns the sender's communication ID.
+func (p Pair) LocalCommID() uint32 { return localCommID(p) }
+
+// RemoteCommID returns the receiver's communication ID.
 func (p Pair) RemoteCommID() uint32 { return remoteCommID(p) }
-func (p Pair) PrivateData() []byte  { return p[32:MADSize] }
+
+// PrivateData returns the consumer's private data.
+func (p Pair) PrivateData() []byte { return p[pairPrivateData:MADSize] }
 
 // Encode writes both communication IDs.
 func (p Pair) Encode(local, remote uint32) {
-	binary.BigEndian.PutUint32(p[24:], local)
-	binary.BigEndian.PutUint32(p[28:], remote)
+	binary.BigEndian.PutUint32(p[cmLocalCommID:], local)
+	binary.BigEndian.PutUint32(p[cmRemoteCommID:], remote)
 }
 
 // DREQ is a view of a DisconnectRequest MAD (IBTA 12.6.10).
@@ -137,23 +193,39 @@ func (p Pair) Encode(local, remote uint32) {
 //	|                Private Data (220 bytes)                       | 36
 type DREQ []byte
 
-func (d DREQ) MAD() MAD             { return MAD(d) }
-func (d DREQ) LocalCommID() uint32  { return localCommID(d) }
+// Offsets of the DREQ's fields after the communication IDs.
+const (
+	dreqRemoteQPN   = 32 // 24 bits
+	dreqReserved    = 35
+	dreqPrivateData = 36
+)
+
+// MAD returns the message's MAD view.
+func (d DREQ) MAD() MAD { return MAD(d) }
+
+// LocalCommID returns the sender's communication ID.
+func (d DREQ) LocalCommID() uint32 { return localCommID(d) }
+
+// RemoteCommID returns the receiver's communication ID.
 func (d DREQ) RemoteCommID() uint32 { return remoteCommID(d) }
-func (d DREQ) RemoteQPN() roce.QPN  { return roce.QPN(uint24(d[32:])) }
-func (d DREQ) PrivateData() []byte  { return d[36:MADSize] }
+
+// RemoteQPN returns the receiver's QP number: the QP to disconnect.
+func (d DREQ) RemoteQPN() roce.QPN { return roce.QPN(uint24(d[dreqRemoteQPN:])) }
+
+// PrivateData returns the consumer's private data.
+func (d DREQ) PrivateData() []byte { return d[dreqPrivateData:MADSize] }
 
 // Encode writes the communication IDs and the remote QPN, the reserved byte as zero.
 func (d DREQ) Encode(local, remote uint32, remoteQPN roce.QPN) {
 	Pair(d).Encode(local, remote)
-	setUint24(d[32:], uint32(remoteQPN))
-	d[35] = 0
+	setUint24(d[dreqRemoteQPN:], uint32(remoteQPN))
+	d[dreqReserved] = 0
 }
 
 // Messages an MRA or REJ refers to (IBTA 12.6.6, 12.6.7).
 const (
-	MsgREQ   = 0
-	MsgREP   = 1
+	MsgREQ   = 0 // a REQ
+	MsgREP   = 1 // a REP
 	MsgOther = 2 // REJ: another message; MRA: a LAP
 )
 
@@ -172,17 +244,35 @@ const (
 // MM = message MRAed (MsgREQ, MsgREP, MsgOther); SvcTmo = service timeout (5 bits).
 type MRA []byte
 
-func (m MRA) MAD() MAD              { return MAD(m) }
-func (m MRA) LocalCommID() uint32   { return localCommID(m) }
-func (m MRA) RemoteCommID() uint32  { return remoteCommID(m) }
-func (m MRA) MessageMRAed() uint8   { return m[32] >> 6 }
-func (m MRA) ServiceTimeout() uint8 { return m[33] >> 3 }
-func (m MRA) PrivateData() []byte   { return m[34:MADSize] }
+// Offsets of the MRA's fields after the communication IDs.
+const (
+	mraMessage        = 32 // MM (top 2 bits)
+	mraServiceTimeout = 33 // service timeout (top 5 bits)
+	mraPrivateData    = 34
+)
+
+// MAD returns the message's MAD view.
+func (m MRA) MAD() MAD { return MAD(m) }
+
+// LocalCommID returns the sender's communication ID.
+func (m MRA) LocalCommID() uint32 { return localCommID(m) }
+
+// RemoteCommID returns the receiver's communication ID.
+func (m MRA) RemoteCommID() uint32 { return remoteCommID(m) }
+
+// MessageMRAed returns which message the MRA acknowledges (MsgREQ, MsgREP, MsgOther).
+func (m MRA) MessageMRAed() uint8 { return m[mraMessage] >> 6 }
+
+// ServiceTimeout returns the time the sender needs to answer (4.096 µs × 2^n).
+func (m MRA) ServiceTimeout() uint8 { return m[mraServiceTimeout] >> 3 }
+
+// PrivateData returns the consumer's private data.
+func (m MRA) PrivateData() []byte { return m[mraPrivateData:MADSize] }
 
 // Encode writes the message's fields, reserved bits as zero.
 func (m MRA) Encode(local, remote uint32, msg, serviceTimeout uint8) {
 	Pair(m).Encode(local, remote)
-	m[32], m[33] = msg<<6, serviceTimeout<<3
+	m[mraMessage], m[mraServiceTimeout] = msg<<6, serviceTimeout<<3
 }
 
 // REJ is a view of a ConnectReject MAD (IBTA 12.6.7).
@@ -204,45 +294,69 @@ func (m MRA) Encode(local, remote uint32, msg, serviceTimeout uint8) {
 // that is meaningful (7 bits, at most 72).
 type REJ []byte
 
-const rejARISize = 72
+// Offsets of the REJ's fields after the communication IDs.
+const (
+	rejMessage     = 32 // MR (top 2 bits)
+	rejARILen      = 33 // ARI length (top 7 bits)
+	rejReason      = 34 // 16 bits
+	rejARI         = 36
+	rejPrivateData = 108
+	rejARISize     = rejPrivateData - rejARI
+)
 
 // REJ reasons (IBTA table 112; the kernel's enum ib_cm_rej_reason).
 const (
-	RejNoQP                 uint16 = 1
-	RejNoResources          uint16 = 3
-	RejTimeout              uint16 = 4
-	RejUnsupported          uint16 = 5
-	RejInvalidCommID        uint16 = 6
-	RejInvalidCommInstance  uint16 = 7
-	RejInvalidServiceID     uint16 = 8
-	RejInvalidTransportType uint16 = 9
-	RejStaleConn            uint16 = 10
-	RejInvalidGID           uint16 = 12
-	RejInvalidMTU           uint16 = 26
-	RejInsufficientRespRes  uint16 = 27
-	RejConsumerDefined      uint16 = 28
-	RejInvalidRNRRetry      uint16 = 29
-	RejDuplicateLocalCommID uint16 = 30
-	RejInvalidClassVersion  uint16 = 31
+	RejNoQP                 uint16 = 1  // no QP available
+	RejNoResources          uint16 = 3  // no resources to accept
+	RejTimeout              uint16 = 4  // the peer did not answer in time
+	RejUnsupported          uint16 = 5  // a request the receiver does not support
+	RejInvalidCommID        uint16 = 6  // no connection with this communication ID
+	RejInvalidCommInstance  uint16 = 7  // a stale instance of the communication ID
+	RejInvalidServiceID     uint16 = 8  // no listener on the service ID
+	RejInvalidTransportType uint16 = 9  // a transport the listener does not accept
+	RejStaleConn            uint16 = 10 // the QP is still in use by a connection
+	RejInvalidGID           uint16 = 12 // the primary path's GID is not the receiver's
+	RejInvalidMTU           uint16 = 26 // a path MTU the receiver cannot use
+	RejInsufficientRespRes  uint16 = 27 // too few responder resources
+	RejConsumerDefined      uint16 = 28 // the application rejected (rdma_reject)
+	RejInvalidRNRRetry      uint16 = 29 // an invalid RNR retry count
+	RejDuplicateLocalCommID uint16 = 30 // the communication ID is already in use
+	RejInvalidClassVersion  uint16 = 31 // a CM class version the receiver does not speak
 )
 
-func (r REJ) MAD() MAD               { return MAD(r) }
-func (r REJ) LocalCommID() uint32    { return localCommID(r) }
-func (r REJ) RemoteCommID() uint32   { return remoteCommID(r) }
-func (r REJ) MessageRejected() uint8 { return r[32] >> 6 }
-func (r REJ) RejectInfoLength() int  { return int(r[33] >> 1) }
-func (r REJ) Reason() uint16         { return binary.BigEndian.Uint16(r[34:]) }
-func (r REJ) ARI() []byte            { return r[36 : 36+r.RejectInfoLength()] }
-func (r REJ) PrivateData() []byte    { return r[108:MADSize] }
+// MAD returns the message's MAD view.
+func (r REJ) MAD() MAD { return MAD(r) }
+
+// LocalCommID returns the sender's communication ID.
+func (r REJ) LocalCommID() uint32 { return localCommID(r) }
+
+// RemoteCommID returns the rejected sender's communication ID.
+func (r REJ) RemoteCommID() uint32 { return remoteCommID(r) }
+
+// MessageRejected returns which message is rejected (MsgREQ, MsgREP, MsgOther).
+func (r REJ) MessageRejected() uint8 { return r[rejMessage] >> 6 }
+
+// RejectInfoLength returns the number of meaningful bytes of the ARI.
+func (r REJ) RejectInfoLength() int { return int(r[rejARILen] >> 1) }
+
+// Reason returns the reject reason (one of the Rej constants).
+func (r REJ) Reason() uint16 { return binary.BigEndian.Uint16(r[rejReason:]) }
+
+// ARI returns the meaningful bytes of the additional reject information (Parse has
+// checked that RejectInfoLength fits).
+func (r REJ) ARI() []byte { return r[rejARI : rejARI+r.RejectInfoLength()] }
+
+// PrivateData returns the consumer's private data.
+func (r REJ) PrivateData() []byte { return r[rejPrivateData:MADSize] }
 
 // Encode writes the message's fields and ari (at most 72 bytes; more is cut), the
 // rest of the ARI field and reserved bits as zero.
 func (r REJ) Encode(local, remote uint32, msg uint8, reason uint16, ari []byte) {
 	Pair(r).Encode(local, remote)
-	clear(r[36:108])
-	n := copy(r[36:108], ari)
-	r[32], r[33] = msg<<6, byte(n)<<1
-	binary.BigEndian.PutUint16(r[34:], reason)
+	clear(r[rejARI:rejPrivateData])
+	n := copy(r[rejARI:rejPrivateData], ari)
+	r[rejMessage], r[rejARILen] = msg<<6, byte(n)<<1
+	binary.BigEndian.PutUint16(r[rejReason:], reason)
 }
 
 // SIDRREQ is a view of a ServiceIDResolutionRequest MAD (IBTA 12.11.8): how a UD
@@ -263,18 +377,37 @@ type SIDRREQ []byte
 // SIDRREQPrivateDataSize is the size of a SIDR_REQ's private data.
 const SIDRREQPrivateDataSize = 216
 
-func (s SIDRREQ) MAD() MAD             { return MAD(s) }
-func (s SIDRREQ) RequestID() uint32    { return localCommID(s) }
-func (s SIDRREQ) PKey() roce.PKey      { return roce.PKey(binary.BigEndian.Uint16(s[28:])) }
-func (s SIDRREQ) ServiceID() ServiceID { return ServiceID(binary.BigEndian.Uint64(s[32:])) }
-func (s SIDRREQ) PrivateData() []byte  { return s[40:MADSize] }
+// Offsets of the SIDR_REQ's fields after the request ID.
+const (
+	sidrReqPKey        = 28 // 16 bits
+	sidrReqReserved    = 30 // 16 bits
+	sidrReqServiceID   = 32
+	sidrReqPrivateData = 40
+)
+
+// MAD returns the message's MAD view.
+func (s SIDRREQ) MAD() MAD { return MAD(s) }
+
+// RequestID returns the ID the SIDR_REP answers with.
+func (s SIDRREQ) RequestID() uint32 { return localCommID(s) }
+
+// PKey returns the partition key of the UD QP asked for.
+func (s SIDRREQ) PKey() roce.PKey { return roce.PKey(binary.BigEndian.Uint16(s[sidrReqPKey:])) }
+
+// ServiceID returns the service whose QP is asked for.
+func (s SIDRREQ) ServiceID() ServiceID {
+	return ServiceID(binary.BigEndian.Uint64(s[sidrReqServiceID:]))
+}
+
+// PrivateData returns the consumer's private data (a CMA header first, from rdma_cm).
+func (s SIDRREQ) PrivateData() []byte { return s[sidrReqPrivateData:MADSize] }
 
 // Encode writes the message's fields, reserved bits as zero.
 func (s SIDRREQ) Encode(requestID uint32, pkey roce.PKey, sid ServiceID) {
-	binary.BigEndian.PutUint32(s[24:], requestID)
-	binary.BigEndian.PutUint16(s[28:], uint16(pkey))
-	binary.BigEndian.PutUint16(s[30:], 0)
-	binary.BigEndian.PutUint64(s[32:], uint64(sid))
+	binary.BigEndian.PutUint32(s[sidrRequestID:], requestID)
+	binary.BigEndian.PutUint16(s[sidrReqPKey:], uint16(pkey))
+	binary.BigEndian.PutUint16(s[sidrReqReserved:], 0)
+	binary.BigEndian.PutUint64(s[sidrReqServiceID:], uint64(sid))
 }
 
 // SIDRREP is a view of a ServiceIDResolutionResponse MAD (IBTA 12.11.9).
@@ -302,29 +435,53 @@ const SIDRREPPrivateDataSize = 136
 
 // SIDR_REP status values (IBTA 12.11.9).
 const (
-	SIDRValid           uint8 = 0
-	SIDRServiceNotFound uint8 = 1
-	SIDRRejected        uint8 = 2
-	SIDRNoQP            uint8 = 3
-	SIDRRedirect        uint8 = 4
-	SIDRUnsupported     uint8 = 5
+	SIDRValid           uint8 = 0 // QPN and Q_Key are valid
+	SIDRServiceNotFound uint8 = 1 // no one serves the service ID
+	SIDRRejected        uint8 = 2 // the service rejected the request
+	SIDRNoQP            uint8 = 3 // no QP available
+	SIDRRedirect        uint8 = 4 // ask again where ClassPortInfo says
+	SIDRUnsupported     uint8 = 5 // a class version the receiver does not speak
 )
 
-func (s SIDRREP) MAD() MAD             { return MAD(s) }
-func (s SIDRREP) RequestID() uint32    { return localCommID(s) }
-func (s SIDRREP) Status() uint8        { return s[28] }
-func (s SIDRREP) QPN() roce.QPN        { return roce.QPN(uint24(s[32:])) }
-func (s SIDRREP) ServiceID() ServiceID { return ServiceID(binary.BigEndian.Uint64(s[36:])) }
-func (s SIDRREP) QKey() uint32         { return binary.BigEndian.Uint32(s[44:]) }
-func (s SIDRREP) PrivateData() []byte  { return s[120:MADSize] }
+// Offsets of the SIDR_REP's fields after the request ID.
+const (
+	sidrRepStatus      = 28
+	sidrRepQPN         = 32 // 24 bits
+	sidrRepServiceID   = 36
+	sidrRepQKey        = 44
+	sidrRepPrivateData = 120
+)
+
+// MAD returns the message's MAD view.
+func (s SIDRREP) MAD() MAD { return MAD(s) }
+
+// RequestID returns the ID of the SIDR_REQ answered.
+func (s SIDRREP) RequestID() uint32 { return localCommID(s) }
+
+// Status returns the outcome (one of the SIDR constants).
+func (s SIDRREP) Status() uint8 { return s[sidrRepStatus] }
+
+// QPN returns the QP that serves the service.
+func (s SIDRREP) QPN() roce.QPN { return roce.QPN(uint24(s[sidrRepQPN:])) }
+
+// ServiceID returns the service resolved.
+func (s SIDRREP) ServiceID() ServiceID {
+	return ServiceID(binary.BigEndian.Uint64(s[sidrRepServiceID:]))
+}
+
+// QKey returns the Q_Key to send to the QP with.
+func (s SIDRREP) QKey() uint32 { return binary.BigEndian.Uint32(s[sidrRepQKey:]) }
+
+// PrivateData returns the consumer's private data.
+func (s SIDRREP) PrivateData() []byte { return s[sidrRepPrivateData:MADSize] }
 
 // Encode writes the message's fields, the additional information and reserved bits
 // as zero.
 func (s SIDRREP) Encode(requestID uint32, status uint8, qpn roce.QPN, sid ServiceID, qkey uint32) {
-	clear(s[24:120])
-	binary.BigEndian.PutUint32(s[24:], requestID)
-	s[28] = status
-	setUint24(s[32:], uint32(qpn))
-	binary.BigEndian.PutUint64(s[36:], uint64(sid))
-	binary.BigEndian.PutUint32(s[44:], qkey)
+	clear(s[HeaderSize:sidrRepPrivateData])
+	binary.BigEndian.PutUint32(s[sidrRequestID:], requestID)
+	s[sidrRepStatus] = status
+	setUint24(s[sidrRepQPN:], uint32(qpn))
+	binary.BigEndian.PutUint64(s[sidrRepServiceID:], uint64(sid))
+	binary.BigEndian.PutUint32(s[sidrRepQKey:], qkey)
 }

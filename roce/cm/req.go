@@ -54,9 +54,9 @@ const REQPrivateDataSize = 92
 
 // Transport service types of REQ (IBTA 12.6.5).
 const (
-	TransportRC = 0
-	TransportUC = 1
-	TransportRD = 2
+	TransportRC = 0 // reliable connected
+	TransportUC = 1 // unreliable connected
+	TransportRD = 2 // reliable datagram
 )
 
 // REQFields holds the values of a REQ, for Encode.
@@ -87,32 +87,105 @@ type REQFields struct {
 	Alternate               PathFields
 }
 
-func (r REQ) MAD() MAD                       { return MAD(r) }
-func (r REQ) LocalCommID() uint32            { return localCommID(r) }
-func (r REQ) ServiceID() ServiceID           { return ServiceID(binary.BigEndian.Uint64(r[32:])) }
-func (r REQ) LocalCAGUID() uint64            { return binary.BigEndian.Uint64(r[40:]) }
-func (r REQ) LocalQKey() uint32              { return binary.BigEndian.Uint32(r[52:]) }
-func (r REQ) LocalQPN() roce.QPN             { return roce.QPN(uint24(r[56:])) }
-func (r REQ) ResponderResources() uint8      { return r[59] }
-func (r REQ) LocalEECN() uint32              { return uint24(r[60:]) }
-func (r REQ) InitiatorDepth() uint8          { return r[63] }
-func (r REQ) RemoteEECN() uint32             { return uint24(r[64:]) }
-func (r REQ) RemoteCMResponseTimeout() uint8 { return r[67] >> 3 }
-func (r REQ) TransportType() uint8           { return r[67] >> 1 & 3 }
-func (r REQ) EndToEndFlowControl() bool      { return r[67]&1 != 0 }
-func (r REQ) StartingPSN() roce.PSN          { return roce.PSN(uint24(r[68:])) }
-func (r REQ) LocalCMResponseTimeout() uint8  { return r[71] >> 3 }
-func (r REQ) RetryCount() uint8              { return r[71] & 7 }
-func (r REQ) PKey() roce.PKey                { return roce.PKey(binary.BigEndian.Uint16(r[72:])) }
-func (r REQ) PathMTU() uint8                 { return r[74] >> 4 }
-func (r REQ) RDCExists() bool                { return r[74]&0x08 != 0 }
-func (r REQ) RNRRetryCount() uint8           { return r[74] & 7 }
-func (r REQ) MaxCMRetries() uint8            { return r[75] >> 4 }
-func (r REQ) SRQ() bool                      { return r[75]&0x08 != 0 }
-func (r REQ) ExtendedTransport() uint8       { return r[75] & 7 }
-func (r REQ) Primary() Path                  { return Path(r[76:120]) }
-func (r REQ) Alternate() Path                { return Path(r[120:164]) }
-func (r REQ) PrivateData() []byte            { return r[164:MADSize] }
+// Offsets of the REQ's fields from the start of the MAD.
+const (
+	reqServiceID         = 32
+	reqLocalCAGUID       = 40
+	reqLocalQKey         = 52
+	reqLocalQPN          = 56 // 24 bits
+	reqRespRes           = 59
+	reqLocalEECN         = 60 // 24 bits
+	reqInitDepth         = 63
+	reqRemoteEECN        = 64 // 24 bits
+	reqRemoteTmoTTF      = 67 // remote CM response timeout (5 bits), TT (2), F (1)
+	reqStartingPSN       = 68 // 24 bits
+	reqLocalTmoRetry     = 71 // local CM response timeout (5 bits), retry count (3)
+	reqPKey              = 72 // 16 bits
+	reqMTURDCRNR         = 74 // path MTU (4 bits), RDC exists (1), RNR retry count (3)
+	reqMaxCMSRQExt       = 75 // max CM retries (4 bits), SRQ (1), extended transport (3)
+	reqPrimary           = 76
+	reqAlternate         = reqPrimary + pathSize
+	reqPrivateData       = reqAlternate + pathSize
+	reqRDCBit, reqSRQBit = 0x08, 0x08 // in reqMTURDCRNR and reqMaxCMSRQExt
+)
+
+// MAD returns the message's MAD view.
+func (r REQ) MAD() MAD { return MAD(r) }
+
+// LocalCommID returns the sender's communication ID.
+func (r REQ) LocalCommID() uint32 { return localCommID(r) }
+
+// ServiceID returns the service asked for.
+func (r REQ) ServiceID() ServiceID { return ServiceID(binary.BigEndian.Uint64(r[reqServiceID:])) }
+
+// LocalCAGUID returns the sender's channel adapter GUID.
+func (r REQ) LocalCAGUID() uint64 { return binary.BigEndian.Uint64(r[reqLocalCAGUID:]) }
+
+// LocalQKey returns the sender's Q_Key.
+func (r REQ) LocalQKey() uint32 { return binary.BigEndian.Uint32(r[reqLocalQKey:]) }
+
+// LocalQPN returns the sender's QP number.
+func (r REQ) LocalQPN() roce.QPN { return roce.QPN(uint24(r[reqLocalQPN:])) }
+
+// ResponderResources returns the RDMA READ and atomic requests the sender accepts at once.
+func (r REQ) ResponderResources() uint8 { return r[reqRespRes] }
+
+// LocalEECN returns the sender's EE context number (RD only).
+func (r REQ) LocalEECN() uint32 { return uint24(r[reqLocalEECN:]) }
+
+// InitiatorDepth returns the RDMA READ and atomic requests the sender issues at once.
+func (r REQ) InitiatorDepth() uint8 { return r[reqInitDepth] }
+
+// RemoteEECN returns the receiver's EE context number (RD only).
+func (r REQ) RemoteEECN() uint32 { return uint24(r[reqRemoteEECN:]) }
+
+// RemoteCMResponseTimeout returns how long the receiver's CM may take to answer.
+func (r REQ) RemoteCMResponseTimeout() uint8 { return r[reqRemoteTmoTTF] >> 3 }
+
+// TransportType returns the transport service (TransportRC, TransportUC, TransportRD).
+func (r REQ) TransportType() uint8 { return r[reqRemoteTmoTTF] >> 1 & 3 }
+
+// EndToEndFlowControl reports whether the sender uses end-to-end flow control.
+func (r REQ) EndToEndFlowControl() bool { return r[reqRemoteTmoTTF]&1 != 0 }
+
+// StartingPSN returns the PSN the sender's receive queue expects first.
+func (r REQ) StartingPSN() roce.PSN { return roce.PSN(uint24(r[reqStartingPSN:])) }
+
+// LocalCMResponseTimeout returns how long the sender's CM may take to answer.
+func (r REQ) LocalCMResponseTimeout() uint8 { return r[reqLocalTmoRetry] >> 3 }
+
+// RetryCount returns the transport retry count (3 bits).
+func (r REQ) RetryCount() uint8 { return r[reqLocalTmoRetry] & 7 }
+
+// PKey returns the partition key.
+func (r REQ) PKey() roce.PKey { return roce.PKey(binary.BigEndian.Uint16(r[reqPKey:])) }
+
+// PathMTU returns the path MTU as an IBTA MTU enum (roce.MTUFromEnum).
+func (r REQ) PathMTU() uint8 { return r[reqMTURDCRNR] >> 4 }
+
+// RDCExists reports whether an RD channel exists (RD only).
+func (r REQ) RDCExists() bool { return r[reqMTURDCRNR]&reqRDCBit != 0 }
+
+// RNRRetryCount returns the RNR retry count (3 bits; 7 = infinite).
+func (r REQ) RNRRetryCount() uint8 { return r[reqMTURDCRNR] & 7 }
+
+// MaxCMRetries returns how often the CM resends a message that is not answered.
+func (r REQ) MaxCMRetries() uint8 { return r[reqMaxCMSRQExt] >> 4 }
+
+// SRQ reports whether the sender's QP uses a shared receive queue.
+func (r REQ) SRQ() bool { return r[reqMaxCMSRQExt]&reqSRQBit != 0 }
+
+// ExtendedTransport returns the extended transport type (3 bits; XRC is 1).
+func (r REQ) ExtendedTransport() uint8 { return r[reqMaxCMSRQExt] & 7 }
+
+// Primary returns the view of the primary path.
+func (r REQ) Primary() Path { return Path(r[reqPrimary:reqAlternate]) }
+
+// Alternate returns the view of the alternate path (all zero when there is none).
+func (r REQ) Alternate() Path { return Path(r[reqAlternate:reqPrivateData]) }
+
+// PrivateData returns the consumer's private data (a CMA header first, from rdma_cm).
+func (r REQ) PrivateData() []byte { return r[reqPrivateData:MADSize] }
 
 // Fields returns the message's values.
 func (r REQ) Fields() REQFields {
@@ -132,22 +205,22 @@ func (r REQ) Fields() REQFields {
 // Encode writes every field of f after the MAD header, reserved bits as zero; the
 // private data is left as it is (write it through PrivateData).
 func (r REQ) Encode(f *REQFields) {
-	clear(r[24:164])
-	binary.BigEndian.PutUint32(r[24:], f.LocalCommID)
-	binary.BigEndian.PutUint64(r[32:], uint64(f.ServiceID))
-	binary.BigEndian.PutUint64(r[40:], f.LocalCAGUID)
-	binary.BigEndian.PutUint32(r[52:], f.LocalQKey)
-	setUint24(r[56:], uint32(f.LocalQPN))
-	r[59] = f.ResponderResources
-	setUint24(r[60:], f.LocalEECN)
-	r[63] = f.InitiatorDepth
-	setUint24(r[64:], f.RemoteEECN)
-	r[67] = f.RemoteCMResponseTimeout<<3 | f.TransportType&3<<1 | boolBit(f.EndToEndFlowControl, 1)
-	setUint24(r[68:], uint32(f.StartingPSN))
-	r[71] = f.LocalCMResponseTimeout<<3 | f.RetryCount&7
-	binary.BigEndian.PutUint16(r[72:], uint16(f.PKey))
-	r[74] = f.PathMTU<<4 | boolBit(f.RDCExists, 0x08) | f.RNRRetryCount&7
-	r[75] = f.MaxCMRetries<<4 | boolBit(f.SRQ, 0x08) | f.ExtendedTransport&7
+	clear(r[HeaderSize:reqPrivateData])
+	binary.BigEndian.PutUint32(r[cmLocalCommID:], f.LocalCommID)
+	binary.BigEndian.PutUint64(r[reqServiceID:], uint64(f.ServiceID))
+	binary.BigEndian.PutUint64(r[reqLocalCAGUID:], f.LocalCAGUID)
+	binary.BigEndian.PutUint32(r[reqLocalQKey:], f.LocalQKey)
+	setUint24(r[reqLocalQPN:], uint32(f.LocalQPN))
+	r[reqRespRes] = f.ResponderResources
+	setUint24(r[reqLocalEECN:], f.LocalEECN)
+	r[reqInitDepth] = f.InitiatorDepth
+	setUint24(r[reqRemoteEECN:], f.RemoteEECN)
+	r[reqRemoteTmoTTF] = f.RemoteCMResponseTimeout<<3 | f.TransportType&3<<1 | boolBit(f.EndToEndFlowControl, 1)
+	setUint24(r[reqStartingPSN:], uint32(f.StartingPSN))
+	r[reqLocalTmoRetry] = f.LocalCMResponseTimeout<<3 | f.RetryCount&7
+	binary.BigEndian.PutUint16(r[reqPKey:], uint16(f.PKey))
+	r[reqMTURDCRNR] = f.PathMTU<<4 | boolBit(f.RDCExists, reqRDCBit) | f.RNRRetryCount&7
+	r[reqMaxCMSRQExt] = f.MaxCMRetries<<4 | boolBit(f.SRQ, reqSRQBit) | f.ExtendedTransport&7
 	r.Primary().Encode(&f.Primary)
 	r.Alternate().Encode(&f.Alternate)
 }
@@ -188,17 +261,55 @@ type PathFields struct {
 	LocalACKTimeout uint8 // 5 bits
 }
 
-func (p Path) LocalLID() uint16       { return binary.BigEndian.Uint16(p[0:]) }
-func (p Path) RemoteLID() uint16      { return binary.BigEndian.Uint16(p[2:]) }
-func (p Path) LocalGID() roce.GID     { return roce.GID(p[4:20]) }
-func (p Path) RemoteGID() roce.GID    { return roce.GID(p[20:36]) }
-func (p Path) FlowLabel() uint32      { return binary.BigEndian.Uint32(p[36:]) >> 12 }
-func (p Path) PacketRate() uint8      { return p[39] & 0x3F }
-func (p Path) TrafficClass() uint8    { return p[40] }
-func (p Path) HopLimit() uint8        { return p[41] }
-func (p Path) SL() uint8              { return p[42] >> 4 }
-func (p Path) SubnetLocal() bool      { return p[42]&0x08 != 0 }
-func (p Path) LocalACKTimeout() uint8 { return p[43] >> 3 }
+// Offsets of a Path's fields from its start.
+const (
+	pathLocalLID       = 0  // 16 bits
+	pathRemoteLID      = 2  // 16 bits
+	pathLocalGID       = 4  // 128 bits
+	pathRemoteGID      = 20 // 128 bits
+	pathFlowLabelRate  = 36 // flow label (20 bits), reserved (6), packet rate (6)
+	pathPacketRate     = 39 // the low 6 bits
+	pathTrafficClass   = 40
+	pathHopLimit       = 41
+	pathSLLocal        = 42 // SL (4 bits), subnet local (1)
+	pathACKTimeout     = 43 // local ACK timeout (top 5 bits)
+	pathSize           = 44
+	pathSubnetLocalBit = 0x08 // in pathSLLocal
+	gidSize            = len(roce.GID{})
+)
+
+// LocalLID returns the local port's LID (0xFFFF, the permissive LID, on RoCE).
+func (p Path) LocalLID() uint16 { return binary.BigEndian.Uint16(p[pathLocalLID:]) }
+
+// RemoteLID returns the remote port's LID (0xFFFF on RoCE).
+func (p Path) RemoteLID() uint16 { return binary.BigEndian.Uint16(p[pathRemoteLID:]) }
+
+// LocalGID returns the local port's GID: on RoCE, its IP address.
+func (p Path) LocalGID() roce.GID { return roce.GID(p[pathLocalGID : pathLocalGID+gidSize]) }
+
+// RemoteGID returns the remote port's GID: on RoCE, its IP address.
+func (p Path) RemoteGID() roce.GID { return roce.GID(p[pathRemoteGID : pathRemoteGID+gidSize]) }
+
+// FlowLabel returns the IPv6 flow label of the path (20 bits).
+func (p Path) FlowLabel() uint32 { return binary.BigEndian.Uint32(p[pathFlowLabelRate:]) >> 12 }
+
+// PacketRate returns the path's rate as an IBTA rate enum (6 bits).
+func (p Path) PacketRate() uint8 { return p[pathPacketRate] & 0x3F }
+
+// TrafficClass returns the traffic class: on RoCE, the IP DSCP and ECN.
+func (p Path) TrafficClass() uint8 { return p[pathTrafficClass] }
+
+// HopLimit returns the IP hop limit (TTL) of the path.
+func (p Path) HopLimit() uint8 { return p[pathHopLimit] }
+
+// SL returns the service level (4 bits).
+func (p Path) SL() uint8 { return p[pathSLLocal] >> 4 }
+
+// SubnetLocal reports whether the path stays in the local subnet.
+func (p Path) SubnetLocal() bool { return p[pathSLLocal]&pathSubnetLocalBit != 0 }
+
+// LocalACKTimeout returns the local ACK timeout (4.096 µs × 2^n).
+func (p Path) LocalACKTimeout() uint8 { return p[pathACKTimeout] >> 3 }
 
 // Fields returns the path's values.
 func (p Path) Fields() PathFields {
@@ -211,12 +322,12 @@ func (p Path) Fields() PathFields {
 
 // Encode writes every field of f, reserved bits as zero.
 func (p Path) Encode(f *PathFields) {
-	binary.BigEndian.PutUint16(p[0:], f.LocalLID)
-	binary.BigEndian.PutUint16(p[2:], f.RemoteLID)
-	copy(p[4:20], f.LocalGID[:])
-	copy(p[20:36], f.RemoteGID[:])
-	binary.BigEndian.PutUint32(p[36:], f.FlowLabel&0xFFFFF<<12|uint32(f.PacketRate&0x3F))
-	p[40], p[41] = f.TrafficClass, f.HopLimit
-	p[42] = f.SL<<4 | boolBit(f.SubnetLocal, 0x08)
-	p[43] = f.LocalACKTimeout << 3
+	binary.BigEndian.PutUint16(p[pathLocalLID:], f.LocalLID)
+	binary.BigEndian.PutUint16(p[pathRemoteLID:], f.RemoteLID)
+	copy(p[pathLocalGID:pathLocalGID+gidSize], f.LocalGID[:])
+	copy(p[pathRemoteGID:pathRemoteGID+gidSize], f.RemoteGID[:])
+	binary.BigEndian.PutUint32(p[pathFlowLabelRate:], f.FlowLabel&0xFFFFF<<12|uint32(f.PacketRate&0x3F))
+	p[pathTrafficClass], p[pathHopLimit] = f.TrafficClass, f.HopLimit
+	p[pathSLLocal] = f.SL<<4 | boolBit(f.SubnetLocal, pathSubnetLocalBit)
+	p[pathACKTimeout] = f.LocalACKTimeout << 3
 }

@@ -231,3 +231,30 @@ func TestCutShort(t *testing.T) {
 		t.Errorf("pcap ending after a record: %d frames, %v", n, err)
 	}
 }
+
+// TestNonIPFramesCarryNoSignal decodes frames that are not IP — ARP, ARP behind a VLAN
+// tag, a MAC control frame, an Ethernet header cut off — with every signal set to the
+// byte that sits where an IPv4 header's DSCP would: with no IP header there is no
+// DSCP, protocol or option, so no telemetry and no note (the kernel's ARP frames once
+// decoded with "DSCP 23 signals INT telemetry").
+func TestNonIPFramesCarryNoSignal(t *testing.T) {
+	arp := rxeFrames(t, "write_bw.pcap", 16)[14] // frame 15: rxe's ARP request
+	if et := binary.BigEndian.Uint16(arp[12:]); et != 0x0806 {
+		t.Fatalf("write_bw.pcap frame 15 has EtherType %#04x, want ARP", et)
+	}
+	tagged := append(append(append([]byte{}, arp[:12]...), 0x81, 0x00, 0x00, 0x05), arp[12:]...)
+	pause := append(append([]byte{}, arp[:12]...), 0x88, 0x08, 0x00, 0x01, 0xFF, 0xFF)
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{{"arp", arp}, {"vlan arp", tagged}, {"pause", pause}, {"cut off", arp[:10]}} {
+		// What an IPv4 header would hold at these offsets: the TOS byte and protocol.
+		tos, proto := tc.frame[min(15, len(tc.frame)-1)], tc.frame[min(23, len(tc.frame)-1)]
+		var d Decoder
+		d.SetSignals(Signals{INTDSCP: tos >> 2, HPCCDSCP: tos >> 2, IFAProtocol: proto})
+		r := d.Decode(1, tc.frame)
+		if r.Note != "" || r.Telemetry != nil || r.IP != nil || r.RoCE {
+			t.Errorf("%s: %+v", tc.name, r)
+		}
+	}
+}

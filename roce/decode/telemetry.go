@@ -105,13 +105,25 @@ func distinct(vs ...uint8) []uint8 {
 // the frame with the telemetry stripped (frame itself when there is none or it cannot
 // be stripped) and, when a DSCP signalled telemetry that did not validate, a note
 // saying so.
+//
+// The frame is located once, with roce.Locate (the walk the RoCEv2 decoder, the
+// switch and the codecs share), and a codec is asked only when the frame shows its
+// signal: a frame that is not IP has no DSCP, protocol or option to show, so it
+// carries no telemetry and earns no note.
 func (t *telemetryState) decodeTelemetry(frame []byte) (hdr map[string]any, inner []byte, note string) {
+	l, _ := roce.Locate(frame)
+	if l.IPVersion == 0 {
+		return nil, frame, ""
+	}
 	st := &t.stack
 	var codec telemetry.Codec
 	// The DSCP-signalled formats: INT, then the HPCC block. rocelab's echo DSCP serves
 	// both: the one whose headers validate wins.
 	signal, dscp := "", uint8(0)
 	for _, c := range t.intmd {
+		if !c.Signal().Shown(frame, &l) {
+			continue
+		}
 		h, err := c.Decode(frame, st)
 		if errors.Is(err, telemetry.ErrNoTelemetry) {
 			continue
@@ -131,6 +143,9 @@ func (t *telemetryState) decodeTelemetry(frame []byte) (hdr map[string]any, inne
 	}
 	if hdr == nil { // no INT: the HPCC block
 		for _, c := range t.hpcc {
+			if !c.Signal().Shown(frame, &l) {
+				continue
+			}
 			h, err := c.Decode(frame, st)
 			if errors.Is(err, telemetry.ErrNoTelemetry) {
 				continue
@@ -164,6 +179,9 @@ func (t *telemetryState) decodeTelemetry(frame []byte) (hdr map[string]any, inne
 	}
 	// The formats whose signal is unambiguous: IFA's IP protocol, IOAM's option.
 	for _, c := range t.ifa {
+		if !c.Signal().Shown(frame, &l) {
+			continue
+		}
 		if h, err := c.Decode(frame, st); err == nil {
 			hdr, codec = map[string]any{"version": h.Version, "gns": h.GNS, "next_header": h.NextHeader, "flags": h.Flags,
 				"mf": h.Flags&ifa.FlagMF != 0, "max_length_words": h.MaxLength, "request_vector": h.RequestVector,
@@ -172,6 +190,9 @@ func (t *telemetryState) decodeTelemetry(frame []byte) (hdr map[string]any, inne
 		}
 	}
 	if hdr == nil {
+		if !t.ioam.Signal().Shown(frame, &l) {
+			return nil, frame, note
+		}
 		h, err := t.ioam.Decode(frame, st)
 		if err != nil {
 			return nil, frame, note

@@ -90,6 +90,7 @@ const (
 var statusNames = [...]string{"pushed", "hop-count-exceeded", "mtu-exceeded", "overflow",
 	"max-length-reached", "hop-limit-reached", "wrapped", "not-stacked"}
 
+// String returns the status as `rocelab decode` and the switch counters name it.
 func (s Status) String() string {
 	if int(s) < len(statusNames) {
 		return statusNames[s]

@@ -84,6 +84,7 @@ type Violation struct {
 	Importer, Imported, Rule string
 }
 
+// String returns the line importcheck prints: "importer -> imported: rule".
 func (v Violation) String() string {
 	return fmt.Sprintf("%s -> %s: %s", v.Importer, v.Imported, v.Rule)
 }

@@ -135,26 +135,51 @@ func Unpack(v uint64) Word {
 // set, the rate table.
 type Shim []byte
 
-func (s Shim) Version() uint8    { return s[0] >> 4 }
-func (s Shim) Flags() uint8      { return s[0] & (FlagX | FlagE) }
-func (s Shim) SetFlag(f uint8)   { s[0] |= f }
-func (s Shim) OrigDSCP() uint8   { return s[1] >> 2 }
-func (s Shim) NHop() uint16      { return binary.BigEndian.Uint16(s[2:]) }
-func (s Shim) SetNHop(n uint16)  { binary.BigEndian.PutUint16(s[2:], n) }
+// Offsets of the shim's fields.
+const (
+	shimVersionFlags = 0 // version (4 bits), flags X and E
+	shimOrigDSCP     = 1 // the original DSCP (top 6 bits)
+	shimNHop         = 2 // hop counter (16 bits)
+	rateSize         = 4 // one rate table entry: Mb/s, 32 bits
+)
+
+// Version returns the block's version.
+func (s Shim) Version() uint8 { return s[shimVersionFlags] >> 4 }
+
+// Flags returns the flags FlagX and FlagE.
+func (s Shim) Flags() uint8 { return s[shimVersionFlags] & (FlagX | FlagE) }
+
+// SetFlag sets flag f.
+func (s Shim) SetFlag(f uint8) { s[shimVersionFlags] |= f }
+
+// OrigDSCP returns the DSCP the packet had before the block was requested.
+func (s Shim) OrigDSCP() uint8 { return s[shimOrigDSCP] >> 2 }
+
+// NHop returns the hops pushed so far (more than MaxHops once the ring wrapped).
+func (s Shim) NHop() uint16 { return binary.BigEndian.Uint16(s[shimNHop:]) }
+
+// SetNHop sets the hop counter.
+func (s Shim) SetNHop(n uint16) { binary.BigEndian.PutUint16(s[shimNHop:], n) }
+
+// Slot returns hop slot i's 64-bit word (little-endian, as the simulator stores it).
 func (s Shim) Slot(i int) uint64 { return binary.LittleEndian.Uint64(s[ShimSize+i*HopSize:]) }
+
+// SetSlot sets hop slot i's word.
 func (s Shim) SetSlot(i int, v uint64) {
 	binary.LittleEndian.PutUint64(s[ShimSize+i*HopSize:], v)
 }
 
-// SlotRate and SetSlotRate read and write the rate table (Mb/s); only with X set.
-func (s Shim) SlotRate(i int) uint32 { return binary.BigEndian.Uint32(s[HeaderSize+i*4:]) }
+// SlotRate returns slot i's line rate in Mb/s from the rate table; only with X set.
+func (s Shim) SlotRate(i int) uint32 { return binary.BigEndian.Uint32(s[HeaderSize+i*rateSize:]) }
+
+// SetSlotRate sets slot i's line rate in the rate table; only with X set.
 func (s Shim) SetSlotRate(i int, mbps uint32) {
-	binary.BigEndian.PutUint32(s[HeaderSize+i*4:], mbps)
+	binary.BigEndian.PutUint32(s[HeaderSize+i*rateSize:], mbps)
 }
 
 // size is the block's length: the simulator's 44 bytes, plus the rate table with X.
 func (s Shim) size() int {
-	if s[0]&FlagX != 0 {
+	if s[shimVersionFlags]&FlagX != 0 {
 		return HeaderSize + RateTableSize
 	}
 	return HeaderSize

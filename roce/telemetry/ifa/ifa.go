@@ -128,13 +128,8 @@ type located struct {
 	stack int // bytes of stack
 }
 
-func (c *Codec) find(frame []byte) (located, error) {
-	l, err := telemetry.Locate(frame)
-	if err != nil {
-		return located{}, err
-	}
-	return c.findIn(frame, l)
-}
+// find locates frame and finds the headers in it.
+func (c *Codec) find(frame []byte) (located, error) { return telemetry.Find(frame, c.findIn) }
 
 // findIn is find in a frame whose headers l locates.
 func (c *Codec) findIn(frame []byte, l roce.Layout) (located, error) {
@@ -205,22 +200,13 @@ func (c *Codec) RequestWith(frame []byte, open telemetry.Opener, close telemetry
 // Max Length or the MTU sets MF; otherwise the record goes on top of the stack,
 // Current Length grows by 8 words and Hop Limit drops by one.
 func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, error) {
-	x, err := c.find(frame)
-	if err != nil {
-		return frame, 0, err
-	}
-	return c.push(frame, x, h, telemetry.Open)
+	return telemetry.Push(frame, h, c.findIn, c.push)
 }
 
 // PushWith is Push in a frame whose headers l locates, taking the hop's TTL from the
 // frame and opening the record's gap with open (telemetry.InPlace).
 func (c *Codec) PushWith(frame []byte, l roce.Layout, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
-	x, err := c.findIn(frame, l)
-	if err != nil {
-		return frame, 0, err
-	}
-	h.TTL = l.TTL(frame)
-	return c.push(frame, x, h, open)
+	return telemetry.PushWith(frame, l, h, open, c.findIn, c.push)
 }
 
 // push is Push of the IFA headers x locates, with open opening the gap.
@@ -269,6 +255,7 @@ func (c *Codec) writeHop(b []byte, h *telemetry.Hop) {
 	be.PutUint32(b[28:], uint32(telemetry.Saturate(h.Rate/1e6, 0xFFFFFFFE)))
 }
 
+// readHop decodes one hop's metadata from b.
 func readHop(b []byte, h *telemetry.Hop) {
 	be := binary.BigEndian
 	w0, w1, w2 := be.Uint32(b[0:]), be.Uint32(b[4:]), be.Uint32(b[8:])
@@ -302,16 +289,7 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 		RequestVector: m[0], ActionVector: m[1], HopLimit: m[2], CurrentLength: int(m[3])}
 	st.Format, st.N, st.Truncated = telemetry.FormatIFA, 0, false
 	stack := frame[x.md+MDHeaderSize : x.md+MDHeaderSize+x.stack]
-	for p := 0; p < len(stack); p += HopSize {
-		hop := st.Slot()
-		if hop == nil {
-			break
-		}
-		readHop(stack[p:p+HopSize], hop)
-		st.N++
-	}
-	st.Reverse()
-	return hd, nil
+	return hd, st.ReadHops(stack, "hop", telemetry.FixedHop(HopSize, readHop))
 }
 
 // Strip removes the IFA header, the metadata header and the stack, and restores the

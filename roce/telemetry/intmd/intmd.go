@@ -115,28 +115,83 @@ func HopWords(bitmap uint16, domain, dsInst uint16) int {
 // Shim is a view of the INT shim header.
 type Shim []byte
 
-func (s Shim) Type() uint8         { return s[0] >> 4 }
-func (s Shim) NPT() uint8          { return s[0] >> 2 & 3 }
-func (s Shim) Length() int         { return int(s[1]) }
-func (s Shim) OrigDSCP() uint8     { return s[3] >> 2 }
-func (s Shim) SetLength(words int) { s[1] = uint8(words) }
+// Offsets of the shim's fields.
+const (
+	shimTypeNPT  = 0 // type (4 bits), NPT (2 bits)
+	shimLength   = 1 // length of the shim, header and stack in 4-byte words
+	shimOrigDSCP = 3 // the original DSCP (top 6 bits)
+)
+
+// Type returns the INT type: TypeMD or TypeMX.
+func (s Shim) Type() uint8 { return s[shimTypeNPT] >> 4 }
+
+// NPT returns the next-protocol type (how the original header is recorded).
+func (s Shim) NPT() uint8 { return s[shimTypeNPT] >> 2 & 3 }
+
+// Length returns the INT length in 4-byte words: shim, header and metadata stack.
+func (s Shim) Length() int { return int(s[shimLength]) }
+
+// OrigDSCP returns the DSCP the packet had before INT was requested.
+func (s Shim) OrigDSCP() uint8 { return s[shimOrigDSCP] >> 2 }
+
+// SetLength sets the INT length in words.
+func (s Shim) SetLength(words int) { s[shimLength] = uint8(words) }
 
 // MD is a view of the INT-MD metadata header.
 type MD []byte
 
-func (h MD) Version() uint8           { return h[0] >> 4 }
-func (h MD) D() bool                  { return h[0]&0x08 != 0 }
-func (h MD) E() bool                  { return h[0]&0x04 != 0 }
-func (h MD) M() bool                  { return h[0]&0x02 != 0 }
-func (h MD) HopML() int               { return int(h[2] & 0x1F) }
-func (h MD) RemainingHops() uint8     { return h[3] }
-func (h MD) Instructions() uint16     { return binary.BigEndian.Uint16(h[4:]) }
-func (h MD) DomainID() uint16         { return binary.BigEndian.Uint16(h[6:]) }
-func (h MD) DSInstructions() uint16   { return binary.BigEndian.Uint16(h[8:]) }
-func (h MD) DSFlags() uint16          { return binary.BigEndian.Uint16(h[10:]) }
-func (h MD) SetE()                    { h[0] |= 0x04 }
-func (h MD) SetM()                    { h[0] |= 0x02 }
-func (h MD) SetRemainingHops(n uint8) { h[3] = n }
+// Offsets and bits of the metadata header's fields.
+const (
+	mdVersionFlags   = 0 // version (4 bits), D, E, M
+	mdHopML          = 2 // hop metadata length in words (low 5 bits)
+	mdRemainingHops  = 3
+	mdInstructions   = 4  // instruction bitmap (16 bits)
+	mdDomainID       = 6  // domain-specific ID (16 bits)
+	mdDSInstructions = 8  // domain-specific instructions (16 bits)
+	mdDSFlags        = 10 // domain-specific flags (16 bits)
+	mdDBit           = 0x08
+	mdEBit           = 0x04
+	mdMBit           = 0x02
+)
+
+// Version returns the INT-MD header version.
+func (h MD) Version() uint8 { return h[mdVersionFlags] >> 4 }
+
+// D returns the discard bit: the sink drops the packet after reading it.
+func (h MD) D() bool { return h[mdVersionFlags]&mdDBit != 0 }
+
+// E returns the exceeded bit: a node found Remaining Hop Count 0.
+func (h MD) E() bool { return h[mdVersionFlags]&mdEBit != 0 }
+
+// M returns the MTU-exceeded bit: a node could not add its metadata.
+func (h MD) M() bool { return h[mdVersionFlags]&mdMBit != 0 }
+
+// HopML returns the words of metadata each hop adds.
+func (h MD) HopML() int { return int(h[mdHopML] & 0x1F) }
+
+// RemainingHops returns how many more nodes may add metadata.
+func (h MD) RemainingHops() uint8 { return h[mdRemainingHops] }
+
+// Instructions returns the instruction bitmap: what each hop records.
+func (h MD) Instructions() uint16 { return binary.BigEndian.Uint16(h[mdInstructions:]) }
+
+// DomainID returns the domain-specific ID (DomainHPCC for rocelab's extension).
+func (h MD) DomainID() uint16 { return binary.BigEndian.Uint16(h[mdDomainID:]) }
+
+// DSInstructions returns the domain-specific instructions.
+func (h MD) DSInstructions() uint16 { return binary.BigEndian.Uint16(h[mdDSInstructions:]) }
+
+// DSFlags returns the domain-specific flags.
+func (h MD) DSFlags() uint16 { return binary.BigEndian.Uint16(h[mdDSFlags:]) }
+
+// SetE sets the exceeded bit.
+func (h MD) SetE() { h[mdVersionFlags] |= mdEBit }
+
+// SetM sets the MTU-exceeded bit.
+func (h MD) SetM() { h[mdVersionFlags] |= mdMBit }
+
+// SetRemainingHops sets the remaining hop count.
+func (h MD) SetRemainingHops(n uint8) { h[mdRemainingHops] = n }
 
 // Header holds the decoded shim and INT header fields.
 type Header struct {
@@ -207,13 +262,7 @@ type located struct {
 	size int    // shim + Length words
 }
 
-func (c *Codec) find(frame []byte) (located, error) {
-	l, err := telemetry.Locate(frame)
-	if err != nil {
-		return located{}, err
-	}
-	return c.findIn(frame, l)
-}
+func (c *Codec) find(frame []byte) (located, error) { return telemetry.Find(frame, c.findIn) }
 
 // findIn is find in a frame whose headers l locates.
 func (c *Codec) findIn(frame []byte, l roce.Layout) (located, error) {
@@ -315,22 +364,13 @@ func (c *Codec) RequestWith(frame []byte, open telemetry.Opener, _ telemetry.Clo
 // instruction bitmap asks, and decrements Remaining Hop Count. INT-MX packets are left
 // unchanged (telemetry.NotStacked).
 func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, error) {
-	x, err := c.find(frame)
-	if err != nil {
-		return frame, 0, err
-	}
-	return c.push(frame, x, h, telemetry.Open)
+	return telemetry.Push(frame, h, c.findIn, c.push)
 }
 
 // PushWith is Push in a frame whose headers l locates, taking the hop's TTL from the
 // frame and opening the hop's gap with open (telemetry.InPlace).
 func (c *Codec) PushWith(frame []byte, l roce.Layout, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
-	x, err := c.findIn(frame, l)
-	if err != nil {
-		return frame, 0, err
-	}
-	h.TTL = l.TTL(frame)
-	return c.push(frame, x, h, open)
+	return telemetry.PushWith(frame, l, h, open, c.findIn, c.push)
 }
 
 // push is Push of the INT headers x locates, with open opening the gap.
@@ -462,17 +502,6 @@ func writeHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 func readHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 	*h = telemetry.Hop{}
 	p := 0
-	port := func(f telemetry.Field, v, allOnes uint32) {
-		if v == allOnes {
-			return
-		}
-		if f == telemetry.FieldIngressPort {
-			h.IngressPort = v
-		} else {
-			h.PortID = v
-		}
-		h.Has |= f
-	}
 	for m := bitmap; m != 0; {
 		bit := uint16(0x8000) >> bits.LeadingZeros16(m)
 		m &^= bit
@@ -491,8 +520,8 @@ func readHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 					h.Has |= telemetry.FieldTS
 				}
 			default:
-				port(telemetry.FieldIngressPort, uint32(v>>32), 0xFFFFFFFF)
-				port(telemetry.FieldEgressPort, uint32(v), 0xFFFFFFFF)
+				h.SetPort(telemetry.FieldIngressPort, uint32(v>>32), 0xFFFFFFFF)
+				h.SetPort(telemetry.FieldEgressPort, uint32(v), 0xFFFFFFFF)
 			}
 			continue
 		}
@@ -505,8 +534,8 @@ func readHop(b []byte, bitmap, domain, dsInst uint16, h *telemetry.Hop) {
 				h.Has |= telemetry.FieldSwitchID
 			}
 		case InstL1Ports:
-			port(telemetry.FieldIngressPort, v>>16, 0xFFFF)
-			port(telemetry.FieldEgressPort, v&0xFFFF, 0xFFFF)
+			h.SetPort(telemetry.FieldIngressPort, v>>16, 0xFFFF)
+			h.SetPort(telemetry.FieldEgressPort, v&0xFFFF, 0xFFFF)
 		case InstHopLatency:
 			if v != 0xFFFFFFFF {
 				h.HopLatency = v
@@ -562,7 +591,7 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 	if err != nil {
 		return Header{}, err
 	}
-	return decodeLocated(frame, &x, st), nil
+	return decodeLocated(frame, &x, st)
 }
 
 // DecodeStripIn is Decode then StripWith, on a frame whose headers l locates (as
@@ -573,37 +602,31 @@ func (c *Codec) DecodeStripIn(frame []byte, l roce.Layout, st *telemetry.Stack, 
 	if err != nil {
 		return frame, err
 	}
-	decodeLocated(frame, &x, st)
+	if _, err := decodeLocated(frame, &x, st); err != nil {
+		return frame, err
+	}
 	return stripLocated(frame, &x, close), nil
 }
 
 // decodeLocated is Decode of the INT headers x located in frame.
-func decodeLocated(frame []byte, x *located, st *telemetry.Stack) Header {
+func decodeLocated(frame []byte, x *located, st *telemetry.Stack) (Header, error) {
 	md := MD(x.hdr)
 	hd := Header{Type: x.shim.Type(), NPT: x.shim.NPT(), Length: x.shim.Length(), OrigDSCP: x.shim.OrigDSCP(),
 		Version: md.Version(), D: md.D(), Instructions: md.Instructions(), DomainID: md.DomainID(),
 		DSInstructions: md.DSInstructions(), DSFlags: md.DSFlags()}
 	st.Format, st.N, st.Truncated = telemetry.FormatINTMX, 0, false
 	if hd.Type == TypeMX {
-		return hd
+		return hd, nil
 	}
 	st.Format = telemetry.FormatINTMD
 	hd.E, hd.M, hd.HopML, hd.RemainingHops = md.E(), md.M(), md.HopML(), md.RemainingHops()
 	if hd.HopML == 0 {
-		return hd
+		return hd, nil
 	}
-	size := 4 * hd.HopML
 	stack := frame[x.off+ShimSize+MDHeaderSize : x.off+x.size]
-	for p := 0; p < len(stack); p += size {
-		hop := st.Slot()
-		if hop == nil {
-			break
-		}
-		readHop(stack[p:p+size], hd.Instructions, hd.DomainID, hd.DSInstructions, hop)
-		st.N++
-	}
-	st.Reverse()
-	return hd
+	return hd, st.ReadHops(stack, "hop", telemetry.FixedHop(4*hd.HopML, func(b []byte, h *telemetry.Hop) {
+		readHop(b, hd.Instructions, hd.DomainID, hd.DSInstructions, h)
+	}))
 }
 
 // Strip removes the INT headers and stack and restores the DSCP and the IP and UDP

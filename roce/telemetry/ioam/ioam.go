@@ -100,14 +100,38 @@ const HPCCTraceType = TraceHopLimNodeID | TraceIfIDs | TraceTSSeconds | TraceTSF
 // Trace is a view of the 8-byte trace header.
 type Trace []byte
 
-func (t Trace) Namespace() uint16 { return binary.BigEndian.Uint16(t[0:]) }
-func (t Trace) NodeLen() int      { return int(t[2] >> 3) }
-func (t Trace) Flags() uint8      { return uint8(binary.BigEndian.Uint16(t[2:]) >> 7 & 0xF) }
-func (t Trace) RemainingLen() int { return int(binary.BigEndian.Uint16(t[2:]) & 0x7F) }
-func (t Trace) Type() uint32      { return binary.BigEndian.Uint32(t[4:]) >> 8 }
-func (t Trace) SetOverflow()      { t[2] |= FlagOverflow >> 1 } // flags straddle bytes 2 and 3
+// Offsets of the trace header's fields.
+const (
+	traceNamespace = 0 // Namespace-ID (16 bits)
+	traceLenFlags  = 2 // NodeLen (5 bits), Flags (4), RemainingLen (7): 16 bits
+	traceType      = 4 // IOAM-Trace-Type (24 bits), reserved (8)
+	remainingMask  = 0x7F
+)
+
+// Namespace returns the IOAM namespace ID.
+func (t Trace) Namespace() uint16 { return binary.BigEndian.Uint16(t[traceNamespace:]) }
+
+// NodeLen returns the length of one node's fixed data in 4-byte words.
+func (t Trace) NodeLen() int { return int(t[traceLenFlags] >> 3) }
+
+// Flags returns the 4 flag bits (FlagOverflow).
+func (t Trace) Flags() uint8 { return uint8(binary.BigEndian.Uint16(t[traceLenFlags:]) >> 7 & 0xF) }
+
+// RemainingLen returns the words left for the nodes still to come.
+func (t Trace) RemainingLen() int {
+	return int(binary.BigEndian.Uint16(t[traceLenFlags:]) & remainingMask)
+}
+
+// Type returns the trace type: which fields each node records.
+func (t Trace) Type() uint32 { return binary.BigEndian.Uint32(t[traceType:]) >> 8 }
+
+// SetOverflow sets the Overflow flag (the flags straddle the bytes of traceLenFlags).
+func (t Trace) SetOverflow() { t[traceLenFlags] |= FlagOverflow >> 1 }
+
+// SetRemainingLen sets the remaining length in words.
 func (t Trace) SetRemainingLen(n int) {
-	binary.BigEndian.PutUint16(t[2:], binary.BigEndian.Uint16(t[2:])&^0x7F|uint16(n)&0x7F)
+	v := binary.BigEndian.Uint16(t[traceLenFlags:])
+	binary.BigEndian.PutUint16(t[traceLenFlags:], v&^remainingMask|uint16(n)&remainingMask)
 }
 
 // Header holds the decoded option and trace header fields.
@@ -434,19 +458,6 @@ func (c *Codec) writeNode(b []byte, tt uint32, h *telemetry.Hop) {
 // wideNodeIDMask covers the 56-bit node ID of the wide format.
 const wideNodeIDMask = 1<<56 - 1
 
-// setPort records an interface ID unless it is allOnes (not populated).
-func setPort(h *telemetry.Hop, f telemetry.Field, v, allOnes uint32) {
-	if v == allOnes {
-		return
-	}
-	if f == telemetry.FieldIngressPort {
-		h.IngressPort = v
-	} else {
-		h.PortID = v
-	}
-	h.Has |= f
-}
-
 // readNode decodes one node's data from b and returns the bytes it used, or −1 when
 // b is too short.
 func (c *Codec) readNode(b []byte, tt uint32, nodeLen int, h *telemetry.Hop) int {
@@ -478,8 +489,8 @@ func (c *Codec) readNode(b []byte, tt uint32, nodeLen int, h *telemetry.Hop) int
 			}
 		case TraceIfIDs:
 			v := get32()
-			setPort(h, telemetry.FieldIngressPort, v>>16, 0xFFFF)
-			setPort(h, telemetry.FieldEgressPort, v&0xFFFF, 0xFFFF)
+			h.SetPort(telemetry.FieldIngressPort, v>>16, 0xFFFF)
+			h.SetPort(telemetry.FieldEgressPort, v&0xFFFF, 0xFFFF)
 		case TraceTSSeconds:
 			sec = get32()
 			haveSec = sec != 0xFFFFFFFF
@@ -516,8 +527,8 @@ func (c *Codec) readNode(b []byte, tt uint32, nodeLen int, h *telemetry.Hop) int
 			}
 		case TraceIfIDsWide:
 			v := get64()
-			setPort(h, telemetry.FieldIngressPort, uint32(v>>32), 0xFFFFFFFF)
-			setPort(h, telemetry.FieldEgressPort, uint32(v), 0xFFFFFFFF)
+			h.SetPort(telemetry.FieldIngressPort, uint32(v>>32), 0xFFFFFFFF)
+			h.SetPort(telemetry.FieldEgressPort, uint32(v), 0xFFFFFFFF)
 		case TraceNSDataWide:
 			if v := get64(); v != 0xFFFFFFFFFFFFFFFF {
 				h.TxBytes = v
@@ -587,20 +598,9 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 		}
 		return hd, nil
 	}
-	for len(data) > 0 {
-		hop := st.Slot()
-		if hop == nil {
-			break
-		}
-		n := c.readNode(data, hd.TraceType, hd.NodeLen, hop)
-		if n <= 0 {
-			return hd, telemetry.Malformed("node data cut off after %d nodes", st.N)
-		}
-		data = data[n:]
-		st.N++
-	}
-	st.Reverse()
-	return hd, nil
+	return hd, st.ReadHops(data, "node", func(b []byte, h *telemetry.Hop) int {
+		return c.readNode(b, hd.TraceType, hd.NodeLen, h)
+	})
 }
 
 // Strip removes the Hop-by-Hop header carrying the trace and restores the IPv6 next
