@@ -1272,7 +1272,3 @@ void rdma_freeaddrinfo(struct rdma_addrinfo *res)
 		res = next;
 	}
 }
-
-/* ---- rsockets: none exist here, so every descriptor is the kernel's ---- */
-
-int rpoll(struct pollfd *fds, nfds_t nfds, int timeout) { return poll(fds, nfds, timeout); }
