@@ -56,6 +56,24 @@ func expectWC(t *testing.T, got []WC, want ...WC) {
 	}
 }
 
+// TestRCWriteWithImmMultiPacket: a WRITE WITH IMMEDIATE of several packets lands
+// whole, its last packet after the others although it takes the receive WR (rsockets
+// move their data this way).
+func TestRCWriteWithImmMultiPacket(t *testing.T) {
+	a, b := newPair(t, defaultOpts())
+	la, _, _, rb := withRegions(a, b, AccessRemoteWrite)
+	for i := range 5000 {
+		la[i] = byte(i * 7 / 3)
+	}
+	postRecv(t, b, 100, localBase, 0)
+	post(t, a, SendWR{WRID: 1, Opcode: WRWriteWithImm, Imm: 3, SGL: []SGE{{localBase, 5000, localKey}}, RemoteAddr: remoteBase + 16, RKey: remoteKey})
+	exchange(t, 0, a, b)
+	expectWC(t, b.rcq.take(), WC{WRID: 100, Opcode: WCRecvWriteWithImm, ByteLen: 5000, Imm: 3, Flags: WCFlagWithImm})
+	if !bytes.Equal(rb[16:5016], la[:5000]) {
+		t.Error("WRITE WITH IMMEDIATE data differs")
+	}
+}
+
 func TestRCOperations(t *testing.T) {
 	a, b := newPair(t, defaultOpts())
 	la, lb, _, rb := withRegions(a, b, AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic)

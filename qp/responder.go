@@ -34,6 +34,8 @@ type responder struct {
 	writeVA         uint64 // the current WRITE's RETH
 	writeRKey       uint32
 	writeLen        uint32
+	writeOff        uint32 // bytes of the current WRITE placed so far: apart from offset,
+	// which takeWQE resets when a WRITE WITH IMMEDIATE's last packet takes its receive
 
 	queue   respQueue
 	replay  []atomicReplay // the last atomics executed, by PSN
@@ -247,7 +249,7 @@ func (q *QP) execWrite(p *roce.Packet, info *roce.OpcodeInfo) bool {
 	psn := p.BTH.PSN()
 	r := &q.resp
 	if p.RETH != nil {
-		r.writeVA, r.writeRKey, r.writeLen, r.offset = p.RETH.VA(), p.RETH.RKey(), p.RETH.DMALen(), 0
+		r.writeVA, r.writeRKey, r.writeLen, r.writeOff = p.RETH.VA(), p.RETH.RKey(), p.RETH.DMALen(), 0
 		if info.Position == roce.PosOnly && int(r.writeLen) != len(p.Payload) ||
 			info.Position == roce.PosFirst && int(r.writeLen) <= len(p.Payload) {
 			q.responderError(psn, roce.NAKInvalidRequest, 0)
@@ -263,7 +265,7 @@ func (q *QP) execWrite(p *roce.Packet, info *roce.OpcodeInfo) bool {
 	}
 	n := uint32(len(p.Payload))
 	last := info.Position == roce.PosLast || info.Position == roce.PosOnly
-	if r.offset+n > r.writeLen || last && r.offset+n != r.writeLen {
+	if r.writeOff+n > r.writeLen || last && r.writeOff+n != r.writeLen {
 		q.responderError(psn, roce.NAKInvalidRequest, 0)
 		return false
 	}
@@ -272,12 +274,12 @@ func (q *QP) execWrite(p *roce.Packet, info *roce.OpcodeInfo) bool {
 		return false
 	}
 	if n > 0 {
-		if err := q.cfg.Memory.Write(r.writeRKey, r.writeVA+uint64(r.offset), p.Payload, AccessRemoteWrite); err != nil {
+		if err := q.cfg.Memory.Write(r.writeRKey, r.writeVA+uint64(r.writeOff), p.Payload, AccessRemoteWrite); err != nil {
 			q.responderError(psn, roce.NAKRemoteAccessError, 0)
 			return false
 		}
 	}
-	r.offset += n
+	r.writeOff += n
 	r.inWrite = !last
 	if last {
 		r.msn++
