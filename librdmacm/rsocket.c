@@ -1074,7 +1074,9 @@ static short revents_now(struct rsock *rs, short events)
 			r |= POLLIN;
 		if (can_send(rs) && (rs->state & RS_WRITABLE))
 			r |= POLLOUT;
-		if (rs->state & RS_DISCONNECTED)
+		/* the hang-up after the data still queued, as TCP's after a FIN: rdma-core
+		 * raises it with the data, and rstream -T a then fails on its last read */
+		if ((rs->state & RS_DISCONNECTED) && !have_rdata(rs))
 			r |= POLLHUP;
 		if (rs->state & RS_ERROR)
 			r |= POLLERR;
