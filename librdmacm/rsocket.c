@@ -1375,6 +1375,15 @@ int rgetsockopt(int socket, int level, int optname, void *optval, socklen_t *opt
 		}
 		break;
 	case IPPROTO_TCP:
+		if (optname == TCP_INFO) {
+			/* no TCP underneath: the state, and no retransmissions or window to
+			 * report (iperf3 reads them after every interval) */
+			struct tcp_info ti = {.tcpi_state = (rs->state & RS_CONNECTED) ? TCP_ESTABLISHED : TCP_CLOSE};
+			socklen_t n = *optlen < sizeof(ti) ? *optlen : sizeof(ti);
+			memcpy(optval, &ti, n);
+			*optlen = n;
+			return 0;
+		}
 		if (optname == TCP_NODELAY)
 			v = rs->nodelay;
 		else if (optname == TCP_MAXSEG)
