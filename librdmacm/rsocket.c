@@ -125,7 +125,10 @@ struct rsock {
 	uint32_t rbuf_off, rbuf_free_off, rbuf_avail;
 	struct rs_sge *target; /* RS_SGL_SIZE SGEs the peer grants, then its iomaps */
 	struct ibv_mr *tmr;
-	int target_sge;
+	/* the granted SGEs, copied from target once their SGL message completes: the
+	 * peer's RDMA WRITE may be landing in target while we read it */
+	struct rs_sge sgl[RS_SGL_SIZE];
+	int target_sge, sgl_in;
 	struct rs_sge remote_sgl, remote_iomap;
 	int remote_sge;
 	uint16_t sseq_no, sseq_comp, rseq_no, rseq_comp;
@@ -364,9 +367,10 @@ static int save_conn(struct rsock *rs, const void *pd, size_t len)
 		rs->remote_iomap.length = from_scale(c.target_iomap_size);
 		rs->remote_iomap.key = rs->remote_sgl.key;
 	}
-	rs->target[0].addr = be64toh(c.data_buf.addr);
-	rs->target[0].length = be32toh(c.data_buf.length);
-	rs->target[0].key = be32toh(c.data_buf.key);
+	rs->sgl[0].addr = be64toh(c.data_buf.addr);
+	rs->sgl[0].length = be32toh(c.data_buf.length);
+	rs->sgl[0].key = be32toh(c.data_buf.key);
+	rs->sgl_in = 1; /* where the peer writes its next grant */
 	rs->sseq_comp = be16toh(c.credits);
 	rs->state = RS_CONNECTED | RS_READABLE | RS_WRITABLE;
 	return 0;
@@ -463,6 +467,11 @@ static void poll_cq(struct rsock *rs)
 			switch (rs_msg_op(msg)) {
 			case RS_OP_SGL:
 				rs->sseq_comp = (uint16_t)rs_msg_data(msg);
+				/* 16 bytes written: a grant, in the next SGE of target */
+				if (wc.byte_len == sizeof(struct rs_sge)) {
+					rs->sgl[rs->sgl_in] = rs->target[rs->sgl_in];
+					rs->sgl_in = (rs->sgl_in + 1) % RS_SGL_SIZE;
+				}
 				break;
 			case RS_OP_IOMAP_SGL: /* the peer wrote one of our iomap slots */
 			case RS_OP_WRITE:
@@ -528,7 +537,7 @@ static int have_rdata(const struct rsock *rs)
 static int can_send(const struct rsock *rs)
 {
 	return rs->sqe_avail && rs->sbuf_avail >= RS_SNDLOWAT && rs->sseq_no != rs->sseq_comp &&
-	       rs->target[rs->target_sge].length;
+	       rs->sgl[rs->target_sge].length;
 }
 
 static int all_sent(const struct rsock *rs)
@@ -882,7 +891,7 @@ static ssize_t send_locked(struct rsock *rs, const void *buf, size_t len, int fl
 		}
 		if (n > rs->sbuf_avail)
 			n = rs->sbuf_avail;
-		struct rs_sge *t = &rs->target[rs->target_sge];
+		struct rs_sge *t = &rs->sgl[rs->target_sge];
 		if (n > t->length)
 			n = t->length;
 		uint64_t addr = t->addr;
@@ -1426,7 +1435,7 @@ int rfcntl(int socket, int cmd, ...)
 		return fail(EBADF);
 	va_list ap;
 	va_start(ap, cmd);
-	int arg = cmd == F_SETFL ? va_arg(ap, int) : 0;
+	int arg = cmd == F_SETFL || cmd == F_SETFD ? va_arg(ap, int) : 0;
 	va_end(ap);
 	switch (cmd) {
 	case F_GETFL:
@@ -1434,6 +1443,9 @@ int rfcntl(int socket, int cmd, ...)
 	case F_SETFL:
 		rs->fd_flags = arg;
 		return 0;
+	case F_GETFD:
+	case F_SETFD: /* the descriptor is a real one: its close-on-exec flag */
+		return fcntl(socket, cmd, arg);
 	}
 	return fail(ENOTSUP);
 }

@@ -161,15 +161,24 @@ type traffic struct{ rdma, tap uint64 }
 func (l *ibverbsLab) traffic(t *testing.T) traffic {
 	t.Helper()
 	h := l.rnicStats(t, "h2")
-	out, err := l.exec("h2", "cat", "/sys/class/net/"+h.Tap+"/statistics/tx_bytes").Output()
+	// /proc/net/dev is the namespace's (sysfs is the machine's): "tap: rx_bytes ...
+	// (8 receive counters) tx_bytes ..."
+	out, err := l.exec("h2", "cat", "/proc/net/dev").Output()
 	if err != nil {
-		t.Fatalf("TAP counters of h2: %v", err)
+		t.Fatalf("netdev counters of h2: %v", err)
 	}
-	tap, err := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64)
-	if err != nil {
-		t.Fatal(err)
+	for _, line := range strings.Split(string(out), "\n") {
+		name, counters, ok := strings.Cut(line, ":")
+		if f := strings.Fields(counters); ok && strings.TrimSpace(name) == h.Tap && len(f) > 8 {
+			tap, err := strconv.ParseUint(f[8], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return traffic{h.RNIC.TxDataBytes, tap}
+		}
 	}
-	return traffic{h.RNIC.TxDataBytes, tap}
+	t.Fatalf("h2's /proc/net/dev has no %s:\n%s", h.Tap, out)
+	return traffic{}
 }
 
 // checkRDMA checks that n bytes left h2 as RDMA payload and not through its TAP
