@@ -1224,7 +1224,8 @@ int rselect(int nfds, fd_set *readfds, fd_set *writefds, fd_set *exceptfds, stru
 
 static int copy_addr(const struct sockaddr *a, struct sockaddr *addr, socklen_t *addrlen)
 {
-	if (!addr || !addrlen)
+	/* a zero length asks only for the length (librspreload does, to learn the family) */
+	if (!addrlen || (!addr && *addrlen))
 		return fail(EFAULT);
 	socklen_t len = a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 	memcpy(addr, a, *addrlen < len ? *addrlen : len);

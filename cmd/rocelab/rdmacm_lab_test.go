@@ -210,7 +210,7 @@ func TestLibrdmacm(t *testing.T) {
 			argv []string
 			want string
 		}{
-			{[]string{"rstream", "-s", "10.0.0.1"}, "rocelab librdmacm: rsocket is not supported\nrsocket failed: Function not implemented\n"},
+			{[]string{"udpong", "-s", "10.0.0.1"}, "rocelab librdmacm: rsocket SOCK_DGRAM is not supported\nrsocket failed: Operation not supported\n"},
 			{[]string{"mckey", "-m", "239.1.1.1", "-b", "10.0.0.2"}, "rocelab librdmacm: rdma_resolve_addr of a multicast address (multicast) is not supported\n"},
 		} {
 			out, err := l.exec("h2", tc.argv...).CombinedOutput()
