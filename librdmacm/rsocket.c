@@ -1095,9 +1095,10 @@ static short revents_now(struct rsock *rs, short events)
 	return r & (events | POLLHUP | POLLERR);
 }
 
-/* wait_fd is the descriptor whose readiness may change an rsocket's revents; arms the
- * CQ so that the next completion makes it readable. */
-static int wait_fd(struct rsock *rs)
+/* wait_fd is the descriptor whose readiness may change an rsocket's revents; it arms
+ * the CQ so that the next completion makes it readable, setting *armed_now if the CQ
+ * was not armed (completions before that made no event: look again before sleeping). */
+static int wait_fd(struct rsock *rs, int *armed_now)
 {
 	int fd = -1;
 	pthread_mutex_lock(&rs->mu);
@@ -1107,6 +1108,7 @@ static int wait_fd(struct rsock *rs)
 		if (!rs->armed) {
 			ibv_req_notify_cq(rs->cq, 0);
 			rs->armed = 1;
+			*armed_now = 1;
 		}
 		fd = rs->ch->fd;
 	}
@@ -1128,7 +1130,7 @@ int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 		return fail(ENOMEM);
 	int64_t deadline = timeout > 0 ? now_ms() + timeout : 0;
 	int ret;
-	for (int armed = 0;;) {
+	for (;;) {
 		ret = 0;
 		for (nfds_t i = 0; i < nfds; i++) {
 			struct rsock *rs = lookup(fds[i].fd);
@@ -1145,16 +1147,16 @@ int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 		}
 		if (ret || timeout == 0)
 			break;
-		if (!armed) {
-			/* arm, then look again: a completion before arming makes no event */
-			for (nfds_t i = 0; i < nfds; i++) {
-				struct rsock *rs = lookup(fds[i].fd);
-				w[i] = (struct pollfd){.fd = rs ? wait_fd(rs) : fds[i].fd,
-						       .events = rs ? POLLIN : fds[i].events};
-			}
-			armed = 1;
-			continue;
+		/* sleep only on armed CQs: a look above may have taken an event (and so
+		 * disarmed its CQ) without making the rsocket ready */
+		int armed_now = 0;
+		for (nfds_t i = 0; i < nfds; i++) {
+			struct rsock *rs = lookup(fds[i].fd);
+			w[i] = (struct pollfd){.fd = rs ? wait_fd(rs, &armed_now) : fds[i].fd,
+					       .events = rs ? POLLIN : fds[i].events};
 		}
+		if (armed_now)
+			continue;
 		int left = -1;
 		if (timeout > 0 && (left = deadline - now_ms()) < 0)
 			left = 0;
@@ -1167,7 +1169,6 @@ int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)
 			ret = 0;
 			break;
 		}
-		armed = 0; /* the events taken, arm again before the next sleep */
 	}
 	free(w);
 	return ret;
@@ -1228,7 +1229,8 @@ static int copy_addr(const struct sockaddr *a, struct sockaddr *addr, socklen_t 
 	if (!addrlen || (!addr && *addrlen))
 		return fail(EFAULT);
 	socklen_t len = a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-	memcpy(addr, a, *addrlen < len ? *addrlen : len);
+	if (addr)
+		memcpy(addr, a, *addrlen < len ? *addrlen : len);
 	*addrlen = len;
 	return 0;
 }
