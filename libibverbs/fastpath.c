@@ -70,7 +70,7 @@ static int put_inline(struct rl_qp *qp, struct rl_send_wqe *w, const struct ibv_
 	size_t total = 0;
 	for (int i = 0; i < n; i++)
 		total += sgl[i].length;
-	if (total > qp->max_inline)
+	if (total > qp->cap.max_inline_data) /* what the QP was granted; slots are rounded up */
 		return EINVAL;
 	uint8_t *slot = qp->inline_buf + (size_t)(qp->sq.prod & (qp->sq.ring.cap - 1)) * qp->max_inline, *p = slot;
 	for (int i = 0; i < n; i++) {

@@ -596,9 +596,9 @@ static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr,
 	}
 	pthread_spin_init(&qp->sq.lock, PTHREAD_PROCESS_PRIVATE);
 	pthread_spin_init(&qp->rq.lock, PTHREAD_PROCESS_PRIVATE);
-	/* rxe (rxe_qp_init_req) grants the room of the send SGEs as inline data too, at
-	 * least 16 bytes per SGE: rdma_xclient posts 16 bytes inline on a QP that asked for
-	 * none and one SGE. */
+	/* rxe (rxe_qp_init_req) grants as inline data the larger of what was asked and the
+	 * room of the send SGEs, 16 bytes each: rdma_xclient posts 16 bytes inline on a QP
+	 * that asked for none and one SGE. */
 	uint32_t inl = k->max_inline_data, sge_room = k->max_send_sge * (uint32_t)sizeof(struct ibv_sge);
 	if (inl < sge_room)
 		inl = sge_room < RL_MAX_INLINE ? sge_room : RL_MAX_INLINE;
@@ -621,7 +621,7 @@ static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr,
 	pthread_cond_init(&q->cond, NULL);
 	qp->cap = (struct ibv_qp_cap){.max_send_wr = r.max_send_wr, .max_recv_wr = srq ? 0 : r.max_recv_wr,
 				      .max_send_sge = r.max_send_sge, .max_recv_sge = srq ? 0 : r.max_recv_sge,
-				      .max_inline_data = qp->max_inline};
+				      .max_inline_data = inl};
 	qp->sig_all = attr->sq_sig_all;
 	*k = qp->cap;
 	qp->qpx.comp_mask = send_ops ? IBV_QP_INIT_ATTR_SEND_OPS_FLAGS : 0;

@@ -915,8 +915,11 @@ int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event *
 		if (n < 0)
 			return -1; /* EAGAIN: no event and a non-blocking fd */
 		struct rl_handle h = {.handle = c->h};
-		if (call(RL_OP_CM_GET_EVENT, &h, sizeof(h), &resp, sizeof(resp), -1) < 0)
+		if (call(RL_OP_CM_GET_EVENT, &h, sizeof(h), &resp, sizeof(resp), -1) < 0) {
+			if (errno == EINVAL)
+				continue; /* a token whose event went with its identifier (rdma_migrate_id) */
 			return -1;
+		}
 		x = find_id(c, w->id);
 		if (x || w->type == RDMA_CM_EVENT_CONNECT_REQUEST)
 			break;

@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/ib.h>
 #include <netdb.h>
 #include <rdma/rdma_cma.h>
@@ -394,6 +395,25 @@ static int client(const char *addr, const char *port)
 	      "rdma_post_read of the server's rdma_reg_read region");
 	CHECK(rdma_post_send(id, NULL, out, sizeof(out), mr, 0) == 0 && rdma_get_send_comp(id, &wc) == 1,
 	      "a SEND after the WRITE");
+
+	/* rdma_migrate_id takes the identifier's queued events along (the kernel's
+	 * ucma_move_events): ADDR_RESOLVED, queued on ch1, is ch2's; ch1 has none. */
+	struct rdma_event_channel *ch1 = rdma_create_event_channel(), *ch2 = rdma_create_event_channel();
+	struct rdma_cm_id *m;
+	struct rdma_cm_event *mev = NULL;
+	struct sockaddr_in to = v4(addr, 9);
+	CHECK(ch1 && ch2 && rdma_create_id(ch1, &m, NULL, RDMA_PS_TCP) == 0 && rdma_resolve_addr(m, NULL, SA(to), 2000) == 0 &&
+		      rdma_migrate_id(m, ch2) == 0 && rdma_get_cm_event(ch2, &mev) == 0 &&
+		      mev->event == RDMA_CM_EVENT_ADDR_RESOLVED && mev->id == m,
+	      "rdma_migrate_id moves a queued event to the new channel");
+	if (mev)
+		rdma_ack_cm_event(mev);
+	errno = 0;
+	CHECK(fcntl(ch1->fd, F_SETFL, O_NONBLOCK) == 0 && rdma_get_cm_event(ch1, &mev) == -1 && errno == EAGAIN,
+	      "the old channel has no event left: EAGAIN");
+	rdma_destroy_id(m);
+	rdma_destroy_event_channel(ch1);
+	rdma_destroy_event_channel(ch2);
 
 	/* The ephemeral port the server got, with an identifier migrated to a channel. */
 	char port2[8];
