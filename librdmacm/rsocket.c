@@ -129,6 +129,7 @@ struct rsock {
 	 * peer's RDMA WRITE may be landing in target while we read it */
 	struct rs_sge sgl[RS_SGL_SIZE];
 	int target_sge, sgl_in;
+	struct rs_iomap *peer_iomaps; /* the peer's mappings, copied from target likewise */
 	struct rs_sge remote_sgl, remote_iomap;
 	int remote_sge;
 	uint16_t sseq_no, sseq_comp, rseq_no, rseq_comp;
@@ -254,6 +255,7 @@ static void rs_free(struct rsock *rs)
 	free(rs->sbuf);
 	free(rs->rbuf);
 	free(rs->target);
+	free(rs->peer_iomaps);
 	free(rs->rmsg);
 	if (rs->index >= 0)
 		remove_fd(rs->index);
@@ -312,7 +314,7 @@ static int create_ep(struct rsock *rs)
 		return fail(ENOMEM);
 	size_t tlen = sizeof(struct rs_sge) * RS_SGL_SIZE + sizeof(struct rs_iomap) * rs->iomap_size;
 	if (!(rs->sbuf = malloc(rs->sbuf_size)) || !(rs->rbuf = malloc(rs->rbuf_size)) ||
-	    !(rs->target = calloc(1, tlen)))
+	    !(rs->target = calloc(1, tlen)) || !(rs->peer_iomaps = calloc(rs->iomap_size + 1, sizeof(struct rs_iomap))))
 		return fail(ENOMEM);
 	if (!(rs->smr = ibv_reg_mr(id->pd, rs->sbuf, rs->sbuf_size, IBV_ACCESS_LOCAL_WRITE)) ||
 	    !(rs->rmr = ibv_reg_mr(id->pd, rs->rbuf, rs->rbuf_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)) ||
@@ -474,6 +476,10 @@ static void poll_cq(struct rsock *rs)
 				}
 				break;
 			case RS_OP_IOMAP_SGL: /* the peer wrote one of our iomap slots */
+				if (rs_msg_data(msg) < rs->iomap_size)
+					rs->peer_iomaps[rs_msg_data(msg)] =
+						((struct rs_iomap *)(rs->target + RS_SGL_SIZE))[rs_msg_data(msg)];
+				break;
 			case RS_OP_WRITE:
 				break;
 			case RS_OP_CTRL:
@@ -1540,12 +1546,12 @@ int riounmap(int socket, void *buf, size_t len)
 	return fail(EINVAL);
 }
 
-/* find_iomap is the peer's mapping that holds offset, in the slots it wrote. */
+/* find_iomap is the peer's mapping that holds offset, among those whose IOMAP_SGL
+ * message has completed. */
 static struct rs_iomap *find_iomap(struct rsock *rs, off_t offset)
 {
-	struct rs_iomap *slots = (struct rs_iomap *)(rs->target + RS_SGL_SIZE);
 	for (int i = 0; i < rs->iomap_size; i++) {
-		struct rs_iomap *m = &slots[i];
+		struct rs_iomap *m = &rs->peer_iomaps[i];
 		if (m->sge.length && (uint64_t)offset >= m->offset && (uint64_t)offset < m->offset + m->sge.length)
 			return m;
 	}
