@@ -220,7 +220,7 @@ static struct rsock *rs_alloc(const struct rsock *parent, int domain)
 		rs->keepalive = parent->keepalive;
 		rs->nodelay = parent->nodelay;
 		rs->oobinline = parent->oobinline;
-		rs->fd_flags = parent->fd_flags;
+		/* O_NONBLOCK is not inherited, as accept(2)'s */
 	} else {
 		/* rdma-core's defaults */
 		rs->sq_size = rs->rq_size = 384;

@@ -122,13 +122,13 @@ func rcopyPair(t *testing.T, l *ibverbsLab, srv, cli, addr, port string) {
 // kernel's TCP through the TAPs is the comparison, logged with the rsockets one.
 func TestRspreload(t *testing.T) {
 	l := newRsocketLab(t)
-	for _, w := range []struct{ name, addr, socat, listen string }{
+	for i, w := range []struct{ name, addr, socat, listen string }{
 		{"ipv4", "10.0.0.1", "TCP:10.0.0.1", "TCP-LISTEN"},
 		{"ipv6", "fd00::1", "TCP6:[fd00::1]", "TCP6-LISTEN"},
 	} {
 		t.Run(w.name, func(t *testing.T) {
-			kernel := iperf(t, l, w.addr, false)
-			rdma := iperf(t, l, w.addr, true)
+			kernel := iperf(t, l, w.addr, false, strconv.Itoa(5301+2*i))
+			rdma := iperf(t, l, w.addr, true, strconv.Itoa(5302+2*i))
 			t.Logf("iperf3 h2 -> h1 (%s), 3 s: rsockets %.2f Gb/s, kernel TCP through the TAP %.2f Gb/s",
 				w.name, rdma/1e9, kernel/1e9)
 
@@ -142,8 +142,9 @@ func TestRspreload(t *testing.T) {
 			// socat's OPEN: and CREATE: addresses crash under librspreload.so with
 			// Debian's own librdmacm as well; the shell's redirections do the files.
 			before := l.traffic(t)
-			l.cmPair(t, "h1", []string{"sh", "-c", fmt.Sprintf("LD_PRELOAD=%s socat -u %s:7471,reuseaddr STDOUT > %s", preload, w.listen, dst)},
-				"h2", []string{"sh", "-c", fmt.Sprintf("LD_PRELOAD=%s socat -u STDIN %s:7471 < %s", preload, w.socat, src)})
+			port := 7471 + i
+			l.cmPair(t, "h1", []string{"sh", "-c", fmt.Sprintf("LD_PRELOAD=%s socat -u %s:%d,reuseaddr STDOUT > %s", preload, w.listen, port, dst)},
+				"h2", []string{"sh", "-c", fmt.Sprintf("LD_PRELOAD=%s socat -u STDIN %s:%d < %s", preload, w.socat, port, src)})
 			after := l.traffic(t)
 			got, err := os.ReadFile(dst)
 			if err != nil || !bytes.Equal(got, data) {
@@ -192,18 +193,27 @@ func (a traffic) checkRDMA(t *testing.T, what string, b traffic, n uint64) {
 	}
 }
 
-// iperf runs a 3-second iperf3 from h2 to h1 (under librspreload.so with rsockets) and
-// returns the receiver's bits per second, checking where the data went.
-func iperf(t *testing.T, l *ibverbsLab, addr string, rsockets bool) float64 {
+// iperf runs a 3-second iperf3 from h2 to h1 on port (under librspreload.so with
+// rsockets) and returns the receiver's bits per second, checking where the data went.
+// Each run has a port of its own: a stopped server lives on until the lab goes down,
+// and librspreload's client, refused by the rsockets server not listening yet, would
+// try the kernel's TCP and find an earlier kernel server there.
+func iperf(t *testing.T, l *ibverbsLab, addr string, rsockets bool, port string) float64 {
 	t.Helper()
-	srv := []string{"iperf3", "-s", "-1", "-p", "5301"}
-	cli := []string{"iperf3", "-c", addr, "-p", "5301", "-t", "3", "-J"}
+	env := ""
+	srv := []string{"iperf3", "-s", "-p", port}
 	if rsockets {
+		env = "LD_PRELOAD=" + preload + " "
 		srv = append([]string{"env", "LD_PRELOAD=" + preload}, srv...)
-		cli = append([]string{"env", "LD_PRELOAD=" + preload}, cli...)
 	}
+	// iperf3 -J exits 0 when it cannot connect (the error is in the JSON): fail then,
+	// so that cmRun starts the client again while the server is not listening yet.
+	cli := []string{"sh", "-c", fmt.Sprintf(`out=$(%siperf3 -c %s -p %s -t 3 -J); echo "$out"; `+
+		`case "$out" in *"unable to connect to server"*) exit 1;; esac`, env, addr, port)}
+	// The client's JSON has both ends' numbers, so the server is stopped once the
+	// client is done (iperf3 -s -1 twice did not exit within 30 s of its client's end).
 	before := l.traffic(t)
-	_, out := l.cmPair(t, "h1", srv, "h2", cli)
+	out := l.cmServing(t, "h1", srv, "h2", cli)
 	after := l.traffic(t)
 	var r struct {
 		End struct {
