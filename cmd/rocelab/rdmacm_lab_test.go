@@ -210,7 +210,7 @@ func TestLibrdmacm(t *testing.T) {
 			argv []string
 			want string
 		}{
-			{[]string{"rstream", "-s", "10.0.0.1"}, "rocelab librdmacm: rsocket is not supported\nrsocket failed: Function not implemented\n"},
+			{[]string{"udpong", "-s", "10.0.0.1"}, "rocelab librdmacm: rsocket SOCK_DGRAM is not supported\nrsocket failed: Operation not supported\n"},
 		} {
 			out, err := l.exec("h2", tc.argv...).CombinedOutput()
 			if x, ok := err.(*exec.ExitError); !ok || x.ExitCode() < 1 || x.ExitCode() > 255 {
