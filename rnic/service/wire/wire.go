@@ -61,13 +61,16 @@ const (
 	OpResizeCQ          Op = 24 // answered by RingResp with the new ring's memfd
 	OpResizeSRQ         Op = 25 // answered by RingResp with the new ring's memfd
 	OpReregMR           Op = 26
-	opMax               Op = 27
+	OpAllocMW           Op = 27 // answered by MWResp
+	OpDeallocMW         Op = 28
+	opMax               Op = 29
 )
 
 var opNames = [...]string{"", "HELLO", "QUERY_DEVICE", "QUERY_PORT", "QUERY_GID", "ALLOC_PD", "DEALLOC_PD",
 	"REG_MR", "DEREG_MR", "CREATE_COMP_CHANNEL", "DESTROY_COMP_CHANNEL", "CREATE_CQ", "DESTROY_CQ",
 	"CREATE_SRQ", "MODIFY_SRQ", "DESTROY_SRQ", "CREATE_AH", "DESTROY_AH", "CREATE_QP", "MODIFY_QP",
-	"QUERY_QP", "DESTROY_QP", "ASYNC_FD", "GET_ASYNC_EVENT", "RESIZE_CQ", "RESIZE_SRQ", "REREG_MR"}
+	"QUERY_QP", "DESTROY_QP", "ASYNC_FD", "GET_ASYNC_EVENT", "RESIZE_CQ", "RESIZE_SRQ", "REREG_MR",
+	"ALLOC_MW", "DEALLOC_MW"}
 
 // String returns the operation's name, for logs and errors.
 func (o Op) String() string {
@@ -314,6 +317,13 @@ type RegMR struct {
 
 // MRResp answers RegMR.
 type MRResp struct{ Handle, LKey, RKey uint32 }
+
+// AllocMW allocates a memory window of Type (ibv_mw_type: 1 or 2) in PD. The client
+// binds it by posting a BIND_MW send WQE naming its rkey.
+type AllocMW struct{ PD, Type uint32 }
+
+// MWResp answers AllocMW: the window's handle and initial rkey.
+type MWResp struct{ Handle, RKey uint32 }
 
 // CreateCQ creates a CQ of at least CQE entries bound to completion channel Channel
 // (0: none). The response carries the CQ ring's memfd.

@@ -18,7 +18,7 @@ var bodies = map[Op][]any{
 	OpCreateQP: {&CreateQP{PD: 1, SendCQ: 2, RecvCQ: 2, Type: 2, MaxSendWR: 8}, &QPResp{Handle: 3, QPN: 17}},
 	OpModifyQP: {&ModifyQP{Handle: 3, Mask: 1, Attr: QPAttr{State: 1, PathMTU: 4096}}}, OpQueryQP: {&QPAttr{DestQPN: 9}},
 	OpGetAsyncEvent: {&AsyncEvent{Type: 15, Handle: 7}}, OpResizeCQ: {&Resize{2, 100}}, OpResizeSRQ: {&Resize{3, 50}},
-	OpReregMR: {&ReregMR{Handle: 1, PD: 2, ChangePD: 1}},
+	OpReregMR: {&ReregMR{Handle: 1, PD: 2, ChangePD: 1}}, OpAllocMW: {&AllocMW{PD: 1, Type: 2}, &MWResp{4, 0x1234}},
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -65,6 +65,14 @@ func TestWQEs(t *testing.T) {
 	}
 	if _, ok := GetSendWQE(e, &got, sgl[:1]); ok {
 		t.Error("2 SGEs decoded into room for 1")
+	}
+	bind := qp.SendWR{WRID: 2, Opcode: qp.WRBindMW, Flags: qp.SendSignaled, Bind: qp.MWBind{MWRKey: 0x1234, NewRKey: 0x1235,
+		MRLKey: 0x5678, Addr: 1 << 40, Length: 4096, Access: qp.AccessRemoteRead | qp.AccessRemoteWrite}}
+	if !PutSendWQE(e, &bind, 0) {
+		t.Fatal("put bind")
+	}
+	if _, ok := GetSendWQE(e, &got, sgl); !ok || got.Opcode != qp.WRBindMW || got.Bind != bind.Bind || len(got.SGL) != 0 {
+		t.Fatalf("bind WQE: %+v, want %+v", got.Bind, bind.Bind)
 	}
 	wc := qp.WC{WRID: 1, Status: 2, Opcode: 3, VendorErr: 4, ByteLen: 5, Imm: 6, QPNum: 7, SrcQP: 8, Flags: 9, PKeyIndex: 10}
 	c := make([]byte, CQESize)
