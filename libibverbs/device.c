@@ -434,7 +434,9 @@ static void fill_device_attr(struct rl_context *ctx, struct ibv_device_attr *a)
 	a->vendor_id = 0xFFFFFF; /* rxe's */
 	a->max_qp = d->max_qp;
 	a->max_qp_wr = d->max_qp_wr;
-	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_PORT_ACTIVE_EVENT;
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_PORT_ACTIVE_EVENT |
+			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+	a->max_mw = 65536;
 	a->max_sge = d->max_sge;
 	a->max_sge_rd = d->max_sge;
 	a->max_cq = d->max_qp;

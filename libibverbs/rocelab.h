@@ -69,6 +69,11 @@ struct rl_mr {
 	uint32_t h;
 };
 
+struct rl_mw {
+	struct ibv_mw mw;
+	uint32_t h;
+};
+
 struct rl_cq;
 
 struct rl_channel {

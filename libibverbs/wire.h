@@ -44,6 +44,8 @@ enum rl_op {
 	RL_OP_RESIZE_CQ = 24,	    /* rl_resize; answered by rl_ring_resp and the new ring's memfd */
 	RL_OP_RESIZE_SRQ = 25,	    /* the same for an SRQ */
 	RL_OP_REREG_MR = 26,
+	RL_OP_ALLOC_MW = 27,	/* rl_alloc_mw; answered by rl_mw_resp */
+	RL_OP_DEALLOC_MW = 28,	/* rl_handle */
 };
 
 /* Status codes of a response header (wire.Code). */
@@ -125,6 +127,14 @@ struct RL_PACKED rl_reg_mr {
 
 struct RL_PACKED rl_mr_resp {
 	uint32_t handle, lkey, rkey;
+};
+
+struct RL_PACKED rl_alloc_mw {
+	uint32_t pd, type;
+};
+
+struct RL_PACKED rl_mw_resp {
+	uint32_t handle, rkey;
 };
 
 struct RL_PACKED rl_create_cq {

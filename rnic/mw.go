@@ -129,8 +129,6 @@ func (v *memView) BindMW(b *qp.MWBind) error {
 		return errorf(qp.ErrInvalidKey, "bind: type 2 MW %#x is already bound", w.rkey)
 	case w.typ == MWType2 && mr == nil: // o10-37.2.40
 		return errorf(qp.ErrInvalidKey, "bind: type 2 MW %#x needs an MR and a length", w.rkey)
-	case b.Access&^(qp.AccessRemoteWrite|qp.AccessRemoteRead|qp.AccessRemoteAtomic) != 0:
-		return errorf(qp.ErrAccessDenied, "bind: access %#x is not remote access", b.Access)
 	case mr == nil:
 	case mr.access&qp.AccessMWBind == 0: // C10-73
 		return errorf(qp.ErrAccessDenied, "bind: MR %#x does not grant MW_BIND", mr.lkey)
