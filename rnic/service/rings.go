@@ -15,6 +15,7 @@ import (
 
 type sPD struct{ pd *rnic.PD }
 type sMR struct{ mr *rnic.MR }
+type sMW struct{ mw *rnic.MW }
 type sAH struct{ ah *rnic.AH }
 
 // sChannel is a client's completion channel: the eventfd the client waits on.
@@ -283,6 +284,10 @@ func sendOpcode(op qp.WROpcode) qp.WCOpcode {
 		return qp.WCCompareSwap
 	case qp.WRFetchAdd:
 		return qp.WCFetchAdd
+	case qp.WRBindMW:
+		return qp.WCBindMW
+	case qp.WRLocalInv:
+		return qp.WCLocalInv
 	}
 	return qp.WCSend
 }
