@@ -26,7 +26,7 @@ func init() {
 
 // newRsocketLab is newRDMACMLab for the rsockets programs: rdmacm-utils' rstream,
 // riostream and rcopy, and iperf3 and socat under librspreload.so.
-func newRsocketLab(t *testing.T) *ibverbsLab {
+func newRsocketLab(t testing.TB) *ibverbsLab {
 	for _, p := range []string{"rstream", "riostream", "rcopy", "iperf3", "socat", "unshare"} {
 		if _, err := exec.LookPath(p); err != nil {
 			t.Skipf("%s is not installed (make deps-system installs rdmacm-utils, iperf3 and socat as root)", p)
@@ -159,7 +159,7 @@ func TestRspreload(t *testing.T) {
 // kernel frames.
 type traffic struct{ rdma, tap uint64 }
 
-func (l *ibverbsLab) traffic(t *testing.T) traffic {
+func (l *ibverbsLab) traffic(t testing.TB) traffic {
 	t.Helper()
 	h := l.rnicStats(t, "h2")
 	// /proc/net/dev is the namespace's (sysfs is the machine's): "tap: rx_bytes ...
@@ -184,7 +184,7 @@ func (l *ibverbsLab) traffic(t *testing.T) traffic {
 
 // checkRDMA checks that n bytes left h2 as RDMA payload and not through its TAP
 // (ARP/NDP and the like aside).
-func (a traffic) checkRDMA(t *testing.T, what string, b traffic, n uint64) {
+func (a traffic) checkRDMA(t testing.TB, what string, b traffic, n uint64) {
 	t.Helper()
 	rdma, tap := a.rdma-b.rdma, a.tap-b.tap
 	t.Logf("%s: %d bytes of data, h2's RNIC sent %d bytes of RDMA payload, its TAP %d bytes", what, n, rdma, tap)
@@ -198,7 +198,7 @@ func (a traffic) checkRDMA(t *testing.T, what string, b traffic, n uint64) {
 // Each run has a port of its own: a stopped server lives on until the lab goes down,
 // and librspreload's client, refused by the rsockets server not listening yet, would
 // try the kernel's TCP and find an earlier kernel server there.
-func iperf(t *testing.T, l *ibverbsLab, addr string, rsockets bool, port string) float64 {
+func iperf(t testing.TB, l *ibverbsLab, addr string, rsockets bool, port string) float64 {
 	t.Helper()
 	env := ""
 	srv := []string{"iperf3", "-s", "-p", port}
@@ -232,4 +232,52 @@ func iperf(t *testing.T, l *ibverbsLab, addr string, rsockets bool, port string)
 		t.Errorf("iperf3 over the kernel's TCP sent %d bytes, h2's TAP only %d", r.End.Sent.Bytes, tap)
 	}
 	return r.End.Received.BitsPerSecond
+}
+
+// BenchmarkLabRsockets measures, between h1 and h2 of one lab in one run, iperf3 under
+// librspreload.so (rsockets) against iperf3 over the kernel's TCP through the TAPs, and
+// rstream's bandwidth (64 KiB transfers) and latency (64 B ping-pong, half a round
+// trip) against perftest's ib_write_bw and ib_send_lat on the same RNICs.
+func BenchmarkLabRsockets(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("lab benchmarks need root (namespaces and TAPs)")
+	}
+	l := newRsocketLab(b)
+	// rstream's row for a custom size: custom, bytes, xfers, iters, total, time,
+	// Gb/sec, usec/xfer.
+	rstream := func(args ...string) []string {
+		args = append([]string{"rstream"}, args...)
+		srv, cli := l.cmPair(b, "h1", args, "h2", append(args, "-s", "10.0.0.1"))
+		fmt.Print(srv, cli)
+		f := strings.Fields(lastLine(cli))
+		if len(f) != 8 || f[0] != "custom" {
+			b.Fatalf("rstream %v printed no result:\n%s", args, cli)
+		}
+		return f
+	}
+	perftest := func(tool string, args ...string) string {
+		_, out := l.pair(b, pingpongPort, "h1", append([]string{tool}, args...), "h2", append([]string{tool}, args...), "10.0.0.1")
+		fmt.Print(out)
+		return out
+	}
+	port := 7700
+	for b.Loop() {
+		port += 2
+		rs := iperf(b, l, "10.0.0.1", true, strconv.Itoa(port))
+		tcp := iperf(b, l, "10.0.0.1", false, strconv.Itoa(port+1))
+		bw, lat := rstream("-S", "65536", "-C", "1000"), rstream("-S", "64", "-C", "1", "-I", "1000")
+		rsBW, errBW := strconv.ParseFloat(bw[6], 64)
+		rsLat, errLat := strconv.ParseFloat(lat[7], 64)
+		realBW, okBW := tableValue(perftest("ib_write_bw", "-x", "1", "-s", "65536", "-n", "5000", "--report_gbits"), "65536", 3)
+		realLat, okLat := tableValue(perftest("ib_send_lat", "-x", "1", "-s", "64", "-n", "5000"), "64", 4)
+		if errBW != nil || errLat != nil || !okBW || !okLat {
+			b.Fatal("a tool printed no result")
+		}
+		b.ReportMetric(rs/1e9, "iperf3-rsockets-Gb/s")
+		b.ReportMetric(tcp/1e9, "iperf3-tcp-Gb/s")
+		b.ReportMetric(rsBW, "rstream-Gb/s")
+		b.ReportMetric(rsLat, "rstream-64B-µs")
+		b.ReportMetric(realBW, "ib-write-Gb/s")
+		b.ReportMetric(realLat, "ib-send-lat-µs")
+	}
 }
