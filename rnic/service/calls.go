@@ -206,6 +206,13 @@ func (c *conn) allocMW(body []byte) (any, int, error) {
 }
 
 func (c *conn) createCompChannel(body []byte, fd int) (any, int, error) {
+	return c.addEventFD(body, fd, &sChannel{fd: fd})
+}
+
+// addEventFD adds o, the object of the eventfd a call carried (a completion channel's
+// or a CM event channel's), charged as one descriptor; the descriptor is closed if the
+// call fails.
+func (c *conn) addEventFD(body []byte, fd int, o any) (any, int, error) {
 	if err := wire.DecodeBody(body, &struct{}{}); err != nil {
 		unix.Close(fd)
 		return nil, -1, err
@@ -214,7 +221,7 @@ func (c *conn) createCompChannel(body []byte, fd int) (any, int, error) {
 		unix.Close(fd)
 		return nil, -1, err
 	}
-	hd, err := c.add(&sChannel{fd: fd})
+	hd, err := c.add(o)
 	if err != nil {
 		unix.Close(fd)
 	}
