@@ -25,7 +25,7 @@ func (f *fakeLab) Start(string, *exec.Cmd) error                       { return 
 
 func threeHosts() LabStatus {
 	return LabStatus{Name: "x", Topology: "/nonexistent.yaml", CongestionControl: "hpcc", Telemetry: "int",
-		Hosts: []LabHost{{"h1", "10.0.0.1"}, {"h2", "10.0.0.2"}, {"h3", "10.0.0.3"}},
+		Hosts:    []LabHost{{"h1", "10.0.0.1"}, {"h2", "10.0.0.2"}, {"h3", "10.0.0.3"}},
 		Switches: []LabSwitch{{Name: "s1", Ports: []LabPort{{"s1:p0", "h1", "10G"}, {"s1:p1", "h2", "10G"}, {"s1:p2", "h3", "10G"}}}},
 	}
 }

@@ -57,10 +57,10 @@ type wq struct {
 	// sq_sig_all); owed counts them, the completions the CQ must still find room for.
 	signaled []bool
 	owed     uint32
-	sgl    []qp.SGE
-	send   qp.SendWR // scratch: the QP copies the WR (and keeps its SGL, a slot's)
-	recv   qp.RecvWR
-	broken bool
+	sgl      []qp.SGE
+	send     qp.SendWR // scratch: the QP copies the WR (and keeps its SGL, a slot's)
+	recv     qp.RecvWR
+	broken   bool
 }
 
 // Tags: the two top bits say which ring, the low 32 the index.

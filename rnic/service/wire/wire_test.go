@@ -20,7 +20,7 @@ var bodies = map[Op][]any{
 	OpGetAsyncEvent: {&AsyncEvent{Type: 15, Handle: 7}}, OpResizeCQ: {&Resize{2, 100}}, OpResizeSRQ: {&Resize{3, 50}},
 	OpReregMR: {&ReregMR{Handle: 1, PD: 2, ChangePD: 1}}, OpAttachMcast: {&Mcast{Handle: 1, GID: [16]byte{0xff, 0x0e}}},
 	OpDetachMcast: {&Mcast{Handle: 2}},
-	OpAllocMW: {&AllocMW{PD: 1, Type: 2}, &MWResp{4, 0x1234}},
+	OpAllocMW:     {&AllocMW{PD: 1, Type: 2}, &MWResp{4, 0x1234}},
 }
 
 func TestRoundTrip(t *testing.T) {
