@@ -141,20 +141,16 @@ func cases() []interopCase {
 	// rdma_get_*_comp) in h1 on rocelab's librdmacm.so.1 against the same on rxe's
 	// rdma-core, both ways. Neither server listens on a TCP socket.
 	const rstream = " -S 4096 -C 200"
-	// A server in the VM stays up a second after it ends, as a peer machine would, so
-	// that its CM answers the client's DREQ: powered off at once, it left rdma_client's
-	// synchronous rdma_disconnect waiting out the DREQ's retries.
-	linger := func(cmd string) string { return "(" + cmd + "; r=$?; sleep 1; exit $r)" }
 	out = append(out,
 		interopCase{name: "real-rstream-client-ipv4", expect: rstreamResult,
-			server: side{inVM: true, cmd: linger("rstream" + rstream)}, vmListening: rxeCMListening,
+			server: side{inVM: true, cmd: "rstream" + rstream}, vmListening: rxeCMListening,
 			client: side{cmd: "rstream -s " + vmIPv4 + rstream, real: true}},
 		interopCase{name: "real-rstream-server-ipv4", expect: rstreamResult,
 			server: side{cmd: "rstream" + rstream, real: true},
 			client: side{inVM: true, cmd: "i=0; until rstream -s " + h1IPv4 + rstream +
 				"; do i=$((i+1)); [ $i -ge 50 ] && exit 1; sleep 0.1; done"}},
 		interopCase{name: "real-rdma_client-ipv4", expect: rdmaVerbsResult,
-			server: side{inVM: true, cmd: linger("rdma_server")}, vmListening: rxeCMListening,
+			server: side{inVM: true, cmd: "rdma_server"}, vmListening: rxeCMListening,
 			client: side{cmd: "rdma_client -s " + vmIPv4, real: true}},
 		interopCase{name: "real-rdma_server-ipv4", expect: rdmaVerbsResult,
 			server: side{cmd: "rdma_server", real: true},
