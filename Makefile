@@ -108,7 +108,7 @@ unit:
 	$(GO) test -race -count=1 $(PKGS)
 	$(GO) test -count=1 -run 'RealTime|^TestGoldenOutputs$$' -skip '$(REALTIME_ALONE)' ./experiment/ ./cmd/rocelab/
 	$(GO) test -p 1 -count=1 -v -run '$(REALTIME_ALONE)' ./experiment/ ./cmd/rocelab/
-	@# -v streams each interop case as it passes or fails (70 cases, ~6.5 min in all)
+	@# -v streams each interop case as it passes or fails (76 cases, ~7 min in all)
 	$(GO) test -count=1 -timeout 30m -v -run 'TestInteropRXE' ./conformance/interop/
 	$(GO) test -count=1 -run '^(TestDataPathAllocs|TestDataPathAllocatesNothing|TestFlood.*)$$' ./rnic/ ./rnic/verbs/
 	$(GO) test -count=1 -run 'All$$' ./apps/perftest/

@@ -375,6 +375,9 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ops->post_send = rl_post_send;
 	ops->post_recv = rl_post_recv;
 	ops->post_srq_recv = rl_post_srq_recv;
+	ops->alloc_mw = rl_alloc_mw;
+	ops->dealloc_mw = rl_dealloc_mw;
+	ops->bind_mw = rl_bind_mw;
 	rl_fatal_start(ctx);
 	return c;
 fail:
@@ -443,7 +446,9 @@ static void fill_device_attr(struct rl_context *ctx, struct ibv_device_attr *a)
 	a->vendor_id = 0xFFFFFF; /* rxe's */
 	a->max_qp = d->max_qp;
 	a->max_qp_wr = d->max_qp_wr;
-	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_PORT_ACTIVE_EVENT;
+	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_PORT_ACTIVE_EVENT |
+			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+	a->max_mw = 65536;
 	a->max_sge = d->max_sge;
 	a->max_sge_rd = d->max_sge;
 	a->max_cq = d->max_qp;

@@ -85,6 +85,17 @@ static int put_inline(struct rl_qp *qp, struct rl_send_wqe *w, const struct ibv_
 	return 0;
 }
 
+/* put_bind encodes a BIND_MW WQE in the send WQE's fields (wire.h, ring.go): the
+ * window's rkey and its new one, the range, the MR's lkey and the access flags. */
+static void put_bind(struct rl_send_wqe *w, struct ibv_mw *mw, uint32_t rkey, const struct ibv_mw_bind_info *info)
+{
+	w->rkey = mw ? mw->rkey : 0;
+	w->inv_rkey = rkey;
+	w->remote_addr = info->addr;
+	w->compare_add = info->length;
+	w->swap = (uint64_t)(info->mr ? info->mr->lkey : 0) | (uint64_t)info->mw_access_flags << 32;
+}
+
 static int put_send(struct rl_qp *qp, struct ibv_send_wr *wr)
 {
 	struct ibv_qp *q = &qp->qpx.qp_base;
@@ -111,7 +122,11 @@ static int put_send(struct rl_qp *qp, struct ibv_send_wr *wr)
 	case IBV_WR_SEND:
 		break;
 	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_LOCAL_INV:
 		w->inv_rkey = wr->invalidate_rkey;
+		break;
+	case IBV_WR_BIND_MW:
+		put_bind(w, wr->bind_mw.mw, wr->bind_mw.rkey, &wr->bind_mw.bind_info);
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -121,7 +136,7 @@ static int put_send(struct rl_qp *qp, struct ibv_send_wr *wr)
 		w->swap = wr->wr.atomic.swap;
 		break;
 	default:
-		rl_unsupported("ibv_post_send with opcodes other than RDMA WRITE/READ, SEND and atomics (bind MW, local invalidate, TSO)");
+		rl_unsupported("ibv_post_send with opcodes other than RDMA WRITE/READ, SEND, atomics, bind MW and local invalidate (TSO)");
 		return EOPNOTSUPP;
 	}
 	if (q->qp_type == IBV_QPT_UD) {
@@ -591,14 +606,16 @@ static void wr_unsupported(struct ibv_qp_ex *x, const char *verb)
 
 static void wr_bind_mw(struct ibv_qp_ex *x, struct ibv_mw *mw, uint32_t rkey, const struct ibv_mw_bind_info *info)
 {
-	(void)mw, (void)rkey, (void)info;
-	wr_unsupported(x, "ibv_wr_bind_mw");
+	struct rl_send_wqe *w = wr_new(x, IBV_WR_BIND_MW);
+	if (w)
+		put_bind(w, mw, rkey, info);
 }
 
 static void wr_local_inv(struct ibv_qp_ex *x, uint32_t rkey)
 {
-	(void)rkey;
-	wr_unsupported(x, "ibv_wr_local_inv");
+	struct rl_send_wqe *w = wr_new(x, IBV_WR_LOCAL_INV);
+	if (w)
+		w->inv_rkey = rkey;
 }
 
 static void wr_send_tso(struct ibv_qp_ex *x, void *hdr, uint16_t hdr_sz, uint16_t mss)

@@ -71,7 +71,7 @@ int ibv_dealloc_pd(struct ibv_pd *p)
 /* ---- MR ---- */
 
 static const int known_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-				IBV_ACCESS_REMOTE_ATOMIC;
+				IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND;
 
 struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *p, void *addr, size_t length, uint64_t iova, unsigned int access)
 {
@@ -79,7 +79,7 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *p, void *addr, size_t length, uin
 	/* rdma-core drops the optional flags a device does not know (relaxed ordering) */
 	access &= ~IBV_ACCESS_OPTIONAL_RANGE;
 	if (access & ~known_access) {
-		rl_unsupported("ibv_reg_mr with access flags beyond local write, remote read/write/atomic");
+		rl_unsupported("ibv_reg_mr with access flags beyond local write, remote read/write/atomic, MW bind");
 		return NULL;
 	}
 	if (length == 0 || !addr)
@@ -162,6 +162,61 @@ int ibv_dereg_mr(struct ibv_mr *m)
 	int err = rl_call(ctx_of(m->context), RL_OP_DEREG_MR, &h, sizeof(h), NULL, 0, -1, NULL, 0);
 	if (!err)
 		free(mr);
+	return err;
+}
+
+/* ---- memory windows (rxe's: the soft-RNIC binds them in the transport) ---- */
+
+struct ibv_mw *rl_alloc_mw(struct ibv_pd *p, enum ibv_mw_type type)
+{
+	struct rl_pd *pd = (struct rl_pd *)p;
+	struct rl_alloc_mw req = {.pd = pd->h, .type = type};
+	struct rl_mw_resp r;
+	struct rl_mw *mw = calloc(1, sizeof(*mw));
+	if (!mw)
+		return fail_null(ENOMEM);
+	int err = rl_call(ctx_of(p->context), RL_OP_ALLOC_MW, &req, sizeof(req), &r, sizeof(r), -1, NULL, 0);
+	if (err) {
+		free(mw);
+		return fail_null(err);
+	}
+	mw->h = r.handle;
+	mw->mw.context = p->context;
+	mw->mw.pd = p;
+	mw->mw.rkey = r.rkey;
+	mw->mw.handle = r.handle;
+	mw->mw.type = type;
+	return &mw->mw;
+}
+
+int rl_dealloc_mw(struct ibv_mw *m)
+{
+	struct rl_mw *mw = (struct rl_mw *)m;
+	struct rl_handle h = {mw->h};
+	int err = rl_call(ctx_of(m->context), RL_OP_DEALLOC_MW, &h, sizeof(h), NULL, 0, -1, NULL, 0);
+	if (!err)
+		free(mw);
+	return err;
+}
+
+/* bind_mw is rxe's: a type 1 bind is the post of a BIND_MW WR with the next rkey, which
+ * the window takes at once (the caller undoes it if the completion fails). */
+int rl_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b)
+{
+	struct ibv_mw_bind_info *info = &b->bind_info;
+	if (!info->mr && (info->addr || info->length))
+		return EINVAL;
+	if (info->mw_access_flags & IBV_ACCESS_ZERO_BASED)
+		return EINVAL;
+	if (info->mr && info->mr->pd != mw->pd)
+		return EPERM;
+	struct ibv_send_wr wr = {.wr_id = b->wr_id, .opcode = IBV_WR_BIND_MW, .send_flags = b->send_flags}, *bad;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = *info;
+	int err = ibv_post_send(qp, &wr, &bad);
+	if (!err)
+		mw->rkey = wr.bind_mw.rkey;
 	return err;
 }
 
@@ -724,7 +779,7 @@ struct ibv_qp *rl_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 	const uint64_t ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
 			     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
 			     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
-			     IBV_QP_EX_WITH_SEND_WITH_INV;
+			     IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
 	if (ex->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
 					IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
 		rl_unsupported("ibv_create_qp_ex with attributes beyond a PD, create flags and send ops flags");
@@ -738,7 +793,7 @@ struct ibv_qp *rl_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 		return fail_null(EINVAL);
 	uint64_t send_ops = ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS ? ex->send_ops_flags : 0;
 	if (send_ops & ~ops) {
-		rl_unsupported("ibv_create_qp_ex with send ops beyond RDMA, SEND and atomics (bind MW, local invalidate, TSO)");
+		rl_unsupported("ibv_create_qp_ex with send ops beyond RDMA, SEND, atomics, bind MW and local invalidate (TSO)");
 		return NULL;
 	}
 	struct ibv_qp_init_attr a = {.qp_context = ex->qp_context, .send_cq = ex->send_cq, .recv_cq = ex->recv_cq,

@@ -69,6 +69,11 @@ struct rl_mr {
 	uint32_t h;
 };
 
+struct rl_mw {
+	struct ibv_mw mw;
+	uint32_t h;
+};
+
 struct rl_cq;
 
 struct rl_channel {
@@ -147,6 +152,10 @@ void rl_unregister(struct rl_context *ctx, uint32_t h);
 /* the extended verbs' objects (objects.c), installed with the device's ops (device.c) */
 struct ibv_cq_ex *rl_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *attr);
 struct ibv_qp *rl_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *ex);
+/* memory windows (objects.c), the device's alloc_mw, dealloc_mw and bind_mw ops */
+struct ibv_mw *rl_alloc_mw(struct ibv_pd *p, enum ibv_mw_type type);
+int rl_dealloc_mw(struct ibv_mw *m);
+int rl_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *b);
 
 /* memory */
 int rl_share_range(uintptr_t start, uintptr_t end, int *fd);

@@ -47,6 +47,8 @@ enum rl_op {
 	RL_OP_REREG_MR = 26,
 	RL_OP_ATTACH_MCAST = 27, /* rl_mcast */
 	RL_OP_DETACH_MCAST = 28, /* rl_mcast */
+	RL_OP_ALLOC_MW = 29,	/* rl_alloc_mw; answered by rl_mw_resp */
+	RL_OP_DEALLOC_MW = 30,	/* rl_handle */
 };
 
 /* Status codes of a response header (wire.Code). */
@@ -135,6 +137,14 @@ struct RL_PACKED rl_reg_mr {
 
 struct RL_PACKED rl_mr_resp {
 	uint32_t handle, lkey, rkey;
+};
+
+struct RL_PACKED rl_alloc_mw {
+	uint32_t pd, type;
+};
+
+struct RL_PACKED rl_mw_resp {
+	uint32_t handle, rkey;
 };
 
 struct RL_PACKED rl_create_cq {

@@ -1447,10 +1447,6 @@ void rdma_freeaddrinfo(struct rdma_addrinfo *res)
 	}
 }
 
-/* ---- rsockets: none exist here, so every descriptor is the kernel's ---- */
-
-int rpoll(struct pollfd *fds, nfds_t nfds, int timeout) { return poll(fds, nfds, timeout); }
-
 /* ---- multicast ---- */
 
 static uint8_t sgid_index(struct ibv_context *c, const union ibv_gid *gid);

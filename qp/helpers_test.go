@@ -82,6 +82,9 @@ func (m *fakeMem) Invalidate(rkey uint32) error {
 	return nil
 }
 
+// BindMW implements Memory: the fake has no memory windows.
+func (m *fakeMem) BindMW(*MWBind) error { return ErrInvalidKey }
+
 // cqRec records completions.
 type cqRec struct{ wcs []WC }
 

@@ -32,9 +32,13 @@ type Memory interface {
 	Atomic(key uint32, addr uint64, op AtomicOp, need Access) (orig uint64, err error)
 
 	// Invalidate invalidates the memory window or fast-registration MR named by rkey,
-	// for SEND with Invalidate. It returns an error wrapping ErrInvalidKey if the key
-	// cannot be invalidated.
+	// for SEND with Invalidate and LOCAL_INV. It returns an error wrapping
+	// ErrInvalidKey if the key cannot be invalidated.
 	Invalidate(rkey uint32) error
+
+	// BindMW executes a BIND_MW work request when the requester reaches it, in order
+	// with the QP's other work requests. An error fails the request with MW_BIND_ERR.
+	BindMW(b *MWBind) error
 }
 
 // AtomicOp is an atomic operation: CompareSwap stores Swap if the word equals Compare;

@@ -123,6 +123,10 @@ func (q *QP) NextRequest(now int64, buf []byte) (n int, ok bool) {
 		if w == nil {
 			return 0, false
 		}
+		if !w.started && w.wr.Opcode.isLocal() {
+			q.execLocal(w)
+			continue
+		}
 		if !w.started {
 			if q.cfg.Type == UD && w.length > uint32(q.cfg.PortMTU) {
 				q.sendError(w, WCLocLenErr)
@@ -163,6 +167,28 @@ func (q *QP) NextRequest(now int64, buf []byte) (n int, ok bool) {
 		}
 		return n, true
 	}
+}
+
+// execLocal executes a local operation (BIND_MW, LOCAL_INV) at the head of the
+// unstarted WQEs, as rxe_do_local_ops does: it sends nothing, so it is done at once and
+// completes in order after the WQEs before it. A failure fails the WQE (MW_BIND_ERR or
+// LOC_QP_OP_ERR) and takes the QP to ERR like any send error.
+func (q *QP) execLocal(w *sendWQE) {
+	w.started = true
+	var err error
+	status := WCLocQPOpErr
+	if w.wr.Opcode == WRBindMW {
+		err, status = q.cfg.Memory.BindMW(&w.wr.Bind), WCMWBindErr
+	} else {
+		err = q.cfg.Memory.Invalidate(w.wr.InvalidateRKey)
+	}
+	q.sq.next++
+	if err != nil {
+		q.sendError(w, status)
+		return
+	}
+	w.done = true
+	q.retire()
 }
 
 // buildRequest writes the packet of w at psn into buf.

@@ -61,6 +61,7 @@ const (
 	AccessRemoteWrite  Access = 1 << 1 // IBV_ACCESS_REMOTE_WRITE
 	AccessRemoteRead   Access = 1 << 2 // IBV_ACCESS_REMOTE_READ
 	AccessRemoteAtomic Access = 1 << 3 // IBV_ACCESS_REMOTE_ATOMIC
+	AccessMWBind       Access = 1 << 4 // IBV_ACCESS_MW_BIND: memory windows may be bound to the MR
 
 	// AccessLocalRead is the empty set: reading local memory to send it needs no flag.
 	AccessLocalRead Access = 0
@@ -78,13 +79,16 @@ const (
 	WRRead         WROpcode = 4 // IBV_WR_RDMA_READ
 	WRCompareSwap  WROpcode = 5 // IBV_WR_ATOMIC_CMP_AND_SWP
 	WRFetchAdd     WROpcode = 6 // IBV_WR_ATOMIC_FETCH_AND_ADD
+	WRLocalInv     WROpcode = 7 // IBV_WR_LOCAL_INV: invalidate a type 2 memory window
+	WRBindMW       WROpcode = 8 // IBV_WR_BIND_MW: bind a memory window
 	WRSendWithInv  WROpcode = 9 // IBV_WR_SEND_WITH_INV
 )
 
 var wrOpcodeNames = map[WROpcode]string{
 	WRWrite: "RDMA_WRITE", WRWriteWithImm: "RDMA_WRITE_WITH_IMM", WRSend: "SEND",
 	WRSendWithImm: "SEND_WITH_IMM", WRRead: "RDMA_READ", WRCompareSwap: "ATOMIC_CMP_AND_SWP",
-	WRFetchAdd: "ATOMIC_FETCH_AND_ADD", WRSendWithInv: "SEND_WITH_INV",
+	WRFetchAdd: "ATOMIC_FETCH_AND_ADD", WRSendWithInv: "SEND_WITH_INV", WRLocalInv: "LOCAL_INV",
+	WRBindMW: "BIND_MW",
 }
 
 // String returns the opcode's name as the verbs spell it.
@@ -100,6 +104,10 @@ func (o WROpcode) isSend() bool {
 }
 func (o WROpcode) isWrite() bool  { return o == WRWrite || o == WRWriteWithImm }
 func (o WROpcode) isAtomic() bool { return o == WRCompareSwap || o == WRFetchAdd }
+
+// isLocal reports a local operation: the requester executes it in order with the
+// other WQEs, and it sends no packet (rxe's WR_LOCAL_OP_MASK).
+func (o WROpcode) isLocal() bool { return o == WRLocalInv || o == WRBindMW }
 
 // readOrAtomic reports whether the operation consumes a responder resource and is
 // bounded by max_rd_atomic.
@@ -125,6 +133,8 @@ const (
 	WCRead             WCOpcode = 2   // IBV_WC_RDMA_READ
 	WCCompareSwap      WCOpcode = 3   // IBV_WC_COMP_SWAP
 	WCFetchAdd         WCOpcode = 4   // IBV_WC_FETCH_ADD
+	WCBindMW           WCOpcode = 5   // IBV_WC_BIND_MW
+	WCLocalInv         WCOpcode = 6   // IBV_WC_LOCAL_INV
 	WCRecv             WCOpcode = 128 // IBV_WC_RECV
 	WCRecvWriteWithImm WCOpcode = 129 // IBV_WC_RECV_RDMA_WITH_IMM
 )
@@ -140,6 +150,10 @@ func (o WROpcode) wcOpcode() WCOpcode {
 		return WCCompareSwap
 	case WRFetchAdd:
 		return WCFetchAdd
+	case WRBindMW:
+		return WCBindMW
+	case WRLocalInv:
+		return WCLocalInv
 	}
 	return WCSend
 }
@@ -154,6 +168,7 @@ const (
 	WCLocQPOpErr     WCStatus = 2  // IBV_WC_LOC_QP_OP_ERR
 	WCLocProtErr     WCStatus = 4  // IBV_WC_LOC_PROT_ERR
 	WCWRFlushErr     WCStatus = 5  // IBV_WC_WR_FLUSH_ERR
+	WCMWBindErr      WCStatus = 6  // IBV_WC_MW_BIND_ERR
 	WCBadRespErr     WCStatus = 7  // IBV_WC_BAD_RESP_ERR
 	WCLocAccessErr   WCStatus = 8  // IBV_WC_LOC_ACCESS_ERR
 	WCRemInvReqErr   WCStatus = 9  // IBV_WC_REM_INV_REQ_ERR
@@ -167,7 +182,7 @@ const (
 
 var wcStatusNames = map[WCStatus]string{
 	WCSuccess: "SUCCESS", WCLocLenErr: "LOC_LEN_ERR", WCLocQPOpErr: "LOC_QP_OP_ERR",
-	WCLocProtErr: "LOC_PROT_ERR", WCWRFlushErr: "WR_FLUSH_ERR", WCBadRespErr: "BAD_RESP_ERR",
+	WCLocProtErr: "LOC_PROT_ERR", WCWRFlushErr: "WR_FLUSH_ERR", WCMWBindErr: "MW_BIND_ERR", WCBadRespErr: "BAD_RESP_ERR",
 	WCLocAccessErr: "LOC_ACCESS_ERR", WCRemInvReqErr: "REM_INV_REQ_ERR",
 	WCRemAccessErr: "REM_ACCESS_ERR", WCRemOpErr: "REM_OP_ERR", WCRetryExcErr: "RETRY_EXC_ERR",
 	WCRNRRetryExcErr: "RNR_RETRY_EXC_ERR", WCRemInvRdReqErr: "REM_INV_RD_REQ_ERR",

@@ -22,7 +22,9 @@ type SendWR struct {
 	SGL    []SGE
 	Imm    uint32 // immediate data as carried on the wire (WITH_IMM opcodes)
 
-	InvalidateRKey uint32 // SEND_WITH_INV: the rkey the responder invalidates
+	InvalidateRKey uint32 // SEND_WITH_INV: the rkey the responder invalidates; LOCAL_INV: the rkey to invalidate
+
+	Bind MWBind // BIND_MW
 
 	RemoteAddr uint64 // RDMA and atomic operations
 	RKey       uint32
@@ -35,6 +37,18 @@ type SendWR struct {
 	AH         *AddressVector
 	RemoteQPN  uint32
 	RemoteQKey uint32
+}
+
+// MWBind is what a BIND_MW work request binds (ibv_send_wr.bind_mw): the window now
+// named by MWRKey gets the key NewRKey (same index, a new low byte) and grants Access
+// to [Addr, Addr+Length) of the MR named by MRLKey. Length 0 unbinds it.
+type MWBind struct {
+	MWRKey  uint32
+	NewRKey uint32
+	MRLKey  uint32
+	Addr    uint64
+	Length  uint64
+	Access  Access
 }
 
 // RecvWR is a receive work request (struct ibv_recv_wr).
@@ -89,12 +103,12 @@ func (q *QP) checkSendWR(wr *SendWR) (uint32, error) {
 			return 0, fmt.Errorf("%w: remote QPN %#x exceeds 24 bits", ErrInvalidWR, wr.RemoteQPN)
 		}
 	case UC:
-		if !wr.Opcode.isWrite() && wr.Opcode != WRSend && wr.Opcode != WRSendWithImm {
+		if !wr.Opcode.isWrite() && wr.Opcode != WRSend && wr.Opcode != WRSendWithImm && !wr.Opcode.isLocal() {
 			return 0, fmt.Errorf("%w: %v on a UC QP", ErrInvalidWR, wr.Opcode)
 		}
 	case RC:
 		switch {
-		case wr.Opcode.isSend(), wr.Opcode.isWrite(), wr.Opcode == WRRead:
+		case wr.Opcode.isSend(), wr.Opcode.isWrite(), wr.Opcode == WRRead, wr.Opcode.isLocal():
 		case wr.Opcode.isAtomic():
 			if n != 8 {
 				return 0, fmt.Errorf("%w: %v needs one 8-byte local buffer, got %d bytes", ErrInvalidWR, wr.Opcode, n)

@@ -1001,8 +1001,14 @@ func (a *cmAgent) receive(m cm.MAD, src, dst netip.Addr, srcMAC [6]byte, _ roce.
 			id.timer.Stop()
 			id.state = cmDreqRcvd
 			a.post(CMEvent{Type: CMEventDisconnected, ID: id})
-		case cmDreqSent: // both sides disconnect at once: answer, keep waiting for ours
-			id.sendDREPKeepingDREQ()
+		case cmDreqSent:
+			// Both sides disconnect at once. As the kernel's cm_dreq_handler, the
+			// peer's DREQ cancels ours and ends the teardown: a kernel peer in
+			// DREQ_SENT moves to TIMEWAIT on our DREP and never answers our DREQ.
+			id.timer.Stop()
+			id.sendPair(cm.AttrDREP)
+			id.state = cmTimeWait
+			a.post(CMEvent{Type: CMEventDisconnected, ID: id})
 		case cmTimeWait:
 			id.sendDREPKeepingDREQ()
 		}

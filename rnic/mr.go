@@ -24,6 +24,7 @@ type MR struct {
 	mem    []byte // nil on a PayloadFree device: the region is a length
 	fd     int    // the memfd behind mem; -1 without one or once deregistered
 	live   bool   // false once deregistered
+	mws    int    // memory windows bound to it
 }
 
 // LKey returns the local key (ibv_mr.lkey).

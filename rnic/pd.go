@@ -14,6 +14,7 @@ import (
 type PD struct {
 	dev  *Device
 	mrs  map[uint32]*MR // by key: lkey and rkey are equal, as in rxe
+	mws  map[uint32]*MW // by index (rkey>>8): a bind changes the rkey's low byte
 	refs int            // QPs, SRQs and AHs created in the PD
 }
 
@@ -24,7 +25,7 @@ func (d *Device) AllocPD() (*PD, error) {
 	if d.closed {
 		return nil, errorf(ErrClosed, "alloc PD on %s", d.cfg.Name)
 	}
-	pd := &PD{dev: d, mrs: make(map[uint32]*MR)}
+	pd := &PD{dev: d, mrs: make(map[uint32]*MR), mws: make(map[uint32]*MW)}
 	d.pds++
 	return pd, nil
 }
@@ -32,8 +33,8 @@ func (d *Device) AllocPD() (*PD, error) {
 // DeallocPD frees a protection domain (ibv_dealloc_pd). It fails with ErrBusy while
 // memory regions, QPs, SRQs or address handles still use it.
 func (d *Device) DeallocPD(pd *PD) error {
-	if len(pd.mrs) != 0 || pd.refs != 0 {
-		return errorf(ErrBusy, "PD still holds %d MRs and %d QPs/SRQs/AHs", len(pd.mrs), pd.refs)
+	if len(pd.mrs) != 0 || len(pd.mws) != 0 || pd.refs != 0 {
+		return errorf(ErrBusy, "PD still holds %d MRs, %d MWs and %d QPs/SRQs/AHs", len(pd.mrs), len(pd.mws), pd.refs)
 	}
 	d.pds--
 	return nil
@@ -86,7 +87,7 @@ func checkMR(pd *PD, length int, access qp.Access) error {
 	if length <= 0 {
 		return errorf(ErrInvalidArgument, "MR length %d: must be positive", length)
 	}
-	const known = qp.AccessLocalWrite | qp.AccessRemoteWrite | qp.AccessRemoteRead | qp.AccessRemoteAtomic
+	const known = qp.AccessLocalWrite | qp.AccessRemoteWrite | qp.AccessRemoteRead | qp.AccessRemoteAtomic | qp.AccessMWBind
 	if access&^known != 0 {
 		return errorf(ErrInvalidArgument, "unknown access flags %#x", access&^known)
 	}
@@ -114,6 +115,9 @@ func (pd *PD) add(fd int, mem []byte, length, addr uint64, access qp.Access) *MR
 func (d *Device) DeregMR(m *MR) error {
 	if !m.live {
 		return errorf(ErrInvalidArgument, "MR %#x already deregistered", m.lkey)
+	}
+	if m.mws != 0 { // rxe_dereg_mr: EINVAL while windows are bound to it
+		return errorf(ErrInvalidArgument, "MR %#x has %d memory windows bound", m.lkey, m.mws)
 	}
 	delete(m.pd.mrs, m.lkey)
 	m.live = false
@@ -155,67 +159,96 @@ func (d *Device) ReregMR(m *MR, pd *PD, access qp.Access, changeAccess bool) err
 	return nil
 }
 
-func (pd *PD) region(key uint32) (*MR, error) {
-	m, ok := pd.mrs[key]
-	if !ok {
-		return nil, errorf(qp.ErrInvalidKey, "no MR with key %#x in the PD", key)
+// Read implements qp.Memory for users outside any QP (no type 2 window matches).
+func (pd *PD) Read(key uint32, addr uint64, dst []byte, need qp.Access) error {
+	return pd.view(0).Read(key, addr, dst, need)
+}
+
+// Write implements qp.Memory for users outside any QP.
+func (pd *PD) Write(key uint32, addr uint64, src []byte, need qp.Access) error {
+	return pd.view(0).Write(key, addr, src, need)
+}
+
+// Check implements qp.Memory for users outside any QP.
+func (pd *PD) Check(key uint32, addr uint64, length uint64, need qp.Access) error {
+	return pd.view(0).Check(key, addr, length, need)
+}
+
+// Atomic implements qp.Memory for users outside any QP.
+func (pd *PD) Atomic(key uint32, addr uint64, op qp.AtomicOp, need qp.Access) (uint64, error) {
+	return pd.view(0).Atomic(key, addr, op, need)
+}
+
+// Invalidate implements qp.Memory for users outside any QP.
+func (pd *PD) Invalidate(rkey uint32) error { return pd.view(0).Invalidate(rkey) }
+
+// BindMW implements qp.Memory for users outside any QP.
+func (pd *PD) BindMW(b *qp.MWBind) error { return pd.view(0).BindMW(b) }
+
+// view returns the PD as the QP numbered qpn sees it: a type 2 memory window is
+// reachable only through the QP that bound it (rxe_lookup_mw).
+func (pd *PD) view(qpn uint32) *memView { return &memView{pd: pd, qpn: qpn} }
+
+// memView is the qp.Memory of one QP: its PD's MRs and memory windows.
+type memView struct {
+	pd  *PD
+	qpn uint32
+}
+
+var _ qp.Memory = (*memView)(nil)
+
+// span returns the bytes [addr, addr+n) named by key after the checks of qp.Memory:
+// key names an MR of the PD or a valid memory window bound through this QP.
+func (v *memView) span(key uint32, addr, n uint64, need qp.Access) (*MR, []byte, error) {
+	if m, ok := v.pd.mrs[key]; ok {
+		b, err := m.span(addr, n, need)
+		return m, b, err
 	}
-	return m, nil
+	w, err := v.window(key, need)
+	if err != nil {
+		return nil, nil, err
+	}
+	if addr < w.addr || addr-w.addr > w.length || n > w.length-(addr-w.addr) {
+		return nil, nil, errorf(qp.ErrOutOfBounds, "[%#x, +%d) outside MW %#x at [%#x, +%d)", addr, n, key, w.addr, w.length)
+	}
+	// The window's access replaces the MR's: the MR need only allow the binding.
+	b, err := w.mr.span(addr, n, qp.AccessLocalRead)
+	return w.mr, b, err
 }
 
 // Read implements qp.Memory.
-func (pd *PD) Read(key uint32, addr uint64, dst []byte, need qp.Access) error {
-	m, err := pd.region(key)
-	if err != nil {
-		return err
+func (v *memView) Read(key uint32, addr uint64, dst []byte, need qp.Access) error {
+	_, b, err := v.span(key, addr, uint64(len(dst)), need)
+	if err == nil {
+		copy(dst, b)
 	}
-	b, err := m.span(addr, uint64(len(dst)), need)
-	if err != nil {
-		return err
-	}
-	copy(dst, b)
-	return nil
+	return err
 }
 
 // Write implements qp.Memory.
-func (pd *PD) Write(key uint32, addr uint64, src []byte, need qp.Access) error {
-	m, err := pd.region(key)
-	if err != nil {
-		return err
+func (v *memView) Write(key uint32, addr uint64, src []byte, need qp.Access) error {
+	_, b, err := v.span(key, addr, uint64(len(src)), need)
+	if err == nil {
+		copy(b, src)
 	}
-	b, err := m.span(addr, uint64(len(src)), need)
-	if err != nil {
-		return err
-	}
-	copy(b, src)
-	return nil
+	return err
 }
 
 // Check implements qp.Memory.
-func (pd *PD) Check(key uint32, addr uint64, length uint64, need qp.Access) error {
-	m, err := pd.region(key)
-	if err != nil {
-		return err
-	}
-	_, err = m.span(addr, length, need)
+func (v *memView) Check(key uint32, addr uint64, length uint64, need qp.Access) error {
+	_, _, err := v.span(key, addr, length, need)
 	return err
 }
 
 // Atomic implements qp.Memory.
-func (pd *PD) Atomic(key uint32, addr uint64, op qp.AtomicOp, need qp.Access) (uint64, error) {
-	m, err := pd.region(key)
+func (v *memView) Atomic(key uint32, addr uint64, op qp.AtomicOp, need qp.Access) (uint64, error) {
+	m, _, err := v.span(key, addr, 8, need)
 	if err != nil {
 		return 0, err
 	}
-	w, err := m.word(addr, need)
+	w, err := m.word(addr, qp.AccessLocalRead)
 	if err != nil {
 		return 0, err
 	}
 	return atomicApply(w, op), nil
-}
-
-// Invalidate implements qp.Memory. rocelab has no memory windows or fast-registration
-// MRs, so no key can be invalidated.
-func (pd *PD) Invalidate(rkey uint32) error {
-	return errorf(qp.ErrInvalidKey, "rkey %#x names no memory window or fast-registration MR", rkey)
 }

@@ -103,7 +103,7 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		return nil, err
 	}
 	qpn := d.allocQPN()
-	cfg := qp.Config{Type: attr.Type, QPN: qpn, Memory: pd, SendCQ: attr.SendCQ, RecvCQ: attr.RecvCQ,
+	cfg := qp.Config{Type: attr.Type, QPN: qpn, Memory: pd.view(uint32(qpn)), SendCQ: attr.SendCQ, RecvCQ: attr.RecvCQ,
 		MaxSendWR: attr.Cap.MaxSendWR, MaxRecvWR: attr.Cap.MaxRecvWR, MaxSGE: max(attr.Cap.MaxSendSGE, attr.Cap.MaxRecvSGE),
 		SigAll: attr.SigAll, PortMTU: roce.MTUForLinkMTU(d.cfg.Link.MTU()), AckReqEvery: ackReqEvery(&ccfg),
 		MaxUnackedPSNs: d.cfg.MaxUnackedPSNs, RXERetryCnt: d.cfg.RXERetryCnt, Segment: attr.Segment,

@@ -49,13 +49,8 @@ func newExperimentFlags() *experimentFlags {
 	return e
 }
 
-// newExperimentCmd returns a fresh `experiment` command (tests run several).
-func newExperimentCmd() *cobra.Command {
-	e := newExperimentFlags()
-	cmd := &cobra.Command{
-		Use:   "experiment incast|fairness|mix",
-		Short: "Run a congestion-control experiment in virtual time: CSV, plots, summary",
-		Long: `Runs soft-RNICs and switches in virtual time and writes, into --out: queue.csv,
+// experimentLong is `experiment`'s help.
+const experimentLong = `Runs soft-RNICs and switches in virtual time and writes, into --out: queue.csv,
 rates.csv, links.csv, flows.csv, summary.json, topology.yaml and, with --plots,
 queue/rates/fct plots (PNG and SVG). The same flags and seed give byte-identical
 files; wall-clock figures appear only in the summary. --json prints the metrics and
@@ -101,8 +96,10 @@ is computed: the results are the same, faster and in far less memory. --verify m
 real data and checks every byte of every flow at its receiver. On a terminal, a run
 longer than a few seconds shows its progress on stderr.
 
-Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
-		Example: `  rocelab experiment incast --senders 16 --cc hpcc --telemetry int --out out/incast
+Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`
+
+// experimentExamples are `experiment`'s examples.
+const experimentExamples = `  rocelab experiment incast --senders 16 --cc hpcc --telemetry int --out out/incast
   rocelab experiment fairness --senders 2 --flow-size 16MB --mtu 4096 --stagger 200us
   rocelab experiment mix --topology leaf-spine --load 0.5 --cdf websearch --cc hpcc --out out/mix
   rocelab experiment mix --topology fat-tree --k 4 --cdf fbhadoop --load 0.3 --cc dcqcn --json
@@ -110,7 +107,16 @@ Sizes, rates and durations take units: 500KB, 1MiB, 100G, 25Gbps, 1us, 5ms.`,
   rocelab experiment mix --cdf my_cdf.txt --flows 200 --duration 0 --link-rate 25G --fabric-rate 100G
   rocelab experiment incast --topology-file topologies/incast-1g.yaml --flow-size 4MiB --out out/twin-virtual
   rocelab experiment incast --preset ns3 --cc dcqcn --ecn 400KB,1600KB,0.2
-  rocelab experiment mix --preset ns3 --flows flows.txt --topology-file fat.txt --out out/ns3`,
+  rocelab experiment mix --preset ns3 --flows flows.txt --topology-file fat.txt --out out/ns3`
+
+// newExperimentCmd returns a fresh `experiment` command (tests run several).
+func newExperimentCmd() *cobra.Command {
+	e := newExperimentFlags()
+	cmd := &cobra.Command{
+		Use:     "experiment incast|fairness|mix",
+		Short:   "Run a congestion-control experiment in virtual time: CSV, plots, summary",
+		Long:    experimentLong,
+		Example: experimentExamples,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("experiment: want one scenario (incast, fairness or mix), got %d arguments", len(args))

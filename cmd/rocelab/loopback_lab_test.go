@@ -30,7 +30,7 @@ func newLoopbackLab(t *testing.T) *ibverbsLab {
 }
 
 // rnicStats returns host's soft-RNIC counters from rocelab status --json.
-func (l *ibverbsLab) rnicStats(t *testing.T, host string) lab.HostStatus {
+func (l *ibverbsLab) rnicStats(t testing.TB, host string) lab.HostStatus {
 	t.Helper()
 	var st lab.Status
 	if err := json.Unmarshal([]byte(l.run("status", "--json", "--lab", l.name)), &st); err != nil {

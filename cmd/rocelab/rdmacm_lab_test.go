@@ -15,7 +15,7 @@ import (
 // newRDMACMLab is a two-host lab whose rocelab binary has rocelab's libibverbs.so.1 and
 // librdmacm.so.1 beside it (docs/rdmacm.md). It skips without root or without
 // librdmacm-dev, rdmacm-utils and perftest (make deps-system installs them as root).
-func newRDMACMLab(t *testing.T) *ibverbsLab {
+func newRDMACMLab(t testing.TB) *ibverbsLab {
 	c := newCLI(t)
 	if _, err := os.Stat("/usr/include/rdma/rdma_cma.h"); err != nil {
 		t.Skip("librdmacm-dev is not installed (make deps-system installs it as root)")
@@ -50,20 +50,20 @@ var noListener = []string{"RDMA_CM_EVENT_REJECTED, error 8", "Unexpected CM even
 // failing fails the test. The server listens on RDMA-CM, which shows nowhere in the
 // host's socket tables, so a client the server's host rejects for want of a listener
 // (noListener) is started again.
-func (l *ibverbsLab) cmPair(t *testing.T, srvHost string, server []string, cliHost string, client []string) (string, string) {
+func (l *ibverbsLab) cmPair(t testing.TB, srvHost string, server []string, cliHost string, client []string) (string, string) {
 	t.Helper()
 	return l.cmRun(t, srvHost, server, cliHost, client, true)
 }
 
 // cmServing is cmPair for a server that serves until stopped (cmtime's): once the
 // client has succeeded, the server is killed; it returns the client's output.
-func (l *ibverbsLab) cmServing(t *testing.T, srvHost string, server []string, cliHost string, client []string) string {
+func (l *ibverbsLab) cmServing(t testing.TB, srvHost string, server []string, cliHost string, client []string) string {
 	t.Helper()
 	_, cli := l.cmRun(t, srvHost, server, cliHost, client, false)
 	return cli
 }
 
-func (l *ibverbsLab) cmRun(t *testing.T, srvHost string, server []string, cliHost string, client []string, waitServer bool) (string, string) {
+func (l *ibverbsLab) cmRun(t testing.TB, srvHost string, server []string, cliHost string, client []string, waitServer bool) (string, string) {
 	t.Helper()
 	var srvOut bytes.Buffer
 	srv := l.exec(srvHost, server...)
@@ -210,7 +210,7 @@ func TestLibrdmacm(t *testing.T) {
 			argv []string
 			want string
 		}{
-			{[]string{"rstream", "-s", "10.0.0.1"}, "rocelab librdmacm: rsocket is not supported\nrsocket failed: Function not implemented\n"},
+			{[]string{"udpong", "-s", "10.0.0.1"}, "rocelab librdmacm: rsocket SOCK_DGRAM is not supported\nrsocket failed: Operation not supported\n"},
 		} {
 			out, err := l.exec("h2", tc.argv...).CombinedOutput()
 			if x, ok := err.(*exec.ExitError); !ok || x.ExitCode() < 1 || x.ExitCode() > 255 {

@@ -107,26 +107,9 @@ func runSweep(cmd *cobra.Command, raw []string) error {
 	if err != nil {
 		return fmt.Errorf("experiment sweep: %w", err)
 	}
-	var runs []experiment.SweepRun
-	var dirs []string
-	for _, point := range points {
-		var overrides []string
-		for _, p := range point {
-			overrides = append(overrides, "--"+p.Name+"="+p.Value)
-		}
-		for _, seed := range seeds {
-			over := append(slices.Clone(overrides), "--seed="+strconv.FormatUint(seed, 10))
-			e, _, fs, err := parseSweep(raw, over)
-			if err != nil {
-				return fmt.Errorf("experiment sweep: %s: %w", strings.Join(over, " "), err)
-			}
-			cfg, _, err := e.config(fs, fs.Arg(0))
-			if err != nil {
-				return fmt.Errorf("experiment sweep: %s: %w", strings.Join(over, " "), err)
-			}
-			runs = append(runs, experiment.SweepRun{Params: point, Config: cfg})
-			dirs = append(dirs, runName(point, seed))
-		}
+	runs, dirs, err := sweepRuns(raw, points, seeds)
+	if err != nil {
+		return err
 	}
 	files := outputs{plots: e.plots}
 	if fs.Changed("out") || e.plots {
@@ -148,29 +131,61 @@ func runSweep(cmd *cobra.Command, raw []string) error {
 	if pr != nil {
 		pr.clear()
 	}
-	w := cmd.OutOrStdout()
-	if e.asJSON {
+	return reportSweep(cmd.OutOrStdout(), e.asJSON, outcomes, fmt.Sprintf("sweep: %s, %d runs (%d grid points × %d seeds), %d at once, %v wall clock",
+		fs.Arg(0), len(runs), len(points), len(seeds), min(s.jobs, len(runs)), time.Since(start).Round(time.Millisecond)))
+}
+
+// sweepRuns makes each grid point's run for each seed, parsing the flags as experiment
+// would with the point's values and the seed, and names each run's directory.
+func sweepRuns(raw []string, points [][]experiment.Param, seeds []uint64) ([]experiment.SweepRun, []string, error) {
+	var runs []experiment.SweepRun
+	var dirs []string
+	for _, point := range points {
+		var overrides []string
+		for _, p := range point {
+			overrides = append(overrides, "--"+p.Name+"="+p.Value)
+		}
+		for _, seed := range seeds {
+			over := append(slices.Clone(overrides), "--seed="+strconv.FormatUint(seed, 10))
+			e, _, fs, err := parseSweep(raw, over)
+			if err != nil {
+				return nil, nil, fmt.Errorf("experiment sweep: %s: %w", strings.Join(over, " "), err)
+			}
+			cfg, _, err := e.config(fs, fs.Arg(0))
+			if err != nil {
+				return nil, nil, fmt.Errorf("experiment sweep: %s: %w", strings.Join(over, " "), err)
+			}
+			runs = append(runs, experiment.SweepRun{Params: point, Config: cfg})
+			dirs = append(dirs, runName(point, seed))
+		}
+	}
+	return runs, dirs, nil
+}
+
+// reportSweep prints the outcomes (as JSON, or the headline and the table) and fails if
+// any run had errors, naming each in the table's form.
+func reportSweep(w io.Writer, asJSON bool, outcomes []experiment.SweepOutcome, headline string) error {
+	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(outcomes); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(w, "sweep: %s, %d runs (%d grid points × %d seeds), %d at once, %v wall clock\n", fs.Arg(0), len(runs),
-			len(points), len(seeds), min(s.jobs, len(runs)), time.Since(start).Round(time.Millisecond))
+		fmt.Fprintln(w, headline)
 		experiment.WriteSweepTable(w, outcomes)
 	}
 	failed := 0
 	for _, o := range outcomes {
 		if len(o.Errors) > 0 {
 			failed++
-			if !e.asJSON {
+			if !asJSON {
 				fmt.Fprintf(w, "  ERROR %s: %s\n", runName(o.Params, o.Seed), o.Errors[0])
 			}
 		}
 	}
 	if failed > 0 {
-		return fmt.Errorf("experiment sweep: %d of %d runs had errors", failed, len(runs))
+		return fmt.Errorf("experiment sweep: %d of %d runs had errors", failed, len(outcomes))
 	}
 	return nil
 }

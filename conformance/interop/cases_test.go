@@ -135,6 +135,38 @@ func cases() []interopCase {
 			server: side{cmd: "udaddy -b " + h1IPv4, real: true},
 			client: side{inVM: true, cmd: "i=0; until udaddy -s " + h1IPv4 +
 				"; do i=$((i+1)); [ $i -ge 50 ] && exit 1; sleep 0.1; done"}})
+	// rsockets and the rdma_verbs API: the real rstream (a stream of 4 KiB transfers
+	// over rsockets' RDMA WRITE WITH IMMEDIATE protocol) and rdma_server/rdma_client
+	// (rdma_getaddrinfo, rdma_create_ep, a synchronous identifier, rdma_post_* and
+	// rdma_get_*_comp) in h1 on rocelab's librdmacm.so.1 against the same on rxe's
+	// rdma-core, both ways. Neither server listens on a TCP socket.
+	const rstream = " -S 4096 -C 200"
+	out = append(out,
+		interopCase{name: "real-rstream-client-ipv4", expect: rstreamResult,
+			server: side{inVM: true, cmd: "rstream" + rstream}, vmListening: rxeCMListening,
+			client: side{cmd: "rstream -s " + vmIPv4 + rstream, real: true}},
+		interopCase{name: "real-rstream-server-ipv4", expect: rstreamResult,
+			server: side{cmd: "rstream" + rstream, real: true},
+			client: side{inVM: true, cmd: "i=0; until rstream -s " + h1IPv4 + rstream +
+				"; do i=$((i+1)); [ $i -ge 50 ] && exit 1; sleep 0.1; done"}},
+		interopCase{name: "real-rdma_client-ipv4", expect: rdmaVerbsResult,
+			server: side{inVM: true, cmd: "rdma_server"}, vmListening: rxeCMListening,
+			client: side{cmd: "rdma_client -s " + vmIPv4, real: true}},
+		interopCase{name: "real-rdma_server-ipv4", expect: rdmaVerbsResult,
+			server: side{cmd: "rdma_server", real: true},
+			client: side{inVM: true, cmd: "i=0; until rdma_client -s " + h1IPv4 +
+				"; do i=$((i+1)); [ $i -ge 50 ] && exit 1; sleep 0.1; done"}})
+	// Multicast: the real mckey in h1 sending ten UD datagrams to a group the VM's
+	// mckey joined, and the other way round. The switch floods the group's MAC; rxe
+	// attaches its QP to the group, rocelab's RNIC filters by its joins.
+	const group, count = "239.1.2.3", " -C 10"
+	out = append(out,
+		interopCase{name: "real-mckey-sender-ipv4", expect: cmatoseResult,
+			server: side{inVM: true, cmd: "mckey -m " + group + " -b " + vmIPv4 + count}, vmReady: "receiving data transfers",
+			client: side{cmd: "mckey -s -m " + group + " -b " + h1IPv4 + count, real: true}},
+		interopCase{name: "real-mckey-receiver-ipv4", expect: cmatoseResult, ready: "receiving data transfers", readyMeansReady: true,
+			server: side{cmd: "mckey -m " + group + " -b " + h1IPv4 + count, real: true},
+			client: side{inVM: true, cmd: "mckey -s -m " + group + " -b " + vmIPv4 + count}})
 	return out
 }
 
@@ -153,6 +185,11 @@ var (
 	cmatoseResult = regexp.MustCompile(`(?m)^data transfers complete$`)
 	// rpingResult is rping -v's tenth ping (the server prints it with "server ").
 	rpingResult = regexp.MustCompile("ping data: rdma-ping-9: JKLMNOPQRSTUVWXYZ")
+	// rstreamResult is rstream's row for a custom size: all 200 transfers of 4 KiB.
+	rstreamResult = regexp.MustCompile(`(?m)^custom\s+4k\s+200\s+1\s+`)
+	// rdmaVerbsResult is what rdma_server and rdma_client print once their message is
+	// through and they have disconnected (", end 0": no error).
+	rdmaVerbsResult = regexp.MustCompile(`(?m)^rdma_(server|client): end 0$`)
 )
 
 // rxeCMListening is the VM's shell loop that reports once its server's cm_id listens.

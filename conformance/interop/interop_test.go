@@ -114,9 +114,16 @@ type interopCase struct {
 	// ready starts the line a rocelab server prints once it listens ("": none, the
 	// client tries again until the server listens).
 	ready string
+	// readyMeansReady: a real server is ready once it prints ready (mckey's receiver,
+	// once it has joined), rather than once it listens on a TCP socket.
+	readyMeansReady bool
 	// vmListening is the VM's shell loop that echoes RXE-LISTENING once its server
 	// listens ("": waitListening).
 	vmListening string
+	// vmReady, if set, is the line the VM's server prints on its console once it is
+	// ready, waited for instead of vmListening's RXE-LISTENING (the console is a tty:
+	// the server's lines reach it as printed).
+	vmReady string
 	// boundResends checks the data frames sent per frame needed (maxResendRatio).
 	boundResends bool
 }
@@ -132,8 +139,12 @@ func runCase(t testing.TB, l *lab.Lab, store netns.Store, peer, bin string, c in
 		if wait == "" {
 			wait = waitListening
 		}
+		marker := "RXE-LISTENING"
+		if c.vmReady != "" {
+			wait, marker = "true", c.vmReady
+		}
 		vmOut, vmDone := startVM(ctx, t, l, peer, c.server.cmd+" & pid=$!; "+wait+"; wait $pid")
-		waitFor(t, vmOut, "RXE-LISTENING")
+		waitFor(t, vmOut, marker)
 		client = runHost(ctx, t, store, l, bin, c.client)
 		server = <-vmDone
 		return server, client
@@ -141,7 +152,7 @@ func runCase(t testing.TB, l *lab.Lab, store netns.Store, peer, bin string, c in
 	h, out := startHost(ctx, t, store, l, bin, c.server)
 	if c.ready != "" {
 		waitFor(t, out, c.ready)
-		if c.server.real {
+		if c.server.real && !c.readyMeansReady {
 			// rdma-core's pingpongs print their address before they listen
 			waitHostListening(ctx, t, store, l)
 		}

@@ -375,7 +375,7 @@ static void rc_tests(void)
 		CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_COMP_SWAP && *old == 42,
 		      "CMP_SWP");
 		barrier();
-		CHECK(post(qp, IBV_WR_LOCAL_INV, ma, abuf, 8, 0, 0, IBV_SEND_SIGNALED) == EOPNOTSUPP, "LOCAL_INV is not supported");
+		CHECK(post(qp, IBV_WR_TSO, ma, abuf, 8, 0, 0, IBV_SEND_SIGNALED) == EOPNOTSUPP, "TSO is not supported");
 		/* a send queue of 16: an unsignaled post soon finds it full */
 		int rc = 0, posted = 0;
 		for (; posted < 256 && rc == 0; posted++)
@@ -446,8 +446,8 @@ static void wr_api_and_inline(void)
 		ibv_destroy_qp(noinline);
 		/* builders the device lacks fail the batch */
 		ibv_wr_start(qx);
-		ibv_wr_local_inv(qx, 1);
-		CHECK(ibv_wr_complete(qx) == EOPNOTSUPP, "ibv_wr_local_inv is not supported");
+		ibv_wr_send_tso(qx, NULL, 0, 0);
+		CHECK(ibv_wr_complete(qx) == EOPNOTSUPP, "ibv_wr_send_tso is not supported");
 	}
 	barrier();
 	if (!is_client)
@@ -802,6 +802,83 @@ static void resize_and_rereg(void)
 	free(buf);
 }
 
+/* memory_windows runs on the local device alone: two RC QPs connected through the
+ * port's loopback, remote access through type 1 and type 2 windows, their
+ * invalidation, and the errors rxe gives. */
+static void memory_windows(void)
+{
+	struct ibv_device_attr da;
+	CHECK(ibv_query_device(ctx, &da) == 0 && (da.device_cap_flags & IBV_DEVICE_MEM_WINDOW) &&
+		      (da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) && da.max_mw > 0,
+	      "MW caps: flags %#x, max_mw %d", da.device_cap_flags, da.max_mw);
+	errno = 0;
+	CHECK(!ibv_alloc_mw(pd, 3) && errno == EINVAL, "MW of type 3: EINVAL (errno %d)", errno);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	MUST(cq, "MW CQ");
+	struct ibv_qp *a = make_qp(IBV_QPT_RC, cq, NULL), *b = make_qp(IBV_QPT_RC, cq, NULL);
+	connect_qp(a, b->qp_num, &gid);
+	connect_qp(b, a->qp_num, &gid);
+	static char src[4096], dst[8192];
+	struct ibv_mr *smr = ibv_reg_mr(pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *dmr = ibv_reg_mr(pd, dst, sizeof(dst), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	MUST(smr && dmr, "MW MRs");
+	memset(src, 0x5A, sizeof(src));
+	struct ibv_wc wc;
+
+	/* type 1: ibv_bind_mw, then a WRITE through its rkey */
+	struct ibv_mw *mw1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	MUST(mw1, "alloc type 1 MW");
+	uint32_t before = mw1->rkey;
+	struct ibv_mw_bind bind = {.wr_id = 1, .send_flags = IBV_SEND_SIGNALED,
+				   .bind_info = {.mr = dmr, .addr = (uintptr_t)dst, .length = 4096,
+						 .mw_access_flags = IBV_ACCESS_REMOTE_WRITE}};
+	CHECK(ibv_bind_mw(b, mw1, &bind) == 0 && mw1->rkey == ibv_inc_rkey(before), "bind type 1: rkey %#x", mw1->rkey);
+	CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW, "bind completion %d %d",
+	      wc.status, wc.opcode);
+	CHECK(post(a, IBV_WR_RDMA_WRITE, smr, src, 512, (uintptr_t)dst + 100, mw1->rkey, IBV_SEND_SIGNALED) == 0 &&
+		      poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && dst[100] == 0x5A && dst[611] == 0x5A &&
+		      dst[612] == 0,
+	      "WRITE through a type 1 MW: %d", wc.status);
+	CHECK(ibv_dereg_mr(dmr) == EINVAL, "dereg an MR with a bound MW: EINVAL");
+	struct ibv_mw_bind nomr = {.bind_info = {.length = 64}};
+	CHECK(ibv_bind_mw(b, mw1, &nomr) == EINVAL, "bind a length without an MR: EINVAL");
+	struct ibv_pd *pd2 = ibv_alloc_pd(ctx);
+	struct ibv_mr *other = ibv_reg_mr(pd2, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+	struct ibv_mw_bind wrongpd = {.bind_info = {.mr = other, .addr = (uintptr_t)src, .length = 64}};
+	CHECK(ibv_bind_mw(b, mw1, &wrongpd) == EPERM, "bind an MR of another PD: EPERM");
+	CHECK(ibv_dereg_mr(other) == 0 && ibv_dealloc_pd(pd2) == 0, "release the other PD");
+	CHECK(ibv_dealloc_mw(mw1) == 0, "dealloc type 1 MW");
+
+	/* type 2: BIND_MW WR, LOCAL_INV, then the old rkey fails the requester */
+	struct ibv_mw *mw2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+	MUST(mw2, "alloc type 2 MW");
+	uint32_t rkey2 = ibv_inc_rkey(mw2->rkey);
+	struct ibv_send_wr wr = {.wr_id = 2, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED}, *bad;
+	wr.bind_mw.mw = mw2;
+	wr.bind_mw.rkey = rkey2;
+	wr.bind_mw.bind_info = (struct ibv_mw_bind_info){.mr = dmr, .addr = (uintptr_t)dst + 4096, .length = 4096,
+							  .mw_access_flags = IBV_ACCESS_REMOTE_WRITE};
+	CHECK(ibv_post_send(b, &wr, &bad) == 0 && poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+		      wc.opcode == IBV_WC_BIND_MW,
+	      "bind type 2: %d", wc.status);
+	CHECK(post(a, IBV_WR_RDMA_WRITE, smr, src, 64, (uintptr_t)dst + 4096, rkey2, IBV_SEND_SIGNALED) == 0 &&
+		      poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && dst[4096] == 0x5A,
+	      "WRITE through a type 2 MW: %d", wc.status);
+	struct ibv_send_wr inv = {.wr_id = 3, .opcode = IBV_WR_LOCAL_INV, .send_flags = IBV_SEND_SIGNALED,
+				  .invalidate_rkey = rkey2};
+	CHECK(ibv_post_send(b, &inv, &bad) == 0 && poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+		      wc.opcode == IBV_WC_LOCAL_INV,
+	      "LOCAL_INV: %d", wc.status);
+	CHECK(post(a, IBV_WR_RDMA_WRITE, smr, src, 64, (uintptr_t)dst + 4096, rkey2, IBV_SEND_SIGNALED) == 0 &&
+		      poll_one(cq, &wc) == 1 && wc.status == IBV_WC_REM_ACCESS_ERR,
+	      "WRITE through an invalidated MW: REM_ACCESS_ERR, got %d", wc.status);
+	ibv_destroy_qp(a);
+	ibv_destroy_qp(b);
+	CHECK(ibv_dealloc_mw(mw2) == 0, "dealloc type 2 MW");
+	CHECK(ibv_dereg_mr(dmr) == 0 && ibv_dereg_mr(smr) == 0, "dereg the MW MRs");
+	ibv_destroy_cq(cq);
+}
+
 static void unsupported(void)
 {
 	struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
@@ -871,6 +948,7 @@ int main(int argc, char **argv)
 	ud_and_srq();
 	rxe_parity();
 	resize_and_rereg();
+	memory_windows();
 	unsupported();
 	CHECK(ibv_dealloc_pd(pd) == 0, "dealloc PD");
 	CHECK(ibv_close_device(ctx) == 0, "close");

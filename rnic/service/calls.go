@@ -105,6 +105,8 @@ var handlers = [...]handler{
 	wire.OpReregMR:           {run: (*conn).reregMR},
 	wire.OpAttachMcast:       {run: mcast((*rnic.Device).AttachMcast)},
 	wire.OpDetachMcast:       {run: mcast((*rnic.Device).DetachMcast)},
+	wire.OpAllocMW:           {run: (*conn).allocMW},
+	wire.OpDeallocMW:         {run: destroying(kindMW, wire.OpDeallocMW)},
 	wire.OpCMCreateChannel:   {withFD: (*conn).cmCreateChannel},
 	wire.OpCMDestroyChannel:  {run: destroying(kindCMChannel, wire.OpCMDestroyChannel)},
 	wire.OpCMCreateID:        {run: (*conn).cmCreateID},
@@ -180,7 +182,37 @@ func (c *conn) allocPD(body []byte) (any, int, error) {
 	return &wire.Handle{Handle: hd}, -1, err
 }
 
+func (c *conn) allocMW(body []byte) (any, int, error) {
+	var r wire.AllocMW
+	if err := wire.DecodeBody(body, &r); err != nil {
+		return nil, -1, err
+	}
+	pd, err := get[*sPD](c, r.PD, "PD")
+	if err != nil {
+		return nil, -1, err
+	}
+	if r.Type > 0xFF {
+		return nil, -1, fmt.Errorf("%w: memory window type %d", rnic.ErrInvalidArgument, r.Type)
+	}
+	mw, err := c.s.dev.AllocMW(pd.pd, rnic.MWType(r.Type))
+	if err != nil {
+		return nil, -1, err
+	}
+	hd, err := c.add(&sMW{mw: mw})
+	if err != nil {
+		c.s.dev.DeallocMW(mw)
+	}
+	return &wire.MWResp{Handle: hd, RKey: mw.RKey()}, -1, err
+}
+
 func (c *conn) createCompChannel(body []byte, fd int) (any, int, error) {
+	return c.addEventFD(body, fd, &sChannel{fd: fd})
+}
+
+// addEventFD adds o, the object of the eventfd a call carried (a completion channel's
+// or a CM event channel's), charged as one descriptor; the descriptor is closed if the
+// call fails.
+func (c *conn) addEventFD(body []byte, fd int, o any) (any, int, error) {
 	if err := wire.DecodeBody(body, &struct{}{}); err != nil {
 		unix.Close(fd)
 		return nil, -1, err
@@ -189,7 +221,7 @@ func (c *conn) createCompChannel(body []byte, fd int) (any, int, error) {
 		unix.Close(fd)
 		return nil, -1, err
 	}
-	hd, err := c.add(&sChannel{fd: fd})
+	hd, err := c.add(o)
 	if err != nil {
 		unix.Close(fd)
 	}

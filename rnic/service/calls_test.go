@@ -83,3 +83,30 @@ func TestCallTable(t *testing.T) {
 		t.Errorf("dealloc PD twice: %v, want not found", err)
 	}
 }
+
+// TestMemoryWindowCalls: ALLOC_MW answers a handle and the window's rkey, refuses a
+// window type other than 1 and 2 with EINVAL (as the kernel's uverbs), and DEALLOC_MW
+// frees it so that the PD can go.
+func TestMemoryWindowCalls(t *testing.T) {
+	c := testConn(t)
+	var pd wire.Handle
+	if err := do(c, wire.OpAllocPD, nil, nil, &pd); err != nil {
+		t.Fatal(err)
+	}
+	if err := do(c, wire.OpAllocMW, &wire.AllocMW{PD: pd.Handle, Type: 3}, nil, &wire.MWResp{}); !errors.Is(err, rnic.ErrInvalidArgument) {
+		t.Fatalf("type 3 window: %v, want EINVAL", err)
+	}
+	var mw wire.MWResp
+	if err := do(c, wire.OpAllocMW, &wire.AllocMW{PD: pd.Handle, Type: 2}, nil, &mw); err != nil || mw.RKey == 0 {
+		t.Fatalf("type 2 window: %+v, %v", mw, err)
+	}
+	if err := do(c, wire.OpDeallocPD, &pd, nil, nil); !errors.Is(err, rnic.ErrBusy) {
+		t.Fatalf("dealloc a PD holding a window: %v, want busy", err)
+	}
+	if err := do(c, wire.OpDeallocMW, &wire.Handle{Handle: mw.Handle}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := do(c, wire.OpDeallocPD, &pd, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}

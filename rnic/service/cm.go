@@ -6,8 +6,6 @@ import (
 	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/rnic/service/wire"
@@ -74,19 +72,7 @@ func (s *Server) localPortRange() (lo, hi uint16) {
 const maxBacklog = 1024
 
 func (c *conn) cmCreateChannel(body []byte, fd int) (any, int, error) {
-	if err := wire.DecodeBody(body, &struct{}{}); err != nil {
-		unix.Close(fd)
-		return nil, -1, err
-	}
-	if err := c.reserve(Usage{FDs: 1, Memory: objectMemory}); err != nil {
-		unix.Close(fd)
-		return nil, -1, err
-	}
-	hd, err := c.add(&sCMChannel{fd: fd})
-	if err != nil {
-		unix.Close(fd)
-	}
-	return &wire.Handle{Handle: hd}, -1, err
+	return c.addEventFD(body, fd, &sCMChannel{fd: fd})
 }
 
 func (c *conn) cmCreateID(body []byte) (any, int, error) {

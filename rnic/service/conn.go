@@ -276,7 +276,7 @@ func (c *conn) reclaim() int {
 		unix.Close(c.async.fd)
 		c.async = nil
 	}
-	for _, kind := range []int{kindCMID, kindQP, kindSRQ, kindAH, kindCQ, kindMR, kindPD, kindChannel, kindCMChannel} {
+	for _, kind := range []int{kindCMID, kindQP, kindSRQ, kindAH, kindCQ, kindMW, kindMR, kindPD, kindChannel, kindCMChannel} {
 		for h, o := range c.objs {
 			if kindOf(o) == kind {
 				if err := c.destroy(o); err != nil {
@@ -299,6 +299,7 @@ const (
 	kindQP
 	kindCMChannel
 	kindCMID
+	kindMW
 )
 
 func kindOf(o any) int {
@@ -307,6 +308,8 @@ func kindOf(o any) int {
 		return kindPD
 	case *sMR:
 		return kindMR
+	case *sMW:
+		return kindMW
 	case *sChannel:
 		return kindChannel
 	case *sCQ:
@@ -332,6 +335,8 @@ func (c *conn) destroy(o any) error {
 		return d.DeallocPD(o.pd)
 	case *sMR:
 		return d.DeregMR(o.mr)
+	case *sMW:
+		return d.DeallocMW(o.mw)
 	case *sChannel:
 		if o.refs > 0 {
 			return fmt.Errorf("%w: completion channel still bound to %d CQs", rnic.ErrBusy, o.refs)

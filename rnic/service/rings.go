@@ -15,6 +15,7 @@ import (
 
 type sPD struct{ pd *rnic.PD }
 type sMR struct{ mr *rnic.MR }
+type sMW struct{ mw *rnic.MW }
 type sAH struct{ ah *rnic.AH }
 
 // sChannel is a client's completion channel: the eventfd the client waits on.
@@ -56,10 +57,10 @@ type wq struct {
 	// sq_sig_all); owed counts them, the completions the CQ must still find room for.
 	signaled []bool
 	owed     uint32
-	sgl    []qp.SGE
-	send   qp.SendWR // scratch: the QP copies the WR (and keeps its SGL, a slot's)
-	recv   qp.RecvWR
-	broken bool
+	sgl      []qp.SGE
+	send     qp.SendWR // scratch: the QP copies the WR (and keeps its SGL, a slot's)
+	recv     qp.RecvWR
+	broken   bool
 }
 
 // Tags: the two top bits say which ring, the low 32 the index.
@@ -283,6 +284,10 @@ func sendOpcode(op qp.WROpcode) qp.WCOpcode {
 		return qp.WCCompareSwap
 	case qp.WRFetchAdd:
 		return qp.WCFetchAdd
+	case qp.WRBindMW:
+		return qp.WCBindMW
+	case qp.WRLocalInv:
+		return qp.WCLocalInv
 	}
 	return qp.WCSend
 }

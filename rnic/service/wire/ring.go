@@ -151,7 +151,10 @@ func Awake(page []byte) *uint32 { return (*uint32)(unsafe.Pointer(&page[64])) }
 //	+-------------+-------+-----+-----------+------------+-----------+
 //	 64: NSGE × { Addr u64, Length u32, LKey u32 }
 //
-// AH is the handle of an address handle (UD), 0 otherwise.
+// AH is the handle of an address handle (UD), 0 otherwise. A BIND_MW WQE (no SGE)
+// reuses the fields: RKey is the window's current rkey, InvRKey its new one,
+// RemoteAddr and CompareAdd the bound range's address and length, and Swap holds the
+// MR's lkey (bytes 40-43) and the window's access flags (44-47).
 const (
 	SendWQEHeader = 64
 	RecvWQEHeader = 16
@@ -190,6 +193,15 @@ func PutSendWQE(e []byte, wr *qp.SendWR, ah uint32) bool {
 	le.PutUint32(e[52:], wr.RemoteQPN)
 	le.PutUint32(e[56:], wr.RemoteQKey)
 	le.PutUint32(e[60:], wr.InvalidateRKey)
+	if wr.Opcode == qp.WRBindMW {
+		b := &wr.Bind
+		le.PutUint32(e[20:], b.MWRKey)
+		le.PutUint64(e[24:], b.Addr)
+		le.PutUint64(e[32:], b.Length)
+		le.PutUint32(e[40:], b.MRLKey)
+		le.PutUint32(e[44:], uint32(b.Access))
+		le.PutUint32(e[60:], b.NewRKey)
+	}
 	putSGL(e[SendWQEHeader:], wr.SGL)
 	return true
 }
@@ -219,6 +231,10 @@ func GetSendWQE(e []byte, wr *qp.SendWR, sgl []qp.SGE) (ah uint32, ok bool) {
 		CompareAdd: le.Uint64(e[32:]), Swap: le.Uint64(e[40:]), RemoteQPN: le.Uint32(e[52:]),
 		RemoteQKey: le.Uint32(e[56:]), InvalidateRKey: le.Uint32(e[60:]), SGL: sgl[:n]}
 	getSGL(e[SendWQEHeader:], wr.SGL)
+	if wr.Opcode == qp.WRBindMW {
+		wr.Bind = qp.MWBind{MWRKey: wr.RKey, NewRKey: wr.InvalidateRKey, MRLKey: le.Uint32(e[40:]),
+			Addr: wr.RemoteAddr, Length: wr.CompareAdd, Access: qp.Access(le.Uint32(e[44:]))}
+	}
 	return le.Uint32(e[48:]), true
 }
 

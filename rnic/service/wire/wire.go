@@ -63,14 +63,17 @@ const (
 	OpReregMR           Op = 26
 	OpAttachMcast       Op = 27 // Mcast
 	OpDetachMcast       Op = 28 // Mcast
-	opMax               Op = 29
+	OpAllocMW           Op = 29 // answered by MWResp
+	OpDeallocMW         Op = 30
+	opMax               Op = 31
 )
 
 var opNames = [...]string{"", "HELLO", "QUERY_DEVICE", "QUERY_PORT", "QUERY_GID", "ALLOC_PD", "DEALLOC_PD",
 	"REG_MR", "DEREG_MR", "CREATE_COMP_CHANNEL", "DESTROY_COMP_CHANNEL", "CREATE_CQ", "DESTROY_CQ",
 	"CREATE_SRQ", "MODIFY_SRQ", "DESTROY_SRQ", "CREATE_AH", "DESTROY_AH", "CREATE_QP", "MODIFY_QP",
 	"QUERY_QP", "DESTROY_QP", "ASYNC_FD", "GET_ASYNC_EVENT", "RESIZE_CQ", "RESIZE_SRQ", "REREG_MR",
-	"ATTACH_MCAST", "DETACH_MCAST"}
+	"ATTACH_MCAST", "DETACH_MCAST",
+	"ALLOC_MW", "DEALLOC_MW"}
 
 // String returns the operation's name, for logs and errors.
 func (o Op) String() string {
@@ -327,6 +330,13 @@ type RegMR struct {
 
 // MRResp answers RegMR.
 type MRResp struct{ Handle, LKey, RKey uint32 }
+
+// AllocMW allocates a memory window of Type (ibv_mw_type: 1 or 2) in PD. The client
+// binds it by posting a BIND_MW send WQE naming its rkey.
+type AllocMW struct{ PD, Type uint32 }
+
+// MWResp answers AllocMW: the window's handle and initial rkey.
+type MWResp struct{ Handle, RKey uint32 }
 
 // CreateCQ creates a CQ of at least CQE entries bound to completion channel Channel
 // (0: none). The response carries the CQ ring's memfd.

@@ -20,6 +20,7 @@ var bodies = map[Op][]any{
 	OpGetAsyncEvent: {&AsyncEvent{Type: 15, Handle: 7}}, OpResizeCQ: {&Resize{2, 100}}, OpResizeSRQ: {&Resize{3, 50}},
 	OpReregMR: {&ReregMR{Handle: 1, PD: 2, ChangePD: 1}}, OpAttachMcast: {&Mcast{Handle: 1, GID: [16]byte{0xff, 0x0e}}},
 	OpDetachMcast: {&Mcast{Handle: 2}},
+	OpAllocMW:     {&AllocMW{PD: 1, Type: 2}, &MWResp{4, 0x1234}},
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -66,6 +67,14 @@ func TestWQEs(t *testing.T) {
 	}
 	if _, ok := GetSendWQE(e, &got, sgl[:1]); ok {
 		t.Error("2 SGEs decoded into room for 1")
+	}
+	bind := qp.SendWR{WRID: 2, Opcode: qp.WRBindMW, Flags: qp.SendSignaled, Bind: qp.MWBind{MWRKey: 0x1234, NewRKey: 0x1235,
+		MRLKey: 0x5678, Addr: 1 << 40, Length: 4096, Access: qp.AccessRemoteRead | qp.AccessRemoteWrite}}
+	if !PutSendWQE(e, &bind, 0) {
+		t.Fatal("put bind")
+	}
+	if _, ok := GetSendWQE(e, &got, sgl); !ok || got.Opcode != qp.WRBindMW || got.Bind != bind.Bind || len(got.SGL) != 0 {
+		t.Fatalf("bind WQE: %+v, want %+v", got.Bind, bind.Bind)
 	}
 	wc := qp.WC{WRID: 1, Status: 2, Opcode: 3, VendorErr: 4, ByteLen: 5, Imm: 6, QPNum: 7, SrcQP: 8, Flags: 9, PKeyIndex: 10}
 	c := make([]byte, CQESize)
