@@ -40,6 +40,7 @@ type Config struct {
 type Part struct {
 	cfg       Config
 	udp       *net.UDPConn
+	out       *sender
 	ctl       net.Listener
 	tunnels   map[uint32]*Tunnel
 	peers     map[string]*peer
@@ -62,7 +63,7 @@ func New(cfg Config) (*Part, error) {
 	if len(cfg.Secret) == 0 {
 		return nil, errors.New("tunnel: a lab over several machines needs a lab secret (--secret-file): its parts authenticate each other with it")
 	}
-	p := &Part{cfg: cfg, tunnels: map[uint32]*Tunnel{}, peers: map[string]*peer{}, log: cfg.Log, stop: make(chan struct{})}
+	p := &Part{cfg: cfg, tunnels: map[uint32]*Tunnel{}, peers: map[string]*peer{}, log: cfg.Log, stop: make(chan struct{}), out: newSender()}
 	if p.log == nil {
 		p.log = zap.NewNop()
 	}
@@ -136,8 +137,9 @@ func (p *Part) Start(clk *clock.Real, pool *link.Pool) error {
 		return fmt.Errorf("tunnel: control socket: %w", err)
 	}
 	p.ctl = ctl
-	p.wg.Add(2)
+	p.wg.Add(3)
 	go func() { defer p.wg.Done(); p.read() }()
+	go func() { defer p.wg.Done(); p.out.write(udp, p.stop) }()
 	go func() { defer p.wg.Done(); p.accept() }()
 	for _, pe := range p.peers {
 		p.wg.Add(1)
@@ -182,48 +184,42 @@ func (p *Part) toLocal(peer string, wall int64) clock.Time {
 	return clock.Time(wall - off - p.epochWall)
 }
 
-// send writes a datagram to peer's underlay address.
-func (p *Part) send(peer string, b []byte) bool {
+// peerAddr returns peer's underlay VXLAN address, once resolved.
+func (p *Part) peerAddr(peer string) (netip.AddrPort, bool) {
 	pe := p.peers[peer]
-	if pe == nil || p.udp == nil {
-		return false
+	if pe == nil {
+		return netip.AddrPort{}, false
 	}
 	a, ok := pe.addr.Load().(netip.Addr)
-	if !ok {
-		return false
-	}
-	_, err := p.udp.WriteToUDPAddrPort(b, netip.AddrPortFrom(a, VXLANPort))
-	return err == nil
+	return netip.AddrPortFrom(a, VXLANPort), ok
 }
 
 // read takes every datagram that reaches the VXLAN port: from a peer's address, with a
 // VNI of one of this part's tunnels towards that peer, it goes to the tunnel;
 // anything else is counted and dropped.
 func (p *Part) read() {
-	buf := make([]byte, 64<<10)
+	r := newReader(p.udp)
 	for {
-		n, from, err := p.udp.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
+		err := r.read(func(b []byte, from netip.AddrPort) {
+			d, err := Decode(b)
+			if err != nil {
+				p.Malformed.Add(1)
 				return
 			}
-			continue
+			t := p.tunnels[d.VNI]
+			if t == nil {
+				p.UnknownVNI.Add(1)
+				return
+			}
+			if a, ok := p.peerAddr(t.Peer); !ok || a.Addr() != from.Addr().Unmap() {
+				p.UnknownSource.Add(1)
+				return
+			}
+			t.received(d, p.pool)
+		})
+		if errors.Is(err, net.ErrClosed) {
+			return
 		}
-		d, err := Decode(buf[:n])
-		if err != nil {
-			p.Malformed.Add(1)
-			continue
-		}
-		t := p.tunnels[d.VNI]
-		if t == nil {
-			p.UnknownVNI.Add(1)
-			continue
-		}
-		if a, ok := p.peers[t.Peer].addr.Load().(netip.Addr); !ok || a != from.Addr().Unmap() {
-			p.UnknownSource.Add(1)
-			continue
-		}
-		t.received(d, p.pool)
 	}
 }
 

@@ -44,8 +44,7 @@ type Tunnel struct {
 	inbox      *clock.Inbox
 
 	// On the node's loop.
-	seq      uint32
-	datagram []byte
+	seq uint32
 
 	mu      sync.Mutex // the reader's handoff
 	pending []*link.Frame
@@ -137,16 +136,18 @@ type wireWriter struct{ t *Tunnel }
 
 func (w wireWriter) Receive(frames []*link.Frame) {
 	t := w.t
+	to, ok := t.part.peerAddr(t.Peer)
 	for _, f := range frames {
 		t.seq++
-		arrival := t.part.toWall(f.Time.Add(t.delay))
-		t.datagram = Append(t.datagram[:0], t.VNI, t.seq, arrival, f.Bytes())
-		f.Release()
-		if t.part.send(t.Peer, t.datagram) {
-			t.stats.Sent.Add(1)
-		} else {
+		if !ok {
 			t.stats.SendErrors.Add(1)
+			f.Release()
+			continue
 		}
+		arrival := t.part.toWall(f.Time.Add(t.delay))
+		b := Append(t.part.out.buffer(), t.VNI, t.seq, arrival, f.Bytes())
+		f.Release()
+		t.part.out.enqueue(b, to, &t.stats)
 	}
 }
 
