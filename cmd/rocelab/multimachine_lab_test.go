@@ -297,7 +297,9 @@ func checkImpairedUnderlay(t *testing.T, l *ibverbsLab, a, b *machine, u *underl
 	restore := u.impair(t, 100*time.Microsecond, 0)
 	with := minRTT(t, l, "h1", "10.0.0.3")
 	restore()
-	lost := func() uint64 { return partsOf(t, a, l.name).Tunnels[0].UnderlayLost + partsOf(t, b, l.name).Tunnels[0].UnderlayLost }
+	lost := func() uint64 {
+		return partsOf(t, a, l.name).Tunnels[0].UnderlayLost + partsOf(t, b, l.name).Tunnels[0].UnderlayLost
+	}
 	lost0 := lost()
 	restore = u.impair(t, 0, 0.02)
 	// Lost frames are lost pings: the count is checked, not the exit status.
