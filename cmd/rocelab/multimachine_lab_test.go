@@ -222,6 +222,7 @@ func TestMultiMachineLab(t *testing.T) {
 			}
 		})
 	}
+	t.Run("underlay-capture", func(t *testing.T) { checkUnderlayCapture(t, l, a) })
 	t.Run("impaired-underlay", func(t *testing.T) { checkImpairedUnderlay(t, l, a, b, u) })
 	t.Run("hpcc-incast", func(t *testing.T) { checkPartsIncast(t, c, l, a, b, topology) })
 
@@ -271,6 +272,52 @@ func checkPartsStatus(t *testing.T, a, b *machine, name string) {
 			t.Errorf("status on a lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// checkUnderlayCapture: tshark on machine a's underlay decodes the tunnel's datagrams
+// as VXLAN carrying the lab's RoCEv2 frames, their telemetry unchanged.
+func checkUnderlayCapture(t *testing.T, l *ibverbsLab, a *machine) {
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Skip("tshark is not installed (make deps-system installs it as root)")
+	}
+	pcap := filepath.Join(t.TempDir(), "underlay.pcapng")
+	capture := exec.Command("ip", "netns", "exec", a.netns, "tshark", "-i", a.veth, "-f", "udp port 4789", "-c", "300", "-w", pcap)
+	stderr, err := capture.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := capture.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer capture.Process.Kill()
+	var head []byte
+	buf := make([]byte, 512)
+	for !bytes.Contains(head, []byte("Capturing on")) { // tshark says so once it captures
+		n, err := stderr.Read(buf)
+		if err != nil {
+			t.Fatalf("tshark: %v\n%s", err, head)
+		}
+		head = append(head, buf[:n]...)
+	}
+	args := []string{"write_bw", "-x", "1", "-s", "4096", "-n", "300"}
+	l.pair(t, 18515, "h3", args, "h1", args, "10.0.0.3")
+	if err := capture.Wait(); err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	out, err := exec.Command("tshark", "-r", pcap, "-T", "fields", "-e", "frame.protocols", "-e", "vxlan.vni").Output()
+	if err != nil {
+		t.Fatalf("tshark -r: %v", err)
+	}
+	roce := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if strings.Contains(line, "udp:vxlan:eth:ethertype:ip:udp:infiniband") && strings.HasSuffix(line, "\t5") {
+			roce++
+		}
+	}
+	if roce < 100 {
+		t.Errorf("%d of 300 underlay frames decode as VXLAN (VNI 5) carrying RoCEv2:\n%s", roce, out)
+	}
+	t.Logf("%d of 300 underlay frames decode as VXLAN VNI 5 → Ethernet → IPv4 → UDP → InfiniBand (RoCEv2)", roce)
 }
 
 // minRTT pings to from host and returns the least round trip.
