@@ -33,7 +33,7 @@ LAB        ?= $(basename $(notdir $(LAB_TOPO)))
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build test lint vet fmt-check staticcheck importcheck doccheck tidy-check unit bench fuzz demo deps clean lab down interop
+.PHONY: k8s-check all build test lint vet fmt-check staticcheck importcheck doccheck tidy-check unit bench fuzz demo deps clean lab down interop
 
 all: build
 
@@ -184,3 +184,9 @@ interop: deps-system
 ## wireshark: install rocelab's Lua dissectors into ~/.local/lib/wireshark/plugins
 wireshark: build
 	./$(BIN)/rocelab wireshark install
+
+## k8s-check (opt-in, not part of test): apply `rocelab k8s render`'s objects to a real
+## kube-apiserver (built once from k8s.io/kubernetes, ~9 min) on Debian's etcd, check them
+## as stored, delete them (docs/kubernetes.md)
+k8s-check: build
+	scripts/k8s-check.sh
