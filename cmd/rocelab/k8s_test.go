@@ -116,12 +116,13 @@ func TestK8sPodsRunRealUp(t *testing.T) {
 			t.Errorf("pod %s: -f %s or --secret-file %s is not in a mounted volume", pod.Name, f, get("secret-file"))
 		}
 		// Every other machine is a peer, at the address the ConfigMap gives it.
-		peers, err := fl.GetStringArray("peer")
-		if err != nil {
-			peers, err = fl.GetStringSlice("peer")
-		}
+		peerMap, err := fl.GetStringToString("peer")
 		if err != nil {
 			t.Fatalf("pod %s: rocelab up --peer: %v", pod.Name, err)
+		}
+		var peers []string
+		for name, addr := range peerMap {
+			peers = append(peers, name+"="+addr)
 		}
 		var want []string
 		for name, addr := range machines {
