@@ -57,7 +57,7 @@ type machine struct {
 
 // newMachines makes machines a and b (192.168.77.1 and .2) joined by the underlay,
 // removed when the test ends.
-func newMachines(t *testing.T, c *cli) (a, b *machine, u *underlay) {
+func newMachines(t testing.TB, c *cli) (a, b *machine, u *underlay) {
 	t.Helper()
 	suffix := strconv.Itoa(os.Getpid() % 10000)
 	a = &machine{name: "a", netns: "mach-a" + suffix, veth: "mmva" + suffix, addr: "192.168.77.1"}
@@ -82,7 +82,7 @@ func (m *machine) in(args ...string) *exec.Cmd {
 }
 
 // upParts starts the lab's part on each machine and waits until each sees the other up.
-func upParts(t *testing.T, name, topology, secret string, ms ...*machine) {
+func upParts(t testing.TB, name, topology, secret string, ms ...*machine) {
 	t.Helper()
 	for _, m := range ms {
 		out, err := m.in("up", "-f", topology, "--name", name, "--machine", m.name, "--secret-file", secret).CombinedOutput()
@@ -96,7 +96,7 @@ func upParts(t *testing.T, name, topology, secret string, ms ...*machine) {
 }
 
 // partsOf reads a part's view of the other parts.
-func partsOf(t *testing.T, m *machine, name string) *lab.PartsStatus {
+func partsOf(t testing.TB, m *machine, name string) *lab.PartsStatus {
 	t.Helper()
 	out, err := m.cli.cmd("status", "--lab", name, "--json").Output()
 	if err != nil {
@@ -113,7 +113,7 @@ func partsOf(t *testing.T, m *machine, name string) *lab.PartsStatus {
 }
 
 // waitPeer waits (bounded) until machine m's part sees every other part in state.
-func waitPeer(t *testing.T, m *machine, name, state string) {
+func waitPeer(t testing.TB, m *machine, name, state string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -482,7 +482,7 @@ func timedIncast(t *testing.T, what string, l *ibverbsLab, rec *cli, clis ...*cl
 // one process: the bottleneck's utilization and queue within 5 %.
 func checkPartsIncast(t *testing.T, c *cli, l *ibverbsLab, a, b *machine, topology string) {
 	split := timedIncast(t, "two parts", l, b.cli, a.cli, b.cli)
-	one := regexp.MustCompile(`(?m)^machines:\n(  - .*\n)+|, machine: [ab]`).ReplaceAllString(partsTopology, "")
+	one := onePartTopology(partsTopology)
 	onePath := filepath.Join(t.TempDir(), "one-process.yaml")
 	if err := os.WriteFile(onePath, []byte(one), 0o644); err != nil {
 		t.Fatal(err)
@@ -572,4 +572,99 @@ func checkNothingLeft(t *testing.T, name string, ms ...*machine) {
 			t.Errorf("processes left in machine %s: %s", m.name, out)
 		}
 	}
+}
+
+// cpuSeconds is the CPU time pid has used (user and system), from /proc/PID/stat.
+func cpuSeconds(tb testing.TB, pid int) float64 {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	utime, _ := strconv.ParseFloat(f[11], 64) // fields 14 and 15 of the line
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // USER_HZ
+}
+
+// labPID is the lab process of lab name in c's state directory.
+func labPID(tb testing.TB, c *cli, name string) int {
+	tb.Helper()
+	rec, err := c.store.Load(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rec.Owner.PID
+}
+
+// BenchmarkLabTunnel runs perftest's ib_write_bw (64 KiB) and ib_send_lat (64 B) from h1
+// to h3 across the tunnel of a lab in two parts (partsTopology at 10 Gb/s, two
+// namespace machines on a veth underlay, TestMultiMachineLab's) and the same in the
+// same topology run by one process, and the CPU each lab process spent per GB moved.
+func BenchmarkLabTunnel(b *testing.B) {
+	c := newCLI(b)
+	buildLibibverbs(b, filepath.Dir(c.bin))
+	if _, err := exec.LookPath("ethtool"); err != nil {
+		b.Skip("ethtool is not installed (make deps-system installs it as root)")
+	}
+	ma, mb, _ := newMachines(b, c)
+	dir := b.TempDir()
+	topo10G := strings.ReplaceAll(partsTopology, "rate: 2G", "rate: 10G")
+	split, one := filepath.Join(dir, "two-machines.yaml"), filepath.Join(dir, "one-process.yaml")
+	secret := filepath.Join(dir, "lab.secret")
+	for f, text := range map[string]string{split: topo10G, one: onePartTopology(topo10G), secret: "a lab secret for the tunnel benchmark\n"} {
+		if err := os.WriteFile(f, []byte(text), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	name := labName("tb")
+	upParts(b, name, split, secret, ma, mb)
+	defer mb.cli.cmd("down", name).Run()
+	parts := &ibverbsLab{cli: ma.cli, name: name, parts: map[string]*cli{"h3": mb.cli, "h4": mb.cli}}
+	whole := &ibverbsLab{cli: c, name: labName("tb1")}
+	c.run("up", "-f", one, "--name", whole.name)
+	defer c.run("down", whole.name)
+
+	bwArgs := []string{"ib_write_bw", "-x", "1", "-s", "65536", "-n", "20000", "--report_gbits"}
+	latArgs := []string{"ib_send_lat", "-x", "1", "-s", "64", "-n", "5000"}
+	// measure runs the pair in l and returns the bandwidth (Gb/s), the p50 latency (µs)
+	// and the CPU seconds per GB moved of each of the lab processes pids.
+	measure := func(l *ibverbsLab, pids ...int) (gbps, latUS float64, cpuPerGB []float64) {
+		cpu0 := make([]float64, len(pids))
+		for i, p := range pids {
+			cpu0[i] = cpuSeconds(b, p)
+		}
+		_, out := l.pair(b, pingpongPort, "h3", bwArgs, "h1", bwArgs, "10.0.0.3")
+		gbps, ok := tableValue(out, "65536", 3)
+		for i, p := range pids {
+			cpuPerGB = append(cpuPerGB, (cpuSeconds(b, p)-cpu0[i])/(20000*65536/1e9))
+		}
+		_, out2 := l.pair(b, pingpongPort, "h3", latArgs, "h1", latArgs, "10.0.0.3")
+		latUS, ok2 := tableValue(out2, "64", 4)
+		if !ok || !ok2 {
+			b.Fatalf("a tool printed no result row:\n%s\n%s", out, out2)
+		}
+		return gbps, latUS, cpuPerGB
+	}
+	for b.Loop() {
+		tBW, tLat, tCPU := measure(parts, labPID(b, ma.cli, name), labPID(b, mb.cli, name))
+		oBW, oLat, oCPU := measure(whole, labPID(b, c, whole.name))
+		ps := partsOf(b, ma, name)
+		b.ReportMetric(tBW, "tunnel-Gb/s")
+		b.ReportMetric(oBW, "one-process-Gb/s")
+		b.ReportMetric(tLat, "tunnel-p50-µs")
+		b.ReportMetric(oLat, "one-process-p50-µs")
+		b.ReportMetric(tCPU[0], "part-a-CPU-s/GB")
+		b.ReportMetric(tCPU[1], "part-b-CPU-s/GB")
+		b.ReportMetric(oCPU[0], "one-process-CPU-s/GB")
+		b.ReportMetric(ps.Peers[0].OneWayUS, "underlay-one-way-µs")
+		fmt.Printf("tunnel: %.2f Gb/s, %.1f µs p50, CPU %.2f + %.2f s/GB; one process: %.2f Gb/s, %.1f µs, CPU %.2f s/GB; underlay one-way %.0f µs, %d of %d datagrams late by %.0f µs on average\n",
+			tBW, tLat, tCPU[0], tCPU[1], oBW, oLat, oCPU[0], ps.Peers[0].OneWayUS, ps.Tunnels[0].Late, ps.Tunnels[0].Received, ps.Tunnels[0].MeanLateUS)
+	}
+}
+
+// onePartTopology is a topology placed on machines with the placement taken out: the
+// same lab in one process.
+func onePartTopology(topology string) string {
+	return regexp.MustCompile(`(?m)^machines:\n(  - .*\n)+|, machine: [ab]`).ReplaceAllString(topology, "")
 }

@@ -29,7 +29,7 @@ type underlay struct {
 }
 
 // ipCmd runs ip with args, failing the test on error.
-func ipCmd(t *testing.T, args ...string) {
+func ipCmd(t testing.TB, args ...string) {
 	t.Helper()
 	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -37,7 +37,7 @@ func ipCmd(t *testing.T, args ...string) {
 }
 
 // newUnderlay makes the wan namespace and its bridge, removed when the test ends.
-func newUnderlay(t *testing.T, suffix string) *underlay {
+func newUnderlay(t testing.TB, suffix string) *underlay {
 	u := &underlay{netns: "mach-w" + suffix, bridge: "wbr" + suffix, ends: [2]string{"wa" + suffix, "wb" + suffix}}
 	ipCmd(t, "netns", "add", u.netns)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", u.netns).Run() })
@@ -47,7 +47,7 @@ func newUnderlay(t *testing.T, suffix string) *underlay {
 }
 
 // attach joins machine m to the underlay as its i-th end.
-func (u *underlay) attach(t *testing.T, i int, m *machine) {
+func (u *underlay) attach(t testing.TB, i int, m *machine) {
 	ipCmd(t, "link", "add", m.veth, "netns", m.netns, "mtu", "9000", "type", "veth", "peer", "name", u.ends[i], "netns", u.netns, "mtu", "9000")
 	ipCmd(t, "-n", u.netns, "link", "set", u.ends[i], "master", u.bridge, "up")
 	// Frames as the wire carries them: a forwarder reading the veth with AF_PACKET would
@@ -65,7 +65,7 @@ func (u *underlay) attach(t *testing.T, i int, m *machine) {
 
 // impair takes the underlay's ends off the bridge and forwards the frames between them
 // with delay added and a loss rate, until the returned function puts them back.
-func (u *underlay) impair(t *testing.T, delay time.Duration, loss float64) (restore func()) {
+func (u *underlay) impair(t testing.TB, delay time.Duration, loss float64) (restore func()) {
 	t.Helper()
 	for _, end := range u.ends {
 		ipCmd(t, "-n", u.netns, "link", "set", end, "nomaster")
