@@ -71,7 +71,8 @@ func (l *Lab) startPart(opts *network.Options) error {
 		return fmt.Errorf("lab: the topology runs on machines %v: start each one's part with --machine NAME", names)
 	}
 	p, err := tunnel.New(tunnel.Config{Lab: cfg.Name, Machine: cfg.Machine, Topology: t, Peers: cfg.Peers,
-		Secret: cfg.Secret, Listen: cfg.Listen, Handle: l.handlePeer, Log: l.log.With(zap.String("machine", cfg.Machine))})
+		Secret: cfg.Secret, Listen: cfg.Listen, Handle: l.handlePeer, Exec: cfg.RemoteExec,
+		Log: l.log.With(zap.String("machine", cfg.Machine))})
 	if err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}

@@ -351,11 +351,16 @@ func runLabProcess(name, file string, threads int, srv serving, part partFlags, 
 		report(errorPrefix, err.Error())
 		return err
 	}
+	cfg.RemoteExec = remoteExecCommand(name)
 	l, err := lab.Up(cfg)
 	if err != nil {
 		report(errorPrefix, err.Error())
 		log.Error("lab up failed", zap.Error(err))
 		return err
+	}
+	if err := recordPart(netns.DefaultStore(), name, part); err != nil {
+		report(errorPrefix, err.Error())
+		return errors.Join(err, l.Close())
 	}
 	if srv.metrics != "" {
 		addr, err := serveMetrics(srv.metrics, func() (lab.Status, error) { return l.Status(), nil }, true)

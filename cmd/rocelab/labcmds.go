@@ -328,6 +328,16 @@ func execInHost(cmd *cobra.Command, verb, labName, host string, argv []string, d
 			libPath = prependPath(lib, libPath)
 		}
 	}
+	if rec, err := store.Load(name); err == nil && rec.Host(host) == nil {
+		code, err := execRemote(cmd, store, name, host, argv, detach)
+		switch {
+		case errors.Is(err, errNotRemote): // not another part's: the error below names it
+		case err != nil:
+			return fmt.Errorf("%s: %w", verb, err)
+		default:
+			os.Exit(code)
+		}
+	}
 	c := exec.Command(argv[0], argv[1:]...)
 	if p, ok := lookPathIn(argv[0], path); ok {
 		c.Path, c.Err = p, nil

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -169,6 +170,7 @@ func TestMultiMachineLab(t *testing.T) {
 	l := &ibverbsLab{cli: a.cli, name: name, parts: map[string]*cli{"h3": b.cli, "h4": b.cli}}
 
 	t.Run("status", func(t *testing.T) { checkPartsStatus(t, a, b, name) })
+	t.Run("exec-across", func(t *testing.T) { checkExecAcross(t, a, b, name) })
 	t.Run("ping", func(t *testing.T) {
 		for _, p := range []struct{ from, to string }{{"h1", "10.0.0.3"}, {"h4", "10.0.0.2"}, {"h2", "fd00::4"}, {"h3", "fd00::1"}} {
 			if out, err := l.exec(p.from, "ping", "-c", "3", "-i", "0.05", p.to).CombinedOutput(); err != nil {
@@ -318,6 +320,32 @@ func checkUnderlayCapture(t *testing.T, l *ibverbsLab, a *machine) {
 		t.Errorf("%d of 300 underlay frames decode as VXLAN (VNI 5) carrying RoCEv2:\n%s", roce, out)
 	}
 	t.Logf("%d of 300 underlay frames decode as VXLAN VNI 5 → Ethernet → IPv4 → UDP → InfiniBand (RoCEv2)", roce)
+}
+
+// checkExecAcross: rocelab exec on one machine runs a command in a host of the other
+// part, with its standard streams and exit status relayed.
+func checkExecAcross(t *testing.T, a, b *machine, name string) {
+	for _, x := range []struct {
+		m          *machine
+		host, addr string
+	}{{a, "h3", "10.0.0.3"}, {b, "h1", "10.0.0.1"}} {
+		// The CLI runs on the machine (its network namespace), as a user's would.
+		c := x.m.in("exec", "--lab", name, x.host, "--", "sh", "-c", "cat; hostname; ip -4 -o addr show; exit 3")
+		c.Stdin = strings.NewReader("from machine " + x.m.name + "\n")
+		out, err := c.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+			t.Errorf("exec %s on machine %s: %v, want exit status 3\n%s", x.host, x.m.name, err, out)
+		}
+		for _, want := range []string{"from machine " + x.m.name, x.host + "\n", x.addr + "/"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("exec %s on machine %s: output lacks %q:\n%s", x.host, x.m.name, want, out)
+			}
+		}
+	}
+	if out, err := a.in("exec", "--lab", name, "h9", "--", "true").CombinedOutput(); err == nil || !strings.Contains(string(out), `no host "h9"`) {
+		t.Errorf("exec in a host no part has: %v\n%s", err, out)
+	}
 }
 
 // minRTT pings to from host and returns the least round trip.

@@ -1,17 +1,24 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
 	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/rocelab/rocelab/lab"
+	"github.com/rocelab/rocelab/lab/tunnel"
 	"github.com/rocelab/rocelab/netns"
 )
 
@@ -161,4 +168,97 @@ func printParts(out io.Writer, st lab.Status) {
 		r.Parts = nil // its view of the parts is this one's, turned round
 		printStatus(out, r)
 	}
+}
+
+// partFile, in a part's state directory, tells the CLI on its machine which machine it
+// is and where the lab secret is, for exec in a host of another part.
+const partFile = "part.json"
+
+type partRecord struct {
+	Machine    string `json:"machine"`
+	SecretFile string `json:"secret_file"`
+}
+
+// recordPart writes the part's record into the lab's state directory.
+func recordPart(store netns.Store, name string, p partFlags) error {
+	if p.machine == "" {
+		return nil
+	}
+	secret, err := filepath.Abs(p.secretFile)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(partRecord{Machine: p.machine, SecretFile: secret})
+	return os.WriteFile(filepath.Join(store.Dir(name), partFile), b, 0o600)
+}
+
+// remoteExecCommand is what a part runs for another machine's `rocelab exec HOST`: this
+// binary's exec in the host, with the part's state directory (in the environment).
+func remoteExecCommand(name string) func(host string, argv []string) (*exec.Cmd, error) {
+	return func(host string, argv []string) (*exec.Cmd, error) {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		return exec.Command(self, append([]string{"exec", "--lab", name, host, "--"}, argv...)...), nil
+	}
+}
+
+// errNotRemote says a host is in no other part of the lab.
+var errNotRemote = errors.New("not a host of another part")
+
+// execRemote runs argv in host of lab name when another part of a lab over several
+// machines runs that host: through that part, with the streams relayed and Ctrl-C
+// forwarded. It returns errNotRemote when no other part has the host.
+func execRemote(cmd *cobra.Command, store netns.Store, name, host string, argv []string, detach bool) (int, error) {
+	b, err := os.ReadFile(filepath.Join(store.Dir(name), partFile))
+	if err != nil {
+		return 0, errNotRemote // not a part of a lab over several machines
+	}
+	var rec partRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return 0, fmt.Errorf("lab %s: %s: %w", name, partFile, err)
+	}
+	reply, _, err := lab.Query(store, name, lab.Request{Op: "status"})
+	if err != nil {
+		return 0, err
+	}
+	ps := reply.Status.Parts
+	if ps == nil {
+		return 0, errNotRemote
+	}
+	machine, addr := "", ""
+	for _, r := range ps.Remote {
+		for _, h := range r.Hosts {
+			if h.Name == host && r.Parts != nil {
+				machine = r.Parts.Machine
+			}
+		}
+	}
+	for _, p := range ps.Peers {
+		if p.Machine == machine {
+			addr = p.Address
+		}
+	}
+	if machine == "" || addr == "" {
+		return 0, errNotRemote
+	}
+	if detach {
+		return 0, fmt.Errorf("host %s runs on machine %s: -d starts servers on this machine's hosts only; run exec -d there, or this exec with & here", host, machine)
+	}
+	secret, err := readSecret(rec.SecretFile)
+	if err != nil {
+		return 0, err
+	}
+	sigs := make(chan os.Signal, 4)
+	names := make(chan string, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	go func() {
+		for s := range sigs {
+			names <- map[os.Signal]string{syscall.SIGINT: "INT", syscall.SIGTERM: "TERM", syscall.SIGHUP: "HUP", syscall.SIGQUIT: "QUIT"}[s]
+		}
+	}()
+	return tunnel.RemoteExec(addr, secret, name, rec.Machine, machine, tunnel.ExecRequest{Host: host, Argv: argv},
+		cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), names)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,8 +31,11 @@ type Config struct {
 	Secret []byte
 	// Listen is the address the part binds (its underlay address); "" binds all.
 	Listen string
-	// Handle answers a peer's request (Message.Op other than ping) with a body.
+	// Handle answers a peer's request (Message.Op other than ping and exec) with a body.
 	Handle func(op string, body json.RawMessage) (json.RawMessage, error)
+	// Exec, if set, returns the (unstarted) command that runs argv in this part's host
+	// for a remote exec (exec.go).
+	Exec func(host string, argv []string) (*exec.Cmd, error)
 	Log    *zap.Logger
 }
 
@@ -507,6 +511,10 @@ func (p *Part) serve(c net.Conn) {
 		c.SetDeadline(time.Now().Add(2 * goneAfter))
 		m, err := s.Receive()
 		if err != nil {
+			return
+		}
+		if m.Op == "exec" {
+			p.serveExec(c, s, m.Body)
 			return
 		}
 		var r Message
