@@ -36,7 +36,7 @@ type Config struct {
 	// Exec, if set, returns the (unstarted) command that runs argv in this part's host
 	// for a remote exec (exec.go).
 	Exec func(host string, argv []string) (*exec.Cmd, error)
-	Log    *zap.Logger
+	Log  *zap.Logger
 }
 
 // Part is this part's side of the underlay: the VXLAN socket its tunnels share, a
