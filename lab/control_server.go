@@ -95,8 +95,7 @@ func (l *Lab) serve(c *net.UnixConn) {
 	}
 	switch req.Op {
 	case "status":
-		st := l.Status()
-		st.Parts = l.partsStatus(true)
+		st := l.StatusOfParts()
 		writeReply(c, Reply{Status: &st})
 	case "down-parts":
 		told, unreachable := l.DownParts()

@@ -3,6 +3,7 @@ package lab
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -153,4 +154,43 @@ func (l *Lab) DownParts() (told, unreachable []string) {
 		told = append(told, ps.Machine)
 	}
 	return told, unreachable
+}
+
+// StatusOfParts is Status with, in a lab over several machines, the other parts'
+// statuses read through the control channel (PartsStatus.Remote).
+func (l *Lab) StatusOfParts() Status {
+	st := l.Status()
+	st.Parts = l.partsStatus(true)
+	return st
+}
+
+// WholeLab returns st with the other parts' hosts, switches and loops (st.Parts.Remote)
+// among its own, each loop named after its machine ("b/loop0"): the lab as one, for
+// what draws or exports every node (the web view, metrics). A status without parts is
+// returned as it is.
+func (st Status) WholeLab() Status {
+	if st.Parts == nil || len(st.Parts.Remote) == 0 {
+		return st
+	}
+	whole := st
+	whole.Hosts = slices.Clone(st.Hosts)
+	whole.Switches = slices.Clone(st.Switches)
+	whole.Loops = nil
+	for _, lp := range st.Loops {
+		lp.Loop = st.Parts.Machine + "/" + lp.Loop
+		whole.Loops = append(whole.Loops, lp)
+	}
+	for _, r := range st.Parts.Remote {
+		machine := "?"
+		if r.Parts != nil {
+			machine = r.Parts.Machine
+		}
+		whole.Hosts = append(whole.Hosts, r.Hosts...)
+		whole.Switches = append(whole.Switches, r.Switches...)
+		for _, lp := range r.Loops {
+			lp.Loop = machine + "/" + lp.Loop
+			whole.Loops = append(whole.Loops, lp)
+		}
+	}
+	return whole
 }

@@ -71,9 +71,9 @@ type Config struct {
 	// OnPeerDown, if set, is called (on its own goroutine) when another part of the
 	// lab asks this one to remove itself (`rocelab down` on another machine).
 	OnPeerDown func()
-	// RemoteExec, if set, returns the (unstarted) command that runs argv in one of this
-	// part's hosts for `rocelab exec` on another machine (tunnel.RemoteExec).
-	RemoteExec func(host string, argv []string) (*exec.Cmd, error)
+	// RemoteExec, if set, returns the (unstarted) command another machine's `rocelab
+	// exec` or `capture` asks this part to run (tunnel.RemoteExec).
+	RemoteExec func(tunnel.ExecRequest) (*exec.Cmd, error)
 }
 
 // maxLag is how far a lab's loops may fall behind real time (clock.RealOptions.MaxLag):

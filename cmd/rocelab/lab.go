@@ -363,7 +363,7 @@ func runLabProcess(name, file string, threads int, srv serving, part partFlags, 
 		return errors.Join(err, l.Close())
 	}
 	if srv.metrics != "" {
-		addr, err := serveMetrics(srv.metrics, func() (lab.Status, error) { return l.Status(), nil }, true)
+		addr, err := serveMetrics(srv.metrics, func() (lab.Status, error) { return l.StatusOfParts().WholeLab(), nil }, true)
 		if err != nil {
 			report(errorPrefix, err.Error())
 			return errors.Join(err, l.Close())

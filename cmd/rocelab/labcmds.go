@@ -503,6 +503,10 @@ reader keeps up with more easily.`,
 			if err != nil {
 				return fmt.Errorf("capture: %w", err)
 			}
+			// A port of another part of a lab over several machines: through that part.
+			if err := captureRemote(cmd, store, name, args[0], file, snaplen, duration); !errors.Is(err, errNotRemote) {
+				return err
+			}
 			req := lab.Request{Op: "capture", Port: args[0], Snaplen: snaplen}
 			if file != "" {
 				// The lab process writes the file itself: the frames then cross no

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/rocelab/rocelab/lab"
 	"github.com/rocelab/rocelab/netns"
@@ -171,6 +176,8 @@ func TestMultiMachineLab(t *testing.T) {
 
 	t.Run("status", func(t *testing.T) { checkPartsStatus(t, a, b, name) })
 	t.Run("exec-across", func(t *testing.T) { checkExecAcross(t, a, b, name) })
+	t.Run("capture-across", func(t *testing.T) { checkCaptureAcross(t, l, a) })
+	t.Run("metrics-whole-lab", func(t *testing.T) { checkMetricsWholeLab(t, a, name) })
 	t.Run("ping", func(t *testing.T) {
 		for _, p := range []struct{ from, to string }{{"h1", "10.0.0.3"}, {"h4", "10.0.0.2"}, {"h2", "fd00::4"}, {"h3", "fd00::1"}} {
 			if out, err := l.exec(p.from, "ping", "-c", "3", "-i", "0.05", p.to).CombinedOutput(); err != nil {
@@ -345,6 +352,74 @@ func checkExecAcross(t *testing.T, a, b *machine, name string) {
 	}
 	if out, err := a.in("exec", "--lab", name, "h9", "--", "true").CombinedOutput(); err == nil || !strings.Contains(string(out), `no host "h9"`) {
 		t.Errorf("exec in a host no part has: %v\n%s", err, out)
+	}
+}
+
+// checkCaptureAcross: rocelab capture on machine a of a port of b's switch (s2:p0,
+// towards h3) writes the pcapng b's part captures, here.
+func checkCaptureAcross(t *testing.T, l *ibverbsLab, a *machine) {
+	file := filepath.Join(t.TempDir(), "s2p0.pcapng")
+	capture := a.in("capture", "--lab", l.name, "s2:p0", "-w", file, "--duration", "2s")
+	var stderr bytes.Buffer
+	capture.Stderr = &stderr
+	if err := capture.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Pings to h3 cross s2:p0 while the capture runs (they start within its 2 s).
+	l.exec("h1", "ping", "-c", "10", "-i", "0.1", "10.0.0.3").Run()
+	if err := capture.Wait(); err != nil {
+		t.Fatalf("capture s2:p0 on machine a: %v\n%s", err, stderr.String())
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		t.Fatalf("%s is not pcapng: %v\n%s", file, err, stderr.String())
+	}
+	frames := 0
+	for {
+		if _, _, err := r.ReadPacketData(); err != nil {
+			break
+		}
+		frames++
+	}
+	if frames < 10 || !strings.Contains(stderr.String(), "captured") {
+		t.Errorf("the capture of s2:p0 from machine a holds %d frames (want the 10 pings and their replies at least):\n%s", frames, stderr.String())
+	}
+}
+
+// checkMetricsWholeLab: rocelab metrics on machine a exports b's hosts and ports too.
+func checkMetricsWholeLab(t *testing.T, a *machine, name string) {
+	m := a.cli.cmd("metrics", "--lab", name, "--listen", "127.0.0.1:0")
+	stderr, err := m.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { m.Process.Kill(); m.Wait() }()
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("rocelab metrics: %v", err)
+	}
+	url := regexp.MustCompile(`http://\S+/metrics`).FindString(line)
+	if url == "" {
+		t.Fatalf("rocelab metrics printed no address: %q", line)
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`host="h1"`, `host="h4"`, `port="s1:p2"`, `port="s2:p1"`} {
+		if !bytes.Contains(body, []byte(want)) {
+			t.Errorf("metrics on machine a lack %s", want)
+		}
 	}
 }
 

@@ -10,9 +10,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -192,64 +194,67 @@ func recordPart(store netns.Store, name string, p partFlags) error {
 	return os.WriteFile(filepath.Join(store.Dir(name), partFile), b, 0o600)
 }
 
-// remoteExecCommand is what a part runs for another machine's `rocelab exec HOST`: this
-// binary's exec in the host, with the part's state directory (in the environment).
-func remoteExecCommand(name string) func(host string, argv []string) (*exec.Cmd, error) {
-	return func(host string, argv []string) (*exec.Cmd, error) {
-		self, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		return exec.Command(self, append([]string{"exec", "--lab", name, host, "--"}, argv...)...), nil
-	}
+// errNotRemote says a node is in no other part of the lab.
+var errNotRemote = errors.New("not a node of another part")
+
+// remotePart is the part of a lab over several machines that runs node (a host or a
+// switch), as this machine's part sees it: errNotRemote when the lab is not split or
+// this part runs node.
+type remotePart struct {
+	self, machine, addr string // this part's machine, node's machine and its address
+	secret              []byte
 }
 
-// errNotRemote says a host is in no other part of the lab.
-var errNotRemote = errors.New("not a host of another part")
-
-// execRemote runs argv in host of lab name when another part of a lab over several
-// machines runs that host: through that part, with the streams relayed and Ctrl-C
-// forwarded. It returns errNotRemote when no other part has the host.
-func execRemote(cmd *cobra.Command, store netns.Store, name, host string, argv []string, detach bool) (int, error) {
+func findRemotePart(store netns.Store, name, node string) (remotePart, error) {
 	b, err := os.ReadFile(filepath.Join(store.Dir(name), partFile))
 	if err != nil {
-		return 0, errNotRemote // not a part of a lab over several machines
+		return remotePart{}, errNotRemote // not a part of a lab over several machines
 	}
 	var rec partRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
-		return 0, fmt.Errorf("lab %s: %s: %w", name, partFile, err)
+		return remotePart{}, fmt.Errorf("lab %s: %s: %w", name, partFile, err)
 	}
 	reply, _, err := lab.Query(store, name, lab.Request{Op: "status"})
 	if err != nil {
-		return 0, err
+		return remotePart{}, err
 	}
 	ps := reply.Status.Parts
 	if ps == nil {
-		return 0, errNotRemote
+		return remotePart{}, errNotRemote
 	}
-	machine, addr := "", ""
+	rp := remotePart{self: rec.Machine}
 	for _, r := range ps.Remote {
+		if r.Parts == nil {
+			continue
+		}
 		for _, h := range r.Hosts {
-			if h.Name == host && r.Parts != nil {
-				machine = r.Parts.Machine
+			if h.Name == node {
+				rp.machine = r.Parts.Machine
+			}
+		}
+		for _, s := range r.Switches {
+			if s.Name == node {
+				rp.machine = r.Parts.Machine
 			}
 		}
 	}
 	for _, p := range ps.Peers {
-		if p.Machine == machine {
-			addr = p.Address
+		if p.Machine == rp.machine {
+			rp.addr = p.Address
 		}
 	}
-	if machine == "" || addr == "" {
-		return 0, errNotRemote
+	if rp.machine == "" || rp.addr == "" {
+		return remotePart{}, errNotRemote
 	}
-	if detach {
-		return 0, fmt.Errorf("host %s runs on machine %s: -d starts servers on this machine's hosts only; run exec -d there, or this exec with & here", host, machine)
+	if rp.secret, err = readSecret(rec.SecretFile); err != nil {
+		return remotePart{}, err
 	}
-	secret, err := readSecret(rec.SecretFile)
-	if err != nil {
-		return 0, err
-	}
+	return rp, nil
+}
+
+// run runs req on the part, relaying the streams and forwarding SIGINT, SIGTERM,
+// SIGHUP and SIGQUIT; it returns the exit status.
+func (rp remotePart) run(cmd *cobra.Command, name string, req tunnel.ExecRequest, stdout io.Writer) (int, error) {
 	sigs := make(chan os.Signal, 4)
 	names := make(chan string, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
@@ -259,6 +264,67 @@ func execRemote(cmd *cobra.Command, store netns.Store, name, host string, argv [
 			names <- map[os.Signal]string{syscall.SIGINT: "INT", syscall.SIGTERM: "TERM", syscall.SIGHUP: "HUP", syscall.SIGQUIT: "QUIT"}[s]
 		}
 	}()
-	return tunnel.RemoteExec(addr, secret, name, rec.Machine, machine, tunnel.ExecRequest{Host: host, Argv: argv},
-		cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), names)
+	return tunnel.RemoteExec(rp.addr, rp.secret, name, rp.self, rp.machine, req, cmd.InOrStdin(), stdout, cmd.ErrOrStderr(), names)
+}
+
+// execRemote runs argv in host of lab name when another part of a lab over several
+// machines runs that host: through that part, with the streams relayed and Ctrl-C
+// forwarded. It returns errNotRemote when no other part has the host.
+func execRemote(cmd *cobra.Command, store netns.Store, name, host string, argv []string, detach bool) (int, error) {
+	rp, err := findRemotePart(store, name, host)
+	if err != nil {
+		return 0, err
+	}
+	if detach {
+		return 0, fmt.Errorf("host %s runs on machine %s: -d starts servers on this machine's hosts only; run exec -d there, or this exec with & here", host, rp.machine)
+	}
+	return rp.run(cmd, name, tunnel.ExecRequest{Host: host, Argv: argv}, cmd.OutOrStdout())
+}
+
+// captureRemote captures port through the part that runs its node when another part of
+// a lab over several machines does (errNotRemote otherwise): that part's rocelab
+// capture writes the pcapng to this one's standard output or file.
+func captureRemote(cmd *cobra.Command, store netns.Store, name, port, file string, snaplen int, duration time.Duration) error {
+	node, _, _ := strings.Cut(port, ":")
+	rp, err := findRemotePart(store, name, node)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if file != "" {
+		f, err := os.Create(file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+	}
+	argv := []string{"capture", "--lab", name, port, "--snaplen", strconv.Itoa(snaplen)}
+	if duration > 0 {
+		argv = append(argv, "--duration", duration.String())
+	}
+	code, err := rp.run(cmd, name, tunnel.ExecRequest{Rocelab: true, Argv: argv}, out)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("capture %s on machine %s: exit status %d", port, rp.machine, code)
+	}
+	return err
+}
+
+// remoteExecCommand is what a part runs for another machine's part: `rocelab exec HOST`
+// (this binary's exec in the host, with the part's state directory from the
+// environment), or `rocelab capture` of one of its ports.
+func remoteExecCommand(name string) func(req tunnel.ExecRequest) (*exec.Cmd, error) {
+	return func(req tunnel.ExecRequest) (*exec.Cmd, error) {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		if req.Rocelab {
+			if len(req.Argv) == 0 || req.Argv[0] != "capture" {
+				return nil, fmt.Errorf("a part runs rocelab capture for another machine, not %q", req.Argv)
+			}
+			return exec.Command(self, req.Argv...), nil
+		}
+		return exec.Command(self, append([]string{"exec", "--lab", name, req.Host, "--"}, req.Argv...)...), nil
+	}
 }

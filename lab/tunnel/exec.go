@@ -26,10 +26,13 @@ import (
 // the part's state directory) in a process group of its own, which a signal message
 // reaches; a session that breaks kills the group.
 
-// ExecRequest asks a part to run Argv in its host Host.
+// ExecRequest asks a part to run Argv in its host Host, or, with Rocelab, to run
+// rocelab itself with Argv (a capture of one of its ports): what it runs is the
+// part's Config.Exec's to decide.
 type ExecRequest struct {
-	Host string   `json:"host"`
-	Argv []string `json:"argv"`
+	Host    string   `json:"host,omitempty"`
+	Rocelab bool     `json:"rocelab,omitempty"`
+	Argv    []string `json:"argv"`
 }
 
 // execExit is op "exit"'s body.
@@ -79,15 +82,15 @@ func (p *Part) serveExec(c net.Conn, s *Session, body json.RawMessage) {
 	ls := &lockedSession{s: s}
 	fail := func(err error) { ls.send(Message{Op: "exit", Error: err.Error()}) }
 	var req ExecRequest
-	if err := json.Unmarshal(body, &req); err != nil || req.Host == "" || len(req.Argv) == 0 {
-		fail(fmt.Errorf("exec: want a host and a command (%v)", err))
+	if err := json.Unmarshal(body, &req); err != nil || (req.Host == "") == !req.Rocelab || len(req.Argv) == 0 {
+		fail(fmt.Errorf("exec: want a host or rocelab, and a command (%v)", err))
 		return
 	}
 	if p.cfg.Exec == nil {
 		fail(errors.New("exec: this part runs no commands for other machines"))
 		return
 	}
-	cmd, err := p.cfg.Exec(req.Host, req.Argv)
+	cmd, err := p.cfg.Exec(req)
 	if err != nil {
 		fail(err)
 		return
@@ -151,7 +154,7 @@ func (p *Part) serveExec(c net.Conn, s *Session, body json.RawMessage) {
 	ls.send(Message{Op: "exit", Body: body})
 }
 
-// RemoteExec runs req in a host of the part on machine peer at address addr (an IP or
+// RemoteExec runs req on the part on machine peer at address addr (an IP or
 // DNS name) of lab, as machine self, relaying stdin, stdout and stderr; sigs, if not
 // nil, forwards signals (INT, TERM, HUP, QUIT) to the command. It returns the
 // command's exit status.

@@ -33,9 +33,8 @@ type Config struct {
 	Listen string
 	// Handle answers a peer's request (Message.Op other than ping and exec) with a body.
 	Handle func(op string, body json.RawMessage) (json.RawMessage, error)
-	// Exec, if set, returns the (unstarted) command that runs argv in this part's host
-	// for a remote exec (exec.go).
-	Exec func(host string, argv []string) (*exec.Cmd, error)
+	// Exec, if set, returns the (unstarted) command a remote exec asks for (exec.go).
+	Exec func(ExecRequest) (*exec.Cmd, error)
 	Log  *zap.Logger
 }
 
