@@ -168,13 +168,18 @@ func RemoteExec(addr string, secret []byte, lab, self, peer string, req ExecRequ
 		return 0, fmt.Errorf("exec: part %s: %w", peer, err)
 	}
 	defer c.Close()
+	return execOver(c, secret, lab, self, peer, req, stdin, stdout, stderr, sigs)
+}
+
+// execOver is RemoteExec on the connection c to the part.
+func execOver(c net.Conn, secret []byte, lab, self, peer string, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer, sigs <-chan string) (int, error) {
 	c.SetDeadline(time.Now().Add(handshake))
 	s, err := Dial(c, secret, lab, self)
 	if err != nil {
 		return 0, fmt.Errorf("exec: part %s: %w", peer, err)
 	}
 	if s.Peer != peer {
-		return 0, fmt.Errorf("exec: %s answers as machine %q, not %q", addr, s.Peer, peer)
+		return 0, fmt.Errorf("exec: %s answers as machine %q, not %q", c.RemoteAddr(), s.Peer, peer)
 	}
 	c.SetDeadline(time.Time{})
 	ls := &lockedSession{s: s}
