@@ -24,13 +24,16 @@ RDMA_PACKAGES := libibverbs-dev librdmacm-dev ibverbs-utils perftest rdmacm-util
 # test suite (pyverbs), UCX, Open MPI (with mpicc for the MPI test program), and the TCP
 # programs librspreload.so runs over rsockets
 RDMA_SOFTWARE := python3-pyverbs ucx-utils openmpi-bin libopenmpi-dev iperf3 socat
+# what lab tests run beside them: ping in the hosts, ethtool on the multi-machine test's
+# underlay (docs/multi-machine.md)
+LAB_TOOLS := iputils-ping ethtool
 # the lab `make lab` starts
 LAB_TOPO   ?= topologies/two-hosts.yaml
 LAB        ?= $(basename $(notdir $(LAB_TOPO)))
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: all build test lint vet fmt-check staticcheck importcheck doccheck tidy-check unit bench fuzz demo deps clean lab down interop
+.PHONY: k8s-check all build test lint vet fmt-check staticcheck importcheck doccheck tidy-check unit bench fuzz demo deps clean lab down interop
 
 all: build
 
@@ -157,6 +160,9 @@ deps-system:
 	@if dpkg -s $(RDMA_SOFTWARE) >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(RDMA_SOFTWARE); \
 	else echo "deps-system: $(RDMA_SOFTWARE) are missing and installing them needs root; the rdma-core suite, UCX and MPI tests will skip"; fi
+	@if dpkg -s $(LAB_TOOLS) >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(LAB_TOOLS); \
+	else echo "deps-system: $(LAB_TOOLS) are missing and installing them needs root; the tests that ping and the multi-machine test will skip"; fi
 	@if command -v tshark >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y tshark; \
 	else echo "deps-system: tshark is missing and installing it needs root; the tshark checks will skip"; fi
@@ -178,3 +184,9 @@ interop: deps-system
 ## wireshark: install rocelab's Lua dissectors into ~/.local/lib/wireshark/plugins
 wireshark: build
 	./$(BIN)/rocelab wireshark install
+
+## k8s-check (opt-in, not part of test): apply `rocelab k8s render`'s objects to a real
+## kube-apiserver (built once from k8s.io/kubernetes, ~9 min) on Debian's etcd, check them
+## as stored, delete them (docs/kubernetes.md)
+k8s-check: build
+	scripts/k8s-check.sh

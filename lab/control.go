@@ -26,7 +26,8 @@ import (
 // With "file", the lab writes the pcapng to that file itself (one copy of each frame
 // fewer, and no second process to keep up) and the stream carries no chunks.
 //
-//	{"op":"status"}                                 → Reply{Status}
+//	{"op":"status"}                                 → Reply{Status} (with the other parts')
+//	{"op":"down-parts"}                             → Reply{Told, Unreachable}
 //	{"op":"capture","port":"s1:p3","snaplen":128}   → Reply{}, chunks, 0, Reply{Capture}
 //	{"op":"capture","port":"s1:p3","file":"/abs"}   → Reply{}, 0, Reply{Capture}
 //	{"op":"counters"}                               → Reply{Counters}
@@ -64,6 +65,10 @@ type Reply struct {
 	// (MaxRecorded reached, or a node's loop never read its part).
 	Recorded      []Counters `json:"recorded,omitempty"`
 	RecordDropped uint64     `json:"record_dropped,omitempty"`
+	// Told and Unreachable answer op "down-parts": the other parts asked to remove
+	// themselves, and those that could not be asked.
+	Told        []string `json:"told,omitempty"`
+	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 // MaxHold bounds op "hold": a hold whose holder died (a killed `rocelab experiment
@@ -123,6 +128,9 @@ type Status struct {
 	Switches          []SwitchStatus `json:"switches,omitempty"`
 	// Loops are the lab's event loops and how late each ran its timers.
 	Loops []LoopStatus `json:"loops,omitempty"`
+	// Parts is set in a lab over several machines: this part's machine, the other
+	// parts' state and statuses, and the tunnels between them.
+	Parts *PartsStatus `json:"parts,omitempty"`
 }
 
 // LoopStatus is how late one of the lab's event loops (a node's, named after it) ran

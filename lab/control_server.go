@@ -95,8 +95,11 @@ func (l *Lab) serve(c *net.UnixConn) {
 	}
 	switch req.Op {
 	case "status":
-		st := l.Status()
+		st := l.StatusOfParts()
 		writeReply(c, Reply{Status: &st})
+	case "down-parts":
+		told, unreachable := l.DownParts()
+		writeReply(c, Reply{Told: told, Unreachable: unreachable})
 	case "counters":
 		cs := l.Counters()
 		writeReply(c, Reply{Counters: &cs})
@@ -124,7 +127,7 @@ func (l *Lab) serve(c *net.UnixConn) {
 		}
 		writeReply(c, Reply{Recorded: rows, RecordDropped: dropped})
 	default:
-		writeReply(c, Reply{Error: fmt.Sprintf("unknown op %q: want status, counters, record, recorded, capture or hold", req.Op)})
+		writeReply(c, Reply{Error: fmt.Sprintf("unknown op %q: want status, down-parts, counters, record, recorded, capture or hold", req.Op)})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/fabric/topo"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/lab/tunnel"
 	"github.com/rocelab/rocelab/netns"
 	"github.com/rocelab/rocelab/network"
 	"github.com/rocelab/rocelab/qp"
@@ -57,6 +59,21 @@ type Config struct {
 	// AddHost creates each host's kernel side; nil is AddTAPHost (a namespace and a
 	// TAP). The lab's tests that need no kernel give in-memory devices (lab/tuntest).
 	AddHost AddHostFunc
+
+	// Machine is the machine whose part of the lab this process runs, when the
+	// topology places nodes on machines (docs/multi-machine.md); Peers override the
+	// other machines' addresses, Secret authenticates the parts to each other and
+	// Listen is the underlay address to bind ("" binds all).
+	Machine string
+	Peers   map[string]string
+	Secret  []byte
+	Listen  string
+	// OnPeerDown, if set, is called (on its own goroutine) when another part of the
+	// lab asks this one to remove itself (`rocelab down` on another machine).
+	OnPeerDown func()
+	// RemoteExec, if set, returns the (unstarted) command another machine's `rocelab
+	// exec` or `capture` asks this part to run (tunnel.RemoteExec).
+	RemoteExec func(tunnel.ExecRequest) (*exec.Cmd, error)
 }
 
 // maxLag is how far a lab's loops may fall behind real time (clock.RealOptions.MaxLag):
@@ -109,6 +126,7 @@ type Lab struct {
 	recMu    sync.Mutex
 	rec      *recorder // op "record"'s, while one runs
 	ctl      net.Listener
+	part     *tunnel.Part // this machine's side of the tunnels and of the parts' control
 	wg       sync.WaitGroup
 	closeMu  sync.Mutex
 	closed   bool
@@ -169,6 +187,12 @@ func (l *Lab) up() error {
 	l.progress(fmt.Sprintf("lab %s: %d hosts, %d switches, %d links (%s telemetry, %s)", cfg.Name,
 		len(t.Hosts), len(t.Switches), len(t.Links), t.Telemetry, t.CongestionControl))
 
+	opts := network.Options{RandomIDs: true, MaxUnackedPSNs: qp.RXEMaxUnackedPSNs,
+		StaticNeighbours: staticNeighbours(t), OnPanic: l.nodePanicked, Monitors: true}
+	if err := l.startPart(&opts); err != nil {
+		return err
+	}
+	place := t.Placement()
 	v4, v6 := subnets(t)
 	mtu := map[string]int{}
 	for _, lk := range t.Links {
@@ -177,6 +201,9 @@ func (l *Lab) up() error {
 		}
 	}
 	for i, h := range t.Hosts {
+		if cfg.Machine != "" && place[h.Name] != cfg.Machine {
+			continue // another part's
+		}
 		hc := netns.HostConfig{Name: h.Name, MAC: h.MAC, MTU: mtu[h.Name], Bridge: h.Bridge}
 		// With a bridge (external VM), MAC and addresses are the VM's: netns records them
 		// for status and configures none on the bridge's port.
@@ -224,15 +251,15 @@ func (l *Lab) up() error {
 	// The lab's hosts reach kernels, VMs and TAP queues that drop bursts (rxe under
 	// QEMU drops them by the hundred): rxe's bound on unacknowledged PSNs keeps a
 	// go-back-N retry from resending a whole send queue per loss.
-	net, err := network.Build(t, l.clk, network.Options{TxLookahead: look, RandomIDs: true, MaxUnackedPSNs: qp.RXEMaxUnackedPSNs,
-		StaticNeighbours: staticNeighbours(t), OnPanic: l.nodePanicked, Monitors: true, Threads: threads,
-		HostRelay: func(host string) link.Receiver {
-			return &hostWriter{dev: l.devices[host], log: l.log.With(zap.String("host", host))}
-		},
-		External: func(x *network.External) error {
-			l.wires = append(l.wires, newWire(x, l.devices[x.Name], l.log.With(zap.String("external", x.Name))))
-			return nil
-		}})
+	opts.TxLookahead, opts.Threads = look, threads
+	opts.HostRelay = func(host string) link.Receiver {
+		return &hostWriter{dev: l.devices[host], log: l.log.With(zap.String("host", host))}
+	}
+	opts.External = func(x *network.External) error {
+		l.wires = append(l.wires, newWire(x, l.devices[x.Name], l.log.With(zap.String("external", x.Name))))
+		return nil
+	}
+	net, err := network.Build(t, l.clk, opts)
 	if err != nil {
 		return err
 	}
@@ -245,6 +272,13 @@ func (l *Lab) up() error {
 	}
 	l.started = time.Now()
 	l.progress("fabric and soft-RNICs running (real time)")
+	if l.part != nil {
+		if err := l.part.Start(l.clk, net.Pool); err != nil {
+			return err
+		}
+		l.progress(fmt.Sprintf("part %s: %d tunnels, VXLAN on UDP %d, control on TCP %d", cfg.Machine,
+			len(l.part.Tunnels()), tunnel.VXLANPort, tunnel.ControlPort))
+	}
 
 	for _, h := range net.Hosts {
 		hostDev, rnicDev, log := l.devices[h.Name], h.Device, l.log.With(zap.String("host", h.Name))
@@ -336,6 +370,9 @@ func (l *Lab) Close() error {
 	var errs []error
 	if l.ctl != nil {
 		errs = append(errs, l.ctl.Close())
+	}
+	if l.part != nil {
+		errs = append(errs, l.part.Close())
 	}
 	for _, c := range l.closers {
 		if c != nil {

@@ -82,6 +82,7 @@ func (l *Lab) Status() Status {
 		st.Switches = append(st.Switches, ss)
 	}
 	st.Loops = loopStatuses(l.clk)
+	st.Parts = l.partsStatus(false)
 	return st
 }
 

@@ -50,6 +50,13 @@ type Options struct {
 	// OnPanic hears each node's first contained panic (fabric.Config.OnPanic,
 	// rnic.Config.OnPanic): the frame was dropped and counted, and the node went on.
 	OnPanic func(node string, v any, stack []byte)
+	// Machine, with a topology placed on machines (topo.Topology.Machines), builds
+	// only that machine's part: its hosts and switches, and for each link to a node of
+	// another machine the endpoint Tunnel returns. "" builds every node.
+	Machine string
+	// Tunnel returns this part's end of link i (its index in the topology's Links),
+	// whose other end runs on machine peer.
+	Tunnel func(i int, peer string) (link.Endpoint, error)
 	// PayloadFree builds every device as rnic.Config.PayloadFree: a virtual-time
 	// experiment that does not verify data moves none.
 	PayloadFree bool
@@ -111,9 +118,10 @@ type Switch struct {
 	Switch   *fabric.Switch
 	Loop     clock.Loop
 	Monitors []*capture.Monitor
-	// Links are the switch's ends of its ports' links, by port: their Stats count the
-	// faults injected into what each port sent (touched on the switch's loop).
-	Links []*link.End
+	// Links are the switch's ends of its ports' links, by port (an in-process link's
+	// or a tunnel's): their Stats count the faults injected into what each port sent
+	// (touched on the switch's loop).
+	Links []link.Endpoint
 }
 
 // External returns the external host named name, or nil.
@@ -181,6 +189,12 @@ type builder struct {
 	loops     []clock.Loop
 	switches  map[string]*Switch
 	hostLinks map[string]*link.End // each host's end of its link
+	place     map[string]string    // each node's machine (Topology.Placement)
+}
+
+// local reports whether node runs in the part being built.
+func (b *builder) local(node string) bool {
+	return b.opts.Machine == "" || b.place[node] == b.opts.Machine
 }
 
 // newBuilder sizes the frame pool for the largest MTU and settles the telemetry
@@ -191,7 +205,10 @@ func newBuilder(t *topo.Topology, clk clock.Clock, opts Options) (*builder, erro
 		maxMTU = max(maxMTU, l.MTU)
 	}
 	b := &builder{t: t, clk: clk, opts: opts, switches: map[string]*Switch{}, hostLinks: map[string]*link.End{},
-		n: &Network{Topology: t, Pool: link.NewPool(maxMTU + 18), BaseRTT: BaseRTT(t)}}
+		n: &Network{Topology: t, Pool: link.NewPool(maxMTU + 18), BaseRTT: BaseRTT(t)}, place: t.Placement()}
+	if opts.Machine != "" && opts.Tunnel == nil {
+		return nil, fmt.Errorf("lab: machine %s's part needs Options.Tunnel for its links to other machines", opts.Machine)
+	}
 	var err error
 	if b.format, err = telemetry.ParseFormat(t.Telemetry); err != nil {
 		return nil, err
@@ -236,6 +253,9 @@ func (b *builder) addSwitches() error {
 		prio[i] = DataPriority
 	}
 	for i, ts := range b.t.Switches {
+		if !b.local(ts.Name) {
+			continue // another part's; IDs stay those of the whole lab
+		}
 		cfg := fabric.Config{ID: uint32(i + 1), Buffer: ts.Buffer, SharedBuffer: true, Pool: b.n.Pool,
 			DSCPPriority: &prio, HashSeed: uint32(i+1) * 0x9e3779b9}
 		switch {
@@ -275,7 +295,17 @@ func (b *builder) addSwitches() error {
 // addLinks creates every link and attaches its switch ends as ports, numbered in file
 // order (behind a capture monitor with opts.Monitors); host ends wait for addHosts.
 func (b *builder) addLinks() error {
-	for _, l := range b.t.Links {
+	for li, l := range b.t.Links {
+		near, far := b.local(l.Endpoints[0]), b.local(l.Endpoints[1])
+		if !near && !far {
+			continue
+		}
+		if near != far {
+			if err := b.addTunnel(li, l); err != nil {
+				return err
+			}
+			continue
+		}
 		a, z, err := link.New(l.Config())
 		if err != nil {
 			return fmt.Errorf("lab: link %s–%s: %w", l.Endpoints[0], l.Endpoints[1], err)
@@ -287,24 +317,53 @@ func (b *builder) addLinks() error {
 				b.hostLinks[name] = le
 				continue
 			}
-			var end link.Endpoint = le
-			s.Links = append(s.Links, le)
-			port := len(s.Switch.Ports())
-			if b.opts.Monitors {
-				m := capture.NewMonitor(end, fmt.Sprintf("%s:p%d", name, port))
-				s.Monitors = append(s.Monitors, m)
-				end = m
-			}
-			s.Switch.AddPort(end, portMAC(s.Switch.ID(), port))
+			b.addPort(s, le)
 		}
 	}
 	return nil
+}
+
+// addTunnel attaches this part's end of link li, which crosses to another machine.
+// Only a switch may end a tunnel here: a host's link is its NIC's cable, and the
+// placement puts an unplaced host with its switch.
+func (b *builder) addTunnel(li int, l topo.Link) error {
+	name, other := l.Endpoints[0], l.Endpoints[1]
+	if !b.local(name) {
+		name, other = other, name
+	}
+	s, ok := b.switches[name]
+	if !ok {
+		return fmt.Errorf("lab: link %s–%s crosses from machine %s to %s at host %s: place a host on its switch's machine",
+			l.Endpoints[0], l.Endpoints[1], b.place[name], b.place[other], name)
+	}
+	ep, err := b.opts.Tunnel(li, b.place[other])
+	if err != nil {
+		return fmt.Errorf("lab: link %s–%s: %w", l.Endpoints[0], l.Endpoints[1], err)
+	}
+	b.addPort(s, ep)
+	return nil
+}
+
+// addPort attaches end as switch s's next port, behind a capture monitor with
+// opts.Monitors.
+func (b *builder) addPort(s *Switch, end link.Endpoint) {
+	s.Links = append(s.Links, end)
+	port := len(s.Switch.Ports())
+	if b.opts.Monitors {
+		m := capture.NewMonitor(end, fmt.Sprintf("%s:p%d", s.Name, port))
+		s.Monitors = append(s.Monitors, m)
+		end = m
+	}
+	s.Switch.AddPort(end, portMAC(s.Switch.ID(), port))
 }
 
 // setForwarding installs each switch's routes and flood ports (Topology.Forwarding).
 func (b *builder) setForwarding() error {
 	for name, tables := range b.t.Forwarding() {
 		s := b.switches[name]
+		if s == nil {
+			continue // another part's
+		}
 		for mac, ports := range tables.Routes {
 			hw, err := parseMAC(mac)
 			if err != nil {
@@ -322,6 +381,9 @@ func (b *builder) setForwarding() error {
 func (b *builder) addHosts() error {
 	neighbours := b.neighbourTable()
 	for _, th := range b.t.Hosts {
+		if !b.local(th.Name) {
+			continue
+		}
 		le, ok := b.hostLinks[th.Name]
 		if !ok {
 			return fmt.Errorf("lab: host %s has no link", th.Name)

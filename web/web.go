@@ -120,7 +120,8 @@ func (s *Server) view() (View, error) {
 	if err != nil {
 		return View{}, err
 	}
-	v := View{Time: time.Now().UnixNano(), Status: *reply.Status, Captures: map[string]CaptureRef{}}
+	// Every node of a lab over several machines: the other parts' too.
+	v := View{Time: time.Now().UnixNano(), Status: reply.Status.WholeLab(), Captures: map[string]CaptureRef{}}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for port, c := range s.captures {

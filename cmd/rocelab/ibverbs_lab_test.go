@@ -53,6 +53,9 @@ func buildLibibverbs(tb testing.TB, dir string) {
 type ibverbsLab struct {
 	*cli
 	name string
+	// parts, for a lab over several machines, is the CLI (state directory) of each
+	// host's machine; hosts not listed are cli's.
+	parts map[string]*cli
 }
 
 func newIBVerbsLab(t *testing.T) *ibverbsLab {
@@ -92,7 +95,11 @@ func realToolsTopology(t testing.TB) string {
 }
 
 func (l *ibverbsLab) exec(host string, argv ...string) *exec.Cmd {
-	return l.cmd(append([]string{"exec", "--lab", l.name, host, "--"}, argv...)...)
+	c := l.cli
+	if pc, ok := l.parts[host]; ok {
+		c = pc
+	}
+	return c.cmd(append([]string{"exec", "--lab", l.name, host, "--"}, argv...)...)
 }
 
 // waitListening polls host's TCP tables until something listens on port: the tools

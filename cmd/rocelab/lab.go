@@ -56,8 +56,9 @@ func newUpCmd() *cobra.Command {
 	var threads int
 	var foreground, verbose bool
 	var timeout time.Duration
+	var part partFlags
 	cmd := &cobra.Command{
-		Use:   "up -f TOPOLOGY.yaml [--name LAB] [--metrics ADDR] [--web ADDR]",
+		Use:   "up -f TOPOLOGY.yaml [--name LAB] [--metrics ADDR] [--web ADDR] [--machine M --secret-file F]",
 		Short: "Start a lab: namespaces, TAPs, the Go fabric and a soft-RNIC per host",
 		Long: `up builds the topology as a lab: one network namespace per host with a TAP netdev
 as its NIC (addresses, MTU and static neighbours configured), and one lab process that
@@ -73,12 +74,20 @@ $ROCELAB_STATE_DIR/LAB (default /run/rocelab/LAB). Stop it with rocelab down.
 http://ADDR/metrics from the lab process (docs/observability.md); rocelab metrics does
 the same for a lab already running. --web ADDR serves a live view of the lab at
 http://ADDR/ (topology, link utilization and queues, flows, captures); rocelab web does
-the same for a lab already running.`,
+the same for a lab already running.
+
+A topology that places its nodes on machines (machines:, and machine: per host or
+switch) runs as one part per machine: on each, up --machine NAME --secret-file FILE
+starts that machine's hosts and switches, and each link to another machine becomes a
+VXLAN tunnel (UDP 4789) between the two parts, which authenticate each other with the
+lab secret on TCP 4790. status on any machine shows every part; down on any machine
+removes every part (docs/multi-machine.md).`,
 		Example: `  sudo rocelab up -f topologies/two-hosts.yaml
   sudo rocelab up -f topologies/leaf-spine.yaml --name ls
   sudo rocelab status
   sudo rocelab exec h1 -- ping -c 3 10.0.0.2
-  sudo rocelab down`,
+  sudo rocelab down
+  sudo rocelab up -f topologies/two-machines.yaml --machine a --secret-file lab.secret`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -97,9 +106,13 @@ the same for a lab already running.`,
 			if err := needRootFor("rocelab up"); err != nil {
 				return err
 			}
+			partArgs, err := part.args()
+			if err != nil {
+				return err
+			}
 			if foreground {
 				log := stderrLogger(cmd.ErrOrStderr(), verbose)
-				err := runLabProcess(name, file, threads, serving{metrics, webAddr, captureDir}, nil, log, cmd.OutOrStdout())
+				err := runLabProcess(name, file, threads, serving{metrics, webAddr, captureDir}, part, nil, log, cmd.OutOrStdout())
 				_, derr := (&netns.Cleaner{Store: netns.DefaultStore(), Log: log}).Down(name)
 				if errors.Is(derr, os.ErrNotExist) {
 					derr = nil
@@ -109,9 +122,10 @@ the same for a lab already running.`,
 			if timeout <= 0 {
 				return fmt.Errorf("up: --timeout %v: want a positive duration", timeout)
 			}
-			return startDaemon(cmd.OutOrStdout(), name, file, threads, timeout, serving{metrics, webAddr, captureDir})
+			return startDaemon(cmd.OutOrStdout(), name, file, threads, timeout, serving{metrics, webAddr, captureDir}, partArgs)
 		},
 	}
+	part.bind(cmd.Flags())
 	cmd.Flags().StringVarP(&file, "file", "f", "", "topology file (YAML)")
 	cmd.Flags().StringVar(&name, "name", "", "lab name (default: the topology file's base name)")
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "run the lab in this terminal until Ctrl-C, then remove it")
@@ -134,7 +148,7 @@ type serving struct {
 	captureDir string // where the live view's captures go
 }
 
-func startDaemon(out io.Writer, name, file string, threads int, timeout time.Duration, srv serving) error {
+func startDaemon(out io.Writer, name, file string, threads int, timeout time.Duration, srv serving, partArgs []string) error {
 	store := netns.DefaultStore()
 	if l, err := store.Load(name); err == nil {
 		if l.Running() {
@@ -170,6 +184,7 @@ func startDaemon(out io.Writer, name, file string, threads int, timeout time.Dur
 	}
 	c := exec.Command(self, "lab-process", "--name", name, "-f", abs, "--ready-fd", "3", "--threads", strconv.Itoa(threads),
 		"--metrics", srv.metrics, "--web", srv.web, "--capture-dir", captureDir)
+	c.Args = append(c.Args, partArgs...)
 	c.Stdout, c.Stderr, c.ExtraFiles = logf, logf, []*os.File{pw}
 	c.Env = append(os.Environ(), netns.StateRootEnv+"="+store.Root)
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -271,6 +286,7 @@ func printNextSteps(out io.Writer, store netns.Store, name string) error {
 func newLabProcessCmd() *cobra.Command {
 	var file, name string
 	var srv serving
+	var part partFlags
 	var readyFD, threads int
 	cmd := &cobra.Command{
 		Use:    "lab-process",
@@ -285,7 +301,7 @@ func newLabProcessCmd() *cobra.Command {
 			enc := zap.NewProductionEncoderConfig()
 			enc.EncodeTime = zapcore.ISO8601TimeEncoder
 			log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(os.Stderr), zapcore.InfoLevel))
-			return runLabProcess(name, file, threads, srv, ready, log, io.Discard)
+			return runLabProcess(name, file, threads, srv, part, ready, log, io.Discard)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "topology file")
@@ -295,13 +311,14 @@ func newLabProcessCmd() *cobra.Command {
 	cmd.Flags().StringVar(&srv.web, "web", "", "serve the live view at this address")
 	cmd.Flags().StringVar(&srv.captureDir, "capture-dir", defaultCaptureDir, "where the live view's captures go")
 	cmd.Flags().IntVar(&threads, "threads", defaultThreads, threadsHelp)
+	part.bind(cmd.Flags())
 	return cmd
 }
 
 // runLabProcess brings the lab up and runs it until SIGTERM or SIGINT, then closes it
 // without removing it: removal is down's job, which sent the signal (or clean's, after
 // a crash).
-func runLabProcess(name, file string, threads int, srv serving, ready *os.File, log *zap.Logger, out io.Writer) error {
+func runLabProcess(name, file string, threads int, srv serving, part partFlags, ready *os.File, log *zap.Logger, out io.Writer) error {
 	abandoned := false // up went away before the lab was ready
 	report := func(prefix, s string) {
 		if ready != nil {
@@ -321,15 +338,32 @@ func runLabProcess(name, file string, threads int, srv serving, ready *os.File, 
 		report(errorPrefix, err.Error())
 		return err
 	}
-	l, err := lab.Up(lab.Config{Name: name, Topology: t, TopologyFile: file, Store: netns.DefaultStore(), Log: log,
-		Threads: threads, Progress: func(s string) { report(progressPrefix, s) }, Services: verbsServices})
+	cfg := lab.Config{Name: name, Topology: t, TopologyFile: file, Store: netns.DefaultStore(), Log: log,
+		Threads: threads, Progress: func(s string) { report(progressPrefix, s) }, Services: verbsServices,
+		// Another part's down asks this one to go: its own down, this part only (the
+		// asking part is removing itself and told the others).
+		OnPeerDown: func() {
+			if err := removeDetached(name, "--this-part"); err != nil {
+				log.Error("could not go down as another part asked", zap.Error(err))
+			}
+		}}
+	if err := part.apply(&cfg); err != nil {
+		report(errorPrefix, err.Error())
+		return err
+	}
+	cfg.RemoteExec = remoteExecCommand(name)
+	l, err := lab.Up(cfg)
 	if err != nil {
 		report(errorPrefix, err.Error())
 		log.Error("lab up failed", zap.Error(err))
 		return err
 	}
+	if err := recordPart(netns.DefaultStore(), name, part); err != nil {
+		report(errorPrefix, err.Error())
+		return errors.Join(err, l.Close())
+	}
 	if srv.metrics != "" {
-		addr, err := serveMetrics(srv.metrics, func() (lab.Status, error) { return l.Status(), nil }, true)
+		addr, err := serveMetrics(srv.metrics, func() (lab.Status, error) { return l.StatusOfParts().WholeLab(), nil }, true)
 		if err != nil {
 			report(errorPrefix, err.Error())
 			return errors.Join(err, l.Close())
@@ -360,7 +394,7 @@ func runLabProcess(name, file string, threads int, srv serving, ready *os.File, 
 	}
 	if abandoned {
 		log.Error("up went away before the lab was ready: removing the lab")
-		return errors.Join(l.Close(), removeDetached(name))
+		return errors.Join(l.Close(), removeDetached(name, "--this-part"))
 	}
 	fmt.Fprintf(out, "lab %s running; Ctrl-C stops it (then rocelab down %s removes it)\n", name, name)
 	sig := <-sigs
@@ -371,15 +405,16 @@ func runLabProcess(name, file string, threads int, srv serving, ready *os.File, 
 // readyAck is up's answer to the lab process's ready line.
 const readyAck = "ok"
 
-// removeDetached starts `rocelab down NAME` in a session of its own, for a lab process
-// whose up went away: down stops this process (which is exiting) and removes the lab,
-// as it would have if up had been told the lab failed.
-func removeDetached(name string) error {
+// removeDetached starts `rocelab down NAME [ARGS]` in a session of its own, for a lab
+// process whose up went away or that another part of the lab asked to go: down stops
+// this process and removes the lab, as it would have if up had been told the lab
+// failed.
+func removeDetached(name string, args ...string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	c := exec.Command(self, "down", name)
+	c := exec.Command(self, append([]string{"down", name}, args...)...)
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := c.Start(); err != nil {
 		return err

@@ -181,6 +181,7 @@ func printStatus(out io.Writer, st lab.Status) {
 	w.Flush()
 	printCaptures(out, st)
 	printLoops(out, st)
+	printParts(out, st)
 }
 
 // printMcastGroups lists each host's multicast groups with the QPs attached to them.
@@ -325,6 +326,16 @@ func execInHost(cmd *cobra.Command, verb, labName, host string, argv []string, d
 		path = prependPath(filepath.Dir(self), path)
 		if lib := filepath.Join(filepath.Dir(self), "lib"); fileExists(filepath.Join(lib, "libibverbs.so.1")) {
 			libPath = prependPath(lib, libPath)
+		}
+	}
+	if rec, err := store.Load(name); err == nil && rec.Host(host) == nil {
+		code, err := execRemote(cmd, store, name, host, argv, detach)
+		switch {
+		case errors.Is(err, errNotRemote): // not another part's: the error below names it
+		case err != nil:
+			return fmt.Errorf("%s: %w", verb, err)
+		default:
+			os.Exit(code)
 		}
 	}
 	c := exec.Command(argv[0], argv[1:]...)
@@ -492,6 +503,10 @@ reader keeps up with more easily.`,
 			if err != nil {
 				return fmt.Errorf("capture: %w", err)
 			}
+			// A port of another part of a lab over several machines: through that part.
+			if err := captureRemote(cmd, store, name, args[0], file, snaplen, duration); !errors.Is(err, errNotRemote) {
+				return err
+			}
 			req := lab.Request{Op: "capture", Port: args[0], Snaplen: snaplen}
 			if file != "" {
 				// The lab process writes the file itself: the frames then cross no
@@ -546,14 +561,18 @@ reader keeps up with more easily.`,
 
 func newDownCmd() *cobra.Command {
 	var labName string
-	var verbose bool
+	var verbose, thisPart bool
 	cmd := &cobra.Command{
 		Use:   "down [LAB]",
 		Short: "Stop a lab and remove exactly what up created",
 		Long: `down stops the lab process and every process started in the lab (SIGTERM, then
 SIGKILL), deletes the lab's namespaces (their TAPs go with them), sockets and state
 directory. It removes only what the lab's state file records: namespaces of other labs
-or of anyone else are never touched. Without LAB it takes the only running lab.`,
+or of anyone else are never touched. Without LAB it takes the only running lab.
+
+In a lab over several machines, down first asks the other parts to remove themselves
+(through the parts' authenticated control channel) and names any it could not reach;
+--this-part removes this machine's part only (the others see it gone, as a cable pull).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -564,8 +583,12 @@ or of anyone else are never touched. Without LAB it takes the only running lab.`
 			if err != nil {
 				return fmt.Errorf("down: %w", err)
 			}
-			if _, err := store.Load(name); err != nil {
+			rec, err := store.Load(name)
+			if err != nil {
 				return fmt.Errorf("down: lab %s: %w", name, err)
+			}
+			if !thisPart && rec.Running() {
+				downOtherParts(cmd.OutOrStdout(), store, name)
 			}
 			rep, err := (&netns.Cleaner{Store: store, Log: stderrLogger(cmd.ErrOrStderr(), verbose)}).Down(name)
 			for _, r := range rep.Removed {
@@ -581,5 +604,6 @@ or of anyone else are never touched. Without LAB it takes the only running lab.`
 	}
 	cmd.Flags().StringVar(&labName, "lab", "", "the lab (same as the LAB argument)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "list what is removed")
+	cmd.Flags().BoolVar(&thisPart, "this-part", false, "in a lab over several machines, remove this machine's part only")
 	return cmd
 }

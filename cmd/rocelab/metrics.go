@@ -65,7 +65,7 @@ point Prometheus and Grafana at a lab.`,
 				if err != nil {
 					return lab.Status{}, err
 				}
-				return *reply.Status, nil
+				return reply.Status.WholeLab(), nil
 			}
 			addr, err := serveMetrics(listen, source, false)
 			if err != nil {

@@ -17,6 +17,15 @@ import (
 // librdmacm-dev, rdmacm-utils and perftest (make deps-system installs them as root).
 func newRDMACMLab(t testing.TB) *ibverbsLab {
 	c := newCLI(t)
+	buildRDMACM(t, c)
+	return upLab(t, c, "cma", realToolsTopology(t))
+}
+
+// buildRDMACM puts rocelab's libibverbs.so.1 and librdmacm.so.1 beside c's rocelab
+// binary, with cm_check and ep_check, or skips the test without rdmacm-utils' headers
+// and tools.
+func buildRDMACM(t testing.TB, c *cli) {
+	t.Helper()
 	if _, err := os.Stat("/usr/include/rdma/rdma_cma.h"); err != nil {
 		t.Skip("librdmacm-dev is not installed (make deps-system installs it as root)")
 	}
@@ -36,7 +45,6 @@ func newRDMACMLab(t testing.TB) *ibverbsLab {
 			t.Fatalf("build %s: %v\n%s", prog, err, out)
 		}
 	}
-	return upLab(t, c, "cma", realToolsTopology(t))
 }
 
 // noListener is how rping and perftest report the REJ "invalid service ID" that a

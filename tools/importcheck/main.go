@@ -30,7 +30,7 @@ var layers = [][]string{
 	{"qp", "fabric/link"},                           // transport engines, links
 	{"rnic", "fabric"},                              // the NIC and the switch: peers
 	{"network"},                                     // a topology built into nodes on a clock, no kernel
-	{"netns"},                                       // namespaces and TAPs
+	{"netns", "k8s"},                                // namespaces and TAPs; the Kubernetes objects that run a lab's parts
 	{"lab", "experiment"},                           // the lab runtime, virtual-time studies
 	{"web"},                                         // the web view: a live lab's or a finished run's
 	{"apps"},                                        // the sample apps' code
@@ -45,6 +45,8 @@ var peers = []struct{ importer, imported, why string }{
 	{"fabric", "rnic", "the NIC and the switch are peers: fabric never imports rnic"},
 	{"roce", "hpcc", "roce imports hpcc only in roce/telemetry, for the hop record"},
 	{"hpcc", "roce", "hpcc is pure congestion control and never imports roce"},
+	{"k8s", "netns", "k8s only writes objects from a topology: it never touches namespaces"},
+	{"netns", "k8s", "the runtime never reads Kubernetes objects: the pods run plain rocelab up"},
 	{"experiment", "lab", "virtual time needs no kernel: experiment builds networks with network, not the lab runtime"},
 	{"experiment", "netns", "virtual time needs no kernel: experiment never touches namespaces"},
 	{"lab", "experiment", "the lab runtime and the virtual-time studies are peers: what reads both (web, cmd) sits above them"},
