@@ -59,8 +59,8 @@ func TestUCX(t *testing.T) {
 // round trip, four ranks on four hosts over UCX), all in one lab and run.
 //
 // The bandwidth tools move the same 64 KiB messages with the same 128 in flight
-// (ib_write_bw's default tx depth; ucx_perftest's window is 1 unless -O says otherwise,
-// which made ucp_put_bw one WRITE and its ACK at a time) and as many of them (bwIters,
+// (ib_write_bw's default tx depth; ucx_perftest's own default for ucp_put_bw is 32,
+// slower by 4–97 % pair by pair here) and as many of them (bwIters,
 // about 1.3 GB: a run of a tenth of a second measured the machine's other tenants
 // more than the tools). Each also reports the lab process's CPU time per GiB it moved:
 // the lab's loop does a kernel rxe's work, so that figure, equal for the tools, says
