@@ -60,11 +60,11 @@ func TestUCX(t *testing.T) {
 //
 // The bandwidth tools move the same 64 KiB messages with the same 128 in flight
 // (ib_write_bw's default tx depth; ucx_perftest's own default for ucp_put_bw is 32,
-// slower by 4–97 % pair by pair here) and as many of them (bwIters,
-// about 1.3 GB: a run of a tenth of a second measured the machine's other tenants
-// more than the tools). Each also reports the lab process's CPU time per GiB it moved:
-// the lab's loop does a kernel rxe's work, so that figure, equal for the tools, says
-// the RNIC does not work harder for UCX (docs/libibverbs.md, "UCX").
+// slower by 4–97 % pair by pair here) and as many of them (bwIters, about 1.3 GB: a
+// run of a tenth of a second measured the machine's other tenants more than the
+// tools). ib_write_bw's first run and UCX's also report the lab process's CPU time per
+// GiB moved: the lab's loop does a kernel rxe's work, and that figure tells whether it
+// worked harder for one tool, or waited for it (docs/libibverbs.md, "UCX").
 func BenchmarkLabUCX(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("lab benchmarks need root (namespaces and TAPs)")
