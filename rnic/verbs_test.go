@@ -67,6 +67,41 @@ func TestMRChecks(t *testing.T) {
 	}
 }
 
+// TestLookupAfterDereg: the PD's last-found region (PD.hot) answers only while it is
+// registered; lookups alternating between two regions find each.
+func TestLookupAfterDereg(t *testing.T) {
+	_, d, _ := pair(t)
+	pd, _ := d.AllocPD()
+	a, errA := d.RegMR(pd, 4096, qp.AccessLocalWrite|qp.AccessRemoteWrite)
+	b, errB := d.RegMR(pd, 4096, qp.AccessLocalWrite|qp.AccessRemoteWrite)
+	if errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	for i, m := range []*MR{a, b, a, b} {
+		if err := pd.Write(m.RKey(), m.Addr(), []byte{byte(i + 1)}, qp.AccessRemoteWrite); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	if a.Bytes()[0] != 3 || b.Bytes()[0] != 4 {
+		t.Errorf("regions hold %d and %d, want 3 and 4", a.Bytes()[0], b.Bytes()[0])
+	}
+	if err := pd.Write(b.RKey(), b.Addr(), []byte{5}, qp.AccessRemoteWrite); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DeregMR(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := pd.Write(b.RKey(), b.Addr(), []byte{6}, qp.AccessRemoteWrite); !errors.Is(err, qp.ErrInvalidKey) {
+		t.Errorf("write to the region just deregistered: %v, want an invalid key", err)
+	}
+	if err := pd.Write(a.RKey(), a.Addr(), []byte{7}, qp.AccessRemoteWrite); err != nil || a.Bytes()[0] != 7 {
+		t.Errorf("write to the other region: %v", err)
+	}
+	if err := d.DeregMR(a); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCQOverflowRaisesEvent(t *testing.T) {
 	_, d, _ := pair(t)
 	var got []AsyncEvent
