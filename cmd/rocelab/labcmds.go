@@ -93,7 +93,7 @@ JSON array. Keys are snake_case; docs/architecture.md lists them all.`,
 			for _, r := range recs {
 				st := lab.StatusFromRecord(store, r)
 				if r.Running() {
-					reply, _, err := lab.Query(store, r.Name, lab.Request{Op: "status"})
+					reply, err := lab.Query(store, r.Name, lab.Request{Op: "status"})
 					if err != nil {
 						fmt.Fprintf(cmd.ErrOrStderr(), "rocelab: status: %v (showing the state file)\n", err)
 					} else {
@@ -515,7 +515,7 @@ reader keeps up with more easily.`,
 					return err
 				}
 			}
-			_, conn, err := lab.Query(store, name, req)
+			conn, err := lab.StartCapture(store, name, req)
 			if err != nil {
 				return fmt.Errorf("capture: %w", err)
 			}
@@ -527,13 +527,13 @@ reader keeps up with more easily.`,
 			}
 			go func() {
 				<-stop
-				// Shutting down our side asks the lab to finish the file and send
-				// its figures; a second signal gives up on them.
-				conn.CloseWrite()
+				// Ending our side asks the lab to finish the file and send its
+				// figures; a second signal gives up on them.
+				conn.Stop()
 				<-stop
 				conn.Close()
 			}()
-			figures, n, err := lab.ReadCapture(conn, cmd.OutOrStdout())
+			figures, n, err := conn.Copy(cmd.OutOrStdout())
 			if err != nil {
 				if errors.Is(err, syscall.EPIPE) {
 					return nil // the reader (Wireshark) went away: that ends a capture too
