@@ -73,13 +73,19 @@ type connKey struct{}
 func (l *Lab) controlServer() *http.Server {
 	mux := http.NewServeMux()
 	ops := map[string]func(w http.ResponseWriter, r *http.Request, req Request){
-		"status":     func(w http.ResponseWriter, _ *http.Request, _ Request) { st := l.StatusOfParts(); reply(w, Reply{Status: &st}) },
+		"status": func(w http.ResponseWriter, _ *http.Request, _ Request) {
+			st := l.StatusOfParts()
+			reply(w, Reply{Status: &st})
+		},
 		"down-parts": l.serveDownParts,
-		"counters":   func(w http.ResponseWriter, _ *http.Request, _ Request) { cs := l.Counters(); reply(w, Reply{Counters: &cs}) },
-		"hold":       l.serveHold,
-		"record":     l.serveRecord,
-		"recorded":   l.serveRecord,
-		"capture":    l.serveCapture,
+		"counters": func(w http.ResponseWriter, _ *http.Request, _ Request) {
+			cs := l.Counters()
+			reply(w, Reply{Counters: &cs})
+		},
+		"hold":     l.serveHold,
+		"record":   l.serveRecord,
+		"recorded": l.serveRecord,
+		"capture":  l.serveCapture,
 	}
 	for op, handle := range ops {
 		mux.HandleFunc("/"+op, func(w http.ResponseWriter, r *http.Request) {
