@@ -490,7 +490,7 @@ func runIncast(t *testing.T, l *ibverbsLab, rec *cli) (incastFigures, bool) {
 			s.Process.Kill()
 		}
 	}()
-	if _, _, err := lab.Query(rec.store, l.name, lab.Request{Op: "record", EveryNs: int64(time.Millisecond)}); err != nil {
+	if _, err := lab.Query(rec.store, l.name, lab.Request{Op: "record", EveryNs: int64(time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	var clients []*exec.Cmd
@@ -509,7 +509,7 @@ func runIncast(t *testing.T, l *ibverbsLab, rec *cli) (incastFigures, bool) {
 			t.Fatalf("write_bw %d: %v\n%s", i, err, outs[i])
 		}
 	}
-	reply, _, err := lab.Query(rec.store, l.name, lab.Request{Op: "record"})
+	reply, err := lab.Query(rec.store, l.name, lab.Request{Op: "record"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +554,7 @@ func runIncast(t *testing.T, l *ibverbsLab, rec *cli) (incastFigures, bool) {
 func lateness(t *testing.T, name string, clis ...*cli) (sumUS float64, timers uint64) {
 	t.Helper()
 	for _, c := range clis {
-		reply, _, err := lab.Query(c.store, name, lab.Request{Op: "status"})
+		reply, err := lab.Query(c.store, name, lab.Request{Op: "status"})
 		if err != nil {
 			t.Fatal(err)
 		}
