@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -281,7 +282,8 @@ func (l *Lab) serveCapture(w http.ResponseWriter, r *http.Request, req Request) 
 		reply(w, Reply{Error: err.Error()})
 		return
 	}
-	var out io.Writer = flushWriter{w, rc}
+	fw := &flushWriter{w: w, rc: rc}
+	var out io.Writer = fw
 	if req.File != "" {
 		if !filepath.IsAbs(req.File) {
 			reply(w, Reply{Error: fmt.Sprintf("capture file %q: want an absolute path", req.File)})
@@ -302,8 +304,13 @@ func (l *Lab) serveCapture(w http.ResponseWriter, r *http.Request, req Request) 
 		reply(w, Reply{Error: err.Error()})
 		return
 	}
+	// The capture's writer may flush its first bytes already: the head goes out
+	// under the writer's lock.
+	fw.mu.Lock()
 	w.WriteHeader(http.StatusOK)
-	if err := rc.Flush(); err != nil {
+	err = rc.Flush()
+	fw.mu.Unlock()
+	if err != nil {
 		s.Stop()
 		return
 	}
@@ -327,13 +334,16 @@ func (l *Lab) serveCapture(w http.ResponseWriter, r *http.Request, req Request) 
 }
 
 // flushWriter sends each write of a capture's stream at once (the capture's writer
-// batches, so writes are large).
+// batches, so writes are large). mu orders its writes with the handler's own.
 type flushWriter struct {
+	mu sync.Mutex
 	w  io.Writer
 	rc *http.ResponseController
 }
 
-func (f flushWriter) Write(p []byte) (int, error) {
+func (f *flushWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	n, err := f.w.Write(p)
 	if err == nil {
 		err = f.rc.Flush()
