@@ -3,10 +3,12 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rocelab/rocelab/fabric/topo"
 )
@@ -48,5 +50,30 @@ func TestControlRefusals(t *testing.T) {
 		if err != nil || resp.StatusCode != tc.status || !strings.Contains(r.Error, tc.want) || (tc.status == http.StatusOK) != (r.Status != nil) {
 			t.Errorf("%s /%s %.20q: %s %q (%v), want %d %q", tc.method, tc.op, tc.body, resp.Status, r.Error, err, tc.status, tc.want)
 		}
+	}
+}
+
+// TestControlTrickledRequest: a client that sends its request's head and then a byte
+// of its body, and nothing more, is cut off after controlTimeout instead of holding a
+// handler for good.
+func TestControlTrickledRequest(t *testing.T) {
+	tp, err := topo.Load("../topologies/two-hosts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, store, _ := startDoubleLab(t, tp)
+	c, err := net.Dial("unix", ControlPath(store, l.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("POST /status HTTP/1.1\r\nHost: lab\r\nContent-Length: 100\r\n\r\n{")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c.SetReadDeadline(start.Add(4 * controlTimeout)) // the test's own bound, far past the lab's
+	io.Copy(io.Discard, c)                           // until the lab answers and closes
+	if took := time.Since(start); took >= 4*controlTimeout {
+		t.Fatalf("the lab still held a trickled request after %v", took)
 	}
 }

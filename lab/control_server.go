@@ -102,6 +102,10 @@ func (l *Lab) controlServer() *http.Server {
 			}
 			// One JSON value, not the body to its end: a capture's body stays open
 			// while it runs (serveCapture). An empty body is the zero Request.
+			// The request, bounded in time as in size: a client that trickles it
+			// must not hold a handler. A capture's body is then its own to end.
+			rc := http.NewResponseController(w)
+			rc.SetReadDeadline(time.Now().Add(controlTimeout))
 			var req Request
 			err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody)).Decode(&req)
 			var tooBig *http.MaxBytesError
@@ -114,8 +118,10 @@ func (l *Lab) controlServer() *http.Server {
 				return
 			}
 			req.Op = op
-			if op != "capture" { // a client that stops reading must not hold this handler
-				http.NewResponseController(w).SetWriteDeadline(time.Now().Add(controlTimeout))
+			if op == "capture" {
+				rc.SetReadDeadline(time.Time{})
+			} else { // a client that stops reading must not hold this handler
+				rc.SetWriteDeadline(time.Now().Add(controlTimeout))
 			}
 			handle(w, r, req)
 		})
