@@ -251,6 +251,12 @@ func TestMultiMachineLab(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := labName("mk")
+		// Whatever fails, neither part outlives the test (both are gone when it passes).
+		t.Cleanup(func() {
+			a.cli.cmd("down", "--this-part", name).Run()
+			b.cli.cmd("down", "--this-part", name).Run()
+			b.cli.cmd("clean").Run()
+		})
 		upParts(t, name, topology, secret, a, b)
 		checkPartKilled(t, &ibverbsLab{cli: a.cli, name: name, parts: map[string]*cli{"h3": b.cli, "h4": b.cli}}, a, b)
 	})
