@@ -15,8 +15,10 @@
  *    address (version 4|6, length 8|24, port, IPv4 address or flow info and IPv6
  *    address): rrecvfrom reports it as the datagram's source.
  *
- * A datagram is at most RS_SNDLOWAT (2048) bytes with its ds_header: 2040 bytes of
- * payload over IPv4, 2024 over IPv6 (EMSGSIZE beyond). Received datagrams that do not
+ * A datagram is at most RS_SNDLOWAT (2048) bytes with its ds_header, and at most the
+ * port's MTU, since a UD message is one packet: with a 1024-byte MTU, 1016 bytes of
+ * payload over IPv4, 1000 over IPv6 (EMSGSIZE beyond; rdma-core posts it, and the
+ * datagram is lost). Received datagrams that do not
  * follow the protocol are dropped, as are those that find no room (as UDP's are).
  * rdma-core runs the UDP side in a thread of the library; here every call on the
  * rsocket (send, receive, rpoll) serves it, so a peer's first datagrams and their
@@ -97,6 +99,7 @@ struct ds_qp {
 	struct ibv_cq *cq;
 	int armed;
 	struct ds_header hdr; /* this QP's source, ahead of each of its sends */
+	uint32_t max_len;     /* the largest datagram it sends, its ds_header excluded */
 	uint8_t *rbuf;        /* rq_size slots of RS_SNDLOWAT, then the GRHs' landing */
 	struct ibv_mr *rmr, *smr;
 };
@@ -349,6 +352,12 @@ static struct ds_qp *new_qp(struct dsock *ds, const union sockaddr_any *src)
 	if (rdma_create_qp(qp->id, NULL, &a))
 		goto err;
 	ds->sq_inline = a.cap.max_inline_data;
+	/* a UD message is one packet: a slot, or the port's MTU if smaller */
+	struct ibv_port_attr pa;
+	if (ibv_query_port(qp->id->verbs, qp->id->port_num, &pa))
+		goto err;
+	uint32_t mtu = 128u << pa.active_mtu;
+	qp->max_len = (mtu < RS_SNDLOWAT ? mtu : RS_SNDLOWAT) - qp->hdr.length;
 	if (!(qp->rbuf = malloc(ds->rbuf_size + DS_GRH_LEN)) ||
 	    !(qp->rmr = ibv_reg_mr(qp->id->pd, qp->rbuf, ds->rbuf_size + DS_GRH_LEN, IBV_ACCESS_LOCAL_WRITE)) ||
 	    !(qp->smr = ibv_reg_mr(qp->id->pd, ds->sbuf, ds->sbuf_size, 0)))
@@ -706,7 +715,7 @@ static ssize_t send_locked(struct dsock *ds, const struct iovec *iov, int iovcnt
 	size_t len = 0;
 	for (int i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
-	if (len > RS_SNDLOWAT - (size_t)d->qp->hdr.length)
+	if (len > d->qp->max_len)
 		return fail(EMSGSIZE);
 	uint8_t data[RS_SNDLOWAT];
 	size_t off = d->qp->hdr.length;

@@ -22,7 +22,7 @@ func newRDMACMLab(t testing.TB) *ibverbsLab {
 }
 
 // buildRDMACM puts rocelab's libibverbs.so.1 and librdmacm.so.1 beside c's rocelab
-// binary, with cm_check and ep_check, or skips the test without rdmacm-utils' headers
+// binary, with cm_check, ep_check and dgram_check, or skips the test without rdmacm-utils' headers
 // and tools.
 func buildRDMACM(t testing.TB, c *cli) {
 	t.Helper()
@@ -37,9 +37,9 @@ func buildRDMACM(t testing.TB, c *cli) {
 	if out, err := exec.Command("../../librdmacm/build.sh", filepath.Join(dir, "lib", "librdmacm.so.1")).CombinedOutput(); err != nil {
 		t.Fatalf("build librdmacm.so.1: %v\n%s", err, out)
 	}
-	// cm_check and ep_check are compiled against the system's librdmacm-dev, as any
+	// The checks are compiled against the system's librdmacm-dev, as any
 	// program is.
-	for _, prog := range []string{"cm_check", "ep_check"} {
+	for _, prog := range []string{"cm_check", "ep_check", "dgram_check"} {
 		if out, err := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-o", filepath.Join(dir, prog),
 			"../../librdmacm/test/"+prog+".c", "-lrdmacm", "-libverbs").CombinedOutput(); err != nil {
 			t.Fatalf("build %s: %v\n%s", prog, err, out)

@@ -84,6 +84,16 @@ func TestUdpong(t *testing.T) {
 		{"h2-to-h1-ipv6", "h1", "h2", "fd00::1"},
 		{"h1-to-h2-ipv6", "h2", "h1", "fd00::2"},
 	}
+	// librdmacm/test/dgram_check.c, in h1: the calls' error paths beside the kernel's
+	// UDP sockets', and two rsockets of one host through its RNIC (two UD QPs of one
+	// RNIC), over IPv4 and IPv6.
+	t.Run("dgram_check", func(t *testing.T) {
+		out, err := l.exec("h1", "dgram_check", "10.0.0.1", "fd00::1").CombinedOutput()
+		if err != nil || strings.Contains(string(out), "FAIL") {
+			t.Fatalf("dgram_check: %v\n%s", err, out)
+		}
+		t.Logf("dgram_check: %d checks", strings.Count(string(out), "ok   "))
+	})
 	const size, count = 1000, 2000
 	for i, w := range ways {
 		t.Run(w.name, func(t *testing.T) {
