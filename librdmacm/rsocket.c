@@ -618,10 +618,10 @@ static int nonblocking(const struct rsock *rs, int flags)
 /* ---- sockets ---- */
 
 /* dgram_socket makes a datagram rsocket, whose descriptor is its UDP socket's. */
-static int dgram_socket(struct rsock *rs)
+static int dgram_socket(struct rsock *rs, int flags)
 {
 	int fd;
-	if (!(rs->ds = ds_open(rs->domain, &fd))) {
+	if (!(rs->ds = ds_open(rs->domain, flags, &fd))) {
 		int err = errno;
 		pthread_mutex_destroy(&rs->mu);
 		free(rs);
@@ -647,7 +647,7 @@ int rsocket(int domain, int type, int protocol)
 	if (type & SOCK_NONBLOCK)
 		rs->fd_flags = O_NONBLOCK;
 	if (kind == SOCK_DGRAM)
-		return dgram_socket(rs);
+		return dgram_socket(rs, type);
 	if (rdma_create_id(NULL, &rs->id, rs, RDMA_PS_TCP)) {
 		int err = errno;
 		rs_free(rs);

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -209,7 +210,17 @@ static void hdr_source(const struct ds_header *h, union sockaddr_any *a)
 
 /* ---- the socket ---- */
 
-struct dsock *ds_open(int domain, int *fd)
+/* kernel_socket is a kernel socket made by the system call itself: under
+ * librspreload.so, socket() is the preload's, which would make it another rsocket (and
+ * local_source's, made inside an rsendto, one more, without end). The other calls on
+ * these descriptors reach the kernel through the preload, which knows them as not its
+ * own. */
+static int kernel_socket(int domain, int type)
+{
+	return syscall(SYS_socket, domain, type, 0);
+}
+
+struct dsock *ds_open(int domain, int flags, int *fd)
 {
 	struct dsock *ds = calloc(1, sizeof(*ds));
 	if (!ds) {
@@ -223,7 +234,7 @@ struct dsock *ds_open(int domain, int *fd)
 	ds->sq_size = ds->rq_size = 384;
 	ds->sq_inline = 64;
 	ds->sbuf_size = ds->rbuf_size = 1 << 17;
-	if ((ds->udp = socket(domain, SOCK_DGRAM | SOCK_NONBLOCK, 0)) < 0 || (ds->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+	if ((ds->udp = kernel_socket(domain, SOCK_DGRAM | SOCK_NONBLOCK | (flags & SOCK_CLOEXEC))) < 0 || (ds->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
 		int err = errno;
 		ds_close(ds);
 		errno = err;
@@ -398,7 +409,7 @@ static int local_source(struct dsock *ds, const struct sockaddr *dst, union sock
 	if (!any_addr(src))
 		return 0;
 	in_port_t port = src->sa.sa_family == AF_INET ? src->sin.sin_port : src->sin6.sin6_port;
-	int s = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int s = kernel_socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC);
 	if (s < 0)
 		return -1;
 	n = sizeof(*src);

@@ -14,8 +14,9 @@
 struct dsock;
 
 /* ds_open makes a datagram rsocket of domain (AF_INET or AF_INET6); its descriptor,
- * the rsocket's, is its UDP socket's, returned in *fd. NULL with errno on failure. */
-struct dsock *ds_open(int domain, int *fd);
+ * the rsocket's, is its UDP socket's (close-on-exec if flags has SOCK_CLOEXEC), returned
+ * in *fd. NULL with errno on failure. */
+struct dsock *ds_open(int domain, int flags, int *fd);
 /* ds_close frees everything of ds and closes its descriptor. */
 void ds_close(struct dsock *ds);
 
