@@ -21,7 +21,11 @@ func init() {
 	// What the rsockets programs print when the server's host rejects the connection
 	// for want of a listener (cmRun starts such a client again).
 	noListener = append(noListener, "rconnect: Connection refused", "unable to connect to server",
-		"): Connection refused", "rsend: Connection refused")
+		"): Connection refused", "rsend: Connection refused",
+		"rconnect failed\n: Connection refused", // rcopy's perror
+		// rstream -T s: its non-blocking connect(2) refused, reported with connect's
+		// EINPROGRESS
+		"rpoll: Operation now in progress")
 }
 
 // newRsocketLab is newRDMACMLab for the rsockets programs: rdmacm-utils' rstream,
@@ -40,8 +44,8 @@ func newRsocketLab(t testing.TB) *ibverbsLab {
 
 // TestRsockets: rdmacm-utils' rsockets programs between lab hosts, both ways, over IPv4
 // and IPv6, on rocelab's librdmacm (librdmacm/rsocket.c): rstream in each of its
-// rsockets modes (-T a async with rpoll, b blocking, n non-blocking, v verifying every
-// byte, r resolving with rdma_getaddrinfo), riostream (riomap'd buffers written with
+// modes (-T a async with rpoll, b blocking, n non-blocking, v verifying every byte, r
+// resolving with rdma_getaddrinfo; s its kernel-TCP baseline), riostream (riomap'd buffers written with
 // riowrite), rcopy (a file copied and compared).
 func TestRsockets(t *testing.T) {
 	l := newRsocketLab(t)
@@ -53,7 +57,15 @@ func TestRsockets(t *testing.T) {
 	}
 	for i, w := range ways {
 		t.Run(w.name, func(t *testing.T) {
-			for _, mode := range []string{"a", "b", "n", "v", "r"} {
+			// -T s is rstream's own baseline: the kernel's TCP through the TAPs;
+			// its server listens on 0.0.0.0 whatever -f says, so IPv4 only. (-T f,
+			// the same with a forking server, is for librspreload's fork support
+			// and has nothing of rsockets without it.)
+			modes := []string{"a", "b", "n", "v", "r"}
+			if w.flag == "ip" {
+				modes = append(modes, "s")
+			}
+			for _, mode := range modes {
 				args := []string{"-T", mode, "-S", "300000", "-C", "20", "-f", w.flag}
 				if mode != "v" {
 					args = append(args, "-T", "v") // and verify every byte
