@@ -365,9 +365,10 @@ func TestOpcodeTable(t *testing.T) {
 	}
 }
 
-// An XRC request's XRCETH sits between the BTH and the RETH, its SRQ number in the
-// low 24 bits behind a reserved byte, and survives a decode/build round trip.
-func TestXRCETHPlacement(t *testing.T) {
+// xrcWriteOnly builds an XRC RDMA WRITE Only frame to SRQ 0xDCBA98 (set as 0xFEDCBA98: the
+// builder must drop the top byte) with a 3-byte payload.
+func xrcWriteOnly(t testing.TB) []byte {
+	t.Helper()
 	b := Builder{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"),
 		BTH:     BTHFields{Opcode: XRCBase + OpRCWriteOnly, DestQP: 0x12, PSN: 7},
 		RETH:    RETHFields{VA: 0x1122334455667788, RKey: 0xAABBCCDD, DMALen: 3},
@@ -378,7 +379,13 @@ func TestXRCETHPlacement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	frame = frame[:n]
+	return frame[:n]
+}
+
+// An XRC request's XRCETH sits between the BTH and the RETH, its SRQ number in the
+// low 24 bits behind a reserved byte, and survives a decode/build round trip.
+func TestXRCETHPlacement(t *testing.T) {
+	frame := xrcWriteOnly(t)
 	var p Packet
 	if err := p.Decode(frame); err != nil {
 		t.Fatal(err)
