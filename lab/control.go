@@ -1,12 +1,6 @@
 package lab
 
 import (
-	"bufio"
-	"encoding/binary"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net"
 	"time"
 
 	"github.com/rocelab/rocelab/fabric"
@@ -16,24 +10,29 @@ import (
 	"github.com/rocelab/rocelab/rnic/service"
 )
 
-// The control protocol: a client connects to the lab's control socket and writes one
-// JSON request line; the lab answers with one JSON line (Reply). For "capture" a
-// successful reply is followed by the pcapng stream in chunks (a 4-byte big-endian
-// length, then that many bytes); the client ends the capture by shutting down its
-// writing side, the lab then sends the rest of the stream, the statistics block, a
-// zero-length chunk and a last Reply line with the capture's figures.
+// The control protocol is HTTP/1.1 on the lab's control socket (ControlPath; the
+// client side is control_client.go, the server control_server.go): each op is a POST
+// to /OP whose body is a JSON Request (its Op field is the path's) and whose answer is
+// a JSON Reply. A refused request is an HTTP error status with a Reply whose Error
+// names the problem: 400 a bad request or one the lab refuses (no such host, port or
+// hold), 403 a peer other than the lab's owner or root, 404 an unknown op, 405 a
+// method other than POST, 413 a body over 4 KiB.
 //
-// With "file", the lab writes the pcapng to that file itself (one copy of each frame
-// fewer, and no second process to keep up) and the stream carries no chunks.
+//	POST /status                                   → Reply{Status} (with the other parts')
+//	POST /down-parts                               → Reply{Told, Unreachable}
+//	POST /counters                                 → Reply{Counters}
+//	POST /record    {"every_ns":1000000}           → Reply{} (recording on the loops)
+//	POST /recorded                                 → Reply{Recorded, RecordDropped}
+//	POST /record                                   → Reply{Recorded, RecordDropped} (stopped)
+//	POST /hold      {"hosts":["h1"],"hold_ns":N}   → Reply{Held}
+//	POST /capture   {"port":"s1:p3","snaplen":128} → pcapng body, trailer Rocelab-Capture
+//	POST /capture   {"port":"s1:p3","file":"/abs"} → empty body, trailer Rocelab-Capture
 //
-//	{"op":"status"}                                 → Reply{Status} (with the other parts')
-//	{"op":"down-parts"}                             → Reply{Told, Unreachable}
-//	{"op":"capture","port":"s1:p3","snaplen":128}   → Reply{}, chunks, 0, Reply{Capture}
-//	{"op":"capture","port":"s1:p3","file":"/abs"}   → Reply{}, 0, Reply{Capture}
-//	{"op":"counters"}                               → Reply{Counters}
-//	{"op":"record","every_ns":1000000}              → Reply{} (recording on the loops)
-//	{"op":"recorded"}                               → Reply{Recorded, RecordDropped}
-//	{"op":"record"}                                 → Reply{Recorded, RecordDropped} (stopped)
+// A capture's request body stays open while it runs (the exchange is full duplex):
+// the client ends the capture by ending its body; the lab then sends the rest of the
+// stream and the capture's figures as the trailer CaptureTrailer (a JSON Reply with
+// Capture). With "file", the lab writes the pcapng to that file itself (one copy of
+// each frame fewer, and no second process to keep up).
 
 // Request is a control request.
 type Request struct {
@@ -225,56 +224,4 @@ type PortStatus struct {
 	Link link.Stats `json:"link"`
 	// Capture is the port's running or last capture.
 	Capture *CaptureStatus `json:"capture,omitempty"`
-}
-
-// chunkWriter frames a capture's pcapng stream on the control connection: each write
-// is one chunk, its 4-byte big-endian length first (the writer batches, so chunks are
-// large); a zero length ends the stream.
-type chunkWriter struct{ w io.Writer }
-
-func (c chunkWriter) Write(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(p)))
-	if _, err := c.w.Write(n[:]); err != nil {
-		return 0, err
-	}
-	return c.w.Write(p)
-}
-
-// ReadCapture copies the chunked pcapng stream of a capture connection (Query with
-// op "capture") to w, then returns the lab's closing figures. It returns early with
-// w's error, or with an error saying the stream ended without figures.
-func ReadCapture(c net.Conn, w io.Writer) (*CaptureStatus, int64, error) {
-	r := bufio.NewReaderSize(c, 1<<20)
-	var total int64
-	var n [4]byte
-	for {
-		if _, err := io.ReadFull(r, n[:]); err != nil {
-			return nil, total, fmt.Errorf("capture stream ended without the lab's figures: %w", err)
-		}
-		size := int64(binary.BigEndian.Uint32(n[:]))
-		if size == 0 {
-			break
-		}
-		copied, err := io.CopyN(w, r, size)
-		total += copied
-		if err != nil {
-			return nil, total, err
-		}
-	}
-	line, err := r.ReadBytes('\n')
-	if err != nil {
-		return nil, total, fmt.Errorf("capture: the lab's figures: %w", err)
-	}
-	var reply Reply
-	if err := json.Unmarshal(line, &reply); err != nil || reply.Capture == nil {
-		return nil, total, fmt.Errorf("capture: the lab's figures: %q", line)
-	}
-	if reply.Error != "" {
-		return reply.Capture, total, fmt.Errorf("capture: %s (%d frames written, %d dropped)", reply.Error, reply.Capture.Frames, reply.Capture.Dropped)
-	}
-	return reply.Capture, total, nil
 }

@@ -1,15 +1,19 @@
 package lab
 
 import (
-	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -39,28 +43,13 @@ func (l *Lab) listenControl() error {
 		return fmt.Errorf("lab: control socket: %w", err)
 	}
 	l.ctl = ln
+	srv := l.controlServer()
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		// Out of descriptors (EMFILE), accept fails until some are closed: back off
-		// and go on, as the verbs service does, rather than leave status unanswered
-		// for the rest of the lab's life.
-		var backoff time.Duration
-		for {
-			c, err := ln.AcceptUnix()
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			if err != nil {
-				if backoff = min(max(2*backoff, 5*time.Millisecond), time.Second); backoff == 5*time.Millisecond {
-					l.log.Warn("control socket: accept failed (backing off)", zap.Error(err))
-				}
-				time.Sleep(backoff)
-				continue
-			}
-			backoff = 0
-			go l.serve(c)
-		}
+		// Serve returns when the listener closes (Close); it backs off on accept
+		// errors such as EMFILE by itself.
+		srv.Serve(ln)
 	}()
 	return nil
 }
@@ -74,61 +63,123 @@ const controlTimeout = 5 * time.Second
 // so instead of hanging. (A variable: tests shorten it.)
 var QueryTimeout = 15 * time.Second
 
-func (l *Lab) serve(c *net.UnixConn) {
-	defer c.Close()
-	// The request is read (bounded in size and time) before the peer check, so that a
-	// refused client reads its refusal instead of a broken pipe on its write.
-	c.SetReadDeadline(time.Now().Add(controlTimeout))
-	var req Request
-	reqErr := json.NewDecoder(bufio.NewReader(io.LimitReader(c, 4096))).Decode(&req)
-	if err := controlPeerAllowed(c); err != nil {
-		l.log.Warn("control socket: peer refused", zap.Error(err))
-		writeReply(c, Reply{Error: err.Error()})
+// maxRequestBody bounds a control request's JSON body.
+const maxRequestBody = 4096
+
+// connKey carries a request's connection into its handler (http.Server.ConnContext),
+// for the peer check.
+type connKey struct{}
+
+// controlServer is the HTTP server of the control socket: one handler per op.
+func (l *Lab) controlServer() *http.Server {
+	mux := http.NewServeMux()
+	ops := map[string]func(w http.ResponseWriter, r *http.Request, req Request){
+		"status": func(w http.ResponseWriter, _ *http.Request, _ Request) {
+			st := l.StatusOfParts()
+			reply(w, Reply{Status: &st})
+		},
+		"down-parts": l.serveDownParts,
+		"counters": func(w http.ResponseWriter, _ *http.Request, _ Request) {
+			cs := l.Counters()
+			reply(w, Reply{Counters: &cs})
+		},
+		"hold":     l.serveHold,
+		"record":   l.serveRecord,
+		"recorded": l.serveRecord,
+		"capture":  l.serveCapture,
+	}
+	for op, handle := range ops {
+		mux.HandleFunc("/"+op, func(w http.ResponseWriter, r *http.Request) {
+			if err := controlPeerAllowed(r.Context().Value(connKey{}).(*net.UnixConn)); err != nil {
+				l.log.Warn("control socket: peer refused", zap.Error(err))
+				refuse(w, http.StatusForbidden, err.Error())
+				return
+			}
+			if r.Method != http.MethodPost {
+				w.Header().Set("Allow", http.MethodPost)
+				refuse(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s /%s: want POST", r.Method, op))
+				return
+			}
+			// One JSON value, not the body to its end: a capture's body stays open
+			// while it runs (serveCapture). An empty body is the zero Request.
+			// The request, bounded in time as in size: a client that trickles it
+			// must not hold a handler. A capture's body is then its own to end.
+			rc := http.NewResponseController(w)
+			rc.SetReadDeadline(time.Now().Add(controlTimeout))
+			var req Request
+			err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody)).Decode(&req)
+			var tooBig *http.MaxBytesError
+			switch {
+			case errors.As(err, &tooBig):
+				refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxRequestBody))
+				return
+			case err != nil && err != io.EOF:
+				refuse(w, http.StatusBadRequest, "bad request: "+err.Error())
+				return
+			}
+			req.Op = op
+			if op == "capture" {
+				rc.SetReadDeadline(time.Time{})
+			} else { // a client that stops reading must not hold this handler
+				rc.SetWriteDeadline(time.Now().Add(controlTimeout))
+			}
+			handle(w, r, req)
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		names := slices.Sorted(maps.Keys(ops))
+		refuse(w, http.StatusNotFound, fmt.Sprintf("unknown op %q: want POST to /%s", strings.TrimPrefix(r.URL.Path, "/"), strings.Join(names, ", /")))
+	})
+	return &http.Server{Handler: mux, ReadHeaderTimeout: controlTimeout, IdleTimeout: controlTimeout, MaxHeaderBytes: 16 << 10,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+		ErrorLog:    zap.NewStdLog(l.log)}
+}
+
+// reply writes r as the answer, 400 when it carries an error.
+func reply(w http.ResponseWriter, r Reply) {
+	w.Header().Set("Content-Type", "application/json")
+	if r.Error != "" {
+		w.WriteHeader(http.StatusBadRequest)
+	}
+	json.NewEncoder(w).Encode(r)
+}
+
+// refuse answers with status and a Reply naming the problem.
+func refuse(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(Reply{Error: msg})
+}
+
+func (l *Lab) serveDownParts(w http.ResponseWriter, _ *http.Request, _ Request) {
+	told, unreachable := l.DownParts()
+	reply(w, Reply{Told: told, Unreachable: unreachable})
+}
+
+func (l *Lab) serveHold(w http.ResponseWriter, _ *http.Request, req Request) {
+	held, err := l.Hold(req.Hosts, time.Duration(req.HoldNs))
+	if err != nil {
+		reply(w, Reply{Error: err.Error()})
 		return
 	}
-	if reqErr != nil {
-		writeReply(c, Reply{Error: "bad request: " + reqErr.Error()})
+	reply(w, Reply{Held: held})
+}
+
+// serveRecord starts or stops recording (op record) or drains (op recorded).
+func (l *Lab) serveRecord(w http.ResponseWriter, _ *http.Request, req Request) {
+	var rows []Counters
+	var dropped uint64
+	var err error
+	if req.Op == "record" {
+		rows, dropped, err = l.Record(time.Duration(req.EveryNs))
+	} else {
+		rows, dropped, err = l.Recorded()
+	}
+	if err != nil {
+		reply(w, Reply{Error: err.Error()})
 		return
 	}
-	if req.Op != "capture" { // a client that stops reading must not hold this goroutine
-		c.SetWriteDeadline(time.Now().Add(controlTimeout))
-	}
-	switch req.Op {
-	case "status":
-		st := l.StatusOfParts()
-		writeReply(c, Reply{Status: &st})
-	case "down-parts":
-		told, unreachable := l.DownParts()
-		writeReply(c, Reply{Told: told, Unreachable: unreachable})
-	case "counters":
-		cs := l.Counters()
-		writeReply(c, Reply{Counters: &cs})
-	case "capture":
-		l.serveCapture(c, req)
-	case "hold":
-		held, err := l.Hold(req.Hosts, time.Duration(req.HoldNs))
-		if err != nil {
-			writeReply(c, Reply{Error: err.Error()})
-			return
-		}
-		writeReply(c, Reply{Held: held})
-	case "record", "recorded":
-		var rows []Counters
-		var dropped uint64
-		var err error
-		if req.Op == "record" {
-			rows, dropped, err = l.Record(time.Duration(req.EveryNs))
-		} else {
-			rows, dropped, err = l.Recorded()
-		}
-		if err != nil {
-			writeReply(c, Reply{Error: err.Error()})
-			return
-		}
-		writeReply(c, Reply{Recorded: rows, RecordDropped: dropped})
-	default:
-		writeReply(c, Reply{Error: fmt.Sprintf("unknown op %q: want status, down-parts, counters, record, recorded, capture or hold", req.Op)})
-	}
+	reply(w, Reply{Recorded: rows, RecordDropped: dropped})
 }
 
 // Hold holds the named hosts' RC and UC request packets for d from now, or releases
@@ -212,63 +263,98 @@ func controlPeerAllowed(c *net.UnixConn) error {
 	return nil
 }
 
-func writeReply(w io.Writer, r Reply) error {
-	b, _ := json.Marshal(r)
-	_, err := w.Write(append(b, '\n'))
-	return err
-}
+// CaptureTrailer is the HTTP trailer that ends a capture's stream: a JSON Reply with
+// the capture's figures (Capture), and Error if writing it failed (a full disk).
+const CaptureTrailer = "Rocelab-Capture"
 
-func (l *Lab) serveCapture(c net.Conn, req Request) {
+// serveCapture streams a port's capture as the response body (pcapng, chunked by
+// net/http) until the client ends its request body (or goes away), then sends the
+// figures as the trailer. With File, the lab writes the pcapng itself (one copy of
+// each frame fewer, no second process to keep up) and the body is empty.
+func (l *Lab) serveCapture(w http.ResponseWriter, r *http.Request, req Request) {
 	m, err := l.monitor(req.Port)
 	if err != nil {
-		writeReply(c, Reply{Error: err.Error()})
+		reply(w, Reply{Error: err.Error()})
 		return
 	}
 	if req.Snaplen < 0 {
-		writeReply(c, Reply{Error: fmt.Sprintf("snaplen %d: want 0 (whole frames) or more", req.Snaplen)})
+		reply(w, Reply{Error: fmt.Sprintf("snaplen %d: want 0 (whole frames) or more", req.Snaplen)})
 		return
 	}
-	var out io.Writer = chunkWriter{c}
+	rc := http.NewResponseController(w)
+	// The client's request body stays open while the capture runs: closing it ends
+	// the capture, and its figures still reach the client in the trailer.
+	if err := rc.EnableFullDuplex(); err != nil {
+		reply(w, Reply{Error: err.Error()})
+		return
+	}
+	fw := &flushWriter{w: w, rc: rc}
+	var out io.Writer = fw
 	if req.File != "" {
 		if !filepath.IsAbs(req.File) {
-			writeReply(c, Reply{Error: fmt.Sprintf("capture file %q: want an absolute path", req.File)})
+			reply(w, Reply{Error: fmt.Sprintf("capture file %q: want an absolute path", req.File)})
 			return
 		}
 		f, err := os.Create(req.File)
 		if err != nil {
-			writeReply(c, Reply{Error: err.Error()})
+			reply(w, Reply{Error: err.Error()})
 			return
 		}
 		defer f.Close()
 		out = f
 	}
+	w.Header().Set("Trailer", CaptureTrailer)
+	w.Header().Set("Content-Type", "application/x-pcapng")
 	s, err := m.Start(out, l.epoch, req.Snaplen)
 	if err != nil {
-		writeReply(c, Reply{Error: err.Error()})
+		reply(w, Reply{Error: err.Error()})
 		return
 	}
-	if err := writeReply(c, Reply{}); err != nil {
+	// The capture's writer may flush its first bytes already: the head goes out
+	// under the writer's lock.
+	fw.mu.Lock()
+	w.WriteHeader(http.StatusOK)
+	err = rc.Flush()
+	fw.mu.Unlock()
+	if err != nil {
 		s.Stop()
 		return
 	}
-	// The client ends a capture by shutting down its side: a read then ends.
-	go func() {
-		io.Copy(io.Discard, c)
+	go func() { // the client ends a capture by ending its request body
+		io.Copy(io.Discard, r.Body)
 		s.Stop()
 	}()
-	<-s.Done()
+	select {
+	case <-s.Done():
+	case <-r.Context().Done(): // the client went away
+	}
 	err = s.Stop()
 	l.log.Info("capture ended", zap.String("port", req.Port), zap.Uint64("frames", s.Frames()),
 		zap.Uint64("dropped", s.Dropped()), zap.Error(err))
-	// The figures end the stream; after a failed write to the connection they reach
-	// nobody, but a failed file (disk full) is reported.
-	reply := Reply{Capture: captureStatus(s)}
+	figures := Reply{Capture: captureStatus(s)}
 	if err != nil {
-		reply.Error = err.Error()
+		figures.Error = err.Error()
 	}
-	if _, err := c.Write(make([]byte, 4)); err == nil {
-		writeReply(c, reply)
+	b, _ := json.Marshal(figures)
+	w.Header().Set(CaptureTrailer, string(b))
+}
+
+// flushWriter sends each write of a capture's stream at once (the capture's writer
+// batches, so writes are large). mu orders its writes with the handler's own.
+type flushWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+	rc *http.ResponseController
+}
+
+func (f *flushWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, err := f.w.Write(p)
+	if err == nil {
+		err = f.rc.Flush()
 	}
+	return n, err
 }
 
 // monitor finds the capture point named like "s1:p3" or "h1".

@@ -39,7 +39,7 @@ func TestQueryTimesOut(t *testing.T) {
 	old := QueryTimeout
 	QueryTimeout = 300 * time.Millisecond
 	defer func() { QueryTimeout = old }()
-	_, _, err = Query(store, "wedged", Request{Op: "status"})
+	_, err = Query(store, "wedged", Request{Op: "status"})
 	if err == nil || !strings.Contains(err.Error(), `no answer to "status" within 300ms`) {
 		t.Fatalf("Query of a wedged lab: %v", err)
 	}

@@ -85,7 +85,7 @@ func TestLabTwoHosts(t *testing.T) {
 	labtest.PingAllPairs(t, hosts(l))
 	labtest.TCPAllPairs(t, hosts(l))
 
-	reply, _, err := Query(store, l.Name(), Request{Op: "status"})
+	reply, err := Query(store, l.Name(), Request{Op: "status"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestLabTwoHosts(t *testing.T) {
 	}
 
 	// The sampler's counters agree with the status read before them: counters only grow.
-	reply, _, err = Query(store, l.Name(), Request{Op: "counters"})
+	reply, err = Query(store, l.Name(), Request{Op: "counters"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,24 +117,24 @@ func TestLabTwoHosts(t *testing.T) {
 
 	// The recorder samples the same counters on the loops, every 1 ms of the lab's
 	// clock: complete rows (every host and switch), in time order.
-	if _, _, err := Query(store, l.Name(), Request{Op: "record", EveryNs: 1}); err == nil || !strings.Contains(err.Error(), "want 0 (stop) or") {
+	if _, err := Query(store, l.Name(), Request{Op: "record", EveryNs: 1}); err == nil || !strings.Contains(err.Error(), "want 0 (stop) or") {
 		t.Errorf("record every 1 ns: %v", err)
 	}
-	if _, _, err := Query(store, l.Name(), Request{Op: "recorded"}); err == nil || !strings.Contains(err.Error(), "nothing is recording") {
+	if _, err := Query(store, l.Name(), Request{Op: "recorded"}); err == nil || !strings.Contains(err.Error(), "nothing is recording") {
 		t.Errorf("recorded before record: %v", err)
 	}
-	if _, _, err := Query(store, l.Name(), Request{Op: "record", EveryNs: int64(time.Millisecond)}); err != nil {
+	if _, err := Query(store, l.Name(), Request{Op: "record", EveryNs: int64(time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	var rows []Counters
 	for deadline := time.Now().Add(10 * time.Second); len(rows) < 5 && time.Now().Before(deadline); {
-		reply, _, err := Query(store, l.Name(), Request{Op: "recorded"})
+		reply, err := Query(store, l.Name(), Request{Op: "recorded"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rows = append(rows, reply.Recorded...)
 	}
-	reply, _, err = Query(store, l.Name(), Request{Op: "record"}) // stop: the rest
+	reply, err = Query(store, l.Name(), Request{Op: "record"}) // stop: the rest
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,30 +148,30 @@ func TestLabTwoHosts(t *testing.T) {
 			t.Fatalf("recorded row %d of %d: %+v (the row before: %+v)", i, len(rows), r, rows[max(i-1, 0)])
 		}
 	}
-	if _, _, err := Query(store, l.Name(), Request{Op: "recorded"}); err == nil {
+	if _, err := Query(store, l.Name(), Request{Op: "recorded"}); err == nil {
 		t.Errorf("recorded after the recorder stopped: no error")
 	}
 
 	// A hold of an idle host keeps nothing back; a host the lab lacks, or a hold
 	// longer than MaxHold, is refused by name.
-	reply, _, err = Query(store, l.Name(), Request{Op: "hold", Hosts: []string{"h1"}, HoldNs: int64(time.Second)})
+	reply, err = Query(store, l.Name(), Request{Op: "hold", Hosts: []string{"h1"}, HoldNs: int64(time.Second)})
 	if err != nil || reply.Held == nil || reply.Held["h1"] {
 		t.Errorf("hold of idle h1: %+v, %v", reply, err)
 	}
-	if _, _, err := Query(store, l.Name(), Request{Op: "hold", Hosts: []string{"h1"}}); err != nil {
+	if _, err := Query(store, l.Name(), Request{Op: "hold", Hosts: []string{"h1"}}); err != nil {
 		t.Errorf("release: %v", err)
 	}
-	if _, _, err := Query(store, l.Name(), Request{Op: "hold", Hosts: []string{"h9"}, HoldNs: 1}); err == nil || !strings.Contains(err.Error(), `"h9"`) {
+	if _, err := Query(store, l.Name(), Request{Op: "hold", Hosts: []string{"h9"}, HoldNs: 1}); err == nil || !strings.Contains(err.Error(), `"h9"`) {
 		t.Errorf("hold of a missing host: %v", err)
 	}
-	if _, _, err := Query(store, l.Name(), Request{Op: "hold", Hosts: []string{"h1"}, HoldNs: int64(2 * MaxHold)}); err == nil || !strings.Contains(err.Error(), "want 0") {
+	if _, err := Query(store, l.Name(), Request{Op: "hold", Hosts: []string{"h1"}, HoldNs: int64(2 * MaxHold)}); err == nil || !strings.Contains(err.Error(), "want 0") {
 		t.Errorf("hold beyond MaxHold: %v", err)
 	}
 
-	if _, _, err := Query(store, l.Name(), Request{Op: "capture", Port: "s1:p7"}); err == nil || !strings.Contains(err.Error(), "p0–p1") {
+	if _, err := StartCapture(store, l.Name(), Request{Port: "s1:p7"}); err == nil || !strings.Contains(err.Error(), "p0–p1") {
 		t.Errorf("capture of a missing port: %v", err)
 	}
-	_, conn, err := Query(store, l.Name(), Request{Op: "capture", Port: "s1:p1"})
+	conn, err := StartCapture(store, l.Name(), Request{Port: "s1:p1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestLabTwoHosts(t *testing.T) {
 		err     error
 	}
 	done := make(chan result, 1)
-	go func() { f, _, err := ReadCapture(conn, &buf); done <- result{f, err} }()
+	go func() { f, _, err := conn.Copy(&buf); done <- result{f, err} }()
 	// The capture starts once the reply is out; pings until one is seen in it is the
 	// only way to know, so send a few.
 	for range 3 {
@@ -189,8 +189,8 @@ func TestLabTwoHosts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Shutting down our side ends the capture: the lab sends the rest and its figures.
-	conn.CloseWrite()
+	// Ending our side ends the capture: the lab sends the rest and its figures.
+	conn.Stop()
 	res := <-done
 	conn.Close()
 	if res.err != nil {

@@ -137,7 +137,7 @@ func TestRelayTwoHosts(t *testing.T) {
 	l, store, devs := startDoubleLab(t, tp)
 	deliverAll(t, tp, devs)
 
-	reply, _, err := Query(store, l.Name(), Request{Op: "status"})
+	reply, err := Query(store, l.Name(), Request{Op: "status"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,10 +153,10 @@ func TestRelayTwoHosts(t *testing.T) {
 		t.Errorf("status switches %+v", st.Switches)
 	}
 
-	if _, _, err := Query(store, l.Name(), Request{Op: "capture", Port: "s1:p7"}); err == nil || !strings.Contains(err.Error(), "p0–p1") {
+	if _, err := StartCapture(store, l.Name(), Request{Port: "s1:p7"}); err == nil || !strings.Contains(err.Error(), "p0–p1") {
 		t.Errorf("capture of a missing port: %v", err)
 	}
-	_, conn, err := Query(store, l.Name(), Request{Op: "capture", Port: "s1:p1"})
+	conn, err := StartCapture(store, l.Name(), Request{Port: "s1:p1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestRelayTwoHosts(t *testing.T) {
 	captured := make(chan []byte, 1)
 	stream, pw := io.Pipe() // the pcapng inside the capture's chunks
 	go func() {
-		_, _, err := ReadCapture(conn, pw)
+		_, _, err := conn.Copy(pw)
 		pw.CloseWithError(err)
 	}()
 	go func() {

@@ -1009,8 +1009,8 @@ func (a *cmAgent) receive(m cm.MAD, src, dst netip.Addr, srcMAC [6]byte, _ roce.
 			id.sendPair(cm.AttrDREP)
 			id.state = cmTimeWait
 			a.post(CMEvent{Type: CMEventDisconnected, ID: id})
-		case cmTimeWait:
-			id.sendDREPKeepingDREQ()
+		case cmTimeWait: // a DREQ again: our DREP was lost
+			id.sendPair(cm.AttrDREP)
 		}
 	case cm.AttrDREP:
 		if id.state == cmDreqSent {
@@ -1034,13 +1034,6 @@ func (a *cmAgent) receive(m cm.MAD, src, dst netip.Addr, srcMAC [6]byte, _ roce.
 			id.timer.Reset(a.d.loop.Now().Add(cmTimeout() + time.Duration(1<<max(t-8, 0))*time.Millisecond))
 		}
 	}
-}
-
-// sendDREPKeepingDREQ answers a DREQ without losing the DREQ id.sent may hold.
-func (id *CMID) sendDREPKeepingDREQ() {
-	saved := id.sent
-	id.sendPair(cm.AttrDREP)
-	id.sent = saved
 }
 
 func (a *cmAgent) receiveREQ(r cm.REQ, src, dst netip.Addr, srcMAC [6]byte) {

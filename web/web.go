@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,7 +43,7 @@ type Server struct {
 }
 
 type capture struct {
-	conn *lab.Stream
+	conn *lab.Capture
 	file string
 	done chan struct{}
 	res  *lab.CaptureStatus
@@ -116,7 +115,7 @@ type CaptureRef struct {
 }
 
 func (s *Server) view() (View, error) {
-	reply, _, err := lab.Query(s.store, s.lab, lab.Request{Op: "status"})
+	reply, err := lab.Query(s.store, s.lab, lab.Request{Op: "status"})
 	if err != nil {
 		return View{}, err
 	}
@@ -208,7 +207,7 @@ func (s *Server) start(port string) error {
 		return err
 	}
 	file := filepath.Join(s.dir, fmt.Sprintf("%s-%s.pcapng", strings.ReplaceAll(port, ":", "-"), time.Now().Format("20060102-150405")))
-	_, conn, err := lab.Query(s.store, s.lab, lab.Request{Op: "capture", Port: port, File: file})
+	conn, err := lab.StartCapture(s.store, s.lab, lab.Request{Port: port, File: file})
 	if err != nil {
 		return err
 	}
@@ -217,7 +216,7 @@ func (s *Server) start(port string) error {
 	go func() {
 		defer close(c.done)
 		defer conn.Close()
-		c.res, _, c.err = lab.ReadCapture(conn, io.Discard)
+		c.res, _, c.err = conn.Copy(io.Discard)
 	}()
 	go s.bound(c)
 	return nil
@@ -245,7 +244,7 @@ func (s *Server) bound(c *capture) {
 			s.mu.Lock()
 			c.limit = limit
 			s.mu.Unlock()
-			c.conn.CloseWrite()
+			c.conn.Stop()
 			return
 		}
 	}
@@ -258,8 +257,8 @@ func (s *Server) stop(port string) error {
 	if c == nil {
 		return errors.New("no capture of " + port + " was started here")
 	}
-	// Shutting down our side ends the capture; the lab then sends its figures.
-	if err := c.conn.CloseWrite(); err != nil && !errors.Is(err, net.ErrClosed) {
+	// Ending our side ends the capture; the lab then sends its figures.
+	if err := c.conn.Stop(); err != nil {
 		return err
 	}
 	<-c.done

@@ -212,6 +212,16 @@ func (l *ibverbsLab) pair(t testing.TB, port int, srvHost string, server []strin
 
 const pingpongPort, checkPort = 18515, 18777
 
+// perftestPair runs a perftest-style tool with args as the server in h1 and as the
+// client in h2 (to 10.0.0.1), prints the client's output (a benchmark's table) and
+// returns it.
+func (l *ibverbsLab) perftestPair(tb testing.TB, tool string, args ...string) string {
+	tb.Helper()
+	_, out := l.pair(tb, pingpongPort, "h1", append([]string{tool}, args...), "h2", append([]string{tool}, args...), "10.0.0.1")
+	fmt.Print(out)
+	return out
+}
+
 // TestLibibverbs: unmodified programs linked against the system's libibverbs run on a
 // lab's soft-RNICs through rocelab exec: ibv_devinfo and ibv_devices show each host its
 // own device, verbs_check exercises the verbs and their error paths between two hosts,
@@ -371,11 +381,7 @@ func BenchmarkLabRealTools(b *testing.B) {
 	}
 	lab("up", "-f", "../../topologies/two-hosts.yaml", "--name", l.name)
 	defer lab("down", l.name)
-	run := func(tool string, args ...string) string {
-		_, out := l.pair(b, pingpongPort, "h1", append([]string{tool}, args...), "h2", append([]string{tool}, args...), "10.0.0.1")
-		fmt.Print(out)
-		return out
-	}
+	run := func(tool string, args ...string) string { return l.perftestPair(b, tool, args...) }
 	bwArgs := []string{"-x", "1", "-s", "65536", "-n", "5000", "--report_gbits"}
 	latArgs := []string{"-x", "1", "-s", "64", "-n", "5000"}
 	for b.Loop() {

@@ -24,14 +24,8 @@ machines: one pod per machine runs that machine's part (docs/kubernetes.md).`,
 	rootCmd.AddCommand(cmd)
 }
 
-func newK8sRenderCmd() *cobra.Command {
-	var file, out, spread string
-	var nodeFor []string
-	o := k8s.Options{}
-	cmd := &cobra.Command{
-		Use:   "render -f TOPOLOGY.yaml [--name LAB] [--namespace NS] [--image IMG] [--node-for MACHINE=NODE]... [-o DIR|-]",
-		Short: "Write the objects that run a lab's parts as pods: kubectl apply starts it, kubectl delete removes it",
-		Long: `render writes, as one multi-document YAML file, the objects that run the topology's
+// k8sRenderHelp is k8s render's --help text.
+const k8sRenderHelp = `render writes, as one multi-document YAML file, the objects that run the topology's
 lab on a Kubernetes cluster, one part per machine (the topology's machines:):
 
   Secret     LAB-secret    a random lab secret, mounted as each part's --secret-file
@@ -47,7 +41,16 @@ The pods of one lab never share a node (pod anti-affinity on kubernetes.io/hostn
 --node-for pins a machine's part to a node. Rendering draws a new secret each time:
 render once and keep the file, so that kubectl delete -f removes what apply made.
 
--o DIR writes DIR/LAB.yaml; -o - (the default) writes to standard output.`,
+-o DIR writes DIR/LAB.yaml; -o - (the default) writes to standard output.`
+
+func newK8sRenderCmd() *cobra.Command {
+	var file, out, spread string
+	var nodeFor []string
+	o := k8s.Options{}
+	cmd := &cobra.Command{
+		Use:   "render -f TOPOLOGY.yaml [--name LAB] [--namespace NS] [--image IMG] [--node-for MACHINE=NODE]... [-o DIR|-]",
+		Short: "Write the objects that run a lab's parts as pods: kubectl apply starts it, kubectl delete removes it",
+		Long:  k8sRenderHelp,
 		Example: `  rocelab k8s render -f topologies/two-machines.yaml --name demo -o .
   kubectl apply -f demo.yaml
   kubectl wait --for=condition=Ready pod -l rocelab.dev/lab=demo

@@ -51,16 +51,8 @@ func defaultLabName(file string) string {
 	return strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 }
 
-func newUpCmd() *cobra.Command {
-	var file, name, metrics, webAddr, captureDir string
-	var threads int
-	var foreground, verbose bool
-	var timeout time.Duration
-	var part partFlags
-	cmd := &cobra.Command{
-		Use:   "up -f TOPOLOGY.yaml [--name LAB] [--metrics ADDR] [--web ADDR] [--machine M --secret-file F]",
-		Short: "Start a lab: namespaces, TAPs, the Go fabric and a soft-RNIC per host",
-		Long: `up builds the topology as a lab: one network namespace per host with a TAP netdev
+// upHelp is up's --help text.
+const upHelp = `up builds the topology as a lab: one network namespace per host with a TAP netdev
 as its NIC (addresses, MTU and static neighbours configured), and one lab process that
 runs every switch and soft-RNIC on the real-time clock. The soft-RNIC relays the host
 kernel's frames (ARP, ping, TCP) to and from the fabric and terminates RoCEv2 itself.
@@ -81,7 +73,18 @@ switch) runs as one part per machine: on each, up --machine NAME --secret-file F
 starts that machine's hosts and switches, and each link to another machine becomes a
 VXLAN tunnel (UDP 4789) between the two parts, which authenticate each other with the
 lab secret on TCP 4790. status on any machine shows every part; down on any machine
-removes every part (docs/multi-machine.md).`,
+removes every part (docs/multi-machine.md).`
+
+func newUpCmd() *cobra.Command {
+	var file, name, metrics, webAddr, captureDir string
+	var threads int
+	var foreground, verbose bool
+	var timeout time.Duration
+	var part partFlags
+	cmd := &cobra.Command{
+		Use:   "up -f TOPOLOGY.yaml [--name LAB] [--metrics ADDR] [--web ADDR] [--machine M --secret-file F]",
+		Short: "Start a lab: namespaces, TAPs, the Go fabric and a soft-RNIC per host",
+		Long:  upHelp,
 		Example: `  sudo rocelab up -f topologies/two-hosts.yaml
   sudo rocelab up -f topologies/leaf-spine.yaml --name ls
   sudo rocelab status
@@ -138,9 +141,6 @@ removes every part (docs/multi-machine.md).`,
 	return cmd
 }
 
-// startDaemon starts the lab process detached (its own session, output to the lab's
-// log), relays its progress and returns when it reports ready. If it fails, whatever
-// it created is removed.
 // serving is what the lab process serves besides its control socket.
 type serving struct {
 	metrics    string // Prometheus address, "" for none
@@ -148,6 +148,28 @@ type serving struct {
 	captureDir string // where the live view's captures go
 }
 
+// start serves the lab's metrics and live view as asked, saying where on progress.
+func (srv serving) start(l *lab.Lab, name string, progress func(string)) error {
+	if srv.metrics != "" {
+		addr, err := serveMetrics(srv.metrics, func() (lab.Status, error) { return l.StatusOfParts().WholeLab(), nil }, true)
+		if err != nil {
+			return err
+		}
+		progress("Prometheus metrics at http://" + addr + "/metrics")
+	}
+	if srv.web != "" {
+		url, err := serveWeb(srv.web, netns.DefaultStore(), name, srv.captureDir)
+		if err != nil {
+			return err
+		}
+		progress("live view at " + url)
+	}
+	return nil
+}
+
+// startDaemon starts the lab process detached (its own session, output to the lab's
+// log), relays its progress and returns when it reports ready. If it fails, whatever
+// it created is removed.
 func startDaemon(out io.Writer, name, file string, threads int, timeout time.Duration, srv serving, partArgs []string) error {
 	store := netns.DefaultStore()
 	if l, err := store.Load(name); err == nil {
@@ -159,28 +181,54 @@ func startDaemon(out io.Writer, name, file string, threads int, timeout time.Dur
 	if err := store.MakeDir(name); err != nil {
 		return err
 	}
+	d, err := startLabProcess(store, name, file, threads, srv, partArgs)
+	if err != nil {
+		return err
+	}
+	defer d.progress.Close()
+	err = d.waitReady(out, name, timeout)
+	if err == nil {
+		d.cmd.Process.Release() // it outlives us: `rocelab down` stops it
+		return printNextSteps(out, store, name)
+	}
+	return d.remove(store, name, err)
+}
+
+// daemon is a lab process that up started and waits for.
+type daemon struct {
+	cmd      *exec.Cmd
+	progress *os.File // its progress lines; up's acknowledgement of "ready" goes back
+	logPath  string
+	start    time.Time
+}
+
+// startLabProcess starts `rocelab lab-process` in a session of its own, its output in
+// the lab's log.
+func startLabProcess(store netns.Store, name, file string, threads int, srv serving, partArgs []string) (*daemon, error) {
 	logPath := filepath.Join(store.Dir(name), labLog)
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logf.Close()
 	// One socket pair carries the lab process's progress to us and our acknowledgement
 	// of "ready" back: a lab process that hears no acknowledgement knows that up died.
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	pr, pw := os.NewFile(uintptr(pair[0]), "lab-process"), os.NewFile(uintptr(pair[1]), "up")
-	defer pr.Close()
+	defer pw.Close()
 	self, err := os.Executable()
 	if err != nil {
-		return err
+		pr.Close()
+		return nil, err
 	}
 	abs, _ := filepath.Abs(file)
 	captureDir, err := filepath.Abs(srv.captureDir)
 	if err != nil {
-		return err
+		pr.Close()
+		return nil, err
 	}
 	c := exec.Command(self, "lab-process", "--name", name, "-f", abs, "--ready-fd", "3", "--threads", strconv.Itoa(threads),
 		"--metrics", srv.metrics, "--web", srv.web, "--capture-dir", captureDir)
@@ -188,69 +236,74 @@ func startDaemon(out io.Writer, name, file string, threads int, timeout time.Dur
 	c.Stdout, c.Stderr, c.ExtraFiles = logf, logf, []*os.File{pw}
 	c.Env = append(os.Environ(), netns.StateRootEnv+"="+store.Root)
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	start := time.Now()
+	d := &daemon{cmd: c, progress: pr, logPath: logPath, start: time.Now()}
 	if err := c.Start(); err != nil {
-		pw.Close()
-		return err
+		pr.Close()
+		return nil, err
 	}
-	pw.Close()
-	pid := c.Process.Pid
-	// Until the lab is ready, up owns it: Ctrl-C, a kill or the timeout removes it. (A
-	// SIGKILL of up cannot be caught; the lab process notices that up is gone when it
-	// next reports and removes the lab itself, see runLabProcess.)
+	return d, nil
+}
+
+// waitReady relays the lab process's progress until it reports ready (and hears our
+// acknowledgement), fails, exits, or timeout passes. Until the lab is ready, up owns
+// it: Ctrl-C, a kill or the timeout stops it. (A SIGKILL of up cannot be caught; the
+// lab process notices that up is gone when it next reports and removes the lab
+// itself, see runLabProcess.)
+func (d *daemon) waitReady(out io.Writer, name string, timeout time.Duration) error {
+	pid := d.cmd.Process.Pid
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
-		for sc := bufio.NewScanner(pr); sc.Scan(); {
+		for sc := bufio.NewScanner(d.progress); sc.Scan(); {
 			lines <- sc.Text()
 		}
 	}()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-wait:
+	var err error
 	for {
 		select {
 		case line, ok := <-lines:
 			switch {
 			case !ok:
-				break wait
-			case line == readyPrefix:
-				fmt.Fprintf(out, "lab %s ready in %v (lab process pid %d, log %s)\n", name, time.Since(start).Round(time.Millisecond), pid, logPath)
-				if _, err := fmt.Fprintln(pr, readyAck); err != nil {
-					return fmt.Errorf("up: lab %s: the lab process went away as it became ready: %w", name, err)
+				if err == nil {
+					err = fmt.Errorf("the lab process exited before the lab was ready; its log:\n%s", tail(d.logPath, 20))
 				}
-				c.Process.Release() // it outlives us: `rocelab down` stops it
-				return printNextSteps(out, store, name)
+				return err
+			case line == readyPrefix:
+				fmt.Fprintf(out, "lab %s ready in %v (lab process pid %d, log %s)\n", name, time.Since(d.start).Round(time.Millisecond), pid, d.logPath)
+				if _, err := fmt.Fprintln(d.progress, readyAck); err != nil {
+					return fmt.Errorf("the lab process went away as it became ready: %w", err)
+				}
+				return nil
 			case strings.HasPrefix(line, progressPrefix):
 				fmt.Fprintln(out, "  "+strings.TrimPrefix(line, progressPrefix))
 			case strings.HasPrefix(line, errorPrefix):
 				err = errors.New(strings.TrimPrefix(line, errorPrefix))
 			}
 		case s := <-sigs:
-			err = fmt.Errorf("interrupted (%v) before the lab was ready", s)
 			syscall.Kill(pid, syscall.SIGTERM)
-			break wait
+			return fmt.Errorf("interrupted (%v) before the lab was ready", s)
 		case <-deadline.C:
-			err = fmt.Errorf("not ready after %v (--timeout); its log:\n%s", timeout, tail(logPath, 20))
 			syscall.Kill(pid, syscall.SIGTERM)
-			break wait
+			return fmt.Errorf("not ready after %v (--timeout); its log:\n%s", timeout, tail(d.logPath, 20))
 		}
 	}
-	if err == nil {
-		err = fmt.Errorf("the lab process exited before the lab was ready; its log:\n%s", tail(logPath, 20))
-	}
-	// Remove what the failed start created, once the process has exited (it may be
-	// recording or creating things until then); a SIGTERM it ignores while it builds
-	// turns into a SIGKILL.
+}
+
+// remove removes what a failed start created, once the process has exited (it may be
+// recording or creating things until then); a SIGTERM it ignores while it builds
+// turns into a SIGKILL. It returns the start's error with any of the removal's.
+func (d *daemon) remove(store netns.Store, name string, err error) error {
 	exited := make(chan struct{})
-	go func() { c.Wait(); close(exited) }()
+	go func() { d.cmd.Wait(); close(exited) }()
 	select {
 	case <-exited:
 	case <-time.After(10 * time.Second):
-		syscall.Kill(pid, syscall.SIGKILL)
+		syscall.Kill(d.cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
 	}
 	_, derr := (&netns.Cleaner{Store: store}).Down(name)
@@ -362,21 +415,9 @@ func runLabProcess(name, file string, threads int, srv serving, part partFlags, 
 		report(errorPrefix, err.Error())
 		return errors.Join(err, l.Close())
 	}
-	if srv.metrics != "" {
-		addr, err := serveMetrics(srv.metrics, func() (lab.Status, error) { return l.StatusOfParts().WholeLab(), nil }, true)
-		if err != nil {
-			report(errorPrefix, err.Error())
-			return errors.Join(err, l.Close())
-		}
-		report(progressPrefix, "Prometheus metrics at http://"+addr+"/metrics")
-	}
-	if srv.web != "" {
-		url, err := serveWeb(srv.web, netns.DefaultStore(), name, srv.captureDir)
-		if err != nil {
-			report(errorPrefix, err.Error())
-			return errors.Join(err, l.Close())
-		}
-		report(progressPrefix, "live view at "+url)
+	if err := srv.start(l, name, func(s string) { report(progressPrefix, s) }); err != nil {
+		report(errorPrefix, err.Error())
+		return errors.Join(err, l.Close())
 	}
 	select {
 	case sig := <-sigs: // up was interrupted or timed out while we built

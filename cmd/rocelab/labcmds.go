@@ -93,7 +93,7 @@ JSON array. Keys are snake_case; docs/architecture.md lists them all.`,
 			for _, r := range recs {
 				st := lab.StatusFromRecord(store, r)
 				if r.Running() {
-					reply, _, err := lab.Query(store, r.Name, lab.Request{Op: "status"})
+					reply, err := lab.Query(store, r.Name, lab.Request{Op: "status"})
 					if err != nil {
 						fmt.Fprintf(cmd.ErrOrStderr(), "rocelab: status: %v (showing the state file)\n", err)
 					} else {
@@ -463,14 +463,8 @@ func lookPathIn(name, path string) (string, bool) {
 	return "", false
 }
 
-func newCaptureCmd() *cobra.Command {
-	var labName, file string
-	var duration time.Duration
-	var snaplen int
-	cmd := &cobra.Command{
-		Use:   "capture [--lab LAB] NODE:PORT [-w FILE] [--snaplen N] [--duration D]",
-		Short: "Capture a switch or host port as pcapng, live",
-		Long: `capture records every frame crossing a port of the running lab, both directions,
+// captureHelp is capture's --help text.
+const captureHelp = `capture records every frame crossing a port of the running lab, both directions,
 telemetry included, as pcapng: to standard output (so that | wireshark -k -i - shows it
 live) or with -w to a file. Ports are named NODE:pN (s1:p0 is switch s1's first port in
 the topology file's link order; rocelab status lists them with their peers); a host has
@@ -485,7 +479,16 @@ frames that crossed the port, isb_ifdrop: frames the file lacks; Wireshark shows
 under Statistics > Capture File Properties). rocelab status shows the figures of each
 port's running or last capture. --snaplen N keeps only each frame's first N bytes
 (the headers: 128 holds Ethernet, IP, UDP, BTH, RETH and telemetry), which a slow
-reader keeps up with more easily.`,
+reader keeps up with more easily.`
+
+func newCaptureCmd() *cobra.Command {
+	var labName, file string
+	var duration time.Duration
+	var snaplen int
+	cmd := &cobra.Command{
+		Use:   "capture [--lab LAB] NODE:PORT [-w FILE] [--snaplen N] [--duration D]",
+		Short: "Capture a switch or host port as pcapng, live",
+		Long:  captureHelp,
 		Example: `  sudo rocelab capture s1:p1 | wireshark -k -i -
   sudo rocelab capture s1:p0 -w out/s1p0.pcapng --duration 5s
   sudo rocelab capture s1:p0 -w out/s1p0.pcapng --snaplen 128
@@ -515,7 +518,7 @@ reader keeps up with more easily.`,
 					return err
 				}
 			}
-			_, conn, err := lab.Query(store, name, req)
+			conn, err := lab.StartCapture(store, name, req)
 			if err != nil {
 				return fmt.Errorf("capture: %w", err)
 			}
@@ -527,13 +530,13 @@ reader keeps up with more easily.`,
 			}
 			go func() {
 				<-stop
-				// Shutting down our side asks the lab to finish the file and send
-				// its figures; a second signal gives up on them.
-				conn.CloseWrite()
+				// Ending our side asks the lab to finish the file and send its
+				// figures; a second signal gives up on them.
+				conn.Stop()
 				<-stop
 				conn.Close()
 			}()
-			figures, n, err := lab.ReadCapture(conn, cmd.OutOrStdout())
+			figures, n, err := conn.Copy(cmd.OutOrStdout())
 			if err != nil {
 				if errors.Is(err, syscall.EPIPE) {
 					return nil // the reader (Wireshark) went away: that ends a capture too

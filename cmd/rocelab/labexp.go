@@ -38,7 +38,7 @@ type controlLab struct {
 }
 
 func (c controlLab) query(req lab.Request) (lab.Reply, error) {
-	r, _, err := lab.Query(c.store, c.name, req)
+	r, err := lab.Query(c.store, c.name, req)
 	return r, err
 }
 

@@ -61,7 +61,7 @@ point Prometheus and Grafana at a lab.`,
 				return fmt.Errorf("metrics: %w", err)
 			}
 			source := func() (lab.Status, error) {
-				reply, _, err := lab.Query(store, name, lab.Request{Op: "status"})
+				reply, err := lab.Query(store, name, lab.Request{Op: "status"})
 				if err != nil {
 					return lab.Status{}, err
 				}

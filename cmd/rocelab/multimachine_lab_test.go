@@ -251,6 +251,12 @@ func TestMultiMachineLab(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := labName("mk")
+		// Whatever fails, neither part outlives the test (both are gone when it passes).
+		t.Cleanup(func() {
+			a.cli.cmd("down", "--this-part", name).Run()
+			b.cli.cmd("down", "--this-part", name).Run()
+			b.cli.cmd("clean").Run()
+		})
 		upParts(t, name, topology, secret, a, b)
 		checkPartKilled(t, &ibverbsLab{cli: a.cli, name: name, parts: map[string]*cli{"h3": b.cli, "h4": b.cli}}, a, b)
 	})
@@ -490,7 +496,7 @@ func runIncast(t *testing.T, l *ibverbsLab, rec *cli) (incastFigures, bool) {
 			s.Process.Kill()
 		}
 	}()
-	if _, _, err := lab.Query(rec.store, l.name, lab.Request{Op: "record", EveryNs: int64(time.Millisecond)}); err != nil {
+	if _, err := lab.Query(rec.store, l.name, lab.Request{Op: "record", EveryNs: int64(time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 	var clients []*exec.Cmd
@@ -509,7 +515,7 @@ func runIncast(t *testing.T, l *ibverbsLab, rec *cli) (incastFigures, bool) {
 			t.Fatalf("write_bw %d: %v\n%s", i, err, outs[i])
 		}
 	}
-	reply, _, err := lab.Query(rec.store, l.name, lab.Request{Op: "record"})
+	reply, err := lab.Query(rec.store, l.name, lab.Request{Op: "record"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +560,7 @@ func runIncast(t *testing.T, l *ibverbsLab, rec *cli) (incastFigures, bool) {
 func lateness(t *testing.T, name string, clis ...*cli) (sumUS float64, timers uint64) {
 	t.Helper()
 	for _, c := range clis {
-		reply, _, err := lab.Query(c.store, name, lab.Request{Op: "status"})
+		reply, err := lab.Query(c.store, name, lab.Request{Op: "status"})
 		if err != nil {
 			t.Fatal(err)
 		}

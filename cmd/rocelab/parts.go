@@ -110,7 +110,7 @@ func readSecret(path string) ([]byte, error) {
 // downOtherParts asks a running lab to remove its other parts (op down-parts) and says
 // which it told and which it could not reach.
 func downOtherParts(out io.Writer, store netns.Store, name string) {
-	reply, _, err := lab.Query(store, name, lab.Request{Op: "down-parts"})
+	reply, err := lab.Query(store, name, lab.Request{Op: "down-parts"})
 	if err != nil {
 		fmt.Fprintf(out, "lab %s: could not ask the other parts to go down: %v\n", name, err)
 		return
@@ -214,7 +214,7 @@ func findRemotePart(store netns.Store, name, node string) (remotePart, error) {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return remotePart{}, fmt.Errorf("lab %s: %s: %w", name, partFile, err)
 	}
-	reply, _, err := lab.Query(store, name, lab.Request{Op: "status"})
+	reply, err := lab.Query(store, name, lab.Request{Op: "status"})
 	if err != nil {
 		return remotePart{}, err
 	}

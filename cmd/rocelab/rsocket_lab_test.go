@@ -255,11 +255,7 @@ func BenchmarkLabRsockets(b *testing.B) {
 		}
 		return f
 	}
-	perftest := func(tool string, args ...string) string {
-		_, out := l.pair(b, pingpongPort, "h1", append([]string{tool}, args...), "h2", append([]string{tool}, args...), "10.0.0.1")
-		fmt.Print(out)
-		return out
-	}
+	perftest := func(tool string, args ...string) string { return l.perftestPair(b, tool, args...) }
 	port := 7700
 	for b.Loop() {
 		port += 2

@@ -110,11 +110,7 @@ func BenchmarkLabUCX(b *testing.B) {
 		}
 		return strings.Fields(out[i:])
 	}
-	perftest := func(tool string, args ...string) string {
-		_, out := l.pair(b, pingpongPort, "h1", append([]string{tool}, args...), "h2", append([]string{tool}, args...), "10.0.0.1")
-		fmt.Print(out)
-		return out
-	}
+	perftest := func(tool string, args ...string) string { return l.perftestPair(b, tool, args...) }
 	// labCPU runs f and returns the lab process's CPU time during it per GiB of bytes.
 	labCPU := func(bytes float64, f func()) float64 {
 		before := procCPU(b, st.Pid)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -337,36 +336,8 @@ func benchLabApps(b *testing.B, c *cli, file string) {
 	}
 	run("up", "-f", file, "--name", name)
 	defer run("down", name)
-	pair := func(tool string, args ...string) string {
-		srv := c.cmd(append([]string{"exec", "--lab", name, "h1", "--", tool}, args...)...)
-		pipe, err := srv.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := srv.Start(); err != nil {
-			b.Fatal(err)
-		}
-		// perftest's server prints this banner once it listens.
-		r := bufio.NewReader(pipe)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				b.Fatalf("%s server exited before listening", tool)
-			}
-			if strings.Contains(line, "Waiting for client") {
-				break
-			}
-		}
-		go io.Copy(io.Discard, r)
-		o, err := c.cmd(append(append([]string{"exec", "--lab", name, "h2", "--", tool}, args...), "10.0.0.1")...).CombinedOutput()
-		if err != nil {
-			b.Fatalf("%s: %v\n%s", tool, err, o)
-		}
-		out := string(o)
-		srv.Wait()
-		fmt.Print(out)
-		return out
-	}
+	l := &ibverbsLab{cli: c, name: name}
+	pair := func(tool string, args ...string) string { return l.perftestPair(b, tool, args...) }
 	for b.Loop() {
 		bw := pair("write_bw", "-x", "1", "-s", "65536", "-n", "20000", "--report_gbits")
 		lat := pair("send_lat", "-x", "1", "-s", "64", "-n", "5000")

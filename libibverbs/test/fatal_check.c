@@ -16,16 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                     \
-	do {                                                                                                 \
-		if (!(cond)) {                                                                               \
-			printf("FAIL: " __VA_ARGS__);                                                        \
-			printf("\n");                                                                        \
-			failures++;                                                                          \
-		}                                                                                            \
-	} while (0)
+#include "check.h"
 
 static void *async_waiter(void *arg)
 {

@@ -27,17 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                               \
-	do {                                                                                                           \
-		int ok_ = (cond);                                                                                      \
-		failures += !ok_;                                                                                      \
-		printf("%s ", ok_ ? "ok  " : "FAIL");                                                                  \
-		printf(__VA_ARGS__);                                                                                   \
-		printf("\n");                                                                                          \
-		fflush(stdout);                                                                                        \
-	} while (0)
+#include "../../libibverbs/test/check.h"
 
 /* next waits for the channel's next event (blocking) and returns its type, or -1 (and
  * *ev NULL). */

@@ -15,16 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                     \
-	do {                                                                                                 \
-		if (!(cond)) {                                                                               \
-			printf("FAIL: " __VA_ARGS__);                                                        \
-			printf("\n");                                                                        \
-			failures++;                                                                          \
-		}                                                                                            \
-	} while (0)
+#include "../../libibverbs/test/check.h"
 
 int main(void)
 {

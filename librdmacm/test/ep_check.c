@@ -32,17 +32,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                               \
-	do {                                                                                                           \
-		int ok_ = (cond);                                                                                      \
-		failures += !ok_;                                                                                      \
-		printf("%s ", ok_ ? "ok  " : "FAIL");                                                                  \
-		printf(__VA_ARGS__);                                                                                   \
-		printf("\n");                                                                                          \
-		fflush(stdout);                                                                                        \
-	} while (0)
+#include "../../libibverbs/test/check.h"
 
 /* What the server's reply tells the client: its RDMA WRITE and READ targets and the
  * port of its second listener. */

@@ -86,7 +86,7 @@ func TestRules(t *testing.T) {
 		{"apps import the switch", pkg("apps/device", "fabric"), "apps/device -> fabric: the sample apps import only"},
 		{"a test helper in production code", pkg("conformance/interop", "apps/apptest"), "conformance/interop -> apps/apptest: a test helper is imported only by tests"},
 		{"a package without a layer", pkg("misc/util"), "misc/util -> : this package has no layer"},
-		{"network imports netns", pkg("network/x", "netns"), "network/x -> netns: imports upward, layer 3 (network) -> layer 4 (netns)"},
+		{"network imports netns", pkg("network/x", "netns"), "network/x -> netns: imports upward, layer 3 (network) -> layer 4 (netns, k8s)"},
 		{"experiment imports the lab runtime", pkg("experiment/x", "lab"), "experiment/x -> lab: virtual time needs no kernel"},
 		{"experiment imports netns", pkg("experiment/y", "netns"), "experiment/y -> netns: virtual time needs no kernel"},
 		{"the lab imports experiment", pkg("lab/web", "experiment"), "lab/web -> experiment: the lab runtime and the virtual-time studies are peers"},
