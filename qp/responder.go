@@ -66,8 +66,10 @@ func (q *QP) respond(p *roce.Packet) {
 		return
 	}
 	switch q.cfg.Type {
-	case RC:
+	case RC, XRCRecv:
 		q.respondRC(p)
+	case XRCSend:
+		q.ctr.DropOpcode++ // an initiator has no responder
 	case UC:
 		q.respondUC(p)
 	case UD:
@@ -89,6 +91,12 @@ func (q *QP) respondRC(p *roce.Packet) {
 		return
 	}
 	info := p.Info()
+	if q.cfg.Type == XRCRecv && !q.selectXRCSRQ(p) {
+		// IBTA 9.7.5.1.6 (annex A14): an SRQ outside the target's XRC domain is an
+		// invalid request.
+		q.responderError(psn, roce.NAKInvalidRequest, 0)
+		return
+	}
 	if nak := q.checkRequest(p, info); nak >= 0 {
 		q.responderError(psn, uint8(nak), WCRemInvReqErr)
 		return
@@ -116,6 +124,17 @@ func (q *QP) respondRC(p *roce.Packet) {
 	if p.BTH.AckReq() {
 		q.queueAck(roce.MakeSyndrome(roce.AckTypeACK, roce.AETHCreditsUnlimited), psn)
 	}
+}
+
+// selectXRCSRQ makes the XRC SRQ that p's XRCETH names, and its CQ, the ones the
+// message receives through; false means the QP's domain has no such SRQ.
+func (q *QP) selectXRCSRQ(p *roce.Packet) bool {
+	srq, cq, ok := q.cfg.XRCSRQ(p.XRCETH.SRQN())
+	if !ok {
+		return false
+	}
+	q.recv, q.rcq = srq, cq
+	return true
 }
 
 // checkRequest validates an in-sequence packet's opcode, length and the QP's access
@@ -328,7 +347,7 @@ func (q *QP) execAtomic(p *roce.Packet) {
 		return
 	}
 	ae := p.AtomicETH
-	op := AtomicOp{CompareSwap: p.BTH.Opcode() == roce.OpRCCompareSwap, Compare: ae.Compare(), SwapAdd: ae.SwapAdd()}
+	op := AtomicOp{CompareSwap: q.rcOpcode(p.BTH.Opcode()) == roce.OpRCCompareSwap, Compare: ae.Compare(), SwapAdd: ae.SwapAdd()}
 	orig, err := q.cfg.Memory.Atomic(ae.RKey(), ae.VA(), op, AccessRemoteAtomic)
 	if err != nil {
 		q.responderError(psn, roce.NAKRemoteAccessError, 0)

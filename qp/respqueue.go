@@ -108,15 +108,15 @@ func (q *QP) NextResponse(buf []byte) (n int, ok bool) {
 		done := true
 		switch r.kind {
 		case respAck:
-			b.BTH.Opcode = roce.OpRCAck
+			b.BTH.Opcode = q.opcodeBase() + roce.OpRCAck
 		case respAtomic:
-			b.BTH.Opcode = roce.OpRCAtomicAck
+			b.BTH.Opcode = q.opcodeBase() + roce.OpRCAtomicAck
 			b.AtomicAck = r.orig
 		case respRead:
 			mtu := uint32(q.pathMTU())
 			n := min(mtu, r.length-r.offset)
 			first, last := r.offset == 0, r.offset+n == r.length
-			b.BTH.Opcode = readResponseOpcode(first, last)
+			b.BTH.Opcode = q.opcodeBase() + readResponseOpcode(first, last)
 			payload, err := q.payloadIn(b, buf, n)
 			if err != nil {
 				return 0, false // a buffer smaller than FrameSize: the caller's bug
