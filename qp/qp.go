@@ -21,10 +21,12 @@ type Config struct {
 	SRQ    RecvQueue // a shared receive queue; nil gives the QP its own of MaxRecvWR
 
 	// XRCSRQ resolves, for an XRC_RECV QP, the SRQ number in a request's XRCETH to the
-	// XRC SRQ and its CQ; ok is false when no XRC SRQ of that number belongs to the
-	// QP's XRC domain, which the QP answers with a NAK (invalid request). An XRC_RECV QP
-	// has no SendCQ, RecvCQ or SRQ of its own; an XRC_SEND QP no RecvCQ or SRQ.
-	XRCSRQ func(srqn uint32) (srq RecvQueue, cq CompletionQueue, ok bool)
+	// XRC SRQ, its CQ and the memory of its protection domain (IBTA annex A14: an XRC
+	// request's R_Keys are checked against the XRC SRQ's PD); ok is false when no XRC
+	// SRQ of that number belongs to the QP's XRC domain, which the QP answers with a NAK
+	// (invalid request). An XRC_RECV QP has no Memory, SendCQ, RecvCQ or SRQ of its own;
+	// an XRC_SEND QP no RecvCQ or SRQ.
+	XRCSRQ func(srqn uint32) (srq RecvQueue, cq CompletionQueue, mem Memory, ok bool)
 
 	MaxSendWR int // send queue depth (ibv_qp_cap.max_send_wr)
 	MaxRecvWR int // receive queue depth, without an SRQ
@@ -143,6 +145,9 @@ func New(cfg Config) (*QP, error) {
 	switch {
 	case cfg.Type.isXRC():
 		q.recv = noRecv{} // an XRC_RECV QP takes each message's SRQ from its XRCETH
+		if cfg.Type == XRCRecv {
+			q.cfg.Memory = noMemory{} // until a request names an SRQ, and so a PD
+		}
 	case cfg.SRQ != nil:
 		q.recv = cfg.SRQ
 	default:
@@ -155,7 +160,7 @@ func New(cfg Config) (*QP, error) {
 
 // checkQueues checks that cfg names the queues its type needs and none it cannot use.
 func checkQueues(cfg *Config) error {
-	if cfg.Memory == nil {
+	if cfg.Memory == nil && cfg.Type != XRCRecv {
 		return fmt.Errorf("qp: Memory is required")
 	}
 	switch cfg.Type {
@@ -164,8 +169,8 @@ func checkQueues(cfg *Config) error {
 			return fmt.Errorf("qp: an XRC_SEND QP takes a SendCQ and no receive queue, RecvCQ or SRQ")
 		}
 	case XRCRecv:
-		if cfg.XRCSRQ == nil || cfg.SendCQ != nil || cfg.RecvCQ != nil || cfg.SRQ != nil || cfg.MaxSendWR != 0 || cfg.MaxRecvWR != 0 {
-			return fmt.Errorf("qp: an XRC_RECV QP takes XRCSRQ and no queues or CQs of its own")
+		if cfg.XRCSRQ == nil || cfg.Memory != nil || cfg.SendCQ != nil || cfg.RecvCQ != nil || cfg.SRQ != nil || cfg.MaxSendWR != 0 || cfg.MaxRecvWR != 0 {
+			return fmt.Errorf("qp: an XRC_RECV QP takes XRCSRQ and no Memory, queues or CQs of its own")
 		}
 	default:
 		if cfg.SendCQ == nil || cfg.RecvCQ == nil || cfg.XRCSRQ != nil {
@@ -180,6 +185,24 @@ func checkQueues(cfg *Config) error {
 type noRecv struct{}
 
 func (noRecv) Pop() (RecvWR, bool) { return RecvWR{}, false }
+
+// noMemory is the memory of an XRC_RECV QP before its first request: no key is valid.
+type noMemory struct{}
+
+func (noMemory) Read(key uint32, _ uint64, _ []byte, _ Access) error { return noKey(key) }
+func (noMemory) Write(key uint32, _ uint64, _ []byte, _ Access) error {
+	return noKey(key)
+}
+func (noMemory) Check(key uint32, _ uint64, _ uint64, _ Access) error { return noKey(key) }
+func (noMemory) Atomic(key uint32, _ uint64, _ AtomicOp, _ Access) (uint64, error) {
+	return 0, noKey(key)
+}
+func (noMemory) Invalidate(rkey uint32) error { return noKey(rkey) }
+func (noMemory) BindMW(b *MWBind) error       { return noKey(b.MWRKey) }
+
+func noKey(key uint32) error {
+	return fmt.Errorf("%w: %#x: the XRC target has no protection domain before a request names its SRQ", ErrInvalidKey, key)
+}
 
 // QPN returns the QP's number.
 func (q *QP) QPN() roce.QPN { return q.cfg.QPN }

@@ -126,14 +126,14 @@ func (q *QP) respondRC(p *roce.Packet) {
 	}
 }
 
-// selectXRCSRQ makes the XRC SRQ that p's XRCETH names, and its CQ, the ones the
-// message receives through; false means the QP's domain has no such SRQ.
+// selectXRCSRQ makes the XRC SRQ that p's XRCETH names, its CQ and its PD's memory the
+// ones the message uses; false means the QP's domain has no such SRQ.
 func (q *QP) selectXRCSRQ(p *roce.Packet) bool {
-	srq, cq, ok := q.cfg.XRCSRQ(p.XRCETH.SRQN())
+	srq, cq, mem, ok := q.cfg.XRCSRQ(p.XRCETH.SRQN())
 	if !ok {
 		return false
 	}
-	q.recv, q.rcq = srq, cq
+	q.recv, q.rcq, q.cfg.Memory = srq, cq, mem
 	return true
 }
 

@@ -27,13 +27,13 @@ func newXRCPair(t *testing.T, srqs map[uint32]*xrcSRQ) (a, b *node) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.qp, err = New(Config{Type: XRCRecv, QPN: o.qpn[1], Memory: b.mem, MaxSGE: 4,
-		XRCSRQ: func(srqn uint32) (RecvQueue, CompletionQueue, bool) {
+	b.qp, err = New(Config{Type: XRCRecv, QPN: o.qpn[1], MaxSGE: 4,
+		XRCSRQ: func(srqn uint32) (RecvQueue, CompletionQueue, Memory, bool) {
 			s, ok := srqs[srqn]
 			if !ok {
-				return nil, nil, false
+				return nil, nil, nil, false
 			}
-			return s.rq, s.cq, true
+			return s.rq, s.cq, b.mem, true
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -148,12 +148,13 @@ func TestXRCForeignSRQ(t *testing.T) {
 // XRC_TGT columns.
 func TestXRCQueuesAndAttrs(t *testing.T) {
 	mem := newFakeMem()
-	lookup := func(uint32) (RecvQueue, CompletionQueue, bool) { return nil, nil, false }
+	lookup := func(uint32) (RecvQueue, CompletionQueue, Memory, bool) { return nil, nil, nil, false }
 	bad := []Config{
 		{Type: XRCSend, QPN: 0x11, Memory: mem, SendCQ: &cqRec{}, RecvCQ: &cqRec{}, MaxSendWR: 4},
 		{Type: XRCSend, QPN: 0x11, Memory: mem, SendCQ: &cqRec{}, MaxSendWR: 4, MaxRecvWR: 4},
-		{Type: XRCRecv, QPN: 0x11, Memory: mem},
-		{Type: XRCRecv, QPN: 0x11, Memory: mem, XRCSRQ: lookup, RecvCQ: &cqRec{}},
+		{Type: XRCRecv, QPN: 0x11},
+		{Type: XRCRecv, QPN: 0x11, Memory: mem, XRCSRQ: lookup},
+		{Type: XRCRecv, QPN: 0x11, XRCSRQ: lookup, RecvCQ: &cqRec{}},
 		{Type: RC, QPN: 0x11, Memory: mem, SendCQ: &cqRec{}, RecvCQ: &cqRec{}, MaxSendWR: 4, XRCSRQ: lookup},
 	}
 	for i, cfg := range bad {
