@@ -19,7 +19,7 @@ import (
 // The real RDMA programs these tests run: Debian's ibverbs-utils and perftest, linked
 // against the system's libibverbs.so.1 and run on rocelab's (docs/libibverbs.md).
 var realTools = []string{"ibv_devinfo", "ibv_devices", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong",
-	"ibv_srq_pingpong", "ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_send_lat", "ib_write_lat",
+	"ibv_srq_pingpong", "ibv_xsrq_pingpong", "ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_send_lat", "ib_write_lat",
 	"ib_read_lat"}
 
 // buildLibibverbs compiles rocelab's libibverbs.so.1 into dir/lib, where rocelab exec
@@ -288,6 +288,17 @@ func TestLibibverbs(t *testing.T) {
 			}
 		})
 	}
+
+	// XRC: each side's XRC_SEND QPs send into the other's XRC SRQs through its XRC_RECV
+	// QPs, the SRQ numbers exchanged over TCP; the domain is a file both processes of a
+	// side open (ibv_xsrq_pingpong's /tmp/xrc_domain), so it is shared as the verbs say.
+	t.Run("ibv_xsrq_pingpong", func(t *testing.T) {
+		args := []string{"ibv_xsrq_pingpong", "-g", "1", "-n", "100"}
+		_, out := l.pair(t, pingpongPort, "h2", args, "h1", args, "10.0.0.2")
+		if !strings.Contains(out, "100 iters in") {
+			t.Fatalf("ibv_xsrq_pingpong:\n%s", out)
+		}
+	})
 
 	// kill -9 of the receiving program mid-transfer: the service reclaims its objects and
 	// keeps serving, and the sender, with perftest's retry_cnt 7 (7 retries, as the IBTA
