@@ -294,9 +294,14 @@ func TestLibibverbs(t *testing.T) {
 	// side open (ibv_xsrq_pingpong's /tmp/xrc_domain), so it is shared as the verbs say.
 	t.Run("ibv_xsrq_pingpong", func(t *testing.T) {
 		args := []string{"ibv_xsrq_pingpong", "-g", "1", "-n", "100"}
-		_, out := l.pair(t, pingpongPort, "h2", args, "h1", args, "10.0.0.2")
-		if !strings.Contains(out, "100 iters in") {
-			t.Fatalf("ibv_xsrq_pingpong:\n%s", out)
+		srv, cli := l.pair(t, pingpongPort, "h2", args, "h1", args, "10.0.0.2")
+		t.Logf("server:\n%s\nclient:\n%s", srv, cli)
+		// It prints "success" once every message of every client came back, after
+		// checking each completion's status, opcode and WR ID.
+		for _, out := range []string{srv, cli} {
+			if !strings.Contains(out, "success") || !strings.Contains(out, "SRQN") {
+				t.Fatalf("ibv_xsrq_pingpong:\nserver:\n%s\nclient:\n%s", srv, cli)
+			}
 		}
 	})
 
