@@ -166,6 +166,10 @@ static int call_fd(int sock, uint32_t seq, uint16_t op, const void *req, size_t 
 			err = EPROTO;
 		else if (h.word != RL_CODE_OK) {
 			err = rl_errno_of(h.word);
+			/* OPEN_XRCD names no handle: its NOT_FOUND is "the file has no domain and
+			 * O_CREAT was not given", ENOENT as open(2) says it */
+			if (op == RL_OP_OPEN_XRCD && h.word == RL_CODE_NOT_FOUND)
+				err = ENOENT;
 			if (debug_enabled())
 				fprintf(stderr, "rocelab libibverbs: op %u: %.*s\n", op, (int)(n - sizeof(h)),
 					buf + sizeof(h));
