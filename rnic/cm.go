@@ -556,7 +556,10 @@ func (id *CMID) validQP(x *QP, p CMConnParam) bool {
 	if x == nil {
 		return p.QPN != 0
 	}
-	return x.dev == id.dev && x.q.Type() == id.qpType()
+	// An XRC QP connects as RC does (the kernel's rdma_cm: XRC_INI actively, XRC_TGT
+	// passively); rdma_xserver -c x's identifiers are of the IB port space.
+	xrc := !id.ud && (x.q.Type() == qp.XRCSend || x.q.Type() == qp.XRCRecv)
+	return x.dev == id.dev && (x.q.Type() == id.qpType() || xrc)
 }
 
 // localQPN is the QPN a REQ or REP announces: the agent's QP's or the consumer's.
@@ -842,6 +845,7 @@ func (id *CMID) connectQP() error {
 	}
 	for _, s := range []qp.State{qp.StateRTR, qp.StateRTS} {
 		a, mask := id.connectedAttr(s)
+		mask = xrcMask(id.qp.q.Type(), s, mask)
 		if err := id.dev.ModifyQP(id.qp, &a, mask); err != nil {
 			return err
 		}
@@ -866,6 +870,19 @@ func (id *CMID) connectedAttr(s qp.State) (qp.Attr, qp.AttrMask) {
 	return qp.Attr{State: qp.StateRTS, Timeout: timeout, RetryCnt: id.param.RetryCount & 7,
 			RNRRetry: id.param.RNRRetryCount & 7, SQPSN: id.sqPSN, MaxRdAtomic: id.param.InitiatorDepth},
 		qp.AttrState | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrSQPSN | qp.AttrMaxQPRdAtomic
+}
+
+// xrcMask narrows an RC QP's RTR or RTS mask to what an XRC half takes, as the kernel's
+// cm_init_qp_rtr_attr and cm_init_qp_rts_attr do: an initiator (XRC_SEND) has no
+// responder attributes, a target (XRC_RECV) no requester ones but the timeout.
+func xrcMask(t qp.Type, s qp.State, mask qp.AttrMask) qp.AttrMask {
+	switch {
+	case t == qp.XRCSend && s == qp.StateRTR:
+		return mask &^ (qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer)
+	case t == qp.XRCRecv && s == qp.StateRTS:
+		return mask &^ (qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic)
+	}
+	return mask
 }
 
 // InitQPAttr returns the attributes, and which of them to set, that bring a QP of
