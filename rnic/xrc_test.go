@@ -3,11 +3,13 @@ package rnic
 import (
 	"bytes"
 	"errors"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/roce"
+	"github.com/rocelab/rocelab/roce/cm"
 )
 
 // bringUpXRC moves an XRC QP to RTR (a target stays there, as ibv_xsrq_pingpong's do)
@@ -191,5 +193,72 @@ func TestXRCForeignDomainNAK(t *testing.T) {
 	n, _ := cq.PollCQ(wcs)
 	if n != 1 || wcs[0].WRID != 5 || wcs[0].Status != qp.WCRemInvReqErr {
 		t.Fatalf("completions %+v, want WR 5 with REM_INV_REQ_ERR only", wcs[:n])
+	}
+}
+
+// TestCMXRC is rdma_xserver -c x in virtual time: the CM agent connects an XRC_SEND QP
+// to an XRC_RECV QP (RDMA_PS_IB) and moves each with its half's masks; the initiator's
+// SEND then lands in the server's XRC SRQ.
+func TestCMXRC(t *testing.T) {
+	v, h1, h2, _ := cmPair(t)
+	pdC, _ := h1.AllocPD()
+	mrC, _ := h1.RegMR(pdC, 4096, loopbackAccess)
+	cqC, _ := h1.CreateCQ(8, nil)
+	ini, err := h1.CreateQP(pdC, QPInitAttr{Type: qp.XRCSend, SendCQ: cqC, Cap: QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdS, _ := h2.AllocPD()
+	mrS, _ := h2.RegMR(pdS, 4096, loopbackAccess)
+	cqS, _ := h2.CreateCQ(8, nil)
+	xrcd, _ := h2.OpenXRCD(nil, XRCDCreate)
+	srq, _ := h2.CreateXRCSRQ(pdS, xrcd, cqS, SRQInitAttr{MaxWR: 4})
+	tgt, err := h2.CreateQP(nil, QPInitAttr{Type: qp.XRCRecv, XRCD: xrcd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serverErr error
+	listener, _ := h2.CreateCMIDType(cm.PortSpaceIB, qp.RC, func(e CMEvent) {
+		if e.Type == CMEventConnectRequest {
+			serverErr = h2.Accept(e.ID, tgt, CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7})
+		}
+	})
+	if err := h2.Listen(listener, netip.MustParseAddrPort("0.0.0.0:7474")); err != nil {
+		t.Fatal(err)
+	}
+	var id *CMID
+	var events []CMEventType
+	id, _ = h1.CreateCMIDType(cm.PortSpaceIB, qp.RC, func(e CMEvent) {
+		events = append(events, e.Type)
+		switch e.Type {
+		case CMEventAddrResolved:
+			serverErr = h1.ResolveRoute(id)
+		case CMEventRouteResolved:
+			serverErr = h1.Connect(id, ini, CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7})
+		}
+	})
+	if err := h1.ResolveAddr(id, netip.Addr{}, netip.MustParseAddrPort("10.0.0.2:7474"), 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	v.RunFor(10 * time.Millisecond)
+	if serverErr != nil {
+		t.Fatal(serverErr)
+	}
+	if len(events) == 0 || events[len(events)-1] != CMEventEstablished {
+		t.Fatalf("client events %v, want ESTABLISHED last", events)
+	}
+	if ini.State() != qp.StateRTS || tgt.State() != qp.StateRTS {
+		t.Fatalf("states after CM: initiator %v, target %v", ini.State(), tgt.State())
+	}
+	copy(mrC.Bytes(), "xrc!")
+	srq.PostSRQRecv(&qp.RecvWR{WRID: 1, SGL: []qp.SGE{{Addr: mrS.Addr(), Length: 64, LKey: mrS.LKey()}}})
+	if err := ini.PostSend(&qp.SendWR{WRID: 2, Opcode: qp.WRSend, Flags: qp.SendSignaled, RemoteSRQN: srq.SRQNum(),
+		SGL: []qp.SGE{{Addr: mrC.Addr(), Length: 4, LKey: mrC.LKey()}}}); err != nil {
+		t.Fatal(err)
+	}
+	v.RunFor(time.Millisecond)
+	wcs := make([]qp.WC, 2)
+	if n, _ := cqS.PollCQ(wcs); n != 1 || wcs[0].WRID != 1 || wcs[0].Status != qp.WCSuccess || string(mrS.Bytes()[:4]) != "xrc!" {
+		t.Fatalf("server's SRQ completions %+v, buffer %q", wcs[:n], mrS.Bytes()[:4])
 	}
 }
