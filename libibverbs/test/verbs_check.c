@@ -947,10 +947,12 @@ static void xrc(void)
 	CHECK(!ibv_create_qp_ex(ctx, &tgt_nox) && errno == EINVAL, "XRC_RECV QP without an XRCD: EINVAL");
 
 	struct ibv_qp *tgt = xrc_recv_qp(x1);
-	struct ibv_qp_init_attr ia = {.send_cq = scq, .qp_type = IBV_QPT_XRC_SEND,
-				      .cap = {.max_send_wr = 8, .max_send_sge = 1}};
-	struct ibv_qp *ini = ibv_create_qp(pd, &ia);
-	MUST(tgt && ini, "XRC_RECV (create_qp_ex with an XRCD) and XRC_SEND (create_qp) QPs");
+	struct ibv_qp_init_attr_ex ia = {.send_cq = scq, .qp_type = IBV_QPT_XRC_SEND,
+					 .cap = {.max_send_wr = 8, .max_send_sge = 1},
+					 .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .pd = pd,
+					 .send_ops_flags = IBV_QP_EX_WITH_SEND};
+	struct ibv_qp *ini = ibv_create_qp_ex(ctx, &ia);
+	MUST(tgt && ini, "XRC_RECV (create_qp_ex with an XRCD) and XRC_SEND (create_qp_ex with send ops) QPs");
 	struct ibv_qp_open_attr oa = {.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE,
 				      .qp_num = tgt->qp_num, .xrcd = private, .qp_type = IBV_QPT_XRC_RECV};
 	errno = 0;
@@ -983,6 +985,21 @@ static void xrc(void)
 		      wc.opcode == IBV_WC_RECV && wc.qp_num == tgt->qp_num && rbuf[99] == 0x3C && rbuf[100] == 0,
 	      "received on the XRC SRQ's CQ: status %d, %u bytes, QP %#x", wc.status, wc.byte_len, wc.qp_num);
 	CHECK(ibv_post_send(tgt, &swr, &sbad) == EINVAL, "post_send on XRC_RECV: EINVAL");
+	/* the extended API: ibv_wr_set_xrc_srqn names the SRQ */
+	rwr.wr_id = 78;
+	CHECK(ibv_post_srq_recv(srq, &rwr, &rbad) == 0, "post a second receive to the XRC SRQ");
+	struct ibv_qp_ex *qx = ibv_qp_to_qp_ex(ini);
+	MUST(qx, "qp_ex of the initiator");
+	ibv_wr_start(qx);
+	qx->wr_id = 9;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qx);
+	ibv_wr_set_xrc_srqn(qx, srqn);
+	ibv_wr_set_sge(qx, smr->lkey, (uintptr_t)sbuf, 50);
+	CHECK(ibv_wr_complete(qx) == 0 && poll_one(scq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 9,
+	      "ibv_wr_send with ibv_wr_set_xrc_srqn: %d", wc.status);
+	CHECK(poll_one(rcq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 78 && wc.byte_len == 50,
+	      "its receive on the XRC SRQ's CQ: status %d, %u bytes", wc.status, wc.byte_len);
 	CHECK(ibv_close_xrcd(x1) == EBUSY, "close_xrcd with an SRQ and a QP: EBUSY");
 	CHECK(ibv_destroy_cq(rcq) == EBUSY, "destroy the XRC SRQ's CQ: EBUSY");
 
