@@ -79,6 +79,18 @@ func (q *QP) respond(p *roce.Packet) {
 
 func (q *QP) respondRC(p *roce.Packet) {
 	psn := p.BTH.PSN()
+	// An XRC target takes each request's SRQ, CQ and memory from its XRCETH, duplicates
+	// included (a re-executed READ reads the memory it names). IBTA annex A14: an SRQ
+	// outside the target's XRC domain is an invalid request; out of sequence, the packet
+	// is dropped, as the requester resends it anyway.
+	if q.cfg.Type == XRCRecv && !q.selectXRCSRQ(p) {
+		if psn == q.resp.psn {
+			q.responderError(psn, roce.NAKInvalidRequest, 0)
+		} else {
+			q.ctr.DropOpcode++
+		}
+		return
+	}
 	if d := psn.Diff(q.resp.psn); d > 0 {
 		if !q.resp.nakSent {
 			q.resp.nakSent = true
@@ -91,12 +103,6 @@ func (q *QP) respondRC(p *roce.Packet) {
 		return
 	}
 	info := p.Info()
-	if q.cfg.Type == XRCRecv && !q.selectXRCSRQ(p) {
-		// IBTA 9.7.5.1.6 (annex A14): an SRQ outside the target's XRC domain is an
-		// invalid request.
-		q.responderError(psn, roce.NAKInvalidRequest, 0)
-		return
-	}
 	if nak := q.checkRequest(p, info); nak >= 0 {
 		q.responderError(psn, uint8(nak), WCRemInvReqErr)
 		return
@@ -336,7 +342,7 @@ func (q *QP) execRead(p *roce.Packet) {
 }
 
 func (q *QP) queueRead(psn roce.PSN, va uint64, rkey, n uint32) {
-	q.resp.queue.push(response{kind: respRead, psn: psn, va: va, rkey: rkey, length: n,
+	q.resp.queue.push(response{kind: respRead, psn: psn, va: va, rkey: rkey, length: n, mem: q.cfg.Memory,
 		syndrome: roce.MakeSyndrome(roce.AckTypeACK, roce.AETHCreditsUnlimited), msn: q.resp.msn})
 }
 

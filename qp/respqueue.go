@@ -23,7 +23,10 @@ type response struct {
 	rkey           uint32
 	va             uint64
 	length, offset uint32
-	orig           uint64 // atomic: the original value
+	// READ: the memory the request named, kept because an XRC target's (the memory of
+	// the request's XRC SRQ's PD) may change with the next request
+	mem  Memory
+	orig uint64 // atomic: the original value
 }
 
 // respSlack is room for ACKs and NAKs beside max_dest_rd_atomic READ/atomic entries.
@@ -121,7 +124,7 @@ func (q *QP) NextResponse(buf []byte) (n int, ok bool) {
 			if err != nil {
 				return 0, false // a buffer smaller than FrameSize: the caller's bug
 			}
-			if err := q.cfg.Memory.Read(r.rkey, r.va+uint64(r.offset), payload, AccessRemoteRead); err != nil {
+			if err := r.mem.Read(r.rkey, r.va+uint64(r.offset), payload, AccessRemoteRead); err != nil {
 				// The region changed since the request was checked.
 				psn := r.psn
 				rq.clear()

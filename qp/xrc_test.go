@@ -10,8 +10,9 @@ import (
 
 // xrcSRQ is one XRC SRQ at the target: its receive WRs and its CQ.
 type xrcSRQ struct {
-	rq *ring
-	cq *cqRec
+	rq  *ring
+	cq  *cqRec
+	mem *fakeMem // the SRQ's PD; nil: the target node's memory
 }
 
 // newXRCPair builds an XRC initiator (a, QPN 0x11) and an XRC target (b, QPN 0x22)
@@ -33,6 +34,9 @@ func newXRCPair(t *testing.T, srqs map[uint32]*xrcSRQ) (a, b *node) {
 			if !ok {
 				return nil, nil, nil, false
 			}
+			if s.mem != nil {
+				return s.rq, s.cq, s.mem, true
+			}
 			return s.rq, s.cq, b.mem, true
 		}})
 	if err != nil {
@@ -50,7 +54,7 @@ func newXRCPair(t *testing.T, srqs map[uint32]*xrcSRQ) (a, b *node) {
 // memory. Every request carries an XRC opcode and an XRCETH with the WR's SRQ number;
 // the responses use the XRC opcodes and carry none.
 func TestXRCSendWriteRead(t *testing.T) {
-	srqs := map[uint32]*xrcSRQ{5: {newRing(4), &cqRec{}}, 6: {newRing(4), &cqRec{}}}
+	srqs := map[uint32]*xrcSRQ{5: {rq: newRing(4), cq: &cqRec{}}, 6: {rq: newRing(4), cq: &cqRec{}}}
 	a, b := newXRCPair(t, srqs)
 	la, lb, _, rb := withRegions(a, b, AccessRemoteWrite|AccessRemoteRead)
 	fill(la[:3000], 1)
@@ -120,7 +124,7 @@ func TestXRCSendWriteRead(t *testing.T) {
 // request (IBTA annex A14): the initiator's WR fails with REM_INV_REQ_ERR and both
 // QPs go to ERR.
 func TestXRCForeignSRQ(t *testing.T) {
-	srqs := map[uint32]*xrcSRQ{5: {newRing(4), &cqRec{}}}
+	srqs := map[uint32]*xrcSRQ{5: {rq: newRing(4), cq: &cqRec{}}}
 	a, b := newXRCPair(t, srqs)
 	withRegions(a, b, AccessRemoteWrite)
 	if err := srqs[5].rq.push(RecvWR{WRID: 1, SGL: []SGE{{Addr: localBase, Length: 64, LKey: localKey}}}); err != nil {
@@ -189,7 +193,7 @@ func TestXRCQueuesAndAttrs(t *testing.T) {
 // request PSN dropped, twenty three-packet SENDs into two SRQs each complete once, in
 // order, on their SRQ's CQ.
 func TestXRCLoss(t *testing.T) {
-	srqs := map[uint32]*xrcSRQ{1: {newRing(32), &cqRec{}}, 2: {newRing(32), &cqRec{}}}
+	srqs := map[uint32]*xrcSRQ{1: {rq: newRing(32), cq: &cqRec{}}, 2: {rq: newRing(32), cq: &cqRec{}}}
 	a, b := newXRCPair(t, srqs)
 	la, lb, _, _ := withRegions(a, b, AccessRemoteWrite)
 	fill(la[:3000], 7)
@@ -238,5 +242,29 @@ func TestXRCLoss(t *testing.T) {
 	}
 	if a.qp.Counters().TxRetransmits == 0 {
 		t.Error("no retransmissions: the filter dropped nothing the test relies on")
+	}
+}
+
+// An XRC target checks each request's R_Key against the memory of the SRQ it names
+// (its PD): two READs queued back to back through SRQs of different PDs each read
+// their own PD's region, even when the second is selected before the first's
+// response goes out.
+func TestXRCMemoryPerSRQ(t *testing.T) {
+	memA, memB := newFakeMem(), newFakeMem()
+	ra := memA.reg(remoteKey, remoteBase, 4096, AccessRemoteRead)
+	rb := memB.reg(remoteKey, remoteBase, 4096, AccessRemoteRead)
+	fill(ra, 1)
+	fill(rb, 2)
+	srqs := map[uint32]*xrcSRQ{1: {rq: newRing(1), cq: &cqRec{}, mem: memA}, 2: {rq: newRing(1), cq: &cqRec{}, mem: memB}}
+	a, b := newXRCPair(t, srqs)
+	la := a.mem.reg(localKey, localBase, 8192, AccessLocalWrite)
+	for i, srqn := range []uint32{1, 2} {
+		post(t, a, SendWR{WRID: uint64(i), Opcode: WRRead, RemoteSRQN: srqn, RemoteAddr: remoteBase, RKey: remoteKey,
+			SGL: []SGE{{Addr: localBase + uint64(i)*4096, Length: 2000, LKey: localKey}}})
+	}
+	exchange(t, 0, a, b)
+	expectWC(t, a.scq.take(), WC{WRID: 0, Opcode: WCRead}, WC{WRID: 1, Opcode: WCRead})
+	if !bytes.Equal(la[:2000], ra[:2000]) || !bytes.Equal(la[4096:6096], rb[:2000]) {
+		t.Error("a READ read another SRQ's PD")
 	}
 }

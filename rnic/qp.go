@@ -18,11 +18,12 @@ type QP struct {
 	sendCQ *CQ
 	recvCQ *CQ
 	srq    *SRQ
-	// XRC_RECV: the domain's opening it was created through, the SRQ and view of the
-	// message under way (xrcSRQ), and the handles (creation and OpenQP) that hold it.
+	// XRC_RECV: the domain's opening it was created through, the SRQ of the message
+	// under way (xrcSRQ), its memory views by the SRQs' PDs, and the handles (creation
+	// and OpenQP) that hold it.
 	xrcd     *XRCD
 	xsrq     *SRQ
-	xview    memView
+	xviews   map[*PD]*memView
 	opens    int
 	cc       *flowCC
 	nextSend clock.Time // the pacer lets the QP send its next request from here on
@@ -136,7 +137,7 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		return nil, errorf(ErrInvalidArgument, "%v", err)
 	}
 	x = &QP{dev: d, pd: pd, q: q, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, cc: cc,
-		quantum: max(attr.Weight, 1) * d.sched.unit, xrcd: attr.XRCD, opens: 1, xview: memView{qpn: uint32(qpn)}}
+		quantum: max(attr.Weight, 1) * d.sched.unit, xrcd: attr.XRCD, opens: 1}
 	x.timer = d.loop.NewTimer(x.onTimer)
 	x.hold(1)
 	if attr.XRCD != nil {

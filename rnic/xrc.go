@@ -117,8 +117,15 @@ func (x *QP) xrcSRQ(n uint32) (qp.RecvQueue, qp.CompletionQueue, qp.Memory, bool
 		return nil, nil, nil, false
 	}
 	x.xsrq = s
-	x.xview.pd = s.pd
-	return s, s.cq, &x.xview, true
+	v, ok := x.xviews[s.pd]
+	if !ok {
+		if x.xviews == nil {
+			x.xviews = map[*PD]*memView{}
+		}
+		v = s.pd.view(uint32(x.QPN()))
+		x.xviews[s.pd] = v
+	}
+	return s, s.cq, v, true
 }
 
 // OpenQP opens an existing XRC_RECV QP of xrcd's domain by number (ibv_open_qp), for
