@@ -200,7 +200,7 @@ func TestXRCForeignDomainNAK(t *testing.T) {
 // to an XRC_RECV QP (RDMA_PS_IB) and moves each with its half's masks; the initiator's
 // SEND then lands in the server's XRC SRQ.
 func TestCMXRC(t *testing.T) {
-	v, h1, h2, _ := cmPair(t)
+	v, h1, h2, mads := cmPair(t)
 	pdC, _ := h1.AllocPD()
 	mrC, _ := h1.RegMR(pdC, 4096, loopbackAccess)
 	cqC, _ := h1.CreateCQ(8, nil)
@@ -217,9 +217,14 @@ func TestCMXRC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rc, _ := h2.CreateQP(pdS, QPInitAttr{Type: qp.RC, SendCQ: cqS, RecvCQ: cqS, Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
 	var serverErr error
 	listener, _ := h2.CreateCMIDType(cm.PortSpaceIB, qp.RC, func(e CMEvent) {
 		if e.Type == CMEventConnectRequest {
+			// An XRC REQ wants an XRC_RECV QP: an RC one is refused.
+			if err := h2.Accept(e.ID, rc, CMConnParam{ResponderResources: 1, InitiatorDepth: 1}); err == nil {
+				t.Error("an XRC REQ was accepted with an RC QP")
+			}
 			serverErr = h2.Accept(e.ID, tgt, CMConnParam{ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7})
 		}
 	})
@@ -249,6 +254,14 @@ func TestCMXRC(t *testing.T) {
 	}
 	if ini.State() != qp.StateRTS || tgt.State() != qp.StateRTS {
 		t.Fatalf("states after CM: initiator %v, target %v", ini.State(), tgt.State())
+	}
+	// The REQ says XRC as the kernel's cm_req_set_qp_type does for an XRC initiator.
+	if len(*mads) == 0 || (*mads)[0].AttributeID() != cm.AttrREQ {
+		t.Fatal("no REQ on the wire")
+	}
+	if req := cm.REQ((*mads)[0]); req.TransportType() != cm.TransportExtended || req.ExtendedTransport() != cm.ExtendedTransportXRC {
+		t.Errorf("REQ transport %d, extended %d: want %d and XRC (%d)", req.TransportType(), req.ExtendedTransport(),
+			cm.TransportExtended, cm.ExtendedTransportXRC)
 	}
 	copy(mrC.Bytes(), "xrc!")
 	srq.PostSRQRecv(&qp.RecvWR{WRID: 1, SGL: []qp.SGE{{Addr: mrS.Addr(), Length: 64, LKey: mrS.LKey()}}})
