@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -908,6 +910,100 @@ static struct ibv_qp *xrc_recv_qp(struct ibv_xrcd *xrcd)
 	return ibv_create_qp_ex(ctx, &a);
 }
 
+/* xrc_peer is verbs_check xrc-peer FILE QPN: a second process of the host opens the
+ * domain of FILE, opens the target QP QPN through it and makes an XRC SRQ of its own
+ * there, prints the SRQ's number, and checks that the SEND the first process sends
+ * through its target into that SRQ arrives. It prints its checks and the failures. */
+static int xrc_peer(const char *path, uint32_t qpn)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	MUST(list && list[0] && (ctx = ibv_open_device(list[0])), "peer: open the device");
+	ibv_free_device_list(list);
+	MUST(pd = ibv_alloc_pd(ctx), "peer: PD");
+	int fd = open(path, O_RDONLY);
+	struct ibv_xrcd *x = open_xrcd(fd, 0);
+	MUST(x, "peer: open_xrcd of the first process's file without O_CREAT");
+	struct ibv_qp_open_attr oa = {.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE,
+				      .qp_num = qpn, .xrcd = x, .qp_type = IBV_QPT_XRC_RECV};
+	struct ibv_qp *q = ibv_open_qp(ctx, &oa);
+	CHECK(q && q->qp_num == qpn, "peer: open_qp of the first process's target %#x", qpn);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	struct ibv_srq *srq = cq ? xrc_srq(x, cq) : NULL;
+	uint32_t n = 0;
+	MUST(srq && ibv_get_srq_num(srq, &n) == 0, "peer: an XRC SRQ in the shared domain");
+	static char buf[64];
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_sge s = {.addr = (uintptr_t)buf, .length = sizeof(buf), .lkey = mr ? mr->lkey : 0};
+	struct ibv_recv_wr rwr = {.wr_id = 55, .sg_list = &s, .num_sge = 1}, *bad;
+	MUST(mr && ibv_post_srq_recv(srq, &rwr, &bad) == 0, "peer: post to its SRQ");
+	printf("srqn %u\n", n);
+	fflush(stdout);
+	struct ibv_wc wc;
+	CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 55 && wc.byte_len == 40 &&
+		      wc.qp_num == qpn && buf[39] == 0x3C,
+	      "peer: the first process's SEND arrived through its target on this process's CQ: status %d, %u bytes",
+	      wc.status, wc.byte_len);
+	CHECK(ibv_close_xrcd(x) == EBUSY, "peer: close_xrcd with its SRQ and opened QP: EBUSY");
+	CHECK(ibv_destroy_qp(q) == 0 && ibv_destroy_srq(srq) == 0 && ibv_close_xrcd(x) == 0,
+	      "peer: destroy the opened QP and the SRQ, close the XRCD");
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	close(fd);
+	printf("peer failures %d\n", failures);
+	return failures != 0;
+}
+
+/* xrc_second_process runs xrc_peer in a process of its own and sends into its SRQ
+ * through target tgt: a domain shared by file between processes, a QP opened by one
+ * that another created, an SRQ whose completions a QP of another process delivers. */
+static void xrc_second_process(const char *path, uint32_t tgt, struct ibv_qp *ini, struct ibv_mr *smr, char *sbuf,
+			       struct ibv_cq *scq)
+{
+	/* posix_spawn, not fork: a forked child lacks the registered pages (MADV_DONTFORK,
+	 * as with rdma-core after ibv_fork_init), some of which hold this program's globals */
+	int p[2];
+	MUST(pipe(p) == 0, "pipe");
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+	posix_spawn_file_actions_addclose(&fa, p[0]);
+	char q[16];
+	snprintf(q, sizeof(q), "%u", tgt);
+	char *argv[] = {"verbs_check", "xrc-peer", (char *)path, q, NULL};
+	extern char **environ;
+	pid_t pid;
+	MUST(posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ) == 0, "spawn the second process");
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[1]);
+	FILE *in = fdopen(p[0], "r");
+	char line[512];
+	unsigned srqn = 0;
+	while (in && fgets(line, sizeof(line), in)) {
+		printf("  %s", line);
+		if (sscanf(line, "srqn %u", &srqn) == 1)
+			break;
+	}
+	CHECK(srqn != 0, "a second process made an XRC SRQ in the shared domain: %u", srqn);
+	struct ibv_sge ss = {.addr = (uintptr_t)sbuf, .length = 40, .lkey = smr->lkey};
+	struct ibv_send_wr swr = {.wr_id = 8, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	swr.qp_type.xrc.remote_srqn = srqn;
+	struct ibv_wc wc;
+	CHECK(srqn && ibv_post_send(ini, &swr, &bad) == 0 && poll_one(scq, &wc) == 1 && wc.status == IBV_WC_SUCCESS,
+	      "SEND into the second process's SRQ: %d", wc.status);
+	while (in && fgets(line, sizeof(line), in))
+		printf("  %s", line);
+	if (in)
+		fclose(in);
+	int st = 0;
+	pid_t w = waitpid(pid, &st, 0);
+	CHECK(w == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the second process found its receive (wait %d, status %#x)",
+	      (int)w, st);
+}
+
 /* XRC on one host: a domain shared by two openings of a file, an XRC SRQ in it, an
  * initiator sending through a target into that SRQ (its completion on the SRQ's CQ),
  * and the error paths: a missing domain, O_EXCL, a foreign domain's SRQ NAKed, an
@@ -985,6 +1081,7 @@ static void xrc(void)
 		      wc.opcode == IBV_WC_RECV && wc.qp_num == tgt->qp_num && rbuf[99] == 0x3C && rbuf[100] == 0,
 	      "received on the XRC SRQ's CQ: status %d, %u bytes, QP %#x", wc.status, wc.byte_len, wc.qp_num);
 	CHECK(ibv_post_send(tgt, &swr, &sbad) == EINVAL, "post_send on XRC_RECV: EINVAL");
+	xrc_second_process(path, tgt->qp_num, ini, smr, sbuf, scq);
 	/* the extended API: ibv_wr_set_xrc_srqn names the SRQ */
 	rwr.wr_id = 78;
 	CHECK(ibv_post_srq_recv(srq, &rwr, &rbad) == 0, "post a second receive to the XRC SRQ");
@@ -1084,6 +1181,8 @@ static void unsupported(void)
 
 int main(int argc, char **argv)
 {
+	if (argc == 4 && strcmp(argv[1], "xrc-peer") == 0)
+		return xrc_peer(argv[2], (uint32_t)strtoul(argv[3], NULL, 0));
 	if (argc < 2 || (strcmp(argv[1], "server") && (strcmp(argv[1], "client") || argc < 3))) {
 		fprintf(stderr, "usage: verbs_check server | verbs_check client SERVER_IP\n");
 		return 2;
