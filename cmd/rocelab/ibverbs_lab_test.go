@@ -305,6 +305,18 @@ func TestLibibverbs(t *testing.T) {
 		}
 	})
 
+	// perftest over XRC: its XRC_SEND QPs send into the server's XRC SRQs through
+	// XRC_RECV QPs, each side's domain a file perftest opens.
+	for _, tool := range []string{"ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_send_lat"} {
+		t.Run(tool+"-xrc", func(t *testing.T) {
+			args := []string{tool, "-c", "XRC", "-x", "1", "-n", "200"}
+			_, out := l.pair(t, pingpongPort, "h2", args, "h1", args, "10.0.0.2")
+			if !strings.Contains(out, "#bytes") || !strings.Contains(out, " 200 ") || !strings.Contains(out, "XRC") {
+				t.Fatalf("%s -c XRC printed no result:\n%s", tool, out)
+			}
+		})
+	}
+
 	// kill -9 of the receiving program mid-transfer: the service reclaims its objects and
 	// keeps serving, and the sender, with perftest's retry_cnt 7 (7 retries, as the IBTA
 	// reads it: a lab of two-hosts.yaml itself, not retry: rxe's "forever"), gets an error

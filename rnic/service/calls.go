@@ -281,7 +281,7 @@ func (c *conn) modifyQP(body []byte) (any, int, error) {
 		return nil, -1, err
 	}
 	a := m.Attr.QP()
-	mask := qp.AttrMask(m.Mask)
+	mask := uverbsMask(x.typ, qp.AttrMask(m.Mask))
 	if err := c.s.dev.ModifyQP(x.x, &a, mask); err != nil {
 		return nil, -1, err
 	}

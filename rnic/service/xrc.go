@@ -93,6 +93,20 @@ func (c *conn) openQP(body []byte) (any, int, error) {
 	return &wire.QPResp{Handle: h, QPN: r.QPN}, -1, nil
 }
 
+// uverbsMask drops from an XRC QP's modify mask the attributes of the half it lacks,
+// as the kernel's uverbs does (modify_qp_mask) before the state table sees them:
+// perftest -c XRC moves its XRC_SEND QPs to RTR with RC's MIN_RNR_TIMER and
+// MAX_DEST_RD_ATOMIC.
+func uverbsMask(t qp.Type, mask qp.AttrMask) qp.AttrMask {
+	switch t {
+	case qp.XRCSend:
+		return mask &^ (qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer)
+	case qp.XRCRecv:
+		return mask &^ (qp.AttrMaxQPRdAtomic | qp.AttrRetryCnt | qp.AttrRNRRetry)
+	}
+	return mask
+}
+
 // destroyQP drops the client's handle of a QP: the QP itself, or, for an XRC_RECV QP
 // that other handles keep, only this one.
 func (c *conn) destroyQP(o *sQP) error {

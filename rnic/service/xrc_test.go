@@ -2,6 +2,7 @@ package service
 
 import (
 	"errors"
+	"net/netip"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -75,6 +76,19 @@ func TestXRCCalls(t *testing.T) {
 	}
 	if ini.MaxRecvWR != 0 || ini.Size == 0 {
 		t.Errorf("XRC_SEND QP response %+v: want a send ring and no receive queue", ini)
+	}
+	// As the kernel's uverbs, the service drops the responder attributes an initiator
+	// lacks (perftest -c XRC passes RC's) before the state table sees them.
+	own := wire.FromQPAttr(&qp.Attr{State: qp.StateInit, Port: 1})
+	if err := do(c, wire.OpModifyQP, &wire.ModifyQP{Handle: ini.Handle, Attr: own,
+		Mask: uint32(qp.AttrState | qp.AttrPKeyIndex | qp.AttrPort | qp.AttrAccessFlags)}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	rtr := qp.Attr{State: qp.StateRTR, PathMTU: 1024, DestQPN: roce.QPN(tgt.QPN), MaxDestRdAtomic: 1, MinRNRTimer: 12,
+		AV: qp.AddressVector{DGID: roce.GIDFromAddr(netip.MustParseAddr("10.0.0.1"))}}
+	if err := do(c, wire.OpModifyQP, &wire.ModifyQP{Handle: ini.Handle, Attr: wire.FromQPAttr(&rtr),
+		Mask: uint32(qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN | qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer)}, nil, nil); err != nil {
+		t.Errorf("XRC_SEND INIT → RTR with RC's responder attributes: %v", err)
 	}
 	if err := do(c, wire.OpOpenQP, &wire.OpenQP{XRCD: private.Handle, QPN: tgt.QPN}, nil, &wire.QPResp{}); !errors.Is(err, rnic.ErrInvalidArgument) {
 		t.Errorf("open QP through another domain: %v, want EINVAL", err)
