@@ -768,9 +768,10 @@ static int setup_inline(struct rl_qp *qp, struct ibv_pd *pd, uint32_t want)
 	return qp->inline_mr ? 0 : errno;
 }
 
-/* xrc_bindings drops from attr what an XRC QP has none of, as rdma-core's providers
- * ignore them: an XRC_SEND QP's receive side, an XRC_RECV QP's CQs, SRQ and queues. It
- * returns EINVAL for an XRC_RECV QP without an XRCD and a QP of another type with one. */
+/* xrc_bindings drops from attr (create_qp's copy of the caller's) what an XRC QP has
+ * none of, as rdma-core's providers ignore them: an XRC_SEND QP's receive side, an
+ * XRC_RECV QP's CQs, SRQ and queues. It returns EINVAL for an XRC_RECV QP without an
+ * XRCD and a QP of another type with one. */
 static int xrc_bindings(struct ibv_qp_init_attr *attr, struct rl_xrcd *xrcd)
 {
 	switch (attr->qp_type) {
@@ -791,11 +792,13 @@ static int xrc_bindings(struct ibv_qp_init_attr *attr, struct rl_xrcd *xrcd)
 	return xrcd && attr->qp_type != IBV_QPT_XRC_RECV ? EINVAL : 0;
 }
 
-/* create_qp creates a QP in PD p or, of type XRC_RECV, in domain xrcd (p NULL). */
+/* create_qp creates a QP in PD p or, of type XRC_RECV, in domain xrcd (p NULL), and
+ * writes the capacities granted into the caller's attributes. */
 static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_pd *p, struct rl_xrcd *xrcd,
-				struct ibv_qp_init_attr *attr, uint64_t send_ops)
+				struct ibv_qp_init_attr *caller, uint64_t send_ops)
 {
 	struct rl_context *ctx = ctx_of(c);
+	struct ibv_qp_init_attr copy = *caller, *attr = &copy;
 	struct rl_pd *pd = (struct rl_pd *)p;
 	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD &&
 	    attr->qp_type != IBV_QPT_XRC_SEND && attr->qp_type != IBV_QPT_XRC_RECV) {
@@ -886,7 +889,7 @@ static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_pd *p, struct 
 				      .max_send_sge = r.max_send_sge, .max_recv_sge = srq ? 0 : r.max_recv_sge,
 				      .max_inline_data = inl};
 	qp->sig_all = attr->sq_sig_all;
-	*k = qp->cap;
+	caller->cap = qp->cap;
 	qp->qpx.comp_mask = send_ops ? IBV_QP_INIT_ATTR_SEND_OPS_FLAGS : 0;
 	rl_qp_ex_init(qp);
 	if ((err = rl_register(ctx, r.handle, q))) {
