@@ -64,6 +64,9 @@ func (d *Device) DestroySRQ(s *SRQ) error {
 		delete(d.xsrqs, s.num)
 		s.xrcd.refs--
 		s.cq.refs--
+		// A target QP may still name the SRQ as its last message's: the hook, whose
+		// memory (the verbs service's ring) goes with the SRQ, must not run again.
+		s.RecvRefill = nil
 	}
 	s.pd.refs--
 	return nil
