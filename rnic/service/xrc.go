@@ -115,9 +115,9 @@ func (c *conn) destroyQP(o *sQP) error {
 		return d.CloseQP(o.x, o.opened.x)
 	}
 	if o.typ == qp.XRCRecv {
-		// The QP may outlive this client's handle (OpenQP): its state hook must no
-		// longer write this client's ring, about to be unmapped.
-		o.x.OnState = nil
+		// The QP may outlive this client's handle (OpenQP): its hooks must no longer
+		// reach this client's rings, about to be unmapped.
+		o.x.OnState, o.x.RecvRefill = nil, nil
 	}
 	return d.DestroyQP(o.x)
 }
