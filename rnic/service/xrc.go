@@ -116,8 +116,9 @@ func (c *conn) destroyQP(o *sQP) error {
 	}
 	if o.typ == qp.XRCRecv {
 		// The QP may outlive this client's handle (OpenQP): its hooks must no longer
-		// reach this client's rings, about to be unmapped.
-		o.x.OnState, o.x.RecvRefill = nil, nil
+		// reach this client's rings, about to be unmapped, nor its events a handle
+		// the client may reuse.
+		o.x.OnState, o.x.RecvRefill, o.x.Context = nil, nil, nil
 	}
 	return d.DestroyQP(o.x)
 }
