@@ -114,6 +114,7 @@ static int call_fd(int sock, uint32_t seq, uint16_t op, const void *req, size_t 
 		struct cmsghdr align;
 		char b[CMSG_SPACE(2 * sizeof(int))];
 	} cm;
+	memset(&cm, 0, sizeof(cm)); /* the padding CMSG_SPACE adds goes to the kernel too */
 	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
 	if (sendfd >= 0) {
 		m.msg_control = cm.b;
@@ -218,6 +219,26 @@ void *rl_map(int fd, size_t size)
 
 /* ---- device list ---- */
 
+/* known_device is the process's one device, as rdma-core keeps each device once
+ * however often the list is asked for: d the first time, afterwards the device first
+ * made, updated from d (a lab made again has another node GUID), and d freed. Open
+ * contexts keep pointing at it, so it is never freed. */
+static struct rl_device *known_device(struct rl_device *d)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static struct rl_device *known;
+	pthread_mutex_lock(&mu);
+	if (!known)
+		known = d;
+	else if (known != d) {
+		known->node_guid = d->node_guid;
+		free(d);
+	}
+	d = known;
+	pthread_mutex_unlock(&mu);
+	return d;
+}
+
 struct ibv_device **ibv_get_device_list(int *num)
 {
 	struct ibv_device **list = calloc(2, sizeof(*list));
@@ -260,7 +281,7 @@ struct ibv_device **ibv_get_device_list(int *num)
 	d->dev.transport_type = IBV_TRANSPORT_IB;
 	snprintf(d->dev.name, sizeof(d->dev.name), "%s", RL_DEVICE_NAME);
 	snprintf(d->dev.dev_name, sizeof(d->dev.dev_name), "uverbs0");
-	list[0] = &d->dev;
+	list[0] = &known_device(d)->dev;
 	if (num)
 		*num = 1;
 	return list;
@@ -268,7 +289,7 @@ struct ibv_device **ibv_get_device_list(int *num)
 
 void ibv_free_device_list(struct ibv_device **list)
 {
-	/* Devices stay allocated: an open context keeps pointing at its device, as
+	/* The device stays (known_device): an open context keeps pointing at it, as
 	 * rdma-core's refcounted devices outlive the list. */
 	free(list);
 }

@@ -9,4 +9,4 @@ out=$1
 lib=$(dirname "$out")
 exec gcc -O2 -g -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared \
 	-Wl,--version-script="$dir/librdmacm.map" -Wl,-soname,librdmacm.so.1 -Wl,-z,defs \
-	-o "$out" "$dir/cma.c" "$dir/rsocket.c" "$dir/unsupported.c" "$lib/libibverbs.so.1" -lpthread
+	-o "$out" "$dir/cma.c" "$dir/rsocket.c" "$dir/rsocket_dgram.c" "$dir/unsupported.c" "$lib/libibverbs.so.1" -lpthread

@@ -28,6 +28,7 @@
 
 #include "../libibverbs/private.h"
 #include "wire_cm.h"
+#include "internal.h"
 
 /* librdmacm's error convention: -1 with errno set. */
 static int fail(int err)
@@ -1023,12 +1024,18 @@ static void ud_event(struct rdma_cm_id *id, const struct rl_cm_event *w, struct 
 		return;
 	u->qp_num = w->qpn;
 	u->qkey = w->qkey;
-	u->ah_attr.is_global = 1;
-	u->ah_attr.port_num = id->port_num;
-	u->ah_attr.grh.dgid = id->route.addr.addr.ibaddr.dgid;
-	u->ah_attr.grh.sgid_index = sgid_index(id->verbs, &id->route.addr.addr.ibaddr.sgid);
-	u->ah_attr.grh.flow_label = w->flow_label;
-	u->ah_attr.grh.hop_limit = 64;
+	rl_route_ah(id, w->flow_label, &u->ah_attr);
+}
+
+void rl_route_ah(struct rdma_cm_id *id, uint32_t flow_label, struct ibv_ah_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->is_global = 1;
+	a->port_num = id->port_num;
+	a->grh.dgid = id->route.addr.addr.ibaddr.dgid;
+	a->grh.sgid_index = sgid_index(id->verbs, &id->route.addr.addr.ibaddr.sgid);
+	a->grh.flow_label = flow_label;
+	a->grh.hop_limit = 64;
 }
 
 /* device_gone tells whether the RNIC went away (the lab process died). */

@@ -19,8 +19,8 @@
  *    slot (op IOMAP_SGL, data = the slot), and riowrite writes it by plain RDMA WRITE.
  *
  * An rsocket's descriptor is its synchronous rdma_cm identifier's event channel fd
- * (an eventfd, unique while the rsocket lives), as rdma-core's. SOCK_DGRAM is not
- * implemented: rsocket() says so on stderr and fails with ENOTSUP.
+ * (an eventfd, unique while the rsocket lives), as rdma-core's. Datagram rsockets
+ * (SOCK_DGRAM) are rsocket_dgram.c's: each entry point hands them over.
  */
 #include <byteswap.h>
 #include <endian.h>
@@ -41,6 +41,8 @@
 #include <sys/select.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "rsocket_dgram.h"
 
 /* rdma-core's constants: the protocol depends on RS_SGL_SIZE and the op values. */
 #define RS_OLAP_START_SIZE 2048
@@ -102,6 +104,7 @@ struct rs_iomr {
 struct rsock {
 	int index;
 	int domain;
+	struct dsock *ds; /* a datagram rsocket's, which has nothing else here */
 	pthread_mutex_t mu;
 	struct rdma_cm_id *id;
 	int state, err, fd_flags;
@@ -232,6 +235,13 @@ static struct rsock *rs_alloc(const struct rsock *parent, int domain)
 
 static void rs_free(struct rsock *rs)
 {
+	if (rs->ds) {
+		remove_fd(rs->index); /* before its descriptor closes and can be reused */
+		ds_close(rs->ds);
+		pthread_mutex_destroy(&rs->mu);
+		free(rs);
+		return;
+	}
 	while (rs->iomaps) {
 		struct rs_iomr *m = rs->iomaps;
 		rs->iomaps = m->next;
@@ -607,21 +617,37 @@ static int nonblocking(const struct rsock *rs, int flags)
 
 /* ---- sockets ---- */
 
+/* dgram_socket makes a datagram rsocket, whose descriptor is its UDP socket's. */
+static int dgram_socket(struct rsock *rs)
+{
+	int fd;
+	if (!(rs->ds = ds_open(rs->domain, &fd))) {
+		int err = errno;
+		pthread_mutex_destroy(&rs->mu);
+		free(rs);
+		return fail(err);
+	}
+	if (insert(rs, fd) < 0) {
+		rs_free(rs);
+		return fail(ENOMEM);
+	}
+	return fd;
+}
+
 int rsocket(int domain, int type, int protocol)
 {
-	if (domain != AF_INET && domain != AF_INET6)
-		return fail(ENOTSUP);
-	if (type == SOCK_DGRAM) {
-		static int told;
-		if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
-			fprintf(stderr, "rocelab librdmacm: rsocket SOCK_DGRAM is not supported\n");
-		return fail(ENOTSUP);
-	}
-	if (type != SOCK_STREAM || (protocol && protocol != IPPROTO_TCP))
+	int kind = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if ((domain != AF_INET && domain != AF_INET6) || (kind != SOCK_STREAM && kind != SOCK_DGRAM) ||
+	    (kind == SOCK_STREAM && protocol && protocol != IPPROTO_TCP) ||
+	    (kind == SOCK_DGRAM && protocol && protocol != IPPROTO_UDP))
 		return fail(ENOTSUP);
 	struct rsock *rs = rs_alloc(NULL, domain);
 	if (!rs)
 		return fail(ENOMEM);
+	if (type & SOCK_NONBLOCK)
+		rs->fd_flags = O_NONBLOCK;
+	if (kind == SOCK_DGRAM)
+		return dgram_socket(rs);
 	if (rdma_create_id(NULL, &rs->id, rs, RDMA_PS_TCP)) {
 		int err = errno;
 		rs_free(rs);
@@ -642,6 +668,8 @@ int rbind(int socket, const struct sockaddr *addr, socklen_t addrlen)
 		return fail(EBADF);
 	if (!addr || addrlen < sizeof(struct sockaddr_in))
 		return fail(EINVAL);
+	if (rs->ds)
+		return ds_bind(rs->ds, addr, addrlen);
 	return rdma_bind_addr(rs->id, (struct sockaddr *)addr);
 }
 
@@ -650,6 +678,8 @@ int rlisten(int socket, int backlog)
 	struct rsock *rs = lookup(socket);
 	if (!rs)
 		return fail(EBADF);
+	if (rs->ds)
+		return fail(EOPNOTSUPP); /* as listen(2) on a UDP socket */
 	if (rs->state & RS_LISTENING)
 		return 0;
 	if (rs->state)
@@ -665,6 +695,8 @@ int raccept(int socket, struct sockaddr *addr, socklen_t *addrlen)
 	struct rsock *l = lookup(socket);
 	if (!l)
 		return fail(EBADF);
+	if (l->ds)
+		return fail(EOPNOTSUPP);
 	if (!(l->state & RS_LISTENING))
 		return fail(EINVAL);
 	for (;;) {
@@ -717,6 +749,8 @@ int rconnect(int socket, const struct sockaddr *addr, socklen_t addrlen)
 		return fail(EBADF);
 	if (!addr || addrlen < sizeof(struct sockaddr_in))
 		return fail(EINVAL);
+	if (rs->ds)
+		return ds_connect(rs->ds, addr, addrlen);
 	if (rs->state & RS_CONNECTED)
 		return fail(EISCONN);
 	if (rs->state)
@@ -819,6 +853,10 @@ ssize_t rrecv(int socket, void *buf, size_t len, int flags)
 	struct rsock *rs = lookup(socket);
 	if (!rs)
 		return fail(EBADF);
+	if (rs->ds) {
+		struct iovec v = {.iov_base = buf, .iov_len = len};
+		return ds_recv(rs->ds, &v, 1, flags, nonblocking(rs, flags), NULL, NULL, NULL);
+	}
 	pthread_mutex_lock(&rs->mu);
 	ssize_t ret = recv_locked(rs, buf, len, flags);
 	pthread_mutex_unlock(&rs->mu);
@@ -923,6 +961,10 @@ ssize_t rsend(int socket, const void *buf, size_t len, int flags)
 	struct rsock *rs = lookup(socket);
 	if (!rs)
 		return fail(EBADF);
+	if (rs->ds) {
+		struct iovec v = {.iov_base = (void *)buf, .iov_len = len};
+		return ds_send(rs->ds, &v, 1, NULL, 0, flags, nonblocking(rs, flags));
+	}
 	pthread_mutex_lock(&rs->mu);
 	ssize_t ret = send_locked(rs, buf, len, flags);
 	pthread_mutex_unlock(&rs->mu);
@@ -931,6 +973,11 @@ ssize_t rsend(int socket, const void *buf, size_t len, int flags)
 
 ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags, struct sockaddr *src_addr, socklen_t *addrlen)
 {
+	struct rsock *rs = lookup(socket);
+	if (rs && rs->ds) {
+		struct iovec v = {.iov_base = buf, .iov_len = len};
+		return ds_recv(rs->ds, &v, 1, flags, nonblocking(rs, flags), src_addr, addrlen, NULL);
+	}
 	ssize_t ret = rrecv(socket, buf, len, flags);
 	if (ret > 0 && src_addr)
 		rgetpeername(socket, src_addr, addrlen);
@@ -940,6 +987,10 @@ ssize_t rrecvfrom(int socket, void *buf, size_t len, int flags, struct sockaddr 
 ssize_t rsendto(int socket, const void *buf, size_t len, int flags, const struct sockaddr *dest_addr, socklen_t addrlen)
 {
 	struct rsock *rs = lookup(socket);
+	if (rs && rs->ds) {
+		struct iovec v = {.iov_base = (void *)buf, .iov_len = len};
+		return ds_send(rs->ds, &v, 1, dest_addr, addrlen, flags, nonblocking(rs, flags));
+	}
 	if (rs && dest_addr && (rs->state & RS_CONNECTED))
 		return fail(EISCONN); /* a stream's destination is its peer */
 	return rsend(socket, buf, len, flags);
@@ -950,6 +1001,8 @@ static ssize_t iov_recv(int socket, const struct iovec *iov, int iovcnt, int fla
 	struct rsock *rs = lookup(socket);
 	if (!rs)
 		return fail(EBADF);
+	if (rs->ds)
+		return ds_recv(rs->ds, iov, iovcnt, flags, nonblocking(rs, flags), NULL, NULL, NULL);
 	ssize_t total = 0;
 	pthread_mutex_lock(&rs->mu);
 	for (int i = 0; i < iovcnt; i++) {
@@ -975,6 +1028,8 @@ static ssize_t iov_send(int socket, const struct iovec *iov, int iovcnt, int fla
 	struct rsock *rs = lookup(socket);
 	if (!rs)
 		return fail(EBADF);
+	if (rs->ds)
+		return ds_send(rs->ds, iov, iovcnt, NULL, 0, flags, nonblocking(rs, flags));
 	ssize_t total = 0;
 	pthread_mutex_lock(&rs->mu);
 	for (int i = 0; i < iovcnt; i++) {
@@ -999,6 +1054,10 @@ ssize_t rrecvmsg(int socket, struct msghdr *msg, int flags)
 	if (msg->msg_control && msg->msg_controllen)
 		return fail(ENOTSUP);
 	msg->msg_flags = 0;
+	struct rsock *rs = lookup(socket);
+	if (rs && rs->ds)
+		return ds_recv(rs->ds, msg->msg_iov, msg->msg_iovlen, flags, nonblocking(rs, flags), msg->msg_name,
+			       msg->msg_name ? &msg->msg_namelen : NULL, &msg->msg_flags);
 	return iov_recv(socket, msg->msg_iov, msg->msg_iovlen, flags);
 }
 
@@ -1006,6 +1065,10 @@ ssize_t rsendmsg(int socket, const struct msghdr *msg, int flags)
 {
 	if (msg->msg_control && msg->msg_controllen)
 		return fail(ENOTSUP);
+	struct rsock *rs = lookup(socket);
+	if (rs && rs->ds)
+		return ds_send(rs->ds, msg->msg_iov, msg->msg_iovlen, msg->msg_name, msg->msg_namelen, flags,
+			       nonblocking(rs, flags));
 	return iov_send(socket, msg->msg_iov, msg->msg_iovlen, flags);
 }
 
@@ -1050,6 +1113,8 @@ int rshutdown(int socket, int how)
 	struct rsock *rs = lookup(socket);
 	if (!rs)
 		return fail(EBADF);
+	if (rs->ds)
+		return ds_shutdown(rs->ds, how);
 	pthread_mutex_lock(&rs->mu);
 	int ret = shutdown_locked(rs, how);
 	pthread_mutex_unlock(&rs->mu);
@@ -1075,6 +1140,8 @@ int rclose(int socket)
  * its event channel. */
 static short revents_now(struct rsock *rs, short events)
 {
+	if (rs->ds)
+		return ds_revents(rs->ds, events);
 	short r = 0;
 	pthread_mutex_lock(&rs->mu);
 	if (rs->state & RS_LISTENING) {
@@ -1106,6 +1173,8 @@ static short revents_now(struct rsock *rs, short events)
  * was not armed (completions before that made no event: look again before sleeping). */
 static int wait_fd(struct rsock *rs, int *armed_now)
 {
+	if (rs->ds)
+		return ds_wait_fd(rs->ds, armed_now);
 	int fd = -1;
 	pthread_mutex_lock(&rs->mu);
 	if (rs->state & RS_LISTENING)
@@ -1246,6 +1315,8 @@ int rgetpeername(int socket, struct sockaddr *addr, socklen_t *addrlen)
 	struct rsock *rs = lookup(socket);
 	if (!rs)
 		return fail(EBADF);
+	if (rs->ds)
+		return ds_getpeername(rs->ds, addr, addrlen);
 	if (!(rs->state & (RS_CONNECTED | RS_DISCONNECTED)))
 		return fail(ENOTCONN);
 	return copy_addr(rdma_get_peer_addr(rs->id), addr, addrlen);
@@ -1256,6 +1327,8 @@ int rgetsockname(int socket, struct sockaddr *addr, socklen_t *addrlen)
 	struct rsock *rs = lookup(socket);
 	if (!rs)
 		return fail(EBADF);
+	if (rs->ds)
+		return ds_getsockname(rs->ds, addr, addrlen);
 	struct sockaddr_storage any = {.ss_family = rs->domain};
 	const struct sockaddr *a = rdma_get_local_addr(rs->id);
 	return copy_addr(a->sa_family ? a : (struct sockaddr *)&any, addr, addrlen);
@@ -1274,6 +1347,8 @@ int rsetsockopt(int socket, int level, int optname, const void *optval, socklen_
 	struct rsock *rs = lookup(socket);
 	if (!rs)
 		return fail(EBADF);
+	if (rs->ds)
+		return ds_setsockopt(rs->ds, level, optname, optval, optlen);
 	int v, connected = rs->cq != NULL;
 	if (level == SOL_SOCKET && optname == SO_LINGER) {
 		if (!optval || optlen < sizeof(struct linger))
@@ -1352,6 +1427,8 @@ int rgetsockopt(int socket, int level, int optname, void *optval, socklen_t *opt
 	struct rsock *rs = lookup(socket);
 	if (!rs)
 		return fail(EBADF);
+	if (rs->ds)
+		return ds_getsockopt(rs->ds, level, optname, optval, optlen);
 	if (!optval || !optlen)
 		return fail(EINVAL);
 	int v;
@@ -1563,6 +1640,8 @@ size_t riowrite(int socket, const void *buf, size_t count, off_t offset, int fla
 	struct rsock *rs = lookup(socket);
 	if (!rs)
 		return fail(EBADF);
+	if (rs->ds)
+		return fail(EOPNOTSUPP); /* iomaps are a stream's */
 	const uint8_t *in = buf;
 	size_t left = count;
 	uint32_t olen = RS_OLAP_START_SIZE;

@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -256,15 +255,9 @@ func findRemotePart(store netns.Store, name, node string) (remotePart, error) {
 // SIGHUP and SIGQUIT; it returns the exit status.
 func (rp remotePart) run(cmd *cobra.Command, name string, req tunnel.ExecRequest, stdout io.Writer) (int, error) {
 	sigs := make(chan os.Signal, 4)
-	names := make(chan string, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	signal.Notify(sigs, tunnel.ForwardedSignals...)
 	defer signal.Stop(sigs)
-	go func() {
-		for s := range sigs {
-			names <- map[os.Signal]string{syscall.SIGINT: "INT", syscall.SIGTERM: "TERM", syscall.SIGHUP: "HUP", syscall.SIGQUIT: "QUIT"}[s]
-		}
-	}()
-	return tunnel.RemoteExec(rp.addr, rp.secret, name, rp.self, rp.machine, req, cmd.InOrStdin(), stdout, cmd.ErrOrStderr(), names)
+	return tunnel.RemoteExec(rp.addr, rp.secret, name, rp.self, rp.machine, req, cmd.InOrStdin(), stdout, cmd.ErrOrStderr(), sigs)
 }
 
 // execRemote runs argv in host of lab name when another part of a lab over several

@@ -21,13 +21,13 @@ func init() {
 	// What the rsockets programs print when the server's host rejects the connection
 	// for want of a listener (cmRun starts such a client again).
 	noListener = append(noListener, "rconnect: Connection refused", "unable to connect to server",
-		"): Connection refused")
+		"): Connection refused", "rsend: Connection refused")
 }
 
 // newRsocketLab is newRDMACMLab for the rsockets programs: rdmacm-utils' rstream,
 // riostream and rcopy, and iperf3 and socat under librspreload.so.
 func newRsocketLab(t testing.TB) *ibverbsLab {
-	for _, p := range []string{"rstream", "riostream", "rcopy", "iperf3", "socat", "unshare"} {
+	for _, p := range []string{"rstream", "riostream", "rcopy", "udpong", "iperf3", "socat", "unshare"} {
 		if _, err := exec.LookPath(p); err != nil {
 			t.Skipf("%s is not installed (make deps-system installs rdmacm-utils, iperf3 and socat as root)", p)
 		}
@@ -69,6 +69,90 @@ func TestRsockets(t *testing.T) {
 			rcopyPair(t, l, w.srv, w.cli, w.addr, strconv.Itoa(7500+i))
 		})
 	}
+}
+
+// TestUdpong: rdmacm-utils' udpong, datagram rsockets, between lab hosts, both ways,
+// over IPv4 and IPv6, in each of its modes (-T s the kernel's UDP sockets for
+// comparison, a async with rpoll, b blocking, n non-blocking, e every datagram echoed).
+// The first datagram goes over UDP and tells the server the client's UD QP; the rest
+// go as UD SENDs: from h2, the data leaves as RDMA payload and not through the TAP.
+func TestUdpong(t *testing.T) {
+	l := newRsocketLab(t)
+	ways := []struct{ name, srv, cli, addr string }{
+		{"h2-to-h1-ipv4", "h1", "h2", "10.0.0.1"},
+		{"h1-to-h2-ipv4", "h2", "h1", "10.0.0.2"},
+		{"h2-to-h1-ipv6", "h1", "h2", "fd00::1"},
+		{"h1-to-h2-ipv6", "h2", "h1", "fd00::2"},
+	}
+	// librdmacm/test/dgram_check.c, in h1: the calls' error paths beside the kernel's
+	// UDP sockets', and two rsockets of one host through its RNIC (two UD QPs of one
+	// RNIC), over IPv4 and IPv6.
+	t.Run("dgram_check", func(t *testing.T) {
+		out, err := l.exec("h1", "dgram_check", "10.0.0.1", "fd00::1").CombinedOutput()
+		if err != nil || strings.Contains(string(out), "FAIL") {
+			t.Fatalf("dgram_check: %v\n%s", err, out)
+		}
+		t.Logf("dgram_check: %d checks", strings.Count(string(out), "ok   "))
+	})
+	const size, count = 1000, 2000
+	for i, w := range ways {
+		t.Run(w.name, func(t *testing.T) {
+			for j, mode := range []string{"s", "a", "b", "n", "e"} {
+				port := strconv.Itoa(7600 + 10*i + j)
+				before := l.traffic(t)
+				out := l.cmServing(t, w.srv, []string{"udpong", "-b", w.addr, "-p", port, "-T", mode},
+					w.cli, []string{"udpong", "-s", w.addr, "-p", port, "-T", mode, "-S", strconv.Itoa(size), "-C", strconv.Itoa(count)})
+				after := l.traffic(t)
+				// The server serves until killed, and udpong's non-blocking modes
+				// spin: left running, they would starve the lab of the 2 cores.
+				exec.Command("pkill", "-f", "^udpong .*-p "+port+" ").Run()
+				f := strings.Fields(lastLine(out))
+				if len(f) != 7 || f[0] != "custom" || f[2] == "0" {
+					t.Fatalf("udpong -T %s did not complete:\n%s", mode, out)
+				}
+				if mode == "e" && f[2] != "4k" {
+					t.Errorf("udpong -T e: %s transfers, want 4k (2,000 echoed)\n%s", f[2], out)
+				}
+				t.Logf("udpong -T %s: %d x %d bytes, the server took %s: %s Gb/s, %s us/transfer", mode, count, size, f[2], f[5], f[6])
+				if w.cli == "h2" && mode != "s" {
+					after.checkRDMA(t, "udpong -T "+mode, before, size*count*9/10)
+				}
+			}
+		})
+	}
+}
+
+// TestUdpongBadInput: datagrams that do not follow the protocol, sent to a udpong
+// server's UDP port between two clients (junk, a short header, a wrong tag, version or
+// op, an IPv6 header from an IPv4 source, 3,000 random bytes), are dropped: the
+// server then serves the second client as if they had not come.
+func TestUdpongBadInput(t *testing.T) {
+	l := newRsocketLab(t)
+	const port = "7690"
+	junk := []string{
+		`printf 'not an rsocket datagram'`,
+		`printf 'UUUU\004'`,
+		`printf 'VVVV\004\000\020\000\000\000\000\001\012\000\000\002'`,
+		`printf 'UUUU\011\000\020\000\000\000\000\001\012\000\000\002'`,
+		`printf 'UUUU\004\003\020\000\000\000\000\001\012\000\000\002data'`,
+		`printf 'UUUU\006\000\034\000\000\000\000\001\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\001'`,
+		`head -c 3000 /dev/urandom`,
+	}
+	// A first client run makes sure the server is up (cmServing starts the script again
+	// while the server's host refuses it).
+	var script strings.Builder
+	script.WriteString("udpong -s 10.0.0.1 -p " + port + " -T b -S 100 -C 10 && ")
+	for _, j := range junk {
+		fmt.Fprintf(&script, "%s | socat -u - UDP4-SENDTO:10.0.0.1:%s; ", j, port)
+	}
+	script.WriteString("udpong -s 10.0.0.1 -p " + port + " -T b -S 1000 -C 500 -T e")
+	out := l.cmServing(t, "h1", []string{"udpong", "-b", "10.0.0.1", "-p", port, "-T", "b"},
+		"h2", []string{"sh", "-c", script.String()})
+	exec.Command("pkill", "-f", "^udpong .*-p "+port+" ").Run()
+	if f := strings.Fields(lastLine(out)); len(f) != 7 || f[0] != "custom" || f[2] != "1k" {
+		t.Fatalf("udpong after bad datagrams: want 1,000 echoed transfers:\n%s", out)
+	}
+	t.Logf("after %d bad datagrams: %s", len(junk), lastLine(out))
 }
 
 // checkPerf checks that both ends of rstream or riostream printed their result line

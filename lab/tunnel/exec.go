@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -73,8 +74,22 @@ func (w streamWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// signals a remote exec forwards, by name.
+// signals a remote exec forwards, by the name the session carries.
 var signals = map[string]syscall.Signal{"INT": syscall.SIGINT, "TERM": syscall.SIGTERM, "HUP": syscall.SIGHUP, "QUIT": syscall.SIGQUIT}
+
+// ForwardedSignals are the signals RemoteExec forwards to the remote command: what
+// the CLI relays (signal.Notify) of its own.
+var ForwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// signalName is the name a forwarded signal has in the session ("" for another).
+func signalName(sig os.Signal) string {
+	for name, s := range signals {
+		if s == sig {
+			return name
+		}
+	}
+	return ""
+}
 
 // serveExec runs an exec session's command (op "exec" with body), then ends the
 // session: the connection is the command's until it exits.
@@ -156,9 +171,9 @@ func (p *Part) serveExec(c net.Conn, s *Session, body json.RawMessage) {
 
 // RemoteExec runs req on the part on machine peer at address addr (an IP or
 // DNS name) of lab, as machine self, relaying stdin, stdout and stderr; sigs, if not
-// nil, forwards signals (INT, TERM, HUP, QUIT) to the command. It returns the
+// nil, forwards the ForwardedSignals it carries to the command. It returns the
 // command's exit status.
-func RemoteExec(addr string, secret []byte, lab, self, peer string, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer, sigs <-chan string) (int, error) {
+func RemoteExec(addr string, secret []byte, lab, self, peer string, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer, sigs <-chan os.Signal) (int, error) {
 	ip, err := resolve(addr)
 	if err != nil {
 		return 0, err
@@ -172,7 +187,7 @@ func RemoteExec(addr string, secret []byte, lab, self, peer string, req ExecRequ
 }
 
 // execOver is RemoteExec on the connection c to the part.
-func execOver(c net.Conn, secret []byte, lab, self, peer string, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer, sigs <-chan string) (int, error) {
+func execOver(c net.Conn, secret []byte, lab, self, peer string, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer, sigs <-chan os.Signal) (int, error) {
 	c.SetDeadline(time.Now().Add(handshake))
 	s, err := Dial(c, secret, lab, self)
 	if err != nil {
@@ -194,7 +209,11 @@ func execOver(c net.Conn, secret []byte, lab, self, peer string, req ExecRequest
 		ls.send(Message{Op: "stdin-eof"})
 	}()
 	go func() {
-		for name := range sigs {
+		for sig := range sigs {
+			name := signalName(sig)
+			if name == "" {
+				continue
+			}
 			b, _ := json.Marshal(name)
 			if ls.send(Message{Op: "signal", Body: b}) != nil {
 				return

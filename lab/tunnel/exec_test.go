@@ -1,11 +1,15 @@
 package tunnel
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rocelab/rocelab/fabric/topo"
@@ -62,5 +66,42 @@ func TestRemoteExec(t *testing.T) {
 	}
 	if _, _, _, err := remoteExec(p, "another secret, 16+", ExecRequest{Host: "h3", Argv: []string{"true"}}, ""); !errors.Is(err, ErrAuth) {
 		t.Errorf("exec with another secret: %v, want ErrAuth", err)
+	}
+}
+
+// TestRemoteExecSignals: the signals the CLI catches reach the remote command by name
+// (a signal RemoteExec does not forward is left out), and the command's exit status
+// comes back.
+func TestRemoteExecSignals(t *testing.T) {
+	p := execPart(t)
+	client, server := net.Pipe()
+	go p.serve(server)
+	defer client.Close()
+	pr, pw := io.Pipe()
+	sigs := make(chan os.Signal, 2)
+	type result struct {
+		code int
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		req := ExecRequest{Host: "h3", Argv: []string{`trap 'echo got TERM; exit 7' TERM; echo ready; sleep 30 & wait`}}
+		code, err := execOver(client, []byte("the lab secret, 16+"), "demo", "a", "b", req, nil, pw, io.Discard, sigs)
+		pw.Close()
+		done <- result{code, err}
+	}()
+	lines := bufio.NewScanner(pr)
+	if !lines.Scan() || lines.Text() != "ready" {
+		t.Fatalf("the remote command did not start: %q", lines.Text())
+	}
+	sigs <- syscall.SIGUSR1 // not forwarded
+	sigs <- syscall.SIGTERM
+	var got []string
+	for lines.Scan() {
+		got = append(got, lines.Text())
+	}
+	r := <-done
+	if r.err != nil || r.code != 7 || strings.Join(got, "\n") != "got TERM" {
+		t.Errorf("exec = %d, %v, output %q; want 7 and the trap's line", r.code, r.err, got)
 	}
 }

@@ -216,6 +216,15 @@ static void device_and_queries(void)
 	CHECK(ibv_get_device_guid(list[0]) != 0, "node GUID");
 	ctx = ibv_open_device(list[0]);
 	MUST(ctx, "open");
+	/* the device is made once, as rdma-core's: a program asking for the list again
+	 * and again (a monitor's loop) gets the same device and holds no more memory */
+	int same = 1;
+	for (int i = 0; i < 100; i++) {
+		struct ibv_device **again = ibv_get_device_list(NULL);
+		same &= again && again[0] == list[0];
+		ibv_free_device_list(again);
+	}
+	CHECK(same, "the device list asked for 100 more times: the same device each time");
 	ibv_free_device_list(list);
 
 	struct ibv_device_attr da;

@@ -357,6 +357,7 @@ static int client(const char *addr, const char *port)
 	CHECK(rdma_create_ep(&id, res, NULL, &attr) == 0 && id->qp && id->send_cq_channel && in_range(ntohs(rdma_get_src_port(id))) &&
 		      ntohs(rdma_get_dst_port(id)) == atoi(port),
 	      "rdma_create_ep (active): address and route resolved, the QP; source port %u", ntohs(rdma_get_src_port(id)));
+	rdma_freeaddrinfo(res);
 	static char out[16], back[32];
 	static struct reply r;
 	memcpy(out, hello, sizeof(hello));
