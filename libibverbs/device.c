@@ -167,6 +167,10 @@ static int call_fd(int sock, uint32_t seq, uint16_t op, const void *req, size_t 
 			err = EPROTO;
 		else if (h.word != RL_CODE_OK) {
 			err = rl_errno_of(h.word);
+			/* OPEN_XRCD names no handle: its NOT_FOUND is "the file has no domain and
+			 * O_CREAT was not given", ENOENT as open(2) says it */
+			if (op == RL_OP_OPEN_XRCD && h.word == RL_CODE_NOT_FOUND)
+				err = ENOENT;
 			if (debug_enabled())
 				fprintf(stderr, "rocelab libibverbs: op %u: %.*s\n", op, (int)(n - sizeof(h)),
 					buf + sizeof(h));
@@ -390,6 +394,11 @@ struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->vctx.query_device_ex = query_device_ex_op;
 	ctx->vctx.create_cq_ex = rl_create_cq_ex;
 	ctx->vctx.create_qp_ex = rl_create_qp_ex;
+	ctx->vctx.open_xrcd = rl_open_xrcd;
+	ctx->vctx.close_xrcd = rl_close_xrcd;
+	ctx->vctx.create_srq_ex = rl_create_srq_ex;
+	ctx->vctx.get_srq_num = rl_get_srq_num;
+	ctx->vctx.open_qp = rl_open_qp;
 	struct ibv_context_ops *ops = &c->ops;
 	ops->poll_cq = rl_poll_cq;
 	ops->req_notify_cq = rl_req_notify_cq;
@@ -468,7 +477,7 @@ static void fill_device_attr(struct rl_context *ctx, struct ibv_device_attr *a)
 	a->max_qp = d->max_qp;
 	a->max_qp_wr = d->max_qp_wr;
 	a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_PORT_ACTIVE_EVENT |
-			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+			      IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
 	a->max_mw = 65536;
 	a->max_sge = d->max_sge;
 	a->max_sge_rd = d->max_sge;

@@ -146,6 +146,8 @@ static int put_send(struct rl_qp *qp, struct ibv_send_wr *wr)
 		w->remote_qpn = wr->wr.ud.remote_qpn;
 		w->remote_qkey = wr->wr.ud.remote_qkey;
 	}
+	if (q->qp_type == IBV_QPT_XRC_SEND)
+		w->remote_qpn = wr->qp_type.xrc.remote_srqn; /* the service reads it as the SRQ number */
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		if (!qp->inline_buf)
 			return EINVAL; /* created with max_inline_data 0 */
@@ -165,6 +167,10 @@ int rl_post_send(struct ibv_qp *q, struct ibv_send_wr *wr, struct ibv_send_wr **
 {
 	struct rl_qp *qp = (struct rl_qp *)q;
 	int err = 0;
+	if (q->qp_type == IBV_QPT_XRC_RECV) { /* an XRC target has no send queue */
+		*bad = wr;
+		return EINVAL;
+	}
 	/* As rxe: a QP sends from RTS on (its kernel's rxe_post_send: "qp not ready to
 	 * send"); ERR is past RTS, and what is posted there completes flushed. The state
 	 * is the service's (the send ring's header): the CM agent moves QPs too. */
@@ -218,6 +224,10 @@ static int post_recv_list(struct rl_wq *w, struct rl_context *ctx, struct ibv_re
 int rl_post_recv(struct ibv_qp *q, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct rl_qp *qp = (struct rl_qp *)q;
+	if (q->qp_type == IBV_QPT_XRC_SEND || q->qp_type == IBV_QPT_XRC_RECV) {
+		*bad = wr;
+		return EINVAL; /* no receive queue: an XRC target receives through its domain's XRC SRQs */
+	}
 	if (q->srq || load(qp->sq.ring.mem, RL_RING_QP_STATE) == IBV_QPS_RESET) {
 		*bad = wr;
 		return EINVAL; /* the QP receives from its SRQ; none in RESET (rxe, IBTA C10-97.2.1) */
@@ -448,7 +458,9 @@ static void wr_start(struct ibv_qp_ex *x)
 	struct rl_qp *qp = QPX(x);
 	pthread_spin_lock(&qp->sq.lock);
 	qp->wr_first = qp->sq.prod;
-	qp->wr_err = load(qp->sq.ring.mem, RL_RING_QP_STATE) < IBV_QPS_RTS ? EINVAL : 0; /* as rl_post_send */
+	qp->wr_err = x->qp_base.qp_type == IBV_QPT_XRC_RECV || load(qp->sq.ring.mem, RL_RING_QP_STATE) < IBV_QPS_RTS
+			     ? EINVAL
+			     : 0; /* as rl_post_send */
 	qp->wr_cur = NULL;
 }
 
@@ -626,8 +638,14 @@ static void wr_send_tso(struct ibv_qp_ex *x, void *hdr, uint16_t hdr_sz, uint16_
 
 static void wr_set_xrc_srqn(struct ibv_qp_ex *x, uint32_t srqn)
 {
-	(void)srqn;
-	wr_unsupported(x, "ibv_wr_set_xrc_srqn");
+	struct rl_qp *qp = QPX(x);
+	if (!qp->wr_cur)
+		return;
+	if (x->qp_base.qp_type != IBV_QPT_XRC_SEND) {
+		qp->wr_err = EINVAL;
+		return;
+	}
+	qp->wr_cur->remote_qpn = srqn; /* as put_send: the SRQ number in the remote QPN field */
 }
 
 static void wr_atomic_write(struct ibv_qp_ex *x, uint32_t rkey, uint64_t addr, const void *wr)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rocelab.h"
@@ -477,19 +478,31 @@ int ibv_resize_cq(struct ibv_cq *c, int cqe)
 
 /* ---- SRQ ---- */
 
-struct ibv_srq *ibv_create_srq(struct ibv_pd *p, struct ibv_srq_init_attr *attr)
+/* create_srq creates a basic SRQ in p or, with xrcd, an XRC SRQ whose receives
+ * complete on cq. */
+static struct ibv_srq *create_srq(struct ibv_pd *p, struct ibv_srq_attr *a, void *srq_context, struct rl_xrcd *xrcd,
+				  struct ibv_cq *cq)
 {
 	struct rl_context *ctx = ctx_of(p->context);
 	struct rl_pd *pd = (struct rl_pd *)p;
-	if (attr->attr.max_wr < 1 || attr->attr.max_wr > ctx->dattr.max_qp_wr || attr->attr.max_sge > ctx->dattr.max_sge)
+	if (a->max_wr < 1 || a->max_wr > ctx->dattr.max_qp_wr || a->max_sge > ctx->dattr.max_sge)
 		return fail_null(EINVAL);
-	struct rl_create_srq req = {.pd = pd->h, .max_wr = attr->attr.max_wr, .max_sge = attr->attr.max_sge};
+	struct rl_xrc_srq_resp xr = {0};
 	struct rl_ring_resp r;
 	int fd, err;
 	struct rl_srq *srq = calloc(1, sizeof(*srq));
 	if (!srq)
 		return fail_null(ENOMEM);
-	if ((err = rl_call(ctx, RL_OP_CREATE_SRQ, &req, sizeof(req), &r, sizeof(r), -1, &fd, 1))) {
+	if (xrcd) {
+		struct rl_create_xrc_srq req = {.pd = pd->h, .max_wr = a->max_wr, .max_sge = a->max_sge, .xrcd = xrcd->h,
+						.cq = ((struct rl_cq *)cq)->h};
+		err = rl_call(ctx, RL_OP_CREATE_XRC_SRQ, &req, sizeof(req), &xr, sizeof(xr), -1, &fd, 1);
+		r = xr.ring;
+	} else {
+		struct rl_create_srq req = {.pd = pd->h, .max_wr = a->max_wr, .max_sge = a->max_sge};
+		err = rl_call(ctx, RL_OP_CREATE_SRQ, &req, sizeof(req), &r, sizeof(r), -1, &fd, 1);
+	}
+	if (err) {
 		free(srq);
 		return fail_null(err);
 	}
@@ -499,20 +512,21 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *p, struct ibv_srq_init_attr *attr)
 		return fail_null(err);
 	}
 	srq->h = r.handle;
+	srq->srqn = xr.srqn;
 	srq->size = r.size;
 	srq->rq.max_sge = (r.entry_size - sizeof(struct rl_recv_wqe)) / sizeof(struct rl_sge);
 	srq->max_wr = r.cap;
 	pthread_spin_init(&srq->rq.lock, PTHREAD_PROCESS_PRIVATE);
 	srq->srq.context = p->context;
-	srq->srq.srq_context = attr->srq_context;
+	srq->srq.srq_context = srq_context;
 	srq->srq.pd = p;
 	srq->srq.handle = r.handle;
 	pthread_mutex_init(&srq->srq.mutex, NULL);
 	pthread_cond_init(&srq->srq.cond, NULL);
-	attr->attr.max_wr = r.cap;
-	attr->attr.max_sge = srq->rq.max_sge;
-	if (attr->attr.srq_limit) {
-		struct rl_modify_srq m = {.handle = r.handle, .limit = attr->attr.srq_limit};
+	a->max_wr = r.cap;
+	a->max_sge = srq->rq.max_sge;
+	if (a->srq_limit) {
+		struct rl_modify_srq m = {.handle = r.handle, .limit = a->srq_limit};
 		if ((err = rl_call(ctx, RL_OP_MODIFY_SRQ, &m, sizeof(m), NULL, 0, -1, NULL, 0))) {
 			ibv_destroy_srq(&srq->srq);
 			return fail_null(err);
@@ -523,6 +537,86 @@ struct ibv_srq *ibv_create_srq(struct ibv_pd *p, struct ibv_srq_init_attr *attr)
 		return fail_null(err);
 	}
 	return &srq->srq;
+}
+
+struct ibv_srq *ibv_create_srq(struct ibv_pd *p, struct ibv_srq_init_attr *attr)
+{
+	return create_srq(p, &attr->attr, attr->srq_context, NULL, NULL);
+}
+
+/* ibv_create_srq_ex comes here for what ibv_create_srq cannot do: an XRC SRQ, which
+ * needs a PD, an XRCD and a CQ (rdma-core's ibv_cmd_create_srq_ex asks the same). */
+struct ibv_srq *rl_create_srq_ex(struct ibv_context *c, struct ibv_srq_init_attr_ex *attr)
+{
+	const uint32_t need = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+	if (attr->comp_mask & ~need) {
+		rl_unsupported("ibv_create_srq_ex with attributes beyond a type, PD, XRCD and CQ (tag matching)");
+		return NULL;
+	}
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd || attr->pd->context != c)
+		return fail_null(EINVAL);
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) || attr->srq_type == IBV_SRQT_BASIC)
+		return create_srq(attr->pd, &attr->attr, attr->srq_context, NULL, NULL);
+	if (attr->srq_type != IBV_SRQT_XRC) {
+		rl_unsupported("ibv_create_srq_ex of a type other than basic and XRC (tag matching)");
+		return NULL;
+	}
+	if ((attr->comp_mask & need) != need || !attr->xrcd || !attr->cq || attr->xrcd->context != c ||
+	    attr->cq->context != c)
+		return fail_null(EINVAL);
+	return create_srq(attr->pd, &attr->attr, attr->srq_context, (struct rl_xrcd *)attr->xrcd, attr->cq);
+}
+
+int rl_get_srq_num(struct ibv_srq *s, uint32_t *srq_num)
+{
+	struct rl_srq *srq = (struct rl_srq *)s;
+	if (!srq->srqn)
+		return EINVAL; /* a basic SRQ has no number */
+	*srq_num = srq->srqn;
+	return 0;
+}
+
+/* ---- XRC domains ---- */
+
+/* ibv_open_xrcd shares the domain of a file among the processes that open it: the
+ * service knows the file by the device and inode fstat reports here. */
+struct ibv_xrcd *rl_open_xrcd(struct ibv_context *c, struct ibv_xrcd_init_attr *attr)
+{
+	if (attr->comp_mask & ~(uint32_t)(IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS))
+		return fail_null(EOPNOTSUPP);
+	/* rdma-core's ibv_cmd_open_xrcd: both fields are required */
+	if (!(attr->comp_mask & IBV_XRCD_INIT_ATTR_FD) || !(attr->comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS))
+		return fail_null(EINVAL);
+	struct rl_open_xrcd req = {.oflags = (uint32_t)attr->oflags};
+	if (attr->fd != -1) {
+		struct stat st;
+		if (fstat(attr->fd, &st))
+			return fail_null(EBADF);
+		req.dev = st.st_dev, req.ino = st.st_ino, req.has_file = 1;
+	}
+	struct rl_xrcd *x = calloc(1, sizeof(*x));
+	if (!x)
+		return fail_null(ENOMEM);
+	struct rl_handle r;
+	int err = rl_call(ctx_of(c), RL_OP_OPEN_XRCD, &req, sizeof(req), &r, sizeof(r), -1, NULL, 0);
+	if (err) {
+		free(x);
+		return fail_null(err);
+	}
+	x->h = r.handle;
+	x->xrcd.context = c;
+	return &x->xrcd;
+}
+
+int rl_close_xrcd(struct ibv_xrcd *xrcd)
+{
+	struct rl_xrcd *x = (struct rl_xrcd *)xrcd;
+	struct rl_handle h = {x->h};
+	int err = rl_call(ctx_of(xrcd->context), RL_OP_CLOSE_XRCD, &h, sizeof(h), NULL, 0, -1, NULL, 0);
+	if (err)
+		return err;
+	free(x);
+	return 0;
 }
 
 int ibv_modify_srq(struct ibv_srq *s, struct ibv_srq_attr *attr, int mask)
@@ -674,27 +768,63 @@ static int setup_inline(struct rl_qp *qp, struct ibv_pd *pd, uint32_t want)
 	return qp->inline_mr ? 0 : errno;
 }
 
-static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr, uint64_t send_ops)
+/* xrc_bindings drops from attr (create_qp's copy of the caller's) what an XRC QP has
+ * none of, as rdma-core's providers ignore them: an XRC_SEND QP's receive side, an
+ * XRC_RECV QP's CQs, SRQ and queues. It returns EINVAL for an XRC_RECV QP without an
+ * XRCD and a QP of another type with one. */
+static int xrc_bindings(struct ibv_qp_init_attr *attr, struct rl_xrcd *xrcd)
 {
-	struct rl_context *ctx = ctx_of(p->context);
+	switch (attr->qp_type) {
+	case IBV_QPT_XRC_RECV:
+		if (!xrcd)
+			return EINVAL;
+		attr->send_cq = NULL;
+		attr->cap = (struct ibv_qp_cap){0};
+		/* fall through */
+	case IBV_QPT_XRC_SEND:
+		attr->recv_cq = NULL;
+		attr->srq = NULL;
+		attr->cap.max_recv_wr = attr->cap.max_recv_sge = 0;
+		break;
+	default:
+		break;
+	}
+	return xrcd && attr->qp_type != IBV_QPT_XRC_RECV ? EINVAL : 0;
+}
+
+/* create_qp creates a QP in PD p or, of type XRC_RECV, in domain xrcd (p NULL), and
+ * writes the capacities granted into the caller's attributes. */
+static struct ibv_qp *create_qp(struct ibv_context *c, struct ibv_pd *p, struct rl_xrcd *xrcd,
+				struct ibv_qp_init_attr *caller, uint64_t send_ops)
+{
+	struct rl_context *ctx = ctx_of(c);
+	struct ibv_qp_init_attr copy = *caller, *attr = &copy;
 	struct rl_pd *pd = (struct rl_pd *)p;
-	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
-		rl_unsupported("ibv_create_qp of a type other than RC, UC and UD");
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD &&
+	    attr->qp_type != IBV_QPT_XRC_SEND && attr->qp_type != IBV_QPT_XRC_RECV) {
+		rl_unsupported("ibv_create_qp of a type other than RC, UC, UD, XRC_SEND and XRC_RECV");
 		return NULL;
 	}
+	int xrc_recv = attr->qp_type == IBV_QPT_XRC_RECV;
+	if (xrc_bindings(attr, xrcd) || (!xrc_recv && !p))
+		return fail_null(EINVAL);
 	struct ibv_qp_cap *k = &attr->cap;
-	if (!attr->send_cq || !attr->recv_cq || k->max_send_wr > ctx->dattr.max_qp_wr ||
-	    k->max_recv_wr > ctx->dattr.max_qp_wr || k->max_send_sge > ctx->dattr.max_sge ||
-	    k->max_recv_sge > ctx->dattr.max_sge || k->max_inline_data > RL_MAX_INLINE)
+	if ((!xrc_recv && !attr->send_cq) || (!attr->recv_cq && attr->qp_type != IBV_QPT_XRC_SEND && !xrc_recv) ||
+	    k->max_send_wr > ctx->dattr.max_qp_wr || k->max_recv_wr > ctx->dattr.max_qp_wr ||
+	    k->max_send_sge > ctx->dattr.max_sge || k->max_recv_sge > ctx->dattr.max_sge ||
+	    k->max_inline_data > RL_MAX_INLINE)
 		return fail_null(EINVAL);
 	struct rl_srq *srq = (struct rl_srq *)attr->srq;
-	struct rl_create_qp req = {.pd = pd->h, .send_cq = ((struct rl_cq *)attr->send_cq)->h,
-				   .recv_cq = ((struct rl_cq *)attr->recv_cq)->h, .srq = srq ? srq->h : 0,
-				   .type = attr->qp_type, .sig_all = attr->sq_sig_all ? 1 : 0,
+	struct rl_create_qp req = {.pd = xrc_recv ? xrcd->h : pd->h,
+				   .send_cq = attr->send_cq ? ((struct rl_cq *)attr->send_cq)->h : 0,
+				   .recv_cq = attr->recv_cq ? ((struct rl_cq *)attr->recv_cq)->h : 0,
+				   .srq = srq ? srq->h : 0, .type = attr->qp_type, .sig_all = attr->sq_sig_all ? 1 : 0,
 				   .max_send_wr = k->max_send_wr ? k->max_send_wr : 1, .max_recv_wr = k->max_recv_wr,
 				   .max_send_sge = k->max_send_sge, .max_recv_sge = k->max_recv_sge};
 	if (srq)
 		req.max_recv_wr = req.max_recv_sge = 0;
+	if (xrc_recv)
+		req.max_send_wr = req.max_send_sge = 0;
 	struct rl_qp_resp r;
 	int fd, err;
 	struct rl_qp *qp = calloc(1, sizeof(*qp));
@@ -736,12 +866,14 @@ static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr,
 	uint32_t inl = k->max_inline_data, sge_room = k->max_send_sge * (uint32_t)sizeof(struct ibv_sge);
 	if (inl < sge_room)
 		inl = sge_room < RL_MAX_INLINE ? sge_room : RL_MAX_INLINE;
+	if (xrc_recv)
+		inl = 0; /* no send queue */
 	if ((err = setup_inline(qp, p, inl))) {
 		ibv_destroy_qp(&qp->qpx.qp_base);
 		return fail_null(err);
 	}
 	struct ibv_qp *q = &qp->qpx.qp_base;
-	q->context = p->context;
+	q->context = c;
 	q->qp_context = attr->qp_context;
 	q->pd = p;
 	q->send_cq = attr->send_cq;
@@ -753,11 +885,11 @@ static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr,
 	q->qp_type = attr->qp_type;
 	pthread_mutex_init(&q->mutex, NULL);
 	pthread_cond_init(&q->cond, NULL);
-	qp->cap = (struct ibv_qp_cap){.max_send_wr = r.max_send_wr, .max_recv_wr = srq ? 0 : r.max_recv_wr,
+	qp->cap = (struct ibv_qp_cap){.max_send_wr = xrc_recv ? 0 : r.max_send_wr, .max_recv_wr = srq ? 0 : r.max_recv_wr,
 				      .max_send_sge = r.max_send_sge, .max_recv_sge = srq ? 0 : r.max_recv_sge,
 				      .max_inline_data = inl};
 	qp->sig_all = attr->sq_sig_all;
-	*k = qp->cap;
+	caller->cap = qp->cap;
 	qp->qpx.comp_mask = send_ops ? IBV_QP_INIT_ATTR_SEND_OPS_FLAGS : 0;
 	rl_qp_ex_init(qp);
 	if ((err = rl_register(ctx, r.handle, q))) {
@@ -770,26 +902,28 @@ static struct ibv_qp *create_qp(struct ibv_pd *p, struct ibv_qp_init_attr *attr,
 
 struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 {
-	return create_qp(pd, attr, 0);
+	return create_qp(pd->context, pd, NULL, attr, 0);
 }
 
 struct ibv_qp *rl_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *ex)
 {
-	(void)c;
 	const uint64_t ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
 			     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
 			     IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
 			     IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
-	if (ex->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+	if (ex->comp_mask & ~(uint32_t)(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
 					IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
-		rl_unsupported("ibv_create_qp_ex with attributes beyond a PD, create flags and send ops flags");
+		rl_unsupported("ibv_create_qp_ex with attributes beyond a PD, an XRCD, create flags and send ops flags");
 		return NULL;
 	}
 	/* rxe supports no creation flag (rxe_create_qp: EOPNOTSUPP for any), so the mask bit
 	 * with flags 0 is the only accepted use. */
 	if ((ex->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ex->create_flags)
 		return fail_null(EOPNOTSUPP);
-	if (!(ex->comp_mask & IBV_QP_INIT_ATTR_PD) || !ex->pd)
+	/* an XRC_RECV QP lives in an XRC domain, any other in a PD */
+	struct rl_xrcd *xrcd = ex->comp_mask & IBV_QP_INIT_ATTR_XRCD ? (struct rl_xrcd *)ex->xrcd : NULL;
+	struct ibv_pd *pd = ex->comp_mask & IBV_QP_INIT_ATTR_PD ? ex->pd : NULL;
+	if (ex->qp_type == IBV_QPT_XRC_RECV ? !xrcd || xrcd->xrcd.context != c : !pd || pd->context != c)
 		return fail_null(EINVAL);
 	uint64_t send_ops = ex->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS ? ex->send_ops_flags : 0;
 	if (send_ops & ~ops) {
@@ -798,16 +932,67 @@ struct ibv_qp *rl_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex
 	}
 	struct ibv_qp_init_attr a = {.qp_context = ex->qp_context, .send_cq = ex->send_cq, .recv_cq = ex->recv_cq,
 				     .srq = ex->srq, .cap = ex->cap, .qp_type = ex->qp_type, .sq_sig_all = ex->sq_sig_all};
-	struct ibv_qp *qp = create_qp(ex->pd, &a, send_ops ? send_ops : 1);
+	struct ibv_qp *qp = create_qp(c, ex->qp_type == IBV_QPT_XRC_RECV ? NULL : pd, xrcd, &a, send_ops ? send_ops : 1);
 	if (qp)
 		ex->cap = a.cap;
 	return qp;
+}
+
+/* ibv_open_qp: a handle of an XRC_RECV QP another process created in a domain this
+ * one opened too. It has no rings: it can be modified, queried and destroyed. */
+struct ibv_qp *rl_open_qp(struct ibv_context *c, struct ibv_qp_open_attr *attr)
+{
+	const uint32_t need = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+	if (attr->comp_mask & ~(need | IBV_QP_OPEN_ATTR_CONTEXT))
+		return fail_null(EOPNOTSUPP);
+	if ((attr->comp_mask & need) != need || !attr->xrcd || attr->xrcd->context != c ||
+	    attr->qp_type != IBV_QPT_XRC_RECV)
+		return fail_null(EINVAL);
+	struct rl_context *ctx = ctx_of(c);
+	struct rl_open_qp req = {.xrcd = ((struct rl_xrcd *)attr->xrcd)->h, .qpn = attr->qp_num};
+	struct rl_qp_resp r;
+	struct rl_qp *qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return fail_null(ENOMEM);
+	int err = rl_call(ctx, RL_OP_OPEN_QP, &req, sizeof(req), &r, sizeof(r), -1, NULL, 0);
+	if (err) {
+		free(qp);
+		return fail_null(err);
+	}
+	qp->h = r.handle;
+	struct ibv_qp *q = &qp->qpx.qp_base;
+	q->context = c;
+	q->qp_context = attr->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT ? attr->qp_context : NULL;
+	q->handle = r.handle;
+	q->qp_num = r.qpn;
+	q->state = IBV_QPS_RESET; /* until ibv_query_qp asks */
+	q->qp_type = IBV_QPT_XRC_RECV;
+	pthread_mutex_init(&q->mutex, NULL);
+	pthread_cond_init(&q->cond, NULL);
+	pthread_spin_init(&qp->sq.lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&qp->rq.lock, PTHREAD_PROCESS_PRIVATE);
+	rl_qp_ex_init(qp);
+	if ((err = rl_register(ctx, r.handle, q))) {
+		ibv_destroy_qp(q);
+		return fail_null(err);
+	}
+	return q;
 }
 
 struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *q)
 {
 	struct rl_qp *qp = (struct rl_qp *)q;
 	return qp->qpx.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS ? &qp->qpx : NULL;
+}
+
+/* clean_cqs drops q's completions not yet polled, as rdma-core's providers do when a
+ * QP is destroyed or reset; an XRC QP lacks one or both CQs. */
+static void clean_cqs(struct ibv_qp *q)
+{
+	if (q->recv_cq)
+		rl_cq_clean(q->recv_cq, q->qp_num);
+	if (q->send_cq && q->send_cq != q->recv_cq)
+		rl_cq_clean(q->send_cq, q->qp_num);
 }
 
 int ibv_destroy_qp(struct ibv_qp *q)
@@ -819,12 +1004,11 @@ int ibv_destroy_qp(struct ibv_qp *q)
 		return err;
 	rl_fatal_untrack_qp(ctx_of(q->context), qp);
 	rl_unregister(ctx_of(q->context), qp->h);
-	rl_cq_clean(q->recv_cq, q->qp_num); /* as rdma-core's providers: none of its completions stay */
-	if (q->send_cq != q->recv_cq)
-		rl_cq_clean(q->send_cq, q->qp_num);
+	clean_cqs(q);
 	if (qp->inline_mr)
 		ibv_dereg_mr(qp->inline_mr);
-	munmap(qp->mem, qp->size);
+	if (qp->mem) /* an opened XRC_RECV QP has no rings */
+		munmap(qp->mem, qp->size);
 	free(qp);
 	return 0;
 }
@@ -881,10 +1065,8 @@ int ibv_modify_qp(struct ibv_qp *q, struct ibv_qp_attr *attr, int mask)
 	int err = rl_call(ctx, RL_OP_MODIFY_QP, &m, sizeof(m), NULL, 0, -1, NULL, 0);
 	if (!err && (mask & IBV_QP_STATE)) {
 		q->state = attr->qp_state;
-		if (attr->qp_state == IBV_QPS_RESET) { /* the service emptied the rings */
-			rl_cq_clean(q->recv_cq, q->qp_num);
-			if (q->send_cq != q->recv_cq)
-				rl_cq_clean(q->send_cq, q->qp_num);
+		if (attr->qp_state == IBV_QPS_RESET && qp->sq.ring.mem) { /* the service emptied the rings */
+			clean_cqs(q);
 			qp->sq.prod = __atomic_load_n((uint32_t *)(qp->sq.ring.mem + RL_RING_PROD), __ATOMIC_ACQUIRE);
 			if (qp->rq.ring.mem)
 				qp->rq.prod = __atomic_load_n((uint32_t *)(qp->rq.ring.mem + RL_RING_PROD), __ATOMIC_ACQUIRE);

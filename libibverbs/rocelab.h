@@ -109,6 +109,12 @@ struct rl_srq {
 	struct rl_wq rq;
 	size_t size;
 	uint32_t max_wr;
+	uint32_t srqn; /* an XRC SRQ's number (ibv_get_srq_num); 0 for a basic SRQ */
+};
+
+struct rl_xrcd {
+	struct ibv_xrcd xrcd;
+	uint32_t h;
 };
 
 struct rl_ah {
@@ -152,6 +158,13 @@ void rl_unregister(struct rl_context *ctx, uint32_t h);
 /* the extended verbs' objects (objects.c), installed with the device's ops (device.c) */
 struct ibv_cq_ex *rl_create_cq_ex(struct ibv_context *c, struct ibv_cq_init_attr_ex *attr);
 struct ibv_qp *rl_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *ex);
+/* XRC (objects.c): the device's open_xrcd, close_xrcd, create_srq_ex, get_srq_num and
+ * open_qp ops */
+struct ibv_xrcd *rl_open_xrcd(struct ibv_context *c, struct ibv_xrcd_init_attr *attr);
+int rl_close_xrcd(struct ibv_xrcd *x);
+struct ibv_srq *rl_create_srq_ex(struct ibv_context *c, struct ibv_srq_init_attr_ex *attr);
+int rl_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
+struct ibv_qp *rl_open_qp(struct ibv_context *c, struct ibv_qp_open_attr *attr);
 /* memory windows (objects.c), the device's alloc_mw, dealloc_mw and bind_mw ops */
 struct ibv_mw *rl_alloc_mw(struct ibv_pd *p, enum ibv_mw_type type);
 int rl_dealloc_mw(struct ibv_mw *m);

@@ -49,6 +49,10 @@ enum rl_op {
 	RL_OP_DETACH_MCAST = 28, /* rl_mcast */
 	RL_OP_ALLOC_MW = 29,	/* rl_alloc_mw; answered by rl_mw_resp */
 	RL_OP_DEALLOC_MW = 30,	/* rl_handle */
+	RL_OP_OPEN_XRCD = 31,	/* rl_open_xrcd; answered by rl_handle */
+	RL_OP_CLOSE_XRCD = 32,	/* rl_handle */
+	RL_OP_CREATE_XRC_SRQ = 33, /* rl_create_xrc_srq; answered by rl_xrc_srq_resp and the ring's memfd */
+	RL_OP_OPEN_QP = 34,	/* rl_open_qp; answered by rl_qp_resp, without rings */
 };
 
 /* Status codes of a response header (wire.Code). */
@@ -160,6 +164,25 @@ struct RL_PACKED rl_create_srq {
 	uint32_t pd, max_wr, max_sge;
 };
 
+/* has_file 0: a private domain (fd -1); else the domain of the file dev/ino. */
+struct RL_PACKED rl_open_xrcd {
+	uint64_t dev, ino;
+	uint32_t oflags, has_file;
+};
+
+struct RL_PACKED rl_create_xrc_srq {
+	uint32_t pd, max_wr, max_sge, xrcd, cq, pad;
+};
+
+struct RL_PACKED rl_xrc_srq_resp {
+	struct rl_ring_resp ring;
+	uint32_t srqn, pad;
+};
+
+struct RL_PACKED rl_open_qp {
+	uint32_t xrcd, qpn;
+};
+
 /* The new ring keeps the producer and consumer indices (entries copied to the same
  * index modulo the new capacity) and a CQ's event count. */
 struct RL_PACKED rl_resize {
@@ -243,7 +266,7 @@ struct RL_PACKED rl_send_wqe {
 	uint64_t compare_add;
 	uint64_t swap;
 	uint32_t ah;
-	uint32_t remote_qpn;
+	uint32_t remote_qpn; /* UD; XRC_SEND: the remote XRC SRQ number */
 	uint32_t remote_qkey;
 	uint32_t inv_rkey;
 };
@@ -276,6 +299,9 @@ _Static_assert(sizeof(struct rl_reg_mr) == 32, "reg mr");
 _Static_assert(sizeof(struct rl_ring_resp) == 24, "ring response");
 _Static_assert(sizeof(struct rl_create_ah) == 32, "create ah");
 _Static_assert(sizeof(struct rl_create_qp) == 36, "create qp");
+_Static_assert(sizeof(struct rl_open_xrcd) == 24, "open xrcd");
+_Static_assert(sizeof(struct rl_create_xrc_srq) == 24, "create xrc srq");
+_Static_assert(sizeof(struct rl_xrc_srq_resp) == 32, "xrc srq response");
 _Static_assert(sizeof(struct rl_qp_resp) == 56, "qp response");
 _Static_assert(sizeof(struct rl_qp_attr) == 86, "qp attr");
 _Static_assert(sizeof(struct rl_send_wqe) == 64, "send wqe");

@@ -728,7 +728,8 @@ int rdma_create_qp_ex(struct rdma_cm_id *id, struct ibv_qp_init_attr_ex *attr)
 		destroy_cqs(id);
 		return fail(err);
 	}
-	id->pd = qp->pd;
+	if (qp->pd) /* an XRC_RECV QP has none: it lives in the XRC domain */
+		id->pd = qp->pd;
 	id->qp = qp;
 	return 0;
 }

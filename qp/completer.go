@@ -35,8 +35,8 @@ type completer struct {
 
 // complete handles a response packet for an RC QP.
 func (q *QP) complete(now int64, p *roce.Packet) {
-	if q.cfg.Type != RC {
-		q.ctr.DropOpcode++
+	if !q.cfg.Type.reliable() || q.cfg.Type == XRCRecv {
+		q.ctr.DropOpcode++ // no requester
 		return
 	}
 	if q.state != StateRTS && q.state != StateSQD {
@@ -53,7 +53,7 @@ func (q *QP) complete(now int64, p *roce.Packet) {
 		return
 	}
 	before := q.comp.psn
-	switch p.BTH.Opcode() {
+	switch q.rcOpcode(p.BTH.Opcode()) {
 	case roce.OpRCAck:
 		q.ack(now, psn, p.AETH.Syndrome())
 	case roce.OpRCAtomicAck:
@@ -361,7 +361,7 @@ func (q *QP) resumeFrom(psn roce.PSN) {
 func (q *QP) sendError(w *sendWQE, status WCStatus) {
 	w.status = status
 	q.retire() // WQEs acknowledged before the failing one complete normally
-	if q.cfg.Type == RC {
+	if q.cfg.Type.reliable() {
 		q.enterError()
 		q.resp.queue.clear()
 		return

@@ -1,6 +1,8 @@
 // Package qp implements RDMA queue pairs: the QP state machine of ibv_modify_qp(3) and
 // the RC, UC and UD transport engines of IBTA vol. 1 ch. 9–10, wire-compatible with the
-// Linux kernel's Soft-RoCE (rxe).
+// Linux kernel's Soft-RoCE (rxe), and XRC's two halves (annex A14): RC's requester and
+// responder in the XRC opcode space, the responder's receive queue, CQ and memory those
+// of the XRC SRQ each request names.
 //
 // A QP is a pure, deterministic state machine. It never starts goroutines, opens sockets
 // or reads a clock: the caller (package rnic, or a test harness) drives it with events

@@ -53,6 +53,54 @@ func FuzzReceive(f *testing.F) {
 	})
 }
 
+// FuzzReceiveXRC is FuzzReceive for an XRC initiator and target whose domain holds
+// SRQs 1 and 2: well-formed frames carry any opcode (XRC's among them) and an XRCETH
+// naming SRQ 0 to 3.
+func FuzzReceiveXRC(f *testing.F) {
+	f.Add([]byte{}, true, uint8(0), uint32(0))
+	f.Add([]byte("0123456789abcdef0123456789abcdef"), false, uint8(roce.XRCBase+roce.OpRCAck), uint32(0xFFFFF0))
+	f.Add([]byte("0123456789abcdef0123456789abcdef"), false, uint8(roce.XRCBase+roce.OpRCReadResponseOnly), uint32(0xFFFFF1))
+	f.Add(make([]byte, 1100), false, uint8(roce.XRCBase+roce.OpRCSendFirst), uint32(0xFFFFF0))
+	f.Add(make([]byte, 40), false, uint8(roce.XRCBase+roce.OpRCSendOnly), uint32(0xFFFFF2))
+	f.Add(make([]byte, 40), false, uint8(roce.XRCBase+roce.OpRCFetchAdd), uint32(0xFFFFF0))
+	f.Add(make([]byte, 40), false, uint8(roce.OpRCSendOnly), uint32(0xFFFFF0))
+	f.Fuzz(func(t *testing.T, data []byte, raw bool, opcode uint8, psn uint32) {
+		srqs := map[uint32]*xrcSRQ{1: {rq: newRing(4), cq: &cqRec{}}, 2: {rq: newRing(4), cq: &cqRec{}}}
+		a, b := newXRCPair(t, srqs)
+		withRegions(a, b, AccessRemoteWrite|AccessRemoteRead|AccessRemoteAtomic)
+		srqs[1].rq.push(RecvWR{WRID: 1, SGL: []SGE{{localBase, 4096, localKey}}})
+		post(t, a, SendWR{WRID: 1, Opcode: WRSend, RemoteSRQN: 1, SGL: []SGE{{localBase, 3000, localKey}}})
+		post(t, a, SendWR{WRID: 2, Opcode: WRRead, RemoteSRQN: 2, SGL: []SGE{{localBase, 100, localKey}}, RemoteAddr: remoteBase, RKey: remoteKey})
+		buf := make([]byte, MaxFrameSize)
+		for a.qp.HasRequest() {
+			n, _ := a.qp.NextRequest(0, buf)
+			b.qp.ReceiveFrame(0, buf[:n])
+		}
+		frames := [][]byte{data}
+		if !raw { // one to each side: the target's responder and the initiator's completer
+			frames = [][]byte{wellFormed(a, b, data, roce.Opcode(opcode), roce.PSN(psn&roce.PSNMask)),
+				wellFormed(b, a, data, roce.Opcode(opcode), roce.PSN(psn&roce.PSNMask))}
+		}
+		for k, n := range []*node{a, b, b, a} {
+			frame := frames[k/2%len(frames)]
+			before, state := n.qp.Counters(), n.qp.State()
+			n.qp.ReceiveFrame(1, frame)
+			var p roce.Packet
+			if p.Decode(frame) != nil || !p.ICRCOK() {
+				if n.qp.State() != state || n.qp.Counters().DropMalformed != before.DropMalformed+1 {
+					t.Fatalf("garbage changed the QP: %v → %v", state, n.qp.State())
+				}
+			}
+			for range 100 {
+				if _, ok := n.qp.NextResponse(buf); !ok {
+					break
+				}
+			}
+			n.qp.OnTimer(n.qp.NextDeadline())
+		}
+	})
+}
+
 // wellFormed builds a frame from from's address to to's QP carrying fuzz-chosen fields.
 func wellFormed(from, to *node, data []byte, op roce.Opcode, psn roce.PSN) []byte {
 	info := op.Info()
@@ -76,6 +124,7 @@ func wellFormed(from, to *node, data []byte, op roce.Opcode, psn roce.PSN) []byt
 	bld.AtomicETH = roce.AtomicETHFields{VA: remoteBase + word(1)%regionSize, RKey: uint32(word(9)) % 4, SwapAdd: word(17)}
 	bld.AETH = roce.AETHFields{Syndrome: roce.Syndrome(word(2)), MSN: uint32(word(5)) & 0xFFFFFF}
 	bld.DETH = roce.DETHFields{QKey: uint32(word(3)), SrcQP: roce.QPN(word(6) & 0xFFFFFF)}
+	bld.XRCSRQN = uint32(word(11)) % 4 // XRC requests: SRQ 0 and 3 are in no domain
 	if info.Payload && len(data) > 24 {
 		bld.Payload = data[24:]
 	}

@@ -15,7 +15,7 @@ func (q *QP) PostSend(wr *SendWR) error {
 	if err != nil {
 		return err
 	}
-	if q.cfg.Type == RC && wr.Opcode.readOrAtomic() && q.attr.MaxRdAtomic == 0 {
+	if q.cfg.Type.reliable() && wr.Opcode.readOrAtomic() && q.attr.MaxRdAtomic == 0 {
 		return fmt.Errorf("%w: %v with max_rd_atomic 0", ErrInvalidWR, wr.Opcode)
 	}
 	if q.sq.full() {
@@ -32,6 +32,9 @@ func (q *QP) PostSend(wr *SendWR) error {
 // (ibv_post_recv). A QP attached to an SRQ has none: post to the SRQ instead. In ERR the
 // request completes at once with WR_FLUSH_ERR.
 func (q *QP) PostRecv(wr *RecvWR) error {
+	if q.cfg.Type.isXRC() {
+		return fmt.Errorf("%w: an %v QP has no receive queue (XRC receives post to the XRC SRQ)", ErrInvalidWR, q.cfg.Type)
+	}
 	if q.rq == nil {
 		return fmt.Errorf("%w: the QP receives from an SRQ", ErrInvalidWR)
 	}

@@ -20,6 +20,14 @@ type Config struct {
 	RecvCQ CompletionQueue
 	SRQ    RecvQueue // a shared receive queue; nil gives the QP its own of MaxRecvWR
 
+	// XRCSRQ resolves, for an XRC_RECV QP, the SRQ number in a request's XRCETH to the
+	// XRC SRQ, its CQ and the memory of its protection domain (IBTA annex A14: an XRC
+	// request's R_Keys are checked against the XRC SRQ's PD); ok is false when no XRC
+	// SRQ of that number belongs to the QP's XRC domain, which the QP answers with a NAK
+	// (invalid request). An XRC_RECV QP has no Memory, SendCQ, RecvCQ or SRQ of its own;
+	// an XRC_SEND QP no RecvCQ or SRQ.
+	XRCSRQ func(srqn uint32) (srq RecvQueue, cq CompletionQueue, mem Memory, ok bool)
+
 	MaxSendWR int // send queue depth (ibv_qp_cap.max_send_wr)
 	MaxRecvWR int // receive queue depth, without an SRQ
 	MaxSGE    int // SGEs per work request; 0 means 1
@@ -76,8 +84,9 @@ type QP struct {
 	cfg   Config
 	state State
 	attr  Attr
-	rq    *ring     // own receive queue, nil with an SRQ
-	recv  RecvQueue // rq or the SRQ
+	rq    *ring           // own receive queue, nil with an SRQ
+	recv  RecvQueue       // rq or the SRQ; XRC_RECV: the XRC SRQ of the message under way
+	rcq   CompletionQueue // receive completions: RecvCQ, or that XRC SRQ's CQ
 
 	sq   sendQueue
 	req  requester
@@ -92,19 +101,19 @@ type QP struct {
 // New creates a QP in the RESET state.
 func New(cfg Config) (*QP, error) {
 	switch cfg.Type {
-	case RC, UC, UD:
+	case RC, UC, UD, XRCSend, XRCRecv:
 	default:
 		return nil, fmt.Errorf("qp: unsupported QP type %v", cfg.Type)
 	}
 	if !cfg.QPN.Valid() || cfg.QPN <= roce.GSIQPN {
 		return nil, fmt.Errorf("qp: QPN %v is reserved or exceeds 24 bits", cfg.QPN)
 	}
-	if cfg.Memory == nil || cfg.SendCQ == nil || cfg.RecvCQ == nil {
-		return nil, fmt.Errorf("qp: Memory, SendCQ and RecvCQ are required")
+	if err := checkQueues(&cfg); err != nil {
+		return nil, err
 	}
 	// A receive queue of 0 is legal (a send-only QP, as rxe allows): every receive
 	// post fails with a full queue, and a SEND finds no WR.
-	if cfg.MaxSendWR < 1 || cfg.MaxRecvWR < 0 {
+	if cfg.MaxSendWR < 1 && cfg.Type != XRCRecv || cfg.MaxRecvWR < 0 {
 		return nil, fmt.Errorf("qp: queue depths must be at least 1 for send and 0 for receive (send %d, receive %d)", cfg.MaxSendWR, cfg.MaxRecvWR)
 	}
 	if cfg.AckReqEvery < 0 {
@@ -131,16 +140,68 @@ func New(cfg Config) (*QP, error) {
 	if !cfg.PortMTU.Valid() {
 		return nil, fmt.Errorf("qp: port MTU %d is not an IBTA MTU", cfg.PortMTU)
 	}
-	q := &QP{cfg: cfg}
+	q := &QP{cfg: cfg, rcq: cfg.RecvCQ}
 	q.sq.init(cfg.MaxSendWR)
-	if cfg.SRQ != nil {
+	switch {
+	case cfg.Type.isXRC():
+		q.recv = noRecv{} // an XRC_RECV QP takes each message's SRQ from its XRCETH
+		if cfg.Type == XRCRecv {
+			q.cfg.Memory = noMemory{} // until a request names an SRQ, and so a PD
+		}
+	case cfg.SRQ != nil:
 		q.recv = cfg.SRQ
-	} else {
+	default:
 		q.rq = newRing(cfg.MaxRecvWR)
 		q.recv = q.rq
 	}
 	q.reset()
 	return q, nil
+}
+
+// checkQueues checks that cfg names the queues its type needs and none it cannot use.
+func checkQueues(cfg *Config) error {
+	if cfg.Memory == nil && cfg.Type != XRCRecv {
+		return fmt.Errorf("qp: Memory is required")
+	}
+	switch cfg.Type {
+	case XRCSend:
+		if cfg.SendCQ == nil || cfg.RecvCQ != nil || cfg.SRQ != nil || cfg.XRCSRQ != nil || cfg.MaxRecvWR != 0 {
+			return fmt.Errorf("qp: an XRC_SEND QP takes a SendCQ and no receive queue, RecvCQ or SRQ")
+		}
+	case XRCRecv:
+		if cfg.XRCSRQ == nil || cfg.Memory != nil || cfg.SendCQ != nil || cfg.RecvCQ != nil || cfg.SRQ != nil || cfg.MaxSendWR != 0 || cfg.MaxRecvWR != 0 {
+			return fmt.Errorf("qp: an XRC_RECV QP takes XRCSRQ and no Memory, queues or CQs of its own")
+		}
+	default:
+		if cfg.SendCQ == nil || cfg.RecvCQ == nil || cfg.XRCSRQ != nil {
+			return fmt.Errorf("qp: SendCQ and RecvCQ are required, XRCSRQ is for XRC_RECV QPs only")
+		}
+	}
+	return nil
+}
+
+// noRecv is the receive queue of a QP that has none (XRC_SEND, and XRC_RECV between
+// messages): a SEND finds no WR.
+type noRecv struct{}
+
+func (noRecv) Pop() (RecvWR, bool) { return RecvWR{}, false }
+
+// noMemory is the memory of an XRC_RECV QP before its first request: no key is valid.
+type noMemory struct{}
+
+func (noMemory) Read(key uint32, _ uint64, _ []byte, _ Access) error { return noKey(key) }
+func (noMemory) Write(key uint32, _ uint64, _ []byte, _ Access) error {
+	return noKey(key)
+}
+func (noMemory) Check(key uint32, _ uint64, _ uint64, _ Access) error { return noKey(key) }
+func (noMemory) Atomic(key uint32, _ uint64, _ AtomicOp, _ Access) (uint64, error) {
+	return 0, noKey(key)
+}
+func (noMemory) Invalidate(rkey uint32) error { return noKey(rkey) }
+func (noMemory) BindMW(b *MWBind) error       { return noKey(b.MWRKey) }
+
+func noKey(key uint32) error {
+	return fmt.Errorf("%w: %#x: the XRC target has no protection domain before a request names its SRQ", ErrInvalidKey, key)
 }
 
 // QPN returns the QP's number.

@@ -38,12 +38,31 @@ func (q *QP) ReceiveFrame(now int64, frame []byte) {
 	q.rx = roce.Packet{} // keep no reference to the caller's frame
 }
 
+// rcOpcode maps an XRC opcode to the RC opcode it carries in the XRC group, so that
+// the RC code paths compare one set of constants; other opcodes are returned as they are.
+func (q *QP) rcOpcode(op roce.Opcode) roce.Opcode {
+	if q.cfg.Type.isXRC() {
+		return op - roce.XRCBase
+	}
+	return op
+}
+
+// opcodeBase is what the QP adds to an RC opcode to send it: roce.XRCBase for XRC.
+func (q *QP) opcodeBase() roce.Opcode {
+	if q.cfg.Type.isXRC() {
+		return roce.XRCBase
+	}
+	return 0
+}
+
 func transportOf(t Type) roce.Transport {
 	switch t {
 	case UC:
 		return roce.TransportUC
 	case UD:
 		return roce.TransportUD
+	case XRCSend, XRCRecv:
+		return roce.TransportXRC
 	}
 	return roce.TransportRC
 }

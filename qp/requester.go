@@ -76,7 +76,7 @@ func (q *QP) ready() *sendWQE {
 	if q.req.rnrUntil != Never || q.sq.next == q.sq.tail {
 		return nil
 	}
-	if q.cfg.Type == RC && int(q.req.psn.Diff(q.comp.psn)) >= q.cfg.MaxUnackedPSNs {
+	if q.cfg.Type.reliable() && int(q.req.psn.Diff(q.comp.psn)) >= q.cfg.MaxUnackedPSNs {
 		return nil // rxe's wait_psn: the next packet would leave too many unacknowledged
 	}
 	w := q.sq.at(q.sq.next)
@@ -86,7 +86,7 @@ func (q *QP) ready() *sendWQE {
 	if q.state == StateSQD {
 		return nil
 	}
-	if q.cfg.Type == RC {
+	if q.cfg.Type.reliable() {
 		if w.wr.Flags&SendFence != 0 && q.req.rdAtomic > 0 {
 			return nil
 		}
@@ -109,7 +109,7 @@ func (q *QP) start(w *sendWQE) {
 	}
 	w.lastPSN = w.firstPSN.Add(n - 1)
 	w.nextPSN = w.firstPSN
-	if q.cfg.Type == RC && w.wr.Opcode.readOrAtomic() {
+	if q.cfg.Type.reliable() && w.wr.Opcode.readOrAtomic() {
 		w.rdAtomic = true
 		q.req.rdAtomic++
 	}
@@ -157,12 +157,12 @@ func (q *QP) NextRequest(now int64, buf []byte) (n int, ok bool) {
 		}
 		if w.nextPSN == w.lastPSN.Add(1) {
 			q.sq.next++
-			if q.cfg.Type != RC {
+			if !q.cfg.Type.reliable() {
 				w.done = true // UC and UD complete once transmitted
 				q.retire()
 			}
 		}
-		if q.cfg.Type == RC && q.comp.rtoDeadline == Never && q.attr.Timeout != 0 {
+		if q.cfg.Type.reliable() && q.comp.rtoDeadline == Never && q.attr.Timeout != 0 {
 			q.comp.rtoDeadline = now + rto(q.attr.Timeout)
 		}
 		return n, true
@@ -205,6 +205,9 @@ func (q *QP) buildRequest(buf []byte, w *sendWQE, psn roce.PSN) (int, error) {
 		}
 		b.DETH = roce.DETHFields{QKey: qkey, SrcQP: q.cfg.QPN}
 	}
+	if q.cfg.Type == XRCSend {
+		b.XRCSRQN = wr.RemoteSRQN
+	}
 	mtu := q.pathMTU()
 	off := uint32(psn.Diff(w.firstPSN)) * uint32(mtu)
 	first, last := off == 0, true
@@ -212,13 +215,13 @@ func (q *QP) buildRequest(buf []byte, w *sendWQE, psn roce.PSN) (int, error) {
 	q.req.lastData, q.req.lastLen = false, 0
 	switch {
 	case wr.Opcode == WRRead:
-		b.BTH.Opcode = roce.OpRCReadRequest
+		b.BTH.Opcode = q.opcodeBase() + roce.OpRCReadRequest
 		b.RETH = roce.RETHFields{VA: wr.RemoteAddr + uint64(off), RKey: wr.RKey, DMALen: w.length - off}
 	case wr.Opcode.isAtomic():
-		b.BTH.Opcode = roce.OpRCFetchAdd
+		b.BTH.Opcode = q.opcodeBase() + roce.OpRCFetchAdd
 		b.AtomicETH = roce.AtomicETHFields{VA: wr.RemoteAddr, RKey: wr.RKey, SwapAdd: wr.CompareAdd}
 		if wr.Opcode == WRCompareSwap {
-			b.BTH.Opcode = roce.OpRCCompareSwap
+			b.BTH.Opcode = q.opcodeBase() + roce.OpRCCompareSwap
 			b.AtomicETH.SwapAdd, b.AtomicETH.Compare = wr.Swap, wr.CompareAdd
 		}
 	default:
@@ -238,7 +241,7 @@ func (q *QP) buildRequest(buf []byte, w *sendWQE, psn roce.PSN) (int, error) {
 			b.RETH = roce.RETHFields{VA: wr.RemoteAddr, RKey: wr.RKey, DMALen: w.length}
 		}
 		b.Imm, b.IETHRKey = wr.Imm, wr.InvalidateRKey
-		if end := off + n; end > w.sent && q.cfg.Type == RC {
+		if end := off + n; end > w.sent && q.cfg.Type.reliable() {
 			q.req.inflight += uint64(end - w.sent)
 			w.sent = end
 		}
@@ -246,7 +249,7 @@ func (q *QP) buildRequest(buf []byte, w *sendWQE, psn roce.PSN) (int, error) {
 	b.BTH.PSN = psn
 	b.BTH.SE = last && wr.Flags&SendSolicited != 0
 	b.BTH.AckReq = false
-	if q.cfg.Type == RC {
+	if q.cfg.Type.reliable() {
 		q.req.noAckPkts++
 		if last || q.req.noAckPkts >= q.cfg.AckReqEvery || psn.Before(q.req.highPSN) {
 			b.BTH.AckReq = true
@@ -280,7 +283,7 @@ var payloadSizer [roce.MTU4096]byte
 
 // dataOpcode returns the opcode of a SEND or WRITE packet by its place in the message.
 func (q *QP) dataOpcode(op WROpcode, first, last bool) roce.Opcode {
-	var base roce.Opcode // RC
+	base := q.opcodeBase() // RC, XRC
 	switch q.cfg.Type {
 	case UD:
 		if op == WRSendWithImm {
@@ -309,7 +312,7 @@ func (q *QP) dataOpcode(op WROpcode, first, last bool) roce.Opcode {
 	case first && last && op == WRSendWithImm:
 		return base + roce.OpRCSendOnlyImm
 	case first && last && op == WRSendWithInv:
-		return roce.OpRCSendOnlyInv
+		return base + roce.OpRCSendOnlyInv
 	case first && last:
 		return base + roce.OpRCSendOnly
 	case first:
@@ -317,7 +320,7 @@ func (q *QP) dataOpcode(op WROpcode, first, last bool) roce.Opcode {
 	case last && op == WRSendWithImm:
 		return base + roce.OpRCSendLastImm
 	case last && op == WRSendWithInv:
-		return roce.OpRCSendLastInv
+		return base + roce.OpRCSendLastInv
 	case last:
 		return base + roce.OpRCSendLast
 	}

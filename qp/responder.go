@@ -66,8 +66,10 @@ func (q *QP) respond(p *roce.Packet) {
 		return
 	}
 	switch q.cfg.Type {
-	case RC:
+	case RC, XRCRecv:
 		q.respondRC(p)
+	case XRCSend:
+		q.ctr.DropOpcode++ // an initiator has no responder
 	case UC:
 		q.respondUC(p)
 	case UD:
@@ -77,6 +79,18 @@ func (q *QP) respond(p *roce.Packet) {
 
 func (q *QP) respondRC(p *roce.Packet) {
 	psn := p.BTH.PSN()
+	// An XRC target takes each request's SRQ, CQ and memory from its XRCETH, duplicates
+	// included (a re-executed READ reads the memory it names). IBTA annex A14: an SRQ
+	// outside the target's XRC domain is an invalid request; out of sequence, the packet
+	// is dropped, as the requester resends it anyway.
+	if q.cfg.Type == XRCRecv && !q.selectXRCSRQ(p) {
+		if psn == q.resp.psn {
+			q.responderError(psn, roce.NAKInvalidRequest, 0)
+		} else {
+			q.ctr.DropOpcode++
+		}
+		return
+	}
 	if d := psn.Diff(q.resp.psn); d > 0 {
 		if !q.resp.nakSent {
 			q.resp.nakSent = true
@@ -116,6 +130,17 @@ func (q *QP) respondRC(p *roce.Packet) {
 	if p.BTH.AckReq() {
 		q.queueAck(roce.MakeSyndrome(roce.AckTypeACK, roce.AETHCreditsUnlimited), psn)
 	}
+}
+
+// selectXRCSRQ makes the XRC SRQ that p's XRCETH names, its CQ and its PD's memory the
+// ones the message uses; false means the QP's domain has no such SRQ.
+func (q *QP) selectXRCSRQ(p *roce.Packet) bool {
+	srq, cq, mem, ok := q.cfg.XRCSRQ(p.XRCETH.SRQN())
+	if !ok {
+		return false
+	}
+	q.recv, q.rcq, q.cfg.Memory = srq, cq, mem
+	return true
 }
 
 // checkRequest validates an in-sequence packet's opcode, length and the QP's access
@@ -317,7 +342,7 @@ func (q *QP) execRead(p *roce.Packet) {
 }
 
 func (q *QP) queueRead(psn roce.PSN, va uint64, rkey, n uint32) {
-	q.resp.queue.push(response{kind: respRead, psn: psn, va: va, rkey: rkey, length: n,
+	q.resp.queue.push(response{kind: respRead, psn: psn, va: va, rkey: rkey, length: n, mem: q.cfg.Memory,
 		syndrome: roce.MakeSyndrome(roce.AckTypeACK, roce.AETHCreditsUnlimited), msn: q.resp.msn})
 }
 
@@ -328,7 +353,7 @@ func (q *QP) execAtomic(p *roce.Packet) {
 		return
 	}
 	ae := p.AtomicETH
-	op := AtomicOp{CompareSwap: p.BTH.Opcode() == roce.OpRCCompareSwap, Compare: ae.Compare(), SwapAdd: ae.SwapAdd()}
+	op := AtomicOp{CompareSwap: q.rcOpcode(p.BTH.Opcode()) == roce.OpRCCompareSwap, Compare: ae.Compare(), SwapAdd: ae.SwapAdd()}
 	orig, err := q.cfg.Memory.Atomic(ae.RKey(), ae.VA(), op, AccessRemoteAtomic)
 	if err != nil {
 		q.responderError(psn, roce.NAKRemoteAccessError, 0)

@@ -23,7 +23,10 @@ type response struct {
 	rkey           uint32
 	va             uint64
 	length, offset uint32
-	orig           uint64 // atomic: the original value
+	// READ: the memory the request named, kept because an XRC target's (the memory of
+	// the request's XRC SRQ's PD) may change with the next request
+	mem  Memory
+	orig uint64 // atomic: the original value
 }
 
 // respSlack is room for ACKs and NAKs beside max_dest_rd_atomic READ/atomic entries.
@@ -108,20 +111,20 @@ func (q *QP) NextResponse(buf []byte) (n int, ok bool) {
 		done := true
 		switch r.kind {
 		case respAck:
-			b.BTH.Opcode = roce.OpRCAck
+			b.BTH.Opcode = q.opcodeBase() + roce.OpRCAck
 		case respAtomic:
-			b.BTH.Opcode = roce.OpRCAtomicAck
+			b.BTH.Opcode = q.opcodeBase() + roce.OpRCAtomicAck
 			b.AtomicAck = r.orig
 		case respRead:
 			mtu := uint32(q.pathMTU())
 			n := min(mtu, r.length-r.offset)
 			first, last := r.offset == 0, r.offset+n == r.length
-			b.BTH.Opcode = readResponseOpcode(first, last)
+			b.BTH.Opcode = q.opcodeBase() + readResponseOpcode(first, last)
 			payload, err := q.payloadIn(b, buf, n)
 			if err != nil {
 				return 0, false // a buffer smaller than FrameSize: the caller's bug
 			}
-			if err := q.cfg.Memory.Read(r.rkey, r.va+uint64(r.offset), payload, AccessRemoteRead); err != nil {
+			if err := r.mem.Read(r.rkey, r.va+uint64(r.offset), payload, AccessRemoteRead); err != nil {
 				// The region changed since the request was checked.
 				psn := r.psn
 				rq.clear()

@@ -182,5 +182,5 @@ func (q *QP) flushRecv() {
 }
 
 func (q *QP) completeRecv(wrid uint64, status WCStatus, op WCOpcode, n uint32, imm uint32, flags WCFlags) {
-	q.cfg.RecvCQ.Push(WC{WRID: wrid, Status: status, Opcode: op, ByteLen: n, Imm: imm, Flags: flags, QPNum: uint32(q.cfg.QPN)})
+	q.rcq.Push(WC{WRID: wrid, Status: status, Opcode: op, ByteLen: n, Imm: imm, Flags: flags, QPNum: uint32(q.cfg.QPN)})
 }

@@ -13,11 +13,23 @@ const (
 	RC Type = 2 // IBV_QPT_RC: reliable connected
 	UC Type = 3 // IBV_QPT_UC: unreliable connected
 	UD Type = 4 // IBV_QPT_UD: unreliable datagram
+
+	// XRCSend is an XRC initiator (IBV_QPT_XRC_SEND): an RC requester without a
+	// receive queue whose every request names the target's XRC SRQ (SendWR.RemoteSRQN).
+	XRCSend Type = 9
+	// XRCRecv is an XRC target (IBV_QPT_XRC_RECV): an RC responder without a send or
+	// receive queue of its own; each request's XRCETH selects the XRC SRQ (and so the
+	// CQ) its message is received through (Config.XRCSRQ).
+	XRCRecv Type = 10
 )
 
-// String returns the transport's name: RC, UC or UD.
+// String returns the transport's name: RC, UC, UD, XRC_SEND or XRC_RECV.
 func (t Type) String() string {
 	switch t {
+	case XRCSend:
+		return "XRC_SEND"
+	case XRCRecv:
+		return "XRC_RECV"
 	case RC:
 		return "RC"
 	case UC:
@@ -27,6 +39,13 @@ func (t Type) String() string {
 	}
 	return fmt.Sprintf("Type(%d)", uint8(t))
 }
+
+// reliable reports whether t is acknowledged: RC and both XRC halves, which run RC's
+// protocol in the XRC opcode space.
+func (t Type) reliable() bool { return t == RC || t == XRCSend || t == XRCRecv }
+
+// isXRC reports whether t is one of the XRC halves.
+func (t Type) isXRC() bool { return t == XRCSend || t == XRCRecv }
 
 // State is a QP state (enum ibv_qp_state).
 type State uint8

@@ -37,6 +37,10 @@ type SendWR struct {
 	AH         *AddressVector
 	RemoteQPN  uint32
 	RemoteQKey uint32
+
+	// XRC_SEND only: the number of the XRC SRQ at the target that receives the message
+	// (ibv_send_wr.qp_type.xrc.remote_srqn), carried in every request's XRCETH.
+	RemoteSRQN uint32
 }
 
 // MWBind is what a BIND_MW work request binds (ibv_send_wr.bind_mw): the window now
@@ -89,6 +93,8 @@ func (q *QP) checkSendWR(wr *SendWR) (uint32, error) {
 		return 0, err
 	}
 	switch q.cfg.Type {
+	case XRCRecv:
+		return 0, fmt.Errorf("%w: an XRC_RECV QP has no send queue", ErrInvalidWR)
 	case UD:
 		if wr.Opcode != WRSend && wr.Opcode != WRSendWithImm {
 			return 0, fmt.Errorf("%w: %v on a UD QP", ErrInvalidWR, wr.Opcode)
@@ -106,7 +112,10 @@ func (q *QP) checkSendWR(wr *SendWR) (uint32, error) {
 		if !wr.Opcode.isWrite() && wr.Opcode != WRSend && wr.Opcode != WRSendWithImm && !wr.Opcode.isLocal() {
 			return 0, fmt.Errorf("%w: %v on a UC QP", ErrInvalidWR, wr.Opcode)
 		}
-	case RC:
+	case RC, XRCSend:
+		if q.cfg.Type == XRCSend && wr.RemoteSRQN > 0xFFFFFF {
+			return 0, fmt.Errorf("%w: remote SRQ number %#x exceeds 24 bits", ErrInvalidWR, wr.RemoteSRQN)
+		}
 		switch {
 		case wr.Opcode.isSend(), wr.Opcode.isWrite(), wr.Opcode == WRRead, wr.Opcode.isLocal():
 		case wr.Opcode.isAtomic():

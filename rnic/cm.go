@@ -127,6 +127,7 @@ type CMID struct {
 	handler  func(CMEvent)
 	ps       cm.PortSpace
 	ud       bool // a UD QP's identifier (SIDR), else RC
+	xrc      bool // passive side of an XRC REQ: accepted with an XRC_RECV QP
 	state    cmState
 	local    netip.AddrPort
 	remote   netip.AddrPort
@@ -499,8 +500,8 @@ func (d *Device) Connect(id *CMID, x *QP, p CMConnParam) error {
 	switch {
 	case id.dev != d || id.state != cmRouteResolved:
 		return errorf(ErrInvalidArgument, "connect: route not resolved")
-	case !id.validQP(x, p):
-		return errorf(ErrInvalidArgument, "connect: needs a %v QP of %s", id.qpType(), d.cfg.Name)
+	case !id.validQP(x, p, true):
+		return errorf(ErrInvalidArgument, "connect: needs a %v or XRC_SEND QP of %s", id.qpType(), d.cfg.Name)
 	case len(p.PrivateData) > maxPrivate:
 		return errorf(ErrInvalidArgument, "connect: %d bytes of private data, at most %d", len(p.PrivateData), maxPrivate)
 	}
@@ -529,11 +530,15 @@ func (d *Device) Connect(id *CMID, x *QP, p CMConnParam) error {
 	m := id.message(cm.AttrREQ)
 	r := cm.REQ(m)
 	mtuEnum := uint8(id.mtu.Enum())
+	var transport, extended uint8 = cm.TransportRC, 0
+	if x != nil && x.q.Type() == qp.XRCSend {
+		transport, extended = cm.TransportExtended, cm.ExtendedTransportXRC
+	}
 	r.Encode(&cm.REQFields{
 		LocalCommID: id.localComm, ServiceID: cm.IPServiceID(id.ps, id.remote.Port()),
 		LocalCAGUID: d.QueryDevice().NodeGUID, LocalQPN: id.localQPN(p),
 		ResponderResources: p.ResponderResources, InitiatorDepth: p.InitiatorDepth,
-		RemoteCMResponseTimeout: cmResponseTimeout, TransportType: cm.TransportRC,
+		RemoteCMResponseTimeout: cmResponseTimeout, TransportType: transport, ExtendedTransport: extended,
 		StartingPSN: id.rqPSN, LocalCMResponseTimeout: cmResponseTimeout, RetryCount: p.RetryCount & 7,
 		PKey: roce.DefaultPKey, PathMTU: mtuEnum, RNRRetryCount: p.RNRRetryCount & 7, MaxCMRetries: MaxCMRetries,
 		Primary: cm.PathFields{
@@ -550,13 +555,25 @@ func (d *Device) Connect(id *CMID, x *QP, p CMConnParam) error {
 	return nil
 }
 
-// validQP reports whether x is a QP of id's device of its port space's type, or,
-// for a QP the consumer moves itself, nil with p naming it.
-func (id *CMID) validQP(x *QP, p CMConnParam) bool {
+// validQP reports whether x is a QP of id's device of the type id wants, or, for a QP
+// the consumer moves itself, nil with p naming it. An RC identifier's initiator may
+// also be an XRC_SEND QP (the kernel's rdma_cm: XRC_INI connects actively, and the
+// passive side of its XRC REQ wants an XRC_RECV QP).
+func (id *CMID) validQP(x *QP, p CMConnParam, initiator bool) bool {
 	if x == nil {
 		return p.QPN != 0
 	}
-	return x.dev == id.dev && x.q.Type() == id.qpType()
+	t := x.q.Type()
+	return x.dev == id.dev && (t == id.wantType() || initiator && !id.ud && t == qp.XRCSend)
+}
+
+// wantType is the QP type id connects: UD, RC, or XRC_RECV for the passive side of an
+// XRC REQ.
+func (id *CMID) wantType() qp.Type {
+	if id.xrc {
+		return qp.XRCRecv
+	}
+	return id.qpType()
 }
 
 // localQPN is the QPN a REQ or REP announces: the agent's QP's or the consumer's.
@@ -600,8 +617,8 @@ func (d *Device) Accept(id *CMID, x *QP, p CMConnParam) error {
 	switch {
 	case id.dev != d || id.state != cmReqRcvd && id.state != cmSIDRReqRcvd:
 		return errorf(ErrInvalidArgument, "accept: no connection request pending")
-	case !id.validQP(x, p):
-		return errorf(ErrInvalidArgument, "accept: needs a %v QP of %s", id.qpType(), d.cfg.Name)
+	case !id.validQP(x, p, false):
+		return errorf(ErrInvalidArgument, "accept: needs the %v QP of %s the request asks for", id.wantType(), d.cfg.Name)
 	case len(p.PrivateData) > maxPrivate:
 		return errorf(ErrInvalidArgument, "accept: %d bytes of private data, at most %d", len(p.PrivateData), maxPrivate)
 	}
@@ -842,6 +859,7 @@ func (id *CMID) connectQP() error {
 	}
 	for _, s := range []qp.State{qp.StateRTR, qp.StateRTS} {
 		a, mask := id.connectedAttr(s)
+		mask = xrcMask(id.qp.q.Type(), s, mask)
 		if err := id.dev.ModifyQP(id.qp, &a, mask); err != nil {
 			return err
 		}
@@ -866,6 +884,19 @@ func (id *CMID) connectedAttr(s qp.State) (qp.Attr, qp.AttrMask) {
 	return qp.Attr{State: qp.StateRTS, Timeout: timeout, RetryCnt: id.param.RetryCount & 7,
 			RNRRetry: id.param.RNRRetryCount & 7, SQPSN: id.sqPSN, MaxRdAtomic: id.param.InitiatorDepth},
 		qp.AttrState | qp.AttrTimeout | qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrSQPSN | qp.AttrMaxQPRdAtomic
+}
+
+// xrcMask narrows an RC QP's RTR or RTS mask to what an XRC half takes, as the kernel's
+// cm_init_qp_rtr_attr and cm_init_qp_rts_attr do: an initiator (XRC_SEND) has no
+// responder attributes, a target (XRC_RECV) no requester ones but the timeout.
+func xrcMask(t qp.Type, s qp.State, mask qp.AttrMask) qp.AttrMask {
+	switch {
+	case t == qp.XRCSend && s == qp.StateRTR:
+		return mask &^ (qp.AttrMaxDestRdAtomic | qp.AttrMinRNRTimer)
+	case t == qp.XRCRecv && s == qp.StateRTS:
+		return mask &^ (qp.AttrRetryCnt | qp.AttrRNRRetry | qp.AttrMaxQPRdAtomic)
+	}
+	return mask
 }
 
 // InitQPAttr returns the attributes, and which of them to set, that bring a QP of
@@ -893,6 +924,9 @@ func (d *Device) InitQPAttr(id *CMID, s qp.State) (qp.Attr, qp.AttrMask, error) 
 	switch id.state {
 	case cmReqRcvd, cmRepSent, cmRepRcvd, cmEstablished:
 		a, mask := id.connectedAttr(s)
+		if id.xrc {
+			mask = xrcMask(qp.XRCRecv, s, mask)
+		}
 		return a, mask, nil
 	}
 	return qp.Attr{}, 0, errorf(ErrInvalidArgument, "init QP attributes for %v: no connection negotiated", s)
@@ -1059,6 +1093,8 @@ func (a *cmAgent) receiveREQ(r cm.REQ, src, dst netip.Addr, srcMAC [6]byte) {
 	case l == nil || l.ud || err != nil:
 		child.reject(cm.RejInvalidServiceID, nil)
 		return
+	case r.TransportType() == cm.TransportExtended && r.ExtendedTransport() == cm.ExtendedTransportXRC:
+		child.xrc = true // the kernel's cm_req_get_qp_type: an XRC target answers
 	case r.TransportType() != cm.TransportRC:
 		child.reject(cm.RejInvalidTransportType, nil)
 		return

@@ -99,6 +99,9 @@ type Device struct {
 	sched   scheduler
 	neigh   neighbours
 	qps     map[roce.QPN]*QP
+	xrcds   map[XRCDFile]*xrcDomain // the shared XRC domains, by file (xrc.go)
+	xsrqs   map[uint32]*SRQ         // the XRC SRQs, by SRQ number
+	nextSRQ uint32
 	mcast   mcastGroups // multicast groups with their attached QPs (mcast.go)
 	active  []*QP       // QPs in creation order: the scheduler's round-robin ring
 	nextQPN roce.QPN
@@ -196,7 +199,7 @@ func Open(cfg Config) (*Device, error) {
 	if err := cfg.CC.check(); err != nil {
 		return nil, err
 	}
-	d := &Device{cfg: cfg, loop: cfg.Loop, qps: make(map[roce.QPN]*QP), mcast: make(mcastGroups), nextQPN: firstQP,
+	d := &Device{cfg: cfg, loop: cfg.Loop, qps: make(map[roce.QPN]*QP), xrcds: map[XRCDFile]*xrcDomain{}, xsrqs: map[uint32]*SRQ{}, mcast: make(mcastGroups), nextQPN: firstQP,
 		async: make(chan AsyncEvent, 64), tel: tel}
 	if cfg.RandomIDs {
 		d.nextQPN = firstQP + roce.QPN(randomUint32()%uint32(roce.QPNMask-firstQP)) // below 0xFFFFFF, multicast's

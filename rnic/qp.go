@@ -12,12 +12,19 @@ import (
 // keeps for it — its congestion-control state, its pacing deadline and its transport
 // timer.
 type QP struct {
-	dev      *Device
-	pd       *PD
-	q        *qp.QP
-	sendCQ   *CQ
-	recvCQ   *CQ
-	srq      *SRQ
+	dev    *Device
+	pd     *PD
+	q      *qp.QP
+	sendCQ *CQ
+	recvCQ *CQ
+	srq    *SRQ
+	// XRC_RECV: the domain's opening it was created through, the SRQ of the message
+	// under way (xrcSRQ), its memory views by the SRQs' PDs, and the handles (creation
+	// and OpenQP) that hold it.
+	xrcd     *XRCD
+	xsrq     *SRQ
+	xviews   map[*PD]*memView
+	opens    int
 	cc       *flowCC
 	nextSend clock.Time // the pacer lets the QP send its next request from here on
 	// pacedLen and pacedRate are the length of the last request frame and the rate its
@@ -50,10 +57,12 @@ type QPCap = ibv.QPCap
 // QPInitAttr describes a QP at creation (ibv_qp_init_attr).
 type QPInitAttr struct {
 	Type           qp.Type
-	SendCQ, RecvCQ *CQ
+	SendCQ, RecvCQ *CQ // XRC_SEND: no RecvCQ; XRC_RECV: neither
 	SRQ            *SRQ
-	Cap            QPCap
-	SigAll         bool
+	// XRCD is an XRC_RECV QP's domain (ibv_qp_init_attr_ex.xrcd); such a QP has no PD.
+	XRCD   *XRCD
+	Cap    QPCap
+	SigAll bool
 	// CC overrides the device's congestion control for this QP (nil: the device's).
 	// Both ends of a flow must use the same mode.
 	CC *CC
@@ -71,14 +80,11 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	switch {
 	case d.closed:
 		return nil, errorf(ErrClosed, "create QP")
-	case pd == nil || pd.dev != d:
-		return nil, errorf(ErrInvalidArgument, "QP needs a PD of this device")
-	case attr.SendCQ == nil || attr.RecvCQ == nil:
-		return nil, errorf(ErrInvalidArgument, "QP needs a send CQ and a receive CQ")
-	case attr.SendCQ.dev != d || attr.RecvCQ.dev != d:
-		return nil, errorf(ErrInvalidArgument, "QP's CQs belong to another device")
-	case attr.SRQ != nil && attr.SRQ.pd != pd:
-		return nil, errorf(ErrInvalidArgument, "QP's SRQ belongs to another PD")
+	}
+	if err := d.checkQPBindings(pd, &attr); err != nil {
+		return nil, err
+	}
+	switch {
 	case len(d.qps) >= MaxQP:
 		return nil, errorf(ErrNoMemory, "the device holds %d QPs", MaxQP)
 	case attr.Cap.MaxSendWR > MaxWR || attr.Cap.MaxRecvWR > MaxWR:
@@ -103,7 +109,7 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 		return nil, err
 	}
 	qpn := d.allocQPN()
-	cfg := qp.Config{Type: attr.Type, QPN: qpn, Memory: pd.view(uint32(qpn)), SendCQ: attr.SendCQ, RecvCQ: attr.RecvCQ,
+	cfg := qp.Config{Type: attr.Type, QPN: qpn,
 		MaxSendWR: attr.Cap.MaxSendWR, MaxRecvWR: attr.Cap.MaxRecvWR, MaxSGE: max(attr.Cap.MaxSendSGE, attr.Cap.MaxRecvSGE),
 		SigAll: attr.SigAll, PortMTU: roce.MTUForLinkMTU(d.cfg.Link.MTU()), AckReqEvery: ackReqEvery(&ccfg),
 		MaxUnackedPSNs: d.cfg.MaxUnackedPSNs, RXERetryCnt: d.cfg.RXERetryCnt, Segment: attr.Segment,
@@ -113,22 +119,80 @@ func (d *Device) CreateQP(pd *PD, attr QPInitAttr) (*QP, error) {
 	if attr.SRQ != nil {
 		cfg.SRQ = attr.SRQ
 	}
+	// qp.Config takes no typed nil: the CQs an XRC half lacks stay nil interfaces.
+	if pd != nil {
+		cfg.Memory = pd.view(uint32(qpn))
+	}
+	if attr.SendCQ != nil {
+		cfg.SendCQ = attr.SendCQ
+	}
+	if attr.RecvCQ != nil {
+		cfg.RecvCQ = attr.RecvCQ
+	}
+	if attr.Type == qp.XRCRecv {
+		cfg.XRCSRQ = func(n uint32) (qp.RecvQueue, qp.CompletionQueue, qp.Memory, bool) { return x.xrcSRQ(n) }
+	}
 	q, err := qp.New(cfg)
 	if err != nil {
 		return nil, errorf(ErrInvalidArgument, "%v", err)
 	}
 	x = &QP{dev: d, pd: pd, q: q, sendCQ: attr.SendCQ, recvCQ: attr.RecvCQ, srq: attr.SRQ, cc: cc,
-		quantum: max(attr.Weight, 1) * d.sched.unit}
+		quantum: max(attr.Weight, 1) * d.sched.unit, xrcd: attr.XRCD, opens: 1}
 	x.timer = d.loop.NewTimer(x.onTimer)
-	pd.refs++
-	attr.SendCQ.refs++
-	attr.RecvCQ.refs++
-	if attr.SRQ != nil {
-		attr.SRQ.refs++
+	x.hold(1)
+	if attr.XRCD != nil {
+		attr.XRCD.refs++
 	}
 	d.qps[qpn] = x
 	d.active = append(d.active, x)
 	return x, nil
+}
+
+// checkQPBindings checks the PD, CQs, SRQ and XRCD of a QP to create: each type takes
+// those its queues need (XRC_SEND has no receive side, XRC_RECV only its domain), all of
+// this device.
+func (d *Device) checkQPBindings(pd *PD, attr *QPInitAttr) error {
+	if attr.Type == qp.XRCRecv {
+		if pd != nil || attr.SendCQ != nil || attr.RecvCQ != nil || attr.SRQ != nil {
+			return errorf(ErrInvalidArgument, "an XRC_RECV QP takes an XRCD and no PD, CQs or SRQ")
+		}
+		if attr.XRCD == nil || attr.XRCD.closed || attr.XRCD.dev != d {
+			return errorf(ErrInvalidArgument, "an XRC_RECV QP needs an open XRCD of this device")
+		}
+		return nil
+	}
+	switch {
+	case attr.XRCD != nil:
+		return errorf(ErrInvalidArgument, "only an XRC_RECV QP takes an XRCD")
+	case pd == nil || pd.dev != d:
+		return errorf(ErrInvalidArgument, "QP needs a PD of this device")
+	case attr.SendCQ == nil || attr.SendCQ.dev != d:
+		return errorf(ErrInvalidArgument, "QP needs a send CQ of this device")
+	case attr.Type == qp.XRCSend && (attr.RecvCQ != nil || attr.SRQ != nil):
+		return errorf(ErrInvalidArgument, "an XRC_SEND QP has no receive CQ or SRQ")
+	case attr.Type != qp.XRCSend && (attr.RecvCQ == nil || attr.RecvCQ.dev != d):
+		return errorf(ErrInvalidArgument, "QP needs a receive CQ of this device")
+	case attr.SRQ != nil && (attr.SRQ.pd != pd || attr.SRQ.xrcd != nil):
+		return errorf(ErrInvalidArgument, "QP's SRQ belongs to another PD or is an XRC SRQ")
+	}
+	return nil
+}
+
+// hold adds n (1 or -1) to the references the QP holds on its PD, CQs and SRQ, which
+// an XRC half has only some of.
+func (x *QP) hold(n int) {
+	if x.pd != nil {
+		x.pd.refs += n
+	}
+	if x.sendCQ != nil {
+		x.sendCQ.refs += n
+	}
+	if x.recvCQ != nil {
+		x.recvCQ.refs += n
+	}
+	if x.srq != nil {
+		x.srq.refs += n
+	}
 }
 
 func (d *Device) allocQPN() roce.QPN {
@@ -259,10 +323,26 @@ func (d *Device) resolveAV(av *qp.AddressVector) error {
 func (d *Device) QueryQP(x *QP) qp.Attr { return x.q.Attr() }
 
 // DestroyQP destroys a queue pair (ibv_destroy_qp). Its outstanding work is dropped
-// without completions, as destroying a QP in any state does.
+// without completions, as destroying a QP in any state does. An XRC_RECV QP that other
+// handles have open (OpenQP) stays until the last is closed (CloseQP).
 func (d *Device) DestroyQP(x *QP) error {
-	if _, ok := d.qps[x.QPN()]; !ok {
+	return d.release(x, x.xrcd)
+}
+
+// CloseQP closes a handle OpenQP returned through xrcd.
+func (d *Device) CloseQP(x *QP, xrcd *XRCD) error { return d.release(x, xrcd) }
+
+// release drops one handle of x, opened through xrcd (nil: not an XRC_RECV QP), and
+// destroys x with its last.
+func (d *Device) release(x *QP, xrcd *XRCD) error {
+	if _, ok := d.qps[x.QPN()]; !ok || x.opens == 0 {
 		return errorf(ErrNotFound, "QP %v is not on %s", x.QPN(), d.cfg.Name)
+	}
+	if xrcd != nil {
+		xrcd.refs--
+	}
+	if x.opens--; x.opens > 0 {
+		return nil
 	}
 	delete(d.qps, x.QPN())
 	d.detachAll(x)
@@ -276,12 +356,7 @@ func (d *Device) DestroyQP(x *QP) error {
 	// The CM agent may still move a destroyed QP to ERR: its owner's hook, whose memory
 	// is gone with the QP (the verbs service's rings), must not hear of it.
 	x.OnState = nil
-	x.pd.refs--
-	x.sendCQ.refs--
-	x.recvCQ.refs--
-	if x.srq != nil {
-		x.srq.refs--
-	}
+	x.hold(-1)
 	return nil
 }
 
@@ -312,11 +387,15 @@ func (x *QP) PostRecv(wr *qp.RecvWR) error {
 // refill runs RecvRefill for a packet that found no receive WR. The packet is still
 // inside the QP: completion handlers, which may post to it, run only once it is done.
 func (x *QP) refill() {
-	if x.RecvRefill == nil {
+	hook := x.RecvRefill
+	if x.xsrq != nil { // an XRC_RECV QP's receives are the message's XRC SRQ's
+		hook = x.xsrq.RecvRefill
+	}
+	if hook == nil {
 		return
 	}
 	x.dev.refilling = true
-	x.RecvRefill()
+	hook()
 	x.dev.refilling = false
 }
 

@@ -15,6 +15,13 @@ type SRQ struct {
 	maxSGE  int
 	limit   int // 0: not armed
 	refs    int
+	// XRC SRQs: the domain opening, the CQ and the number (xrc.go).
+	xrcd *XRCD
+	cq   *CQ
+	num  uint32
+	// RecvRefill, for an XRC SRQ, is what QP.RecvRefill is for a QP: it runs when an
+	// XRC_RECV QP's packet finds the SRQ empty, and may post to it.
+	RecvRefill func()
 	// Context is the application's srq_context.
 	Context any
 }
@@ -52,6 +59,14 @@ func (s *SRQ) ModifySRQ(limit int) error {
 func (d *Device) DestroySRQ(s *SRQ) error {
 	if s.refs != 0 {
 		return errorf(ErrBusy, "SRQ still used by %d QPs", s.refs)
+	}
+	if s.xrcd != nil {
+		delete(d.xsrqs, s.num)
+		s.xrcd.refs--
+		s.cq.refs--
+		// A target QP may still name the SRQ as its last message's: the hook, whose
+		// memory (the verbs service's ring) goes with the SRQ, must not run again.
+		s.RecvRefill = nil
 	}
 	s.pd.refs--
 	return nil

@@ -42,6 +42,7 @@ type Builder struct {
 	AtomicAck uint64 // AtomicAckETH: the original remote data
 	Imm       uint32 // ImmDt, network byte order value as carried
 	IETHRKey  uint32 // IETH: the R_Key to invalidate
+	XRCSRQN   uint32 // XRCETH: the target XRC SRQ's number (24 bits)
 
 	Payload []byte
 
@@ -256,6 +257,8 @@ func (b *Builder) putExtensionHeaders(l3 []byte, p int) int {
 			ImmDt(h).SetImm(b.Imm)
 		case HdrIETH:
 			IETH(h).SetRKey(b.IETHRKey)
+		case HdrXRCETH:
+			XRCETH(h).SetSRQN(b.XRCSRQN)
 		case HdrCNP:
 			clear(h)
 		}
@@ -302,5 +305,8 @@ func (b *Builder) From(p *Packet) {
 	}
 	if p.IETH != nil {
 		b.IETHRKey = p.IETH.RKey()
+	}
+	if p.XRCETH != nil {
+		b.XRCSRQN = p.XRCETH.SRQN()
 	}
 }

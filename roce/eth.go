@@ -227,6 +227,33 @@ func (h IETH) RKey() uint32 { return binary.BigEndian.Uint32(h) }
 // SetRKey sets the R_Key to invalidate.
 func (h IETH) SetRKey(v uint32) { binary.BigEndian.PutUint32(h, v) }
 
+// XRCETH is a view of the 4-byte XRC Extended Transport Header that every XRC request
+// carries right after the BTH: the number of the XRC SRQ at the target whose receive
+// WQEs (and completion queue) the message uses.
+//
+//	 0                   1                   2                   3
+//	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|   Reserved    |                  XRC SRQ number               |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+type XRCETH []byte
+
+// XRCETHSize is the size of an XRCETH.
+const XRCETHSize = 4
+
+const xrcethSRQN = 1 // the 24-bit SRQ number follows one reserved byte
+
+// SRQN returns the target XRC SRQ's number.
+func (h XRCETH) SRQN() uint32 {
+	return uint32(h[xrcethSRQN])<<16 | uint32(h[xrcethSRQN+1])<<8 | uint32(h[xrcethSRQN+2])
+}
+
+// SetSRQN sets the target XRC SRQ's number (its low 24 bits) and clears the reserved byte.
+func (h XRCETH) SetSRQN(v uint32) {
+	h[0] = 0
+	h[xrcethSRQN], h[xrcethSRQN+1], h[xrcethSRQN+2] = byte(v>>16), byte(v>>8), byte(v)
+}
+
 // DETH is a view of the 8-byte Datagram Extended Transport Header carried by UD.
 //
 //	 0                   1                   2                   3

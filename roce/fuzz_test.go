@@ -11,6 +11,7 @@ import (
 func FuzzDecode(f *testing.F) {
 	f.Add(writeFirst(f, false, 64))
 	f.Add(writeFirst(f, true, 3))
+	f.Add(xrcWriteOnly(f))
 	var p, q Packet
 	var b Builder
 	buf := make([]byte, 1<<16+64)

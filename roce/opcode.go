@@ -3,7 +3,7 @@ package roce
 import "fmt"
 
 // Opcode is a BTH opcode: the top three bits select the transport (000 RC, 001 UC,
-// 010 RD, 011 UD, 100 CNP, 110–111 manufacturer specific), the low five the operation.
+// 010 RD, 011 UD, 100 CNP, 101 XRC, 110–111 manufacturer specific), the low five the operation.
 type Opcode uint8
 
 // Transport is the service an opcode belongs to.
@@ -17,6 +17,9 @@ const (
 	TransportCNP
 	// TransportVendor marks rocelab's manufacturer-specific opcodes (telemetry probes).
 	TransportVendor
+	// TransportXRC is the eXtended Reliable Connected service: RC's opcodes in group
+	// 0b101, its requests carrying an XRCETH.
+	TransportXRC
 )
 
 // String returns the transport's name as rxe spells it (RC, UC, UD, ...).
@@ -32,13 +35,16 @@ func (t Transport) String() string {
 		return "CNP"
 	case TransportVendor:
 		return "VENDOR"
+	case TransportXRC:
+		return "XRC"
 	}
 	return "UNKNOWN"
 }
 
 // Headers is a set of extension headers, as carried by an opcode. They appear on the
-// wire in the order of the constants below (IBTA 9.2: DETH, RETH, AtomicETH, AETH,
-// AtomicAckETH, ImmDt, IETH), after the BTH.
+// wire in the order of headerOrder (IBTA 9.2: DETH or XRCETH, RETH, AtomicETH, AETH,
+// AtomicAckETH, ImmDt, IETH), after the BTH. XRCETH is the last bit so that the values of
+// the older constants stay as they were.
 type Headers uint16
 
 // Extension headers.
@@ -51,6 +57,7 @@ const (
 	HdrImmDt
 	HdrIETH
 	HdrCNP // the CNP's 16 reserved bytes
+	HdrXRCETH
 )
 
 // headerOrder lists the extension headers in wire order with their sizes.
@@ -59,6 +66,7 @@ var headerOrder = [...]struct {
 	size int
 }{
 	{HdrDETH, DETHSize},
+	{HdrXRCETH, XRCETHSize}, // XRC requests: right after the BTH, before RETH/AtomicETH/ImmDt
 	{HdrRETH, RETHSize},
 	{HdrAtomicETH, AtomicETHSize},
 	{HdrAETH, AETHSize},
@@ -78,7 +86,7 @@ func (h Headers) Size() int {
 }
 
 // headerSizes holds the size of every set of the extension headers.
-var headerSizes = func() (t [2 * HdrCNP]uint8) {
+var headerSizes = func() (t [2 * HdrXRCETH]uint8) {
 	for h := range t {
 		t[h] = uint8(Headers(h).sum())
 	}
@@ -185,8 +193,10 @@ const (
 	OpUDSendOnly           Opcode = 0x64
 	OpUDSendOnlyImm        Opcode = 0x65
 	OpCNP                  Opcode = 0x81
-	OpTelemetryRequest     Opcode = 0xC0
-	OpTelemetryResponse    Opcode = 0xC1
+	// XRC opcodes are RC's plus 0xA0 (transport group 0b101); XRCBase+OpRC... names them.
+	XRCBase             Opcode = 0xA0
+	OpTelemetryRequest  Opcode = 0xC0
+	OpTelemetryResponse Opcode = 0xC1
 )
 
 var opcodeTable [256]*OpcodeInfo
@@ -229,6 +239,19 @@ func init() {
 	def(OpUDSendOnly, "UD_SEND_ONLY", TransportUD, OperationSend, PosOnly, HdrDETH, true)
 	def(OpUDSendOnlyImm, "UD_SEND_ONLY_WITH_IMMEDIATE", TransportUD, OperationSend, PosOnly, HdrDETH|HdrImmDt, true)
 	def(OpCNP, "CNP", TransportCNP, OperationCNP, PosOnly, HdrCNP, false)
+	// XRC is RC in transport group 0b101: every request carries an XRCETH naming the
+	// target's XRC SRQ; responses carry none (IBTA Vol 1 annex A14, rdma-core's mlx5 WQEs).
+	for op := OpRCSendFirst; op <= OpRCSendOnlyInv; op++ {
+		rc := opcodeTable[op]
+		if rc == nil {
+			continue
+		}
+		h := rc.Headers
+		if rc.Request() {
+			h |= HdrXRCETH
+		}
+		def(XRCBase+op, "XRC_"+rc.Name[len("RC_"):], TransportXRC, rc.Operation, rc.Position, h, rc.Payload)
+	}
 	// rocelab's telemetry probe and response (docs/wire-format.md): the telemetry body is
 	// the payload as far as this table is concerned; roce/telemetry parses it.
 	def(OpTelemetryRequest, "ROCELAB_TELEMETRY_REQUEST", TransportVendor, OperationTelemetryRequest, PosOnly, 0, true)

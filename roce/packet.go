@@ -28,6 +28,7 @@ type Packet struct {
 type TransportPacket struct {
 	BTH       BTH
 	DETH      DETH
+	XRCETH    XRCETH
 	RETH      RETH
 	AtomicETH AtomicETH
 	AETH      AETH
@@ -150,6 +151,8 @@ func (t *TransportPacket) Decode(b []byte) error {
 		switch e.hdr {
 		case HdrDETH:
 			t.DETH = h
+		case HdrXRCETH:
+			t.XRCETH = h
 		case HdrRETH:
 			t.RETH = h
 		case HdrAtomicETH:

@@ -1,6 +1,7 @@
 package roce
 
 import (
+	"bytes"
 	"errors"
 	"net/netip"
 	"path/filepath"
@@ -329,9 +330,9 @@ func TestOpcodeTable(t *testing.T) {
 		}
 		n++
 	}
-	// 23 RC + 12 UC + 2 UD + CNP + 2 rocelab probes.
-	if n != 40 {
-		t.Errorf("%d opcodes in the table, want 40", n)
+	// 23 RC + 23 XRC + 12 UC + 2 UD + CNP + 2 rocelab probes.
+	if n != 63 {
+		t.Errorf("%d opcodes in the table, want 63", n)
 	}
 	checks := []struct {
 		op   Opcode
@@ -345,6 +346,10 @@ func TestOpcodeTable(t *testing.T) {
 		{OpRCSendOnlyInv, "RC_SEND_ONLY_WITH_INVALIDATE", HdrIETH},
 		{OpRCReadResponseMiddle, "RC_RDMA_READ_RESPONSE_MIDDLE", 0},
 		{OpCNP, "CNP", HdrCNP},
+		{XRCBase + OpRCWriteOnlyImm, "XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", HdrXRCETH | HdrRETH | HdrImmDt},
+		{XRCBase + OpRCFetchAdd, "XRC_FETCH_ADD", HdrXRCETH | HdrAtomicETH},
+		{XRCBase + OpRCReadResponseFirst, "XRC_RDMA_READ_RESPONSE_FIRST", HdrAETH},
+		{XRCBase + OpRCAck, "XRC_ACKNOWLEDGE", HdrAETH},
 	}
 	for _, c := range checks {
 		i := c.op.Info()
@@ -357,6 +362,53 @@ func TestOpcodeTable(t *testing.T) {
 	}
 	if s := MakeSyndrome(AckTypeNAK, NAKRemoteAccessError); s != 0x62 || s.Type() != AckTypeNAK || !s.Valid() {
 		t.Errorf("NAK syndrome %#x", uint8(s))
+	}
+}
+
+// xrcWriteOnly builds an XRC RDMA WRITE Only frame to SRQ 0xDCBA98 (set as 0xFEDCBA98: the
+// builder must drop the top byte) with a 3-byte payload.
+func xrcWriteOnly(t testing.TB) []byte {
+	t.Helper()
+	b := Builder{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"),
+		BTH:     BTHFields{Opcode: XRCBase + OpRCWriteOnly, DestQP: 0x12, PSN: 7},
+		RETH:    RETHFields{VA: 0x1122334455667788, RKey: 0xAABBCCDD, DMALen: 3},
+		XRCSRQN: 0xFEDCBA98, Payload: []byte{1, 2, 3},
+	}
+	frame := make([]byte, 256)
+	n, err := b.Build(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return frame[:n]
+}
+
+// An XRC request's XRCETH sits between the BTH and the RETH, its SRQ number in the
+// low 24 bits behind a reserved byte, and survives a decode/build round trip.
+func TestXRCETHPlacement(t *testing.T) {
+	frame := xrcWriteOnly(t)
+	var p Packet
+	if err := p.Decode(frame); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.XRCETH.SRQN(); got != 0xDCBA98 {
+		t.Errorf("SRQN %#x, want the low 24 bits 0xdcba98", got)
+	}
+	ethOff := len(frame) - ICRCSize - len(p.Payload) - int(p.BTH.PadCnt()) - XRCETHSize - RETHSize
+	if want := []byte{0, 0xDC, 0xBA, 0x98}; !bytes.Equal(frame[ethOff:ethOff+XRCETHSize], want) {
+		t.Errorf("XRCETH bytes % x, want % x", frame[ethOff:ethOff+XRCETHSize], want)
+	}
+	if p.RETH.RKey() != 0xAABBCCDD || p.RETH.VA() != 0x1122334455667788 {
+		t.Errorf("RETH after the XRCETH: rkey %#x va %#x", p.RETH.RKey(), p.RETH.VA())
+	}
+	var again Builder
+	again.From(&p)
+	frame2 := make([]byte, 256)
+	n2, err := again.Build(frame2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(frame, frame2[:n2]) {
+		t.Error("XRC frame does not survive From/Build")
 	}
 }
 

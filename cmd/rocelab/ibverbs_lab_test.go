@@ -19,7 +19,7 @@ import (
 // The real RDMA programs these tests run: Debian's ibverbs-utils and perftest, linked
 // against the system's libibverbs.so.1 and run on rocelab's (docs/libibverbs.md).
 var realTools = []string{"ibv_devinfo", "ibv_devices", "ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong",
-	"ibv_srq_pingpong", "ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_send_lat", "ib_write_lat",
+	"ibv_srq_pingpong", "ibv_xsrq_pingpong", "ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_send_lat", "ib_write_lat",
 	"ib_read_lat"}
 
 // buildLibibverbs compiles rocelab's libibverbs.so.1 into dir/lib, where rocelab exec
@@ -285,6 +285,34 @@ func TestLibibverbs(t *testing.T) {
 			_, out = l.pair(t, pingpongPort, "h2", append([]string{real}, args...), "h1", append([]string{goApp}, args...), "10.0.0.2")
 			if !strings.Contains(out, "100 iters in") {
 				t.Fatalf("%s against %s:\n%s", goApp, real, out)
+			}
+		})
+	}
+
+	// XRC: each side's XRC_SEND QPs send into the other's XRC SRQs through its XRC_RECV
+	// QPs, the SRQ numbers exchanged over TCP; the domain is a file both processes of a
+	// side open (ibv_xsrq_pingpong's /tmp/xrc_domain), so it is shared as the verbs say.
+	t.Run("ibv_xsrq_pingpong", func(t *testing.T) {
+		args := []string{"ibv_xsrq_pingpong", "-g", "1", "-n", "100"}
+		srv, cli := l.pair(t, pingpongPort, "h2", args, "h1", args, "10.0.0.2")
+		t.Logf("server:\n%s\nclient:\n%s", srv, cli)
+		// It prints "success" once every message of every client came back, after
+		// checking each completion's status, opcode and WR ID.
+		for _, out := range []string{srv, cli} {
+			if !strings.Contains(out, "success") || !strings.Contains(out, "SRQN") {
+				t.Fatalf("ibv_xsrq_pingpong:\nserver:\n%s\nclient:\n%s", srv, cli)
+			}
+		}
+	})
+
+	// perftest over XRC: its XRC_SEND QPs send into the server's XRC SRQs through
+	// XRC_RECV QPs, each side's domain a file perftest opens.
+	for _, tool := range []string{"ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_send_lat"} {
+		t.Run(tool+"-xrc", func(t *testing.T) {
+			args := []string{tool, "-c", "XRC", "-x", "1", "-n", "200"}
+			_, out := l.pair(t, pingpongPort, "h2", args, "h1", args, "10.0.0.2")
+			if !strings.Contains(out, "#bytes") || !strings.Contains(out, " 200 ") || !strings.Contains(out, "XRC") {
+				t.Fatalf("%s -c XRC printed no result:\n%s", tool, out)
 			}
 		})
 	}

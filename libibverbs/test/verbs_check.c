@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -165,7 +167,9 @@ static void connect_upto(struct ibv_qp *qp, uint32_t remote, const union ibv_gid
 	int mask = IBV_QP_STATE;
 	if (qp->qp_type != IBV_QPT_UD)
 		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-	if (qp->qp_type == IBV_QPT_RC)
+	/* the kernel's table: an XRC target takes RC's responder attributes, an initiator
+	 * its requester ones */
+	if (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_XRC_RECV)
 		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 	MUST(ibv_modify_qp(qp, &a, mask) == 0, "RTR");
 	if (last == IBV_QPS_RTR)
@@ -177,8 +181,10 @@ static void connect_upto(struct ibv_qp *qp, uint32_t remote, const union ibv_gid
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 4;
 	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-	if (qp->qp_type == IBV_QPT_RC)
+	if (qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_XRC_SEND)
 		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+	if (qp->qp_type == IBV_QPT_XRC_RECV)
+		mask |= IBV_QP_TIMEOUT;
 	MUST(ibv_modify_qp(qp, &a, mask) == 0, "RTS");
 }
 
@@ -888,12 +894,253 @@ static void memory_windows(void)
 	ibv_destroy_cq(cq);
 }
 
+static struct ibv_xrcd *open_xrcd(int fd, int oflags)
+{
+	struct ibv_xrcd_init_attr a = {.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS, .fd = fd,
+				       .oflags = oflags};
+	errno = 0;
+	return ibv_open_xrcd(ctx, &a);
+}
+
+static struct ibv_srq *xrc_srq(struct ibv_xrcd *xrcd, struct ibv_cq *cq)
+{
+	struct ibv_srq_init_attr_ex a = {.attr = {.max_wr = 8, .max_sge = 1},
+					 .comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+						      IBV_SRQ_INIT_ATTR_CQ,
+					 .srq_type = IBV_SRQT_XRC, .pd = pd, .xrcd = xrcd, .cq = cq};
+	errno = 0;
+	return ibv_create_srq_ex(ctx, &a);
+}
+
+static struct ibv_qp *xrc_recv_qp(struct ibv_xrcd *xrcd)
+{
+	struct ibv_qp_init_attr_ex a = {.qp_type = IBV_QPT_XRC_RECV, .comp_mask = IBV_QP_INIT_ATTR_XRCD, .xrcd = xrcd};
+	errno = 0;
+	return ibv_create_qp_ex(ctx, &a);
+}
+
+/* xrc_peer is verbs_check xrc-peer FILE QPN: a second process of the host opens the
+ * domain of FILE, opens the target QP QPN through it and makes an XRC SRQ of its own
+ * there, prints the SRQ's number, and checks that the SEND the first process sends
+ * through its target into that SRQ arrives. It prints its checks and the failures. */
+static int xrc_peer(const char *path, uint32_t qpn)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	MUST(list && list[0] && (ctx = ibv_open_device(list[0])), "peer: open the device");
+	ibv_free_device_list(list);
+	MUST(pd = ibv_alloc_pd(ctx), "peer: PD");
+	int fd = open(path, O_RDONLY);
+	struct ibv_xrcd *x = open_xrcd(fd, 0);
+	MUST(x, "peer: open_xrcd of the first process's file without O_CREAT");
+	struct ibv_qp_open_attr oa = {.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE,
+				      .qp_num = qpn, .xrcd = x, .qp_type = IBV_QPT_XRC_RECV};
+	struct ibv_qp *q = ibv_open_qp(ctx, &oa);
+	CHECK(q && q->qp_num == qpn, "peer: open_qp of the first process's target %#x", qpn);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	struct ibv_srq *srq = cq ? xrc_srq(x, cq) : NULL;
+	uint32_t n = 0;
+	MUST(srq && ibv_get_srq_num(srq, &n) == 0, "peer: an XRC SRQ in the shared domain");
+	static char buf[64];
+	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_sge s = {.addr = (uintptr_t)buf, .length = sizeof(buf), .lkey = mr ? mr->lkey : 0};
+	struct ibv_recv_wr rwr = {.wr_id = 55, .sg_list = &s, .num_sge = 1}, *bad;
+	MUST(mr && ibv_post_srq_recv(srq, &rwr, &bad) == 0, "peer: post to its SRQ");
+	printf("srqn %u\n", n);
+	fflush(stdout);
+	struct ibv_wc wc;
+	CHECK(poll_one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 55 && wc.byte_len == 40 &&
+		      wc.qp_num == qpn && buf[39] == 0x3C,
+	      "peer: the first process's SEND arrived through its target on this process's CQ: status %d, %u bytes",
+	      wc.status, wc.byte_len);
+	CHECK(ibv_close_xrcd(x) == EBUSY, "peer: close_xrcd with its SRQ and opened QP: EBUSY");
+	CHECK(ibv_destroy_qp(q) == 0 && ibv_destroy_srq(srq) == 0 && ibv_close_xrcd(x) == 0,
+	      "peer: destroy the opened QP and the SRQ, close the XRCD");
+	ibv_dereg_mr(mr);
+	ibv_destroy_cq(cq);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	close(fd);
+	printf("peer failures %d\n", failures);
+	return failures != 0;
+}
+
+/* xrc_second_process runs xrc_peer in a process of its own and sends into its SRQ
+ * through target tgt: a domain shared by file between processes, a QP opened by one
+ * that another created, an SRQ whose completions a QP of another process delivers. */
+static void xrc_second_process(const char *path, uint32_t tgt, struct ibv_qp *ini, struct ibv_mr *smr, char *sbuf,
+			       struct ibv_cq *scq)
+{
+	/* posix_spawn, not fork: a forked child lacks the registered pages (MADV_DONTFORK,
+	 * as with rdma-core after ibv_fork_init), some of which hold this program's globals */
+	int p[2];
+	MUST(pipe(p) == 0, "pipe");
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+	posix_spawn_file_actions_addclose(&fa, p[0]);
+	char q[16];
+	snprintf(q, sizeof(q), "%u", tgt);
+	char *argv[] = {"verbs_check", "xrc-peer", (char *)path, q, NULL};
+	extern char **environ;
+	pid_t pid;
+	MUST(posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ) == 0, "spawn the second process");
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[1]);
+	FILE *in = fdopen(p[0], "r");
+	char line[512];
+	unsigned srqn = 0;
+	while (in && fgets(line, sizeof(line), in)) {
+		printf("  %s", line);
+		if (sscanf(line, "srqn %u", &srqn) == 1)
+			break;
+	}
+	CHECK(srqn != 0, "a second process made an XRC SRQ in the shared domain: %u", srqn);
+	struct ibv_sge ss = {.addr = (uintptr_t)sbuf, .length = 40, .lkey = smr->lkey};
+	struct ibv_send_wr swr = {.wr_id = 8, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED},
+			   *bad;
+	swr.qp_type.xrc.remote_srqn = srqn;
+	struct ibv_wc wc;
+	CHECK(srqn && ibv_post_send(ini, &swr, &bad) == 0 && poll_one(scq, &wc) == 1 && wc.status == IBV_WC_SUCCESS,
+	      "SEND into the second process's SRQ: %d", wc.status);
+	while (in && fgets(line, sizeof(line), in))
+		printf("  %s", line);
+	if (in)
+		fclose(in);
+	int st = 0;
+	pid_t w = waitpid(pid, &st, 0);
+	CHECK(w == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the second process found its receive (wait %d, status %#x)",
+	      (int)w, st);
+}
+
+/* XRC on one host: a domain shared by two openings of a file, an XRC SRQ in it, an
+ * initiator sending through a target into that SRQ (its completion on the SRQ's CQ),
+ * and the error paths: a missing domain, O_EXCL, a foreign domain's SRQ NAKed, an
+ * XRCD or SRQ in use. */
+static void xrc(void)
+{
+	struct ibv_device_attr da;
+	CHECK(ibv_query_device(ctx, &da) == 0 && (da.device_cap_flags & IBV_DEVICE_XRC), "IBV_DEVICE_XRC advertised");
+	char path[] = "/tmp/verbs_check_xrcd_XXXXXX", none[] = "/tmp/verbs_check_xrcd_XXXXXX";
+	int fd = mkstemp(path), fd2 = mkstemp(none);
+	MUST(fd >= 0 && fd2 >= 0, "XRCD files");
+	CHECK(!open_xrcd(fd2, 0) && errno == ENOENT, "open_xrcd of a file without a domain, no O_CREAT: ENOENT (%d)",
+	      errno);
+	struct ibv_xrcd *x1 = open_xrcd(fd, O_CREAT), *x2 = open_xrcd(fd, 0), *private = open_xrcd(-1, O_CREAT);
+	MUST(x1 && x2 && private, "open_xrcd: by file (O_CREAT), the same file again, private");
+	CHECK(!open_xrcd(fd, O_CREAT | O_EXCL) && errno == EINVAL, "O_CREAT|O_EXCL of a file with a domain: EINVAL (%d)",
+	      errno);
+	struct ibv_xrcd_init_attr nofd = {.comp_mask = IBV_XRCD_INIT_ATTR_OFLAGS, .oflags = O_CREAT};
+	errno = 0;
+	CHECK(!ibv_open_xrcd(ctx, &nofd) && errno == EINVAL, "open_xrcd without the FD attribute: EINVAL");
+
+	struct ibv_cq *scq = ibv_create_cq(ctx, 16, NULL, NULL, 0), *rcq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	MUST(scq && rcq, "XRC CQs");
+	struct ibv_srq *srq = xrc_srq(x1, rcq), *foreign = xrc_srq(private, rcq);
+	MUST(srq && foreign, "create_srq_ex of type XRC");
+	uint32_t srqn = 0, fsrqn = 0;
+	CHECK(ibv_get_srq_num(srq, &srqn) == 0 && ibv_get_srq_num(foreign, &fsrqn) == 0 && srqn && srqn != fsrqn,
+	      "get_srq_num: %u, %u", srqn, fsrqn);
+	struct ibv_srq_init_attr_ex noxrcd = {.attr = {.max_wr = 8, .max_sge = 1},
+					      .comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+							   IBV_SRQ_INIT_ATTR_CQ,
+					      .srq_type = IBV_SRQT_XRC, .pd = pd, .cq = rcq};
+	errno = 0;
+	CHECK(!ibv_create_srq_ex(ctx, &noxrcd) && errno == EINVAL, "XRC SRQ without an XRCD: EINVAL");
+	struct ibv_qp_init_attr_ex tgt_nox = {.qp_type = IBV_QPT_XRC_RECV, .comp_mask = IBV_QP_INIT_ATTR_PD, .pd = pd};
+	errno = 0;
+	CHECK(!ibv_create_qp_ex(ctx, &tgt_nox) && errno == EINVAL, "XRC_RECV QP without an XRCD: EINVAL");
+
+	struct ibv_qp *tgt = xrc_recv_qp(x1);
+	struct ibv_qp_init_attr_ex ia = {.send_cq = scq, .qp_type = IBV_QPT_XRC_SEND,
+					 .cap = {.max_send_wr = 8, .max_send_sge = 1},
+					 .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .pd = pd,
+					 .send_ops_flags = IBV_QP_EX_WITH_SEND};
+	struct ibv_qp *ini = ibv_create_qp_ex(ctx, &ia);
+	MUST(tgt && ini, "XRC_RECV (create_qp_ex with an XRCD) and XRC_SEND (create_qp_ex with send ops) QPs");
+	struct ibv_qp_open_attr oa = {.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE,
+				      .qp_num = tgt->qp_num, .xrcd = private, .qp_type = IBV_QPT_XRC_RECV};
+	errno = 0;
+	CHECK(!ibv_open_qp(ctx, &oa) && errno == EINVAL, "open_qp through another domain: EINVAL (%d)", errno);
+	oa.xrcd = x2;
+	struct ibv_qp *opened = ibv_open_qp(ctx, &oa);
+	CHECK(opened && opened->qp_num == tgt->qp_num, "open_qp through the file's second opening");
+
+	connect_upto(tgt, ini->qp_num, &gid, IBV_QPS_RTR);
+	connect_qp(ini, tgt->qp_num, &gid);
+	static char sbuf[256], rbuf[256];
+	struct ibv_mr *smr = ibv_reg_mr(pd, sbuf, sizeof(sbuf), IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *rmr = ibv_reg_mr(pd, rbuf, sizeof(rbuf), IBV_ACCESS_LOCAL_WRITE);
+	MUST(smr && rmr, "XRC MRs");
+	memset(sbuf, 0x3C, sizeof(sbuf));
+	struct ibv_sge rs = {.addr = (uintptr_t)rbuf, .length = sizeof(rbuf), .lkey = rmr->lkey};
+	struct ibv_recv_wr rwr = {.wr_id = 77, .sg_list = &rs, .num_sge = 1}, *rbad;
+	CHECK(ibv_post_srq_recv(srq, &rwr, &rbad) == 0, "post to the XRC SRQ");
+	CHECK(ibv_post_recv(ini, &rwr, &rbad) == EINVAL, "post_recv on XRC_SEND: EINVAL");
+	struct ibv_sge ss = {.addr = (uintptr_t)sbuf, .length = 100, .lkey = smr->lkey};
+	struct ibv_send_wr swr = {.wr_id = 5, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED},
+			   *sbad;
+	swr.qp_type.xrc.remote_srqn = srqn;
+	struct ibv_wc wc;
+	CHECK(ibv_post_send(ini, &swr, &sbad) == 0 && poll_one(scq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+		      wc.wr_id == 5,
+	      "SEND through XRC: %d", wc.status);
+	CHECK(poll_one(rcq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 77 && wc.byte_len == 100 &&
+		      wc.opcode == IBV_WC_RECV && wc.qp_num == tgt->qp_num && rbuf[99] == 0x3C && rbuf[100] == 0,
+	      "received on the XRC SRQ's CQ: status %d, %u bytes, QP %#x", wc.status, wc.byte_len, wc.qp_num);
+	CHECK(ibv_post_send(tgt, &swr, &sbad) == EINVAL, "post_send on XRC_RECV: EINVAL");
+	xrc_second_process(path, tgt->qp_num, ini, smr, sbuf, scq);
+	/* the extended API: ibv_wr_set_xrc_srqn names the SRQ */
+	rwr.wr_id = 78;
+	CHECK(ibv_post_srq_recv(srq, &rwr, &rbad) == 0, "post a second receive to the XRC SRQ");
+	struct ibv_qp_ex *qx = ibv_qp_to_qp_ex(ini);
+	MUST(qx, "qp_ex of the initiator");
+	ibv_wr_start(qx);
+	qx->wr_id = 9;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qx);
+	ibv_wr_set_xrc_srqn(qx, srqn);
+	ibv_wr_set_sge(qx, smr->lkey, (uintptr_t)sbuf, 50);
+	CHECK(ibv_wr_complete(qx) == 0 && poll_one(scq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 9,
+	      "ibv_wr_send with ibv_wr_set_xrc_srqn: %d", wc.status);
+	CHECK(poll_one(rcq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 78 && wc.byte_len == 50,
+	      "its receive on the XRC SRQ's CQ: status %d, %u bytes", wc.status, wc.byte_len);
+	CHECK(ibv_close_xrcd(x1) == EBUSY, "close_xrcd with an SRQ and a QP: EBUSY");
+	CHECK(ibv_destroy_cq(rcq) == EBUSY, "destroy the XRC SRQ's CQ: EBUSY");
+
+	/* a WR naming the private domain's SRQ: the target NAKs it (invalid request) */
+	swr.wr_id = 6;
+	swr.qp_type.xrc.remote_srqn = fsrqn;
+	CHECK(ibv_post_send(ini, &swr, &sbad) == 0 && poll_one(scq, &wc) == 1 && wc.status == IBV_WC_REM_INV_REQ_ERR &&
+		      wc.wr_id == 6,
+	      "SEND to another domain's SRQ: REM_INV_REQ_ERR, got %d", wc.status);
+	/* the target, in RTR, raised COMM_EST at the first SEND; the NAK takes both to ERR */
+	struct ibv_async_event e0, e1, e2;
+	CHECK(async_event(&e0) == IBV_EVENT_COMM_EST && e0.element.qp == tgt, "COMM_EST for the target in RTR");
+	int t1 = async_event(&e1), t2 = async_event(&e2);
+	CHECK(t1 == IBV_EVENT_QP_FATAL && t2 == IBV_EVENT_QP_FATAL &&
+		      ((e1.element.qp == tgt && e2.element.qp == ini) || (e1.element.qp == ini && e2.element.qp == tgt)),
+	      "QP_FATAL for the target and the initiator: %d, %d", t1, t2);
+	CHECK(ibv_destroy_qp(ini) == 0 && ibv_destroy_qp(tgt) == 0, "destroy the initiator and the creator's target");
+	CHECK(ibv_close_xrcd(x2) == EBUSY, "close_xrcd of the opening that opened the target: EBUSY");
+	CHECK(ibv_destroy_qp(opened) == 0 && ibv_close_xrcd(x2) == 0, "destroy the opened target, then close its XRCD");
+	CHECK(ibv_destroy_srq(srq) == 0 && ibv_close_xrcd(x1) == 0, "destroy the SRQ, then close its XRCD");
+	CHECK(!open_xrcd(fd, 0) && errno == ENOENT, "the file's domain went with its last opening");
+	CHECK(ibv_destroy_srq(foreign) == 0 && ibv_close_xrcd(private) == 0, "private domain closed");
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(rmr);
+	ibv_destroy_cq(scq);
+	ibv_destroy_cq(rcq);
+	close(fd);
+	close(fd2);
+	unlink(path);
+	unlink(none);
+}
+
 static void unsupported(void)
 {
 	struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
-	struct ibv_qp_init_attr a = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_XRC_SEND};
-	errno = 0;
-	CHECK(!ibv_create_qp(pd, &a) && errno == EOPNOTSUPP, "XRC is not supported");
 	/* multicast, as ib_attach_mcast and rxe check it */
 	struct ibv_qp *qp = make_qp(IBV_QPT_UD, cq, NULL);
 	struct ibv_qp *rc = make_qp(IBV_QPT_RC, cq, NULL);
@@ -943,6 +1190,8 @@ static void unsupported(void)
 
 int main(int argc, char **argv)
 {
+	if (argc == 4 && strcmp(argv[1], "xrc-peer") == 0)
+		return xrc_peer(argv[2], (uint32_t)strtoul(argv[3], NULL, 0));
 	if (argc < 2 || (strcmp(argv[1], "server") && (strcmp(argv[1], "client") || argc < 3))) {
 		fprintf(stderr, "usage: verbs_check server | verbs_check client SERVER_IP\n");
 		return 2;
@@ -958,6 +1207,7 @@ int main(int argc, char **argv)
 	rxe_parity();
 	resize_and_rereg();
 	memory_windows();
+	xrc();
 	unsupported();
 	CHECK(ibv_dealloc_pd(pd) == 0, "dealloc PD");
 	CHECK(ibv_close_device(ctx) == 0, "close");

@@ -73,6 +73,14 @@ int main(void)
 	request("attach_mcast", RL_OP_ATTACH_MCAST, 11, &mc, sizeof(mc));
 	mc.handle = 5;
 	request("detach_mcast", RL_OP_DETACH_MCAST, 12, &mc, sizeof(mc));
+	struct rl_open_xrcd ox = {.dev = 0x803, .ino = 1234, .oflags = 0x40, .has_file = 1};
+	request("open_xrcd", RL_OP_OPEN_XRCD, 13, &ox, sizeof(ox));
+	struct rl_create_xrc_srq xs = {.pd = 3, .max_wr = 64, .max_sge = 2, .xrcd = 4, .cq = 5};
+	request("create_xrc_srq", RL_OP_CREATE_XRC_SRQ, 14, &xs, sizeof(xs));
+	struct rl_xrc_srq_resp xr = {.ring = {.handle = 6, .cap = 64, .entry_size = 48, .size = 8192}, .srqn = 0x123};
+	dump("xrc_srq_resp", &xr, sizeof(xr));
+	struct rl_open_qp oq = {.xrcd = 4, .qpn = 0x11};
+	request("open_qp", RL_OP_OPEN_QP, 15, &oq, sizeof(oq));
 	struct rl_port_attr pa = {.max_mtu = 4096, .active_mtu = 1024, .gid_table_len = 3, .max_msg_sz = 1 << 23,
 				  .rate = 100000000000ull,
 				  .state = "ACTIVE", .link_layer = "Ethernet"};

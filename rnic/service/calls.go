@@ -107,6 +107,10 @@ var handlers = [...]handler{
 	wire.OpDetachMcast:       {run: mcast((*rnic.Device).DetachMcast)},
 	wire.OpAllocMW:           {run: (*conn).allocMW},
 	wire.OpDeallocMW:         {run: destroying(kindMW, wire.OpDeallocMW)},
+	wire.OpOpenXRCD:          {run: (*conn).openXRCD},
+	wire.OpCloseXRCD:         {run: destroying(kindXRCD, wire.OpCloseXRCD)},
+	wire.OpCreateXRCSRQ:      {run: (*conn).createXRCSRQ},
+	wire.OpOpenQP:            {run: (*conn).openQP},
 	wire.OpCMCreateChannel:   {withFD: (*conn).cmCreateChannel},
 	wire.OpCMDestroyChannel:  {run: destroying(kindCMChannel, wire.OpCMDestroyChannel)},
 	wire.OpCMCreateID:        {run: (*conn).cmCreateID},
@@ -277,7 +281,7 @@ func (c *conn) modifyQP(body []byte) (any, int, error) {
 		return nil, -1, err
 	}
 	a := m.Attr.QP()
-	mask := qp.AttrMask(m.Mask)
+	mask := uverbsMask(x.typ, qp.AttrMask(m.Mask))
 	if err := c.s.dev.ModifyQP(x.x, &a, mask); err != nil {
 		return nil, -1, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rocelab/rocelab/qp"
 	"github.com/rocelab/rocelab/rnic"
 	"github.com/rocelab/rocelab/rnic/service/wire"
 	"github.com/rocelab/rocelab/roce"
@@ -166,6 +167,9 @@ func (c *conn) scan() {
 	}
 	wire.Store(wire.Pending(c.page), 0)
 	for _, x := range c.qps {
+		if x.typ == qp.XRCRecv {
+			continue // no work queues: its receives are the XRC SRQs'
+		}
 		x.drainSQ()
 		if x.srq == nil {
 			x.drainRQ()
@@ -276,7 +280,7 @@ func (c *conn) reclaim() int {
 		unix.Close(c.async.fd)
 		c.async = nil
 	}
-	for _, kind := range []int{kindCMID, kindQP, kindSRQ, kindAH, kindCQ, kindMW, kindMR, kindPD, kindChannel, kindCMChannel} {
+	for _, kind := range []int{kindCMID, kindQP, kindSRQ, kindXRCD, kindAH, kindCQ, kindMW, kindMR, kindPD, kindChannel, kindCMChannel} {
 		for h, o := range c.objs {
 			if kindOf(o) == kind {
 				if err := c.destroy(o); err != nil {
@@ -300,6 +304,7 @@ const (
 	kindCMChannel
 	kindCMID
 	kindMW
+	kindXRCD
 )
 
 func kindOf(o any) int {
@@ -322,6 +327,8 @@ func kindOf(o any) int {
 		return kindCMChannel
 	case *sCMID:
 		return kindCMID
+	case *sXRCD:
+		return kindXRCD
 	default:
 		return kindQP
 	}
@@ -376,9 +383,14 @@ func (c *conn) destroy(o any) error {
 			return err
 		}
 		o.ch.refs--
+	case *sXRCD:
+		return d.CloseXRCD(o.x)
 	case *sQP:
-		if err := d.DestroyQP(o.x); err != nil {
+		if err := c.destroyQP(o); err != nil {
 			return err
+		}
+		if o.opened != nil {
+			return nil // a handle of another client's QP: no rings
 		}
 		delete(c.byQPN, o.x.QPN())
 		for i, x := range c.qps {

@@ -63,11 +63,14 @@ type wq struct {
 	broken   bool
 }
 
-// Tags: the two top bits say which ring, the low 32 the index.
+// Tags: the two top bits say which ring, the low 32 the index. An XRC SRQ's
+// completions come from XRC_RECV QPs of any client, so its tag also carries the SRQ's
+// handle (bits 32-61), which its CQ, of the same client, looks it up by.
 const (
 	tagSend = 0 << 62
 	tagRecv = 1 << 62
 	tagSRQ  = 2 << 62
+	tagXSRQ = 3 << 62
 )
 
 func newWQ(mem []byte, cap, entry uint32, maxSGE int, recv bool) (wq, bool) {
@@ -154,6 +157,7 @@ type sQP struct {
 	sendCQ, recvCQ *sCQ
 	sigAll         bool // sq_sig_all
 	mem            []byte
+	opened         *sXRCD // a handle OpenQP gave (ibv_open_qp): the domain it was opened through
 }
 
 // sSRQ is a client's SRQ.
@@ -189,6 +193,8 @@ func (x *sQP) drainSQ() {
 				break
 			}
 			wr.AH = a.ah.AV()
+		case x.typ == qp.XRCSend: // the WQE's remote QPN field carries the SRQ number
+			wr.AH, wr.RemoteSRQN, wr.RemoteQPN = nil, wr.RemoteQPN, 0
 		default:
 			wr.AH = nil
 		}
@@ -267,6 +273,9 @@ func (s *sSRQ) drain() {
 		good := wire.GetRecvWQE(w.ring.Entry(k), wr, w.slotSGL(k))
 		w.wrid[k&(w.ring.Cap-1)] = wr.WRID
 		wr.WRID = tagSRQ | uint64(k)
+		if s.srq.SRQNum() != 0 {
+			wr.WRID = tagXSRQ | uint64(s.h)<<32 | uint64(k)
+		}
 		if !good || s.srq.PostSRQRecv(wr) != nil {
 			w.retire(k)
 		}
@@ -341,6 +350,10 @@ func (q *sCQ) onEvent() {
 // complete translates wc's tag back to the client's WRID, frees its slot, and writes it
 // into the ring (not yet published). Completions of destroyed QPs are dropped.
 func (q *sCQ) complete(wc *qp.WC, x *sQP) {
+	if wc.WRID>>62 == tagXSRQ>>62 {
+		q.completeXRC(wc)
+		return
+	}
 	if x == nil {
 		return
 	}
@@ -359,6 +372,21 @@ func (q *sCQ) complete(wc *qp.WC, x *sQP) {
 		return
 	}
 	wrid, ok := w.retire(uint32(wc.WRID))
+	if !ok {
+		return
+	}
+	wc.WRID = wrid
+	q.put(wc)
+}
+
+// completeXRC is complete for an XRC SRQ's receive, which names the SRQ rather than
+// a QP of this client. Completions of destroyed SRQs are dropped.
+func (q *sCQ) completeXRC(wc *qp.WC) {
+	s, ok := q.c.objs[uint32(wc.WRID>>32)&(1<<30-1)].(*sSRQ)
+	if !ok {
+		return
+	}
+	wrid, ok := s.rq.retire(uint32(wc.WRID))
 	if !ok {
 		return
 	}
@@ -479,24 +507,35 @@ func (c *conn) createSRQ(body []byte) (any, int, error) {
 	if err != nil {
 		return nil, -1, err
 	}
-	if r.MaxWR < 1 || r.MaxWR > rnic.MaxWR || r.MaxSGE > rnic.MaxSGE {
-		return nil, -1, fmt.Errorf("%w: SRQ of %d WRs of %d SGEs", rnic.ErrInvalidArgument, r.MaxWR, r.MaxSGE)
+	_, resp, fd, err := c.newSRQ(r.MaxWR, r.MaxSGE, func(a rnic.SRQInitAttr) (*rnic.SRQ, error) {
+		return c.s.dev.CreateSRQ(pd.pd, a)
+	})
+	if err != nil {
+		return nil, -1, err
 	}
-	capacity, sge := wire.PowerOfTwo(r.MaxWR), max(r.MaxSGE, 1)
+	return resp, fd, nil
+}
+
+// newSRQ creates an SRQ of maxWR WRs of maxSGE SGEs with create, and its ring.
+func (c *conn) newSRQ(maxWR, maxSGE uint32, create func(rnic.SRQInitAttr) (*rnic.SRQ, error)) (*sSRQ, *wire.RingResp, int, error) {
+	if maxWR < 1 || maxWR > rnic.MaxWR || maxSGE > rnic.MaxSGE {
+		return nil, nil, -1, fmt.Errorf("%w: SRQ of %d WRs of %d SGEs", rnic.ErrInvalidArgument, maxWR, maxSGE)
+	}
+	capacity, sge := wire.PowerOfTwo(maxWR), max(maxSGE, 1)
 	entry := wire.RecvEntrySize(sge)
 	size := wire.PageAlign(wire.RingBytes(capacity, entry))
 	if err := c.reserve(ringCost(size, int64(capacity), 2*wqSlotBytes(sge))); err != nil {
-		return nil, -1, err
+		return nil, nil, -1, err
 	}
 	fd, mem, err := wire.SealedMemfd("rocelab-verbs-srq", int(size))
 	if err != nil {
-		return nil, -1, fmt.Errorf("%w: SRQ ring: %v", rnic.ErrNoMemory, err)
+		return nil, nil, -1, fmt.Errorf("%w: SRQ ring: %v", rnic.ErrNoMemory, err)
 	}
-	srq, err := c.s.dev.CreateSRQ(pd.pd, rnic.SRQInitAttr{MaxWR: int(capacity), MaxSGE: int(sge)})
+	srq, err := create(rnic.SRQInitAttr{MaxWR: int(capacity), MaxSGE: int(sge)})
 	if err != nil {
 		unix.Munmap(mem)
 		unix.Close(fd)
-		return nil, -1, err
+		return nil, nil, -1, err
 	}
 	w, _ := newWQ(mem, capacity, entry, int(sge), true)
 	s := &sSRQ{c: c, srq: srq, rq: w, mem: mem}
@@ -505,12 +544,52 @@ func (c *conn) createSRQ(body []byte) (any, int, error) {
 		c.s.dev.DestroySRQ(srq)
 		unix.Munmap(mem)
 		unix.Close(fd)
-		return nil, -1, err
+		return nil, nil, -1, err
 	}
 	s.h = h
 	srq.Context = s
 	c.srqs = append(c.srqs, s)
-	return &wire.RingResp{Handle: h, Cap: capacity, EntrySize: entry, Size: size}, fd, nil
+	return s, &wire.RingResp{Handle: h, Cap: capacity, EntrySize: entry, Size: size}, fd, nil
+}
+
+// qpBindings are the objects a QP to create names, each nil where its type has none.
+type qpBindings struct {
+	pd       *sPD
+	xrcd     *sXRCD
+	scq, rcq *sCQ
+	srq      *sSRQ
+}
+
+// bindings looks up the objects r names: an XRC_RECV QP names its XRC domain in PD and
+// nothing else, an XRC_SEND QP no receive CQ or SRQ.
+func (c *conn) bindings(r *wire.CreateQP) (b qpBindings, err error) {
+	typ := qp.Type(r.Type)
+	if typ == qp.XRCRecv {
+		if r.SendCQ != 0 || r.RecvCQ != 0 || r.SRQ != 0 || r.MaxRecvWR != 0 {
+			return b, fmt.Errorf("%w: an XRC_RECV QP has no CQs, SRQ or receive queue", rnic.ErrInvalidArgument)
+		}
+		b.xrcd, err = get[*sXRCD](c, r.PD, "XRCD")
+		return b, err
+	}
+	if b.pd, err = get[*sPD](c, r.PD, "PD"); err != nil {
+		return b, err
+	}
+	if b.scq, err = get[*sCQ](c, r.SendCQ, "send CQ"); err != nil {
+		return b, err
+	}
+	if typ == qp.XRCSend {
+		if r.RecvCQ != 0 || r.SRQ != 0 || r.MaxRecvWR != 0 {
+			return b, fmt.Errorf("%w: an XRC_SEND QP has no receive CQ, SRQ or receive queue", rnic.ErrInvalidArgument)
+		}
+		return b, nil
+	}
+	if b.rcq, err = get[*sCQ](c, r.RecvCQ, "receive CQ"); err != nil {
+		return b, err
+	}
+	if r.SRQ != 0 {
+		b.srq, err = get[*sSRQ](c, r.SRQ, "SRQ")
+	}
+	return b, err
 }
 
 func (c *conn) createQP(body []byte) (any, int, error) {
@@ -518,23 +597,13 @@ func (c *conn) createQP(body []byte) (any, int, error) {
 	if err := wire.DecodeBody(body, &r); err != nil {
 		return nil, -1, err
 	}
-	pd, err := get[*sPD](c, r.PD, "PD")
+	b, err := c.bindings(&r)
 	if err != nil {
 		return nil, -1, err
 	}
-	scq, err := get[*sCQ](c, r.SendCQ, "send CQ")
-	if err != nil {
-		return nil, -1, err
-	}
-	rcq, err := get[*sCQ](c, r.RecvCQ, "receive CQ")
-	if err != nil {
-		return nil, -1, err
-	}
-	var srq *sSRQ
-	if r.SRQ != 0 {
-		if srq, err = get[*sSRQ](c, r.SRQ, "SRQ"); err != nil {
-			return nil, -1, err
-		}
+	srq, xrcRecv := b.srq, qp.Type(r.Type) == qp.XRCRecv
+	if xrcRecv {
+		r.MaxSendWR, r.MaxSendSGE = 1, 0 // a ring for the state word; the QP has no send queue
 	}
 	switch {
 	case r.MaxSendWR < 1 || r.MaxSendWR > rnic.MaxWR || r.MaxRecvWR > rnic.MaxWR:
@@ -561,18 +630,31 @@ func (c *conn) createQP(body []byte) (any, int, error) {
 	if err != nil {
 		return nil, -1, fmt.Errorf("%w: QP rings: %v", rnic.ErrNoMemory, err)
 	}
-	attr := rnic.QPInitAttr{Type: qp.Type(r.Type), SendCQ: scq.cq, RecvCQ: rcq.cq, SigAll: r.SigAll != 0,
+	attr := rnic.QPInitAttr{Type: qp.Type(r.Type), SigAll: r.SigAll != 0,
 		Cap: rnic.QPCap{MaxSendWR: int(sqCap), MaxRecvWR: int(rqCap), MaxSendSGE: int(ssge), MaxRecvSGE: int(rsge)}}
+	var pd *rnic.PD
+	if b.pd != nil {
+		pd = b.pd.pd
+	}
+	if b.scq != nil {
+		attr.SendCQ = b.scq.cq
+	}
+	if b.rcq != nil {
+		attr.RecvCQ = b.rcq.cq
+	}
 	if srq != nil {
 		attr.SRQ = srq.srq
 	}
-	x, err := c.s.dev.CreateQP(pd.pd, attr)
+	if xrcRecv {
+		attr.XRCD, attr.Cap = b.xrcd.x, rnic.QPCap{}
+	}
+	x, err := c.s.dev.CreateQP(pd, attr)
 	if err != nil {
 		unix.Munmap(mem)
 		unix.Close(fd)
 		return nil, -1, err
 	}
-	s := &sQP{c: c, x: x, typ: qp.Type(r.Type), srq: srq, sendCQ: scq, recvCQ: rcq, sigAll: r.SigAll != 0, mem: mem}
+	s := &sQP{c: c, x: x, typ: qp.Type(r.Type), srq: srq, sendCQ: b.scq, recvCQ: b.rcq, sigAll: r.SigAll != 0, mem: mem}
 	x.RecvRefill = s.refill
 	s.sq, _ = newWQ(mem[:sqSize], sqCap, sEntry, int(ssge), false)
 	x.OnState = func(st qp.State) { wire.Store(s.sq.ring.State(), uint32(st)) } // the ring starts at 0, RESET

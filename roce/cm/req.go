@@ -57,6 +57,11 @@ const (
 	TransportRC = 0 // reliable connected
 	TransportUC = 1 // unreliable connected
 	TransportRD = 2 // reliable datagram
+	// TransportExtended says that ExtendedTransport names the service (IBTA annex
+	// A14): ExtendedTransportXRC for XRC, as the kernel's cm_req_set_qp_type sets for
+	// an XRC initiator.
+	TransportExtended    = 3
+	ExtendedTransportXRC = 1
 )
 
 // REQFields holds the values of a REQ, for Encode.

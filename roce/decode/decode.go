@@ -27,6 +27,7 @@ type Record struct {
 	ImmDt        *uint32          `json:"immdt,omitempty"`
 	IETH         *uint32          `json:"ieth,omitempty"`
 	DETH         *DETHRecord      `json:"deth,omitempty"`
+	XRCETH       *uint32          `json:"xrceth_srqn,omitempty"` // the target XRC SRQ number
 	PayloadLen   *int             `json:"payload_len,omitempty"`
 	ICRC         *uint32          `json:"icrc,omitempty"` // the CRC value (read little-endian, as transmitted)
 	ICRCOK       *bool            `json:"icrc_ok,omitempty"`
@@ -204,6 +205,10 @@ func fillTransport(r *Record, p *roce.Packet) {
 	if h := p.IETH; h != nil {
 		v := h.RKey()
 		r.IETH = &v
+	}
+	if h := p.XRCETH; h != nil {
+		v := h.SRQN()
+		r.XRCETH = &v
 	}
 	if h := p.DETH; h != nil {
 		r.DETH = &DETHRecord{QKey: h.QKey(), SrcQP: uint32(h.SrcQP())}

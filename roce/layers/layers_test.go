@@ -70,7 +70,7 @@ func rxeFrames(t *testing.T) []rxeFrame {
 func sameTransport(l *BTH, p *roce.Packet) bool {
 	a, b := &l.TransportPacket, &p.TransportPacket
 	eq := bytes.Equal
-	return eq(a.BTH, b.BTH) && eq(a.DETH, b.DETH) && eq(a.RETH, b.RETH) && eq(a.AtomicETH, b.AtomicETH) &&
+	return eq(a.BTH, b.BTH) && eq(a.DETH, b.DETH) && eq(a.XRCETH, b.XRCETH) && eq(a.RETH, b.RETH) && eq(a.AtomicETH, b.AtomicETH) &&
 		eq(a.AETH, b.AETH) && eq(a.AtomicAck, b.AtomicAck) && eq(a.ImmDt, b.ImmDt) && eq(a.IETH, b.IETH) &&
 		eq(a.CNP, b.CNP) && eq(a.Payload, b.Payload) && eq(a.Pad, b.Pad) && eq(a.ICRC, b.ICRC)
 }

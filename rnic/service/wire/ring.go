@@ -151,7 +151,8 @@ func Awake(page []byte) *uint32 { return (*uint32)(unsafe.Pointer(&page[64])) }
 //	+-------------+-------+-----+-----------+------------+-----------+
 //	 64: NSGE × { Addr u64, Length u32, LKey u32 }
 //
-// AH is the handle of an address handle (UD), 0 otherwise. A BIND_MW WQE (no SGE)
+// AH is the handle of an address handle (UD), 0 otherwise. An XRC_SEND QP's WQE carries
+// the remote XRC SRQ number in RemoteQPN. A BIND_MW WQE (no SGE)
 // reuses the fields: RKey is the window's current rkey, InvRKey its new one,
 // RemoteAddr and CompareAdd the bound range's address and length, and Swap holds the
 // MR's lkey (bytes 40-43) and the window's access flags (44-47).

@@ -65,7 +65,11 @@ const (
 	OpDetachMcast       Op = 28 // Mcast
 	OpAllocMW           Op = 29 // answered by MWResp
 	OpDeallocMW         Op = 30
-	opMax               Op = 31
+	OpOpenXRCD          Op = 31 // OpenXRCD; answered by Handle
+	OpCloseXRCD         Op = 32 // Handle
+	OpCreateXRCSRQ      Op = 33 // answered by XRCSRQResp with the SRQ ring's memfd
+	OpOpenQP            Op = 34 // OpenQP; answered by QPResp, without rings
+	opMax               Op = 35
 )
 
 var opNames = [...]string{"", "HELLO", "QUERY_DEVICE", "QUERY_PORT", "QUERY_GID", "ALLOC_PD", "DEALLOC_PD",
@@ -73,7 +77,7 @@ var opNames = [...]string{"", "HELLO", "QUERY_DEVICE", "QUERY_PORT", "QUERY_GID"
 	"CREATE_SRQ", "MODIFY_SRQ", "DESTROY_SRQ", "CREATE_AH", "DESTROY_AH", "CREATE_QP", "MODIFY_QP",
 	"QUERY_QP", "DESTROY_QP", "ASYNC_FD", "GET_ASYNC_EVENT", "RESIZE_CQ", "RESIZE_SRQ", "REREG_MR",
 	"ATTACH_MCAST", "DETACH_MCAST",
-	"ALLOC_MW", "DEALLOC_MW"}
+	"ALLOC_MW", "DEALLOC_MW", "OPEN_XRCD", "CLOSE_XRCD", "CREATE_XRC_SRQ", "OPEN_QP"}
 
 // String returns the operation's name, for logs and errors.
 func (o Op) String() string {
@@ -383,8 +387,36 @@ type CreateAH struct {
 	FlowLabel    uint32
 }
 
+// OpenXRCD opens an XRC domain (ibv_open_xrcd). HasFile 0 opens a private domain (fd
+// -1); otherwise the domain of the file Dev/Ino (the client's fstat of its fd), which
+// OFlags (O_CREAT, O_EXCL of <fcntl.h>) may create.
+type OpenXRCD struct {
+	Dev, Ino        uint64
+	OFlags, HasFile uint32
+}
+
+// CreateXRCSRQ creates an XRC SRQ (ibv_create_srq_ex, IBV_SRQT_XRC) in PD and XRC
+// domain XRCD whose receive completions go to CQ.
+type CreateXRCSRQ struct {
+	PD, MaxWR, MaxSGE, XRCD, CQ, _ uint32
+}
+
+// XRCSRQResp answers CreateXRCSRQ: the SRQ's ring (as RingResp) and its number
+// (ibv_get_srq_num).
+type XRCSRQResp struct {
+	Ring RingResp
+	SRQN uint32
+	_    uint32
+}
+
+// OpenQP opens the XRC_RECV QP numbered QPN of XRC domain XRCD (ibv_open_qp).
+type OpenQP struct{ XRCD, QPN uint32 }
+
 // CreateQP creates a QP. The response carries one memfd holding the send ring at
-// SQOffset and the receive ring at RQOffset (no receive ring with an SRQ).
+// SQOffset and the receive ring at RQOffset (no receive ring with an SRQ). An
+// XRC_SEND QP has no receive CQ or ring; an XRC_RECV QP names its XRC domain in PD
+// (as the kernel's uverbs does), has no CQs, and its send ring, of one entry, only
+// carries the QP's state.
 type CreateQP struct {
 	PD, SendCQ, RecvCQ, SRQ                      uint32
 	Type                                         uint8

@@ -21,6 +21,10 @@ var bodies = map[Op][]any{
 	OpReregMR: {&ReregMR{Handle: 1, PD: 2, ChangePD: 1}}, OpAttachMcast: {&Mcast{Handle: 1, GID: [16]byte{0xff, 0x0e}}},
 	OpDetachMcast: {&Mcast{Handle: 2}},
 	OpAllocMW:     {&AllocMW{PD: 1, Type: 2}, &MWResp{4, 0x1234}},
+	OpOpenXRCD:    {&OpenXRCD{Dev: 0x803, Ino: 1234, OFlags: 0x40, HasFile: 1}},
+	OpCreateXRCSRQ: {&CreateXRCSRQ{PD: 1, MaxWR: 16, MaxSGE: 1, XRCD: 2, CQ: 3},
+		&XRCSRQResp{Ring: RingResp{Handle: 4, Cap: 16, EntrySize: 32, Size: 4096}, SRQN: 7}},
+	OpOpenQP: {&OpenQP{XRCD: 2, QPN: 0x11}},
 }
 
 func TestRoundTrip(t *testing.T) {
