@@ -34,23 +34,30 @@ func FuzzReceive(f *testing.F) {
 			frame = wellFormed(b, a, data, roce.Opcode(opcode), roce.PSN(psn&roce.PSNMask))
 		}
 		for _, n := range []*node{a, b} {
-			before, state := n.qp.Counters(), n.qp.State()
-			n.qp.ReceiveFrame(1, frame)
-			var p roce.Packet
-			if p.Decode(frame) != nil || !p.ICRCOK() {
-				if n.qp.State() != state || n.qp.Counters().DropMalformed != before.DropMalformed+1 {
-					t.Fatalf("garbage changed the QP: %v → %v", state, n.qp.State())
-				}
-			}
-			// Whatever happened, the QP still answers its pull methods sanely.
-			for range 100 {
-				if _, ok := n.qp.NextResponse(buf); !ok {
-					break
-				}
-			}
-			n.qp.OnTimer(n.qp.NextDeadline())
+			receiveChecked(t, n, frame, buf)
 		}
 	})
+}
+
+// receiveChecked hands frame to n's QP: one that does not decode or fails its ICRC
+// must be counted as malformed and leave the QP's state alone; whatever happened, the
+// QP still answers its pull methods sanely.
+func receiveChecked(t *testing.T, n *node, frame, buf []byte) {
+	t.Helper()
+	before, state := n.qp.Counters(), n.qp.State()
+	n.qp.ReceiveFrame(1, frame)
+	var p roce.Packet
+	if p.Decode(frame) != nil || !p.ICRCOK() {
+		if n.qp.State() != state || n.qp.Counters().DropMalformed != before.DropMalformed+1 {
+			t.Fatalf("garbage changed the QP: %v → %v", state, n.qp.State())
+		}
+	}
+	for range 100 {
+		if _, ok := n.qp.NextResponse(buf); !ok {
+			break
+		}
+	}
+	n.qp.OnTimer(n.qp.NextDeadline())
 }
 
 // FuzzReceiveXRC is FuzzReceive for an XRC initiator and target whose domain holds
@@ -82,21 +89,7 @@ func FuzzReceiveXRC(f *testing.F) {
 				wellFormed(b, a, data, roce.Opcode(opcode), roce.PSN(psn&roce.PSNMask))}
 		}
 		for k, n := range []*node{a, b, b, a} {
-			frame := frames[k/2%len(frames)]
-			before, state := n.qp.Counters(), n.qp.State()
-			n.qp.ReceiveFrame(1, frame)
-			var p roce.Packet
-			if p.Decode(frame) != nil || !p.ICRCOK() {
-				if n.qp.State() != state || n.qp.Counters().DropMalformed != before.DropMalformed+1 {
-					t.Fatalf("garbage changed the QP: %v → %v", state, n.qp.State())
-				}
-			}
-			for range 100 {
-				if _, ok := n.qp.NextResponse(buf); !ok {
-					break
-				}
-			}
-			n.qp.OnTimer(n.qp.NextDeadline())
+			receiveChecked(t, n, frames[k/2%len(frames)], buf)
 		}
 	})
 }
