@@ -1457,8 +1457,6 @@ void rdma_freeaddrinfo(struct rdma_addrinfo *res)
 
 /* ---- multicast ---- */
 
-static uint8_t sgid_index(struct ibv_context *c, const union ibv_gid *gid);
-
 /* join_event fills MULTICAST_JOIN as the kernel's cma_make_mc_event does for RoCE and
  * librdmacm's ucma_process_join passes it on: the group's address handle (global, the
  * MGID, the identifier's source GID, hop limit 64), QPN 0xFFFFFF, rdma_cm's UDP Q_Key,
@@ -1471,11 +1469,8 @@ static void join_event(struct rdma_cm_event *e, void *arg)
 	u->private_data = mc->context;
 	u->qp_num = 0xFFFFFF;
 	u->qkey = RDMA_UDP_QKEY;
-	u->ah_attr.is_global = 1;
-	u->ah_attr.port_num = id->port_num;
+	rl_route_ah(id, 0, &u->ah_attr);
 	u->ah_attr.grh.dgid = mc->mgid;
-	u->ah_attr.grh.sgid_index = sgid_index(id->verbs, &id->route.addr.addr.ibaddr.sgid);
-	u->ah_attr.grh.hop_limit = 64;
 }
 
 /* rdma_join_multicast_ex joins the group of attr's address (librdmacm's checks, then

@@ -162,6 +162,12 @@ static int same_addr(const union sockaddr_any *a, const struct sockaddr *b)
 	return a->sin6.sin6_port == s->sin6_port && !memcmp(&a->sin6.sin6_addr, &s->sin6_addr, 16);
 }
 
+/* port_of is a's port field, of whichever family. */
+static in_port_t *port_of(union sockaddr_any *a)
+{
+	return a->sa.sa_family == AF_INET ? &a->sin.sin_port : &a->sin6.sin6_port;
+}
+
 static int any_addr(const union sockaddr_any *a)
 {
 	if (a->sa.sa_family == AF_INET)
@@ -398,7 +404,7 @@ static int local_source(struct dsock *ds, const struct sockaddr *dst, union sock
 	socklen_t n = sizeof(*src);
 	if (getsockname(ds->udp, &src->sa, &n))
 		return -1;
-	if ((src->sa.sa_family == AF_INET ? src->sin.sin_port : src->sin6.sin6_port) == 0) {
+	if (*port_of(src) == 0) {
 		union sockaddr_any any = {.sa.sa_family = ds->domain};
 		if (bind(ds->udp, &any.sa, addr_len(ds->domain)))
 			return -1;
@@ -408,17 +414,14 @@ static int local_source(struct dsock *ds, const struct sockaddr *dst, union sock
 	}
 	if (!any_addr(src))
 		return 0;
-	in_port_t port = src->sa.sa_family == AF_INET ? src->sin.sin_port : src->sin6.sin6_port;
+	in_port_t port = *port_of(src);
 	int s = kernel_socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC);
 	if (s < 0)
 		return -1;
 	n = sizeof(*src);
 	int ret = connect(s, dst, addr_len(dst->sa_family)) || getsockname(s, &src->sa, &n) ? -1 : 0;
 	close(s);
-	if (src->sa.sa_family == AF_INET)
-		src->sin.sin_port = port;
-	else
-		src->sin6.sin6_port = port;
+	*port_of(src) = port;
 	return ret;
 }
 
@@ -462,7 +465,7 @@ static struct ds_dest *dest_of(struct dsock *ds, const struct sockaddr *dst)
 
 /* make_ah gives d an address handle to the peer's QP qpn, resolving the route as
  * rdma-core's UDP service does (a passing identifier's rdma_resolve_addr/route). */
-static void make_ah(struct dsock *ds, struct ds_dest *d, uint32_t qpn)
+static void make_ah(struct ds_dest *d, uint32_t qpn)
 {
 	if (d->ah) {
 		ibv_destroy_ah(d->ah);
@@ -473,10 +476,7 @@ static void make_ah(struct dsock *ds, struct ds_dest *d, uint32_t qpn)
 		return;
 	union sockaddr_any src;
 	hdr_source(&d->qp->hdr, &src);
-	if (src.sa.sa_family == AF_INET)
-		src.sin.sin_port = 0;
-	else
-		src.sin6.sin6_port = 0;
+	*port_of(&src) = 0;
 	union sockaddr_any dst = d->addr;
 	if (rdma_resolve_addr(id, &src.sa, &dst.sa, 2000) == 0 && rdma_resolve_route(id, 2000) == 0) {
 		struct ibv_ah_attr a;
@@ -556,7 +556,7 @@ static void take_udp(struct dsock *ds)
 		if (h->op == RS_OP_DATA)
 			send_udp(ds, d, RS_OP_CTRL, NULL, 0);
 		if (!d->ah || d->qpn != qpn)
-			make_ah(ds, d, qpn);
+			make_ah(d, qpn);
 		uint32_t len = n - h->length;
 		if (h->op != RS_OP_DATA || ds->rd_shut || !ds->nufree)
 			continue;
