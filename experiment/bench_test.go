@@ -249,6 +249,8 @@ func benchScenarios() map[string]Config {
 		"incast16-ns3" + benchFilesSuffix:      NS3(Defaults()),
 		"incast16-50MB-ns3" + benchFilesSuffix: long,
 	}
+	// The sweep's runs: the 500 KB incast under the preset, a seed each.
+	scenarios[sweepScenario] = NS3(Defaults())
 	// The parallel driver's runs of the fat trees, on one thread and on two.
 	for _, name := range []string{"fat3-hpcc", "fat1024"} {
 		for _, threads := range []int{1, 2} {
@@ -270,6 +272,10 @@ func TestBenchChild(t *testing.T) {
 	cfg, ok := benchScenarios()[name]
 	if !ok {
 		t.Fatalf("no scenario %q", name)
+	}
+	if name == sweepScenario {
+		benchSweepChild(t, cfg)
+		return
 	}
 	res, err := Run(cfg)
 	if err != nil {
@@ -297,13 +303,13 @@ func TestBenchChild(t *testing.T) {
 
 // benchScenario runs the scenario b.N times, each in a child process, and reports
 // per run: wall and CPU time, packets per CPU-second, events per packet and the peak
-// RSS of the largest child. It returns the hash of the last run's flows and metrics.
-func benchScenario(b *testing.B, name string) string {
+// RSS of the largest child. It returns the hash of the last run's flows and metrics,
+// and what the child wrote after its counts' line.
+func benchScenario(b *testing.B, name string) (hash, rest string) {
 	out := filepath.Join(b.TempDir(), "counts")
 	var wall, cpu time.Duration
 	var rss int64
 	var packets, events uint64
-	var hash string
 	for range b.N {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestBenchChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), benchChildEnv+"="+name, benchOutEnv+"="+out)
@@ -320,14 +326,16 @@ func benchScenario(b *testing.B, name string) string {
 			b.Fatal(err)
 		}
 		var p, e uint64
-		if _, err := fmt.Sscan(string(data), &p, &e, &hash); err != nil {
+		line, after, _ := strings.Cut(string(data), "\n")
+		if _, err := fmt.Sscan(line, &p, &e, &hash); err != nil {
 			b.Fatalf("%s: counts %q: %v", name, data, err)
 		}
+		rest = after
 		packets, events = packets+p, events+e
 	}
 	reportScenario(b, wall, cpu, packets, events)
 	b.ReportMetric(float64(rss)/1e6, "peak-RSS-MB")
-	return hash
+	return hash, rest
 }
 
 // benchScenarioInProcess runs a scenario too short for a child process's start-up
@@ -387,7 +395,8 @@ func benchParallel(b *testing.B, name string) {
 	var hashes []string
 	for _, threads := range []int{1, 2} {
 		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
-			hashes = append(hashes, benchScenario(b, fmt.Sprintf("%s-threads%d", name, threads)))
+			hash, _ := benchScenario(b, fmt.Sprintf("%s-threads%d", name, threads))
+			hashes = append(hashes, hash)
 		})
 	}
 	if len(hashes) == 2 && hashes[0] != hashes[1] {
@@ -407,6 +416,51 @@ func BenchmarkIncast16Files(b *testing.B) { benchScenario(b, "incast16-ns3"+benc
 // time, 1.6 M packets): peak RSS must not grow with the run (docs/performance.md).
 func BenchmarkIncast16x50MBFiles(b *testing.B) {
 	benchScenario(b, "incast16-50MB-ns3"+benchFilesSuffix)
+}
+
+// sweepScenario names the 20-seed sweep of BenchmarkIncastSweep20, and sweepSeeds its
+// seeds.
+const (
+	sweepScenario = "incast16-ns3-sweep20"
+	sweepSeeds    = 20
+)
+
+// BenchmarkIncastSweep20 is `rocelab experiment sweep incast --seeds 20 --preset ns3`
+// in a child process: the 500 KB 16:1 incast over 20 seeds, as many runs at once as
+// the machine has cores. It reports the whole sweep's wall and CPU time, packets per
+// CPU-second, events per packet and peak RSS, and logs the sweep's summary table.
+func BenchmarkIncastSweep20(b *testing.B) {
+	_, table := benchScenario(b, sweepScenario)
+	b.Logf("the sweep's table (%d seeds, %d at once):\n%s", sweepSeeds, runtime.NumCPU(), table)
+}
+
+// benchSweepChild runs the sweep of sweepScenario from cfg and writes its counts for
+// benchScenario, its summary table after them.
+func benchSweepChild(t *testing.T, cfg Config) {
+	runs := make([]SweepRun, sweepSeeds)
+	for i := range runs {
+		c := cfg
+		c.Seed = uint64(i + 1)
+		runs[i] = SweepRun{Params: []Param{{"senders", fmt.Sprint(c.Senders)}}, Config: c}
+	}
+	outcomes := Sweep(runs, runtime.NumCPU(), nil, nil)
+	var packets, events uint64
+	for _, o := range outcomes {
+		if len(o.Errors) > 0 {
+			t.Fatalf("seed %d: %s", o.Seed, o.Errors[0])
+		}
+		packets, events = packets+o.Packets, events+o.Events
+	}
+	var table strings.Builder
+	WriteSweepTable(&table, outcomes)
+	js, err := json.Marshal(outcomes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := fmt.Sprintf("%d %d %x\n%s", packets, events, sha256.Sum256(js), table.String())
+	if err := os.WriteFile(os.Getenv(benchOutEnv), []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // BenchmarkIncast16Scenario is the 16:1 incast, 500 KB per sender at 100 Gb/s, HPCC.

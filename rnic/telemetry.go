@@ -158,8 +158,10 @@ func formatCodecs(format telemetry.Format) (*telemetryCodecs, error) {
 		req, echo := hpcchop.New(), hpcchop.New()
 		echo.DSCP = telemetry.EchoDSCP
 		return &telemetryCodecs{format: format, wrap: hpcc.CompactWrap(req.Multi),
-			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err }},
-			echo:    codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err }},
+			request: codec{Codec: req, decode: func(f []byte, st *telemetry.Stack) error { _, err := req.Decode(f, st); return err },
+				decodeStrip: req.DecodeStripIn},
+			echo: codec{Codec: echo, decode: func(f []byte, st *telemetry.Stack) error { _, err := echo.Decode(f, st); return err },
+				decodeStrip: echo.DecodeStripIn},
 		}, nil
 	case telemetry.FormatIFA:
 		req, echo := ifa.New(), ifa.New()

@@ -220,35 +220,48 @@ func (c *Codec) multi() uint64 {
 	return c.Multi
 }
 
+// located is where a frame's block is: the frame's headers, the block's offset (just
+// after UDP) and the block itself.
+type located struct {
+	l   roce.Layout
+	off int
+	s   Shim
+}
+
 // find locates the block in frame.
-func (c *Codec) find(frame []byte) (roce.Layout, Shim, error) {
-	l, err := telemetry.Locate(frame)
-	if err != nil {
-		return l, nil, err
-	}
+func (c *Codec) find(frame []byte) (located, error) { return telemetry.Find(frame, c.findIn) }
+
+// findIn is find in a frame whose headers l locates.
+func (c *Codec) findIn(frame []byte, l roce.Layout) (located, error) {
+	x := located{l: l}
 	if l.Proto != telemetry.ProtoUDP || l.DSCP(frame) != c.DSCP || !l.UDPAt(frame, l.L4) {
-		return l, nil, telemetry.ErrNoTelemetry
+		return x, telemetry.ErrNoTelemetry
 	}
-	off := l.L4 + roce.UDPSize
-	if off+HeaderSize > l.End {
-		return l, nil, telemetry.Malformed("HPCC block cut off: %d bytes after UDP", l.End-off)
+	x.off = l.L4 + roce.UDPSize
+	if x.off+HeaderSize > l.End {
+		return x, telemetry.Malformed("HPCC block cut off: %d bytes after UDP", l.End-x.off)
 	}
-	s := Shim(frame[off : off+HeaderSize])
-	if s.Version() != Version {
-		return l, nil, telemetry.Malformed("HPCC shim version %d", s.Version())
+	x.s = Shim(frame[x.off : x.off+HeaderSize])
+	if x.s.Version() != Version {
+		return x, telemetry.Malformed("HPCC shim version %d", x.s.Version())
 	}
-	if n := s.size(); n > HeaderSize {
-		if off+n > l.End {
-			return l, nil, telemetry.Malformed("HPCC rate table cut off: %d bytes after UDP", l.End-off)
+	if n := x.s.size(); n > HeaderSize {
+		if x.off+n > l.End {
+			return x, telemetry.Malformed("HPCC rate table cut off: %d bytes after UDP", l.End-x.off)
 		}
-		s = frame[off : off+n]
+		x.s = frame[x.off : x.off+n]
 	}
-	return l, s, nil
+	return x, nil
 }
 
 // Request inserts an empty block after the UDP header, moves the packet's DSCP into
 // the shim and marks the packet with c.DSCP.
 func (c *Codec) Request(frame []byte) ([]byte, error) {
+	return c.RequestWith(frame, telemetry.Open, telemetry.Close)
+}
+
+// RequestWith is Request opening the block's gap with open (telemetry.InPlace).
+func (c *Codec) RequestWith(frame []byte, open telemetry.Opener, _ telemetry.Closer) ([]byte, error) {
 	l, err := telemetry.Locate(frame)
 	if err != nil {
 		return frame, err
@@ -256,11 +269,11 @@ func (c *Codec) Request(frame []byte) ([]byte, error) {
 	if l.Proto != telemetry.ProtoUDP || !l.UDPAt(frame, l.L4) {
 		return frame, telemetry.ErrUnsupported
 	}
-	if _, _, err := c.find(frame); err == nil {
+	if _, err := c.findIn(frame, l); err == nil {
 		return frame, telemetry.ErrAlreadyPresent
 	}
 	off := l.L4 + roce.UDPSize
-	frame, err = telemetry.Open(frame, off, HeaderSize)
+	frame, err = open(frame, off, HeaderSize)
 	if err != nil {
 		return frame, err
 	}
@@ -279,10 +292,19 @@ func (c *Codec) Request(frame []byte) ([]byte, error) {
 // refuses, or no capacity for the table — sets the E flag and returns an error
 // with the slots untouched.
 func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, error) {
-	l, s, err := c.find(frame)
-	if err != nil {
-		return frame, 0, err
-	}
+	return telemetry.Push(frame, h, c.findIn, c.push)
+}
+
+// PushWith is Push in a frame whose headers l locates, opening the rate table's gap,
+// if it needs one, with open (telemetry.InPlace). It sets h.TTL, which the block
+// does not carry, as every InPlace codec does.
+func (c *Codec) PushWith(frame []byte, l roce.Layout, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
+	return telemetry.PushWith(frame, l, h, open, c.findIn, c.push)
+}
+
+// push is Push into the block x locates, with open opening the rate table's gap.
+func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
+	s := x.s
 	code, ok := RateCode(h.Rate)
 	if !ok {
 		if err := CheckRate(h.Rate); err != nil {
@@ -290,16 +312,18 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 			return frame, 0, err
 		}
 		if s.Flags()&FlagX == 0 {
-			at := l.L4 + roce.UDPSize + HeaderSize
-			grown, err := telemetry.Open(frame, at, RateTableSize)
+			at := x.off + HeaderSize
+			grown, err := open(frame, at, RateTableSize)
 			if err != nil {
 				s.SetFlag(FlagE)
 				return frame, 0, err
 			}
+			// The opener may have moved the bytes before the gap: offsets from the
+			// frame's start hold, slices of the old frame do not.
 			frame = grown
-			telemetry.AddUDPLength(frame, l.L4, RateTableSize)
-			l.AddIPLength(frame, RateTableSize)
-			s = Shim(frame[at-HeaderSize : at+RateTableSize])
+			telemetry.AddUDPLength(frame, x.l.L4, RateTableSize)
+			x.l.AddIPLength(frame, RateTableSize)
+			s = Shim(frame[x.off : at+RateTableSize])
 			s.SetFlag(FlagX)
 		}
 		code = EscapeCode
@@ -338,10 +362,15 @@ func (c *Codec) Push(frame []byte, h *telemetry.Hop) ([]byte, telemetry.Status, 
 // Decode reads the block into st (hops in path order, the last five when the ring
 // wrapped) and returns the shim's fields.
 func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
-	_, s, err := c.find(frame)
+	x, err := c.find(frame)
 	if err != nil {
 		return Header{}, err
 	}
+	return c.decodeLocated(x.s, st), nil
+}
+
+// decodeLocated is Decode of block s.
+func (c *Codec) decodeLocated(s Shim, st *telemetry.Stack) Header {
 	hd := Header{Version: s.Version(), OrigDSCP: s.OrigDSCP(), NHop: s.NHop(),
 		RateTable: s.Flags()&FlagX != 0, Error: s.Flags()&FlagE != 0}
 	st.Format, st.N, st.Truncated = telemetry.FormatHPCC, 0, hd.NHop > MaxHops
@@ -366,19 +395,41 @@ func (c *Codec) Decode(frame []byte, st *telemetry.Stack) (Header, error) {
 		hop.Has = telemetry.FieldRate | telemetry.FieldTS | telemetry.FieldTxBytes | telemetry.FieldQLen
 	}
 	st.N = n
-	return hd, nil
+	return hd
 }
 
 // Strip removes the block, restores the DSCP and the IP and UDP lengths.
 func (c *Codec) Strip(frame []byte) ([]byte, error) {
-	l, s, err := c.find(frame)
+	return c.StripWith(frame, telemetry.Close)
+}
+
+// StripWith is Strip closing the gap with close (telemetry.InPlace).
+func (c *Codec) StripWith(frame []byte, close telemetry.Closer) ([]byte, error) {
+	x, err := c.find(frame)
 	if err != nil {
 		return frame, err
 	}
-	dscp, n := s.OrigDSCP(), len(s)
-	frame = telemetry.Close(frame, l.L4+roce.UDPSize, n)
-	telemetry.AddUDPLength(frame, l.L4, -n)
-	l.AddIPLength(frame, -n)
-	l.SetDSCP(frame, dscp)
-	return frame, nil
+	return stripLocated(frame, &x, close), nil
+}
+
+// DecodeStripIn is Decode then StripWith, on a frame whose headers l locates (as
+// roce.Locate finds them): the receiver's whole job in one look at the headers it
+// has located already. On an error the frame is unchanged.
+func (c *Codec) DecodeStripIn(frame []byte, l roce.Layout, st *telemetry.Stack, close telemetry.Closer) ([]byte, error) {
+	x, err := c.findIn(frame, l)
+	if err != nil {
+		return frame, err
+	}
+	c.decodeLocated(x.s, st)
+	return stripLocated(frame, &x, close), nil
+}
+
+// stripLocated removes the block x locates in frame with close.
+func stripLocated(frame []byte, x *located, close telemetry.Closer) []byte {
+	dscp, n := x.s.OrigDSCP(), len(x.s)
+	frame = close(frame, x.off, n)
+	telemetry.AddUDPLength(frame, x.l.L4, -n)
+	x.l.AddIPLength(frame, -n)
+	x.l.SetDSCP(frame, dscp)
+	return frame
 }

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/rocelab/rocelab/hpcc"
+	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 	"github.com/rocelab/rocelab/roce/telemetry/telemetrytest"
 )
@@ -278,6 +280,52 @@ func FuzzPush(f *testing.F) {
 		}
 		if _, err := c.Strip(out); err != nil {
 			t.Fatalf("pushed a 10 Gb/s hop, then strip: %v", err)
+		}
+	})
+}
+
+// FuzzDecodeStripIn holds DecodeStripIn on a located frame to Decode then Strip: the
+// same hops, the same bytes left, and on an error the frame untouched.
+func FuzzDecodeStripIn(f *testing.F) {
+	c := New()
+	fr, _ := c.Request(telemetrytest.RoCEFrame(false))
+	h := telemetrytest.Hop(1)
+	fr, _, _ = c.Push(fr, &h)
+	f.Add(fr)
+	ext, _ := c.Request(telemetrytest.RoCEFrame(true))
+	h10 := telemetrytest.Hop(2)
+	h10.Rate = 10e9
+	ext = append(ext, make([]byte, RateTableSize)...)[:len(ext)]
+	ext, _, _ = c.Push(ext, &h10)
+	f.Add(ext)
+	f.Add(telemetrytest.RoCEFrame(false))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, err := roce.Locate(b)
+		if err != nil {
+			return
+		}
+		var want, got telemetry.Stack
+		_, derr := c.Decode(b, &want)
+		stripped, serr := c.Strip(bytes.Clone(b))
+		in := bytes.Clone(b)
+		out, err := c.DecodeStripIn(in, l, &got, telemetry.Close)
+		switch {
+		case (err == nil) != (derr == nil && serr == nil):
+			t.Fatalf("DecodeStripIn: %v; Decode: %v, Strip: %v", err, derr, serr)
+		case err != nil:
+			if !bytes.Equal(in, b) {
+				t.Fatal("DecodeStripIn failed and changed the frame")
+			}
+			return
+		case !bytes.Equal(out, stripped):
+			t.Fatalf("DecodeStripIn left %x, Strip %x", out, stripped)
+		case got.N != want.N || got.Format != want.Format || got.Truncated != want.Truncated:
+			t.Fatalf("DecodeStripIn decoded %d hops (%s), Decode %d (%s)", got.N, got.Format, want.N, want.Format)
+		}
+		for i, hop := range got.HopList() {
+			if !reflect.DeepEqual(hop, want.Hops[i]) {
+				t.Fatalf("hop %d: DecodeStripIn %+v, Decode %+v", i, hop, want.Hops[i])
+			}
 		}
 	})
 }
