@@ -302,6 +302,31 @@ func (c *Codec) PushWith(frame []byte, l roce.Layout, h *telemetry.Hop, open tel
 	return telemetry.PushWith(frame, l, h, open, c.findIn, c.push)
 }
 
+// PushHops is Push of each of hops in turn, stopping at the first error, with one
+// look for the block (telemetry.HopsPusher): a receiver echoing the hops a packet
+// collected pushes them all into its ACK's block.
+func (c *Codec) PushHops(frame []byte, hops []telemetry.Hop) ([]byte, error) {
+	if len(hops) == 0 {
+		return frame, nil
+	}
+	x, err := c.find(frame)
+	if err != nil {
+		return frame, err
+	}
+	for i := range hops {
+		n := len(frame)
+		if frame, _, err = c.push(frame, x, &hops[i], telemetry.Open); err != nil {
+			return frame, err
+		}
+		if len(frame) != n { // the push added the rate table: the block is longer
+			if x, err = c.find(frame); err != nil {
+				return frame, err
+			}
+		}
+	}
+	return frame, nil
+}
+
 // push is Push into the block x locates, with open opening the rate table's gap.
 func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
 	s := x.s

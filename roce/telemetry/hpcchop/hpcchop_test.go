@@ -329,3 +329,33 @@ func FuzzDecodeStripIn(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPushHops holds PushHops to Push called on each hop in turn, on any frame, with
+// hops at the simulator's rates and at a lab's (the rate table added on the way).
+func FuzzPushHops(f *testing.F) {
+	c := New()
+	fr, _ := c.Request(telemetrytest.RoCEFrame(false))
+	f.Add(fr, uint8(3), false)
+	f.Add(fr, uint8(7), true)
+	f.Fuzz(func(t *testing.T, b []byte, n uint8, labRate bool) {
+		hops := make([]telemetry.Hop, n%8)
+		for i := range hops {
+			hops[i] = telemetrytest.Hop(i + 1)
+			if labRate && i%2 == 1 {
+				hops[i].Rate = 10e9
+			}
+		}
+		room := len(b) + RateTableSize
+		one := append(make([]byte, 0, room), b...)
+		var err error
+		for i := range hops {
+			if one, _, err = c.Push(one, &hops[i]); err != nil {
+				break
+			}
+		}
+		all, aerr := c.PushHops(append(make([]byte, 0, room), b...), hops)
+		if (err == nil) != (aerr == nil) || !bytes.Equal(one, all) {
+			t.Fatalf("PushHops: %v, %x; Push each: %v, %x", aerr, all, err, one)
+		}
+	})
+}
