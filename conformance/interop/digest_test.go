@@ -26,8 +26,9 @@ type recorder struct {
 
 // keepOutput notes the programs' outputs for the digest, their last lines only: the
 // messages, printed after them, are what a log's tail must show.
-func (r *recorder) keepOutput(server, client string) {
-	r.output = "server (last lines):\n" + lastLines(server, 12) + "client (last lines):\n" + lastLines(client, 12)
+func (r *recorder) keepOutput(server, client string, frames []string) {
+	r.output = "server (last lines):\n" + lastLines(server, 12) + "client (last lines):\n" + lastLines(client, 12) +
+		fmt.Sprintf("the capture's last %d RoCEv2 frames:\n", len(frames)) + strings.Join(frames, "\n") + "\n"
 }
 
 func lastLines(s string, n int) string {

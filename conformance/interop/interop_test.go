@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -352,7 +353,13 @@ func startHost(ctx context.Context, t testing.TB, store netns.Store, l *lab.Lab,
 // needed.
 type capture struct {
 	roce, data, needed int
+	// last are the capture's last RoCEv2 frames, a line each, for a case that failed:
+	// where each side's traffic stopped.
+	last []string
 }
+
+// lastFrames is how many of the capture's last frames a failed case shows.
+const lastFrames = 24
 
 // ratio is the data frames sent per data frame needed.
 func (c capture) ratio() float64 { return float64(c.data) / float64(max(c.needed, 1)) }
@@ -385,6 +392,17 @@ func checkCapture(t testing.TB, file string) capture {
 	err = decode.ReadFrames(f, func(fr *decode.Frame) error {
 		r := d.DecodeFrame(fr)
 		sum.Add(&r)
+		if r.BTH != nil && r.IP != nil {
+			line := fmt.Sprintf("#%d %s %s > %s %s qp 0x%x psn %d", fr.Index, fr.Info.Timestamp.UTC().Format("15:04:05.000000"),
+				r.IP.Src, r.IP.Dst, r.BTH.OpcodeName, r.BTH.DestQP, r.BTH.PSN)
+			if r.AETH != nil {
+				line += fmt.Sprintf(" %s %d msn %d", r.AETH.Type, r.AETH.Value, r.AETH.MSN)
+			}
+			if len(c.last) == lastFrames {
+				c.last = append(c.last[:0], c.last[1:]...)
+			}
+			c.last = append(c.last, line)
+		}
 		if r.BTH != nil && r.IP != nil && dataFrame(r.BTH.Opcode) {
 			c.data++
 			k := psnKey{r.IP.Src, r.BTH.DestQP, r.BTH.PSN}
@@ -499,7 +517,18 @@ func TestInteropRXE(t *testing.T) {
 			}
 			if t.Failed() {
 				t.Logf("server:\n%s\nclient:\n%s", server, client)
-				t.keepOutput(server, client)
+				// h1's RNIC counters and QPs as the lab has them now: where its side of
+				// the transfer stands.
+				var h1 []byte
+				for _, h := range l.Status().Hosts {
+					if h.Name == "h1" {
+						h1, _ = json.Marshal(struct {
+							RNIC any `json:"rnic"`
+							QPs  any `json:"qps"`
+						}{h.RNIC, h.QPs})
+					}
+				}
+				t.keepOutput(server, client, append(cp.last, "h1: "+string(h1)))
 			}
 		})
 	}
