@@ -76,6 +76,13 @@ type Config struct {
 	// frames carry headers, lengths and PSNs but no data, no ICRC is computed, and a
 	// flow's memory regions are lengths. Every other output is the same either way.
 	Verify bool
+	// FiguresOnly keeps of a virtual-time run only what its figures need (Metrics,
+	// Flows, Errors): it takes no rate samples and no links table, and keeps the
+	// queue series of the bottleneck only in the incast and fairness scenarios, all of
+	// which only the data files and plots read. WriteData and WritePlots then fail.
+	// Every figure is the same (TestFiguresOnlySameFigures). `experiment --json` sets
+	// it when it writes no files, and so does a sweep that keeps none.
+	FiguresOnly bool
 	// Progress, if set, is called every ProgressEvery simulated events while flows
 	// are unfinished: a terminal's progress line (the caller owns the wall clock).
 	Progress func(Progress)
@@ -458,7 +465,7 @@ func Run(cfg Config) (*Result, error) {
 		res.links.add(name, 0, &ports[i])
 	}
 	stopQ := st.sw.SampleChanges(cfg.Sample, sampled.tick, func(s fabric.Sample) {
-		if int(s.Port) < len(ports) {
+		if int(s.Port) < len(ports) && (!cfg.FiguresOnly || int(s.Port) == cfg.Senders) {
 			ports[s.Port].record(s)
 		}
 	})
@@ -469,15 +476,19 @@ func Run(cfg Config) (*Result, error) {
 		now := mon.Now()
 		var delivered uint64
 		for _, f := range flows {
-			r := RateSample{T: now, Flow: f.ID}
-			if f.Done == 0 && now >= f.Start {
-				r = f.rateSample(now, cfg.LinkRate)
+			if !cfg.FiguresOnly {
+				r := RateSample{T: now, Flow: f.ID}
+				if f.Done == 0 && now >= f.Start {
+					r = f.rateSample(now, cfg.LinkRate)
+				}
+				res.rates.add(r)
 			}
-			res.rates.add(r)
 			delivered += f.deliveredBytes()
 		}
 		res.addDelivered(now, delivered)
-		res.links.record(now)
+		if !cfg.FiguresOnly {
+			res.links.record(now)
+		}
 		rt.Reset(now.Add(rateEvery))
 	})
 	rt.Reset(0)

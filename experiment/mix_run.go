@@ -435,11 +435,15 @@ func (m *mixRun) sampleRates() *clock.Timer {
 		now := mon.Now()
 		delivered := m.finished
 		for _, f := range m.active {
-			m.res.rates.add(f.rateSample(now, m.cfg.LinkRate))
+			if !m.cfg.FiguresOnly {
+				m.res.rates.add(f.rateSample(now, m.cfg.LinkRate))
+			}
 			delivered += f.deliveredBytes()
 		}
 		m.res.addDelivered(now, delivered)
-		m.res.links.record(now)
+		if !m.cfg.FiguresOnly {
+			m.res.links.record(now)
+		}
 		rt.Reset(now.Add(every))
 	})
 	rt.Reset(m.flows[0].Start)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -51,9 +52,15 @@ func (r *Result) WriteFiles(dir string) error {
 	return r.WritePlots(dir)
 }
 
+// errFiguresOnly is what writing a FiguresOnly run's files returns.
+var errFiguresOnly = errors.New("experiment: the run kept its figures only (Config.FiguresOnly): it has no data files or plots to write")
+
 // WriteData writes WriteFiles' files but the plots: the CSVs, summary.json and
 // topology.yaml.
 func (r *Result) WriteData(dir string) error {
+	if r.Config.FiguresOnly {
+		return errFiguresOnly
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -118,6 +125,9 @@ func (r *Result) WriteData(dir string) error {
 // WritePlots draws WriteFiles' plots into dir: each costs more than the simulation
 // of a short run (the three of a 500 KB incast 0.1 CPU-s, its simulation 0.03).
 func (r *Result) WritePlots(dir string) error {
+	if r.Config.FiguresOnly {
+		return errFiguresOnly
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package experiment
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -60,6 +61,47 @@ func TestPayloadFreeSameOutput(t *testing.T) {
 				if !bytes.Equal(b, free[n]) {
 					t.Errorf("%s differs between the verified and the payload-free run", n)
 				}
+			}
+		})
+	}
+}
+
+// TestFiguresOnlySameFigures: a run that keeps its figures only (no rate samples, no
+// links table, in a star no queue series but the bottleneck's) gives the same
+// metrics, flows and errors as the run that keeps everything, in every scenario, and
+// refuses to write files it does not have.
+func TestFiguresOnlySameFigures(t *testing.T) {
+	incast := NS3(Defaults())
+	incast.FlowSize = 200_000
+	fairness := Defaults()
+	fairness.Scenario, fairness.Senders, fairness.FlowSize, fairness.Stagger = "fairness", 3, 300_000, 20*time.Microsecond
+	mix := mixConfig()
+	mix.Duration = 100 * time.Microsecond
+	for name, cfg := range map[string]Config{"incast": incast, "fairness": fairness, "mix": mix} {
+		t.Run(name, func(t *testing.T) {
+			figures := func(cfg Config) ([]byte, *Result) {
+				res, err := Run(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { res.Close() })
+				b, err := json.Marshal(JSON{Metrics: res.Metrics, Flows: res.Flows, Errors: res.Errors})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b, res
+			}
+			all, _ := figures(cfg)
+			cfg.FiguresOnly = true
+			only, res := figures(cfg)
+			if !bytes.Equal(all, only) {
+				t.Fatalf("figures differ:\nall  %s\nonly %s", all, only)
+			}
+			if res.Metrics.FlowsFinished == 0 || res.Metrics.Window.EndNs == 0 {
+				t.Fatalf("a run that says nothing: %s", only)
+			}
+			if err := res.WriteData(t.TempDir()); !errors.Is(err, errFiguresOnly) {
+				t.Fatalf("WriteData of a figures-only run: %v", err)
 			}
 		})
 	}

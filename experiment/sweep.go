@@ -73,7 +73,9 @@ func Sweep(runs []SweepRun, jobs int, keep func(i int, res *Result) error, progr
 // sweepOne runs one run of a sweep.
 func sweepOne(i int, run SweepRun, keep func(int, *Result) error) SweepOutcome {
 	o := SweepOutcome{Params: run.Params, Seed: run.Config.Seed}
-	res, err := Run(run.Config)
+	cfg := run.Config
+	cfg.FiguresOnly = cfg.FiguresOnly || keep == nil // nothing will write its files
+	res, err := Run(cfg)
 	if err != nil {
 		o.Errors = []string{err.Error()}
 		return o

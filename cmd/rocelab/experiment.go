@@ -132,6 +132,8 @@ func newExperimentCmd() *cobra.Command {
 			files := outputs{plots: e.plots}
 			if !e.asJSON || flags.Changed("out") || e.plots {
 				files.dir = e.out
+			} else {
+				cfg.FiguresOnly = true // no files: no series that only they read
 			}
 			return runAndReport(cmd.OutOrStdout(), newProgress(cmd.ErrOrStderr()), run, cfg, files, e.asJSON)
 		},
