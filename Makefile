@@ -33,7 +33,7 @@ LAB        ?= $(basename $(notdir $(LAB_TOPO)))
 
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: k8s-check all build test lint vet fmt-check staticcheck importcheck doccheck tidy-check unit bench fuzz demo deps clean lab down interop
+.PHONY: k8s-check all build test lint pgo vet fmt-check staticcheck importcheck doccheck tidy-check unit bench fuzz demo deps clean lab down interop
 
 all: build
 
@@ -119,11 +119,22 @@ unit:
 ## test: everything CI checks
 test: deps deps-system build lint unit
 
-## bench: benchmarks as a table on stdout and JSON in out/bench.json
+## bench: benchmarks as a table on stdout and JSON in out/bench.json, built with the
+## profile rocelab is built with (cmd/rocelab/default.pgo), so that they measure its code
 bench: build
 	@mkdir -p $(OUT)
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS) | tee $(OUT)/bench.txt
+	$(GO) test -pgo=$(CURDIR)/cmd/rocelab/default.pgo -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS) | tee $(OUT)/bench.txt
 	$(GO) run ./tools/benchreport -in $(OUT)/bench.txt -json $(OUT)/bench.json
+
+## pgo: profile rocelab's virtual-time workloads — the 16:1 incast of 50 MB a sender
+## under --preset ns3 (HPCC hops) and the 320-host fat tree's first 300 µs (INT-MD) — and
+## merge the profiles into cmd/rocelab/default.pgo, with which go build optimizes rocelab
+## (profile-guided optimization; docs/performance.md). Run it after changing the data path.
+pgo: build
+	@mkdir -p $(OUT)/pgo
+	./$(BIN)/rocelab --cpuprofile $(OUT)/pgo/incast.prof experiment incast --senders 16 --flow-size 50MB --preset ns3 --json >/dev/null
+	./$(BIN)/rocelab --cpuprofile $(OUT)/pgo/mix.prof experiment mix --topology fat-tree-3tier --link-rate 100G --load 0.3 --duration 300us --json >/dev/null
+	$(GO) tool pprof -proto $(OUT)/pgo/incast.prof $(OUT)/pgo/mix.prof > cmd/rocelab/default.pgo
 
 ## fuzz: run every fuzz target for FUZZTIME each (make fuzz FUZZTIME=10m)
 fuzz:

@@ -8,6 +8,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 )
@@ -23,10 +24,43 @@ Everything that does not need a kernel (transport, fabric, HPCC) also runs in-pr
 virtual time, deterministically and without root.`,
 	SilenceUsage:  true,
 	SilenceErrors: true,
+	PersistentPreRunE: func(*cobra.Command, []string) error {
+		if cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		stopProfile = func() error {
+			pprof.StopCPUProfile()
+			return f.Close()
+		}
+		return nil
+	},
+}
+
+// cpuProfile is --cpuprofile's file; stopProfile ends the profile the command started.
+var (
+	cpuProfile  string
+	stopProfile = func() error { return nil }
+)
+
+func init() {
+	rootCmd.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "",
+		"write a CPU profile of the command to `FILE` (go tool pprof); make pgo merges such profiles into cmd/rocelab/default.pgo, which go build optimizes rocelab with")
 }
 
 func main() {
-	if err := rootCmd.Execute(); err != nil {
+	err := rootCmd.Execute()
+	if perr := stopProfile(); err == nil && perr != nil {
+		err = fmt.Errorf("--cpuprofile: %w", perr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "rocelab:", err)
 		os.Exit(1)
 	}
