@@ -199,9 +199,9 @@ func (c *changeCursor) step() {
 			return
 		}
 	}
-	dt, n1 := binary.Varint(c.buf)
-	dq, n2 := binary.Varint(c.buf[n1:])
-	dx, n3 := binary.Varint(c.buf[n1+n2:])
+	dt, n1 := varint(c.buf)
+	dq, n2 := varint(c.buf[n1:])
+	dx, n3 := varint(c.buf[n1+n2:])
 	c.buf = c.buf[n1+n2+n3:]
 	c.next = QueueSample{T: c.next.T + clock.Time(dt), Bytes: c.next.Bytes + int(dq), TxBytes: c.next.TxBytes + uint64(dx)}
 	c.read++
@@ -225,6 +225,22 @@ func (c *changeCursor) load() bool {
 	}
 	c.part++
 	return true
+}
+
+// varint is binary.Varint with the one- and two-byte encodings, which hold nearly
+// every difference of a series (a sample interval, a frame or two of queue), decoded
+// inline: the metrics walk a run's series several times, a change at a time.
+func varint(b []byte) (int64, int) {
+	var u uint64
+	switch {
+	case len(b) > 0 && b[0] < 0x80:
+		u = uint64(b[0])
+		return int64(u>>1) ^ -int64(u&1), 1
+	case len(b) > 1 && b[1] < 0x80:
+		u = uint64(b[0]&0x7F) | uint64(b[1])<<7
+		return int64(u>>1) ^ -int64(u&1), 2
+	}
+	return binary.Varint(b)
 }
 
 // advance makes the cursor's current change the last one taken at or before t.

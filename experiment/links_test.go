@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -309,6 +310,31 @@ func TestChangeLogSpills(t *testing.T) {
 		}
 		if !slices.Equal(got, added[i]) {
 			t.Errorf("log %d: walked %d changes, differing from the %d added", i, len(got), len(added[i]))
+		}
+	}
+}
+
+// TestVarintMatchesBinary holds varint to binary.Varint on every encoding of values
+// around each length's bounds, on random values, and on cut-off and empty input.
+func TestVarintMatchesBinary(t *testing.T) {
+	var values []int64
+	for shift := range 64 {
+		for _, d := range []int64{-2, -1, 0, 1, 2} {
+			values = append(values, 1<<shift+d, -(1<<shift)+d)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 10000 {
+		values = append(values, int64(r.Uint64())>>r.IntN(64))
+	}
+	for _, v := range values {
+		b := binary.AppendVarint(nil, v)
+		for _, in := range [][]byte{b, append(b, 0x55), b[:len(b)-1], nil} {
+			gv, gn := varint(in)
+			wv, wn := binary.Varint(in)
+			if gv != wv || gn != wn {
+				t.Fatalf("varint(%x) = %d, %d; binary.Varint %d, %d", in, gv, gn, wv, wn)
+			}
 		}
 	}
 }

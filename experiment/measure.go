@@ -129,22 +129,46 @@ func queueOver(queue queueSamples, w span) queueSamples {
 	}
 }
 
+// queueStats is what the figures take from a stretch of queue samples, in one walk of
+// it: a virtual-time series is decoded from its change points as it is walked, and a
+// walk per figure was most of a short run's metrics.
+type queueStats struct {
+	first, last QueueSample
+	n           int
+	sum         float64    // of the samples' queues
+	counts      byteCounts // of their queues, if asked for
+}
+
+// statsOf walks samples once; withCounts also counts their queue lengths.
+func statsOf(samples queueSamples, withCounts bool) queueStats {
+	var st queueStats
+	for s := range samples {
+		if st.n == 0 {
+			st.first = s
+		}
+		st.last = s
+		st.n++
+		st.sum += float64(s.Bytes)
+		if withCounts {
+			st.counts.add(s.Bytes)
+		}
+	}
+	return st
+}
+
 // ends returns the first and the last of samples and how many there are.
 func ends(samples queueSamples) (first, last QueueSample, n int) {
-	for s := range samples {
-		if n == 0 {
-			first = s
-		}
-		last = s
-		n++
-	}
-	return first, last, n
+	st := statsOf(samples, false)
+	return st.first, st.last, st.n
 }
 
 // wireRate is the bit/s a port sent between the first and the last of samples.
-func wireRate(samples queueSamples) float64 {
-	a, b, n := ends(samples)
-	if n < 2 || b.T <= a.T {
+func wireRate(samples queueSamples) float64 { return statsOf(samples, false).wireRate() }
+
+// wireRate is the bit/s the port sent between the first and the last sample.
+func (st queueStats) wireRate() float64 {
+	a, b := st.first, st.last
+	if st.n < 2 || b.T <= a.T {
 		return 0
 	}
 	return float64(b.TxBytes-a.TxBytes) * 8e9 / float64(b.T-a.T)
@@ -154,24 +178,18 @@ func wireRate(samples queueSamples) float64 {
 // they carry them (a lab's, read every millisecond or so, where point samples only
 // estimate it), else the mean of their queues (evenly spaced, and dense in virtual
 // time: 100 ns).
-func meanQueue(samples queueSamples) float64 {
-	var a, b QueueSample
-	n, sum := 0, 0.0
-	for s := range samples {
-		if n == 0 {
-			a = s
-		}
-		b = s
-		n++
-		sum += float64(s.Bytes)
-	}
-	if n == 0 {
+func meanQueue(samples queueSamples) float64 { return statsOf(samples, false).meanQueue() }
+
+// meanQueue is meanQueue of the samples walked.
+func (st queueStats) meanQueue() float64 {
+	a, b := st.first, st.last
+	if st.n == 0 {
 		return 0
 	}
 	if b.Area != 0 && b.T > a.T {
 		return float64(b.Area-a.Area) / float64(b.T-a.T)
 	}
-	return sum / float64(n)
+	return st.sum / float64(st.n)
 }
 
 // byteCounts counts how many of a series' samples hold each queue length: a queue
@@ -229,14 +247,10 @@ func measure(res *Result, candidates []span, rate uint64) Metrics {
 		return m
 	}
 	m.Window = Window{StartNs: int64(w.from), EndNs: int64(w.to), What: w.what}
-	in := queueOver(queue, w)
-	var qs byteCounts
-	for q := range in {
-		qs.add(q.Bytes)
-	}
-	m.QueueP99 = qs.nth((qs.n * 99) / 100)
-	m.MeanQueue = meanQueue(in)
-	m.WireRate = wireRate(in)
+	st := statsOf(queueOver(queue, w), true)
+	m.QueueP99 = st.counts.nth((st.counts.n * 99) / 100)
+	m.MeanQueue = st.meanQueue()
+	m.WireRate = st.wireRate()
 	m.Utilization = m.WireRate / float64(rate)
 	var a, b DeliveredSample
 	n := 0

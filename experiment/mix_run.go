@@ -501,11 +501,10 @@ func (m *mixRun) summarizePorts() {
 	for _, ps := range m.ports {
 		for _, p := range ps {
 			rec := PortRecord{Name: p.name, Rate: p.rate, PeakQueue: p.peak}
-			in := p.series.samples(w.from, w.to)
-			if first, last, n := ends(in); n >= 2 {
-				rec.MeanQueue = meanQueue(in)
-				rec.TxBytes = last.TxBytes - first.TxBytes
-				rec.Utilization = wireRate(in) / float64(p.rate)
+			if st := statsOf(p.series.samples(w.from, w.to), false); st.n >= 2 {
+				rec.MeanQueue = st.meanQueue()
+				rec.TxBytes = st.last.TxBytes - st.first.TxBytes
+				rec.Utilization = st.wireRate() / float64(p.rate)
 			}
 			info.ports = append(info.ports, &p.series)
 			info.PortStats = append(info.PortStats, rec)
