@@ -39,6 +39,9 @@ type Headers struct {
 	PFCQuanta   [8]uint16
 	ipAddrs     int // offset of the source address, followed by the destination
 	ipAddrsSize int
+	// layout is what roce.Locate found, when it found the frame whole (located).
+	layout  roce.Layout
+	located bool
 }
 
 // Parse reads b. A frame that is not IP, or whose transport is not TCP/UDP, parses
@@ -56,6 +59,7 @@ func (h *Headers) Parse(b []byte) error {
 	default:
 		return errBadHeader
 	}
+	h.layout, h.located = l, err == nil
 	copy(h.Dst[:], b[0:6])
 	copy(h.Src[:], b[6:12])
 	h.EtherType = l.EtherType

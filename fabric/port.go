@@ -267,7 +267,7 @@ func (p *Port) dequeue(prio uint8, start clock.Time) {
 			q.ECNMarks++
 		}
 	}
-	if s.cfg.Stamper != nil {
+	if s.cfg.Stamper != nil && !f.Unsignalled {
 		stamped, err := p.stamp(f, hpcc.Hop{
 			TS:       uint64(start),
 			QLen:     uint64(p.bytes),

@@ -36,6 +36,19 @@ import (
 // Stamper pushes one hop of in-band telemetry into frames that request it, in one
 // format (INT-MD, IOAM, IFA, HPCC compact). The switch calls it at dequeue for every
 // frame it transmits, after ECN marking, on the switch's loop.
+// A SignalStamper is a Stamper that can tell from a frame's located headers whether
+// the frame shows its format's request signal at all (stamp.Stamper can: a DSCP, an
+// IP protocol or an IPv6 Hop-by-Hop header). The switch asks it when the frame
+// arrives, its headers in the caches, and does not call Stamp at dequeue for a frame
+// without the signal (link.Frame.Unsignalled): on a fat tree half the frames (ACKs and
+// their echoes) and, with probe-per-RTT telemetry, nearly all. MayStamp false must
+// mean that Stamp would report false and no error for the frame as it is; a frame
+// whose headers contradict themselves is not asked about, and goes to Stamp.
+type SignalStamper interface {
+	Stamper
+	MayStamp(frame []byte, l *roce.Layout) bool
+}
+
 type Stamper interface {
 	// Stamp inspects f and, if f requests telemetry in this format, records hop in it
 	// in place and reports true. It must leave f untouched and report false for a
@@ -118,15 +131,17 @@ type Config struct {
 
 // Switch is a bridge-switch. All its methods run on its loop (or during setup).
 type Switch struct {
-	merge  link.Merge // its ports' link ends: a late loop hands their frames over in arrival order
-	cfg    Config
-	loop   clock.Loop
-	ports  []*Port
-	fib    fib      // the index of each address's route in routes
-	routes []route  // the distinct routes (routeIndex)
-	tree   []uint16 // flood ports; nil floods every port
-	used   int      // shared buffer bytes in use
-	dirty  []*Port  // ports with frames to hand to their link
+	merge link.Merge // its ports' link ends: a late loop hands their frames over in arrival order
+	cfg   Config
+	// signalled is the Stamper, if it can tell which frames it may stamp.
+	signalled SignalStamper
+	loop      clock.Loop
+	ports     []*Port
+	fib       fib      // the index of each address's route in routes
+	routes    []route  // the distinct routes (routeIndex)
+	tree      []uint16 // flood ports; nil floods every port
+	used      int      // shared buffer bytes in use
+	dirty     []*Port  // ports with frames to hand to their link
 	// active has a bit per port that queued or sent a frame since SampleChanges last
 	// found it empty: the only ports whose sample can have changed.
 	active  []uint64
@@ -180,6 +195,7 @@ func New(loop clock.Loop, cfg Config) (*Switch, error) {
 		cfg.PFC.PauseQuanta = 0xFFFF
 	}
 	s := &Switch{cfg: cfg, loop: loop}
+	s.signalled, _ = cfg.Stamper.(SignalStamper)
 	if cfg.DSCPPriority != nil {
 		s.dscp = *cfg.DSCPPriority
 	} else {
@@ -242,6 +258,7 @@ func (s *Switch) receive(in *Port, f *link.Frame) {
 		return
 	}
 	f.InPort = in.index
+	f.Unsignalled = s.signalled != nil && h.located && !s.signalled.MayStamp(b, &h.layout)
 	switch {
 	case h.VLAN:
 		f.Priority = h.PCP

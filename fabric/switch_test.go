@@ -11,6 +11,7 @@ import (
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/roce"
 )
 
 // recordingStamper stamps every RoCEv2 frame whose DSCP is dscp: it records the hop and,
@@ -385,5 +386,42 @@ func TestFloodAndLearn(t *testing.T) {
 	v.Run()
 	if hosts[0].rxFrames != 1 || hosts[1].rxFrames != 2 || hosts[2].rxFrames != 1 || hosts[3].rxFrames != 0 {
 		t.Fatalf("after learning: %d %d %d %d", hosts[0].rxFrames, hosts[1].rxFrames, hosts[2].rxFrames, hosts[3].rxFrames)
+	}
+}
+
+// signallingStamper is a recordingStamper that says which frames it may stamp
+// (SignalStamper), and counts the frames Stamp was asked about.
+type signallingStamper struct {
+	recordingStamper
+	asked int
+}
+
+func (s *signallingStamper) MayStamp(frame []byte, l *roce.Layout) bool {
+	return l.IPVersion == 4 && roce.IPv4(frame[l.L3:]).DSCP() == s.dscp
+}
+
+func (s *signallingStamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
+	s.asked++
+	return s.recordingStamper.Stamp(f, hop)
+}
+
+// TestSignalStamperSkipsAtDequeue: a SignalStamper is not asked at dequeue about the
+// frames it said at arrival it would not stamp, and stamps the others as a Stamper
+// does.
+func TestSignalStamperSkipsAtDequeue(t *testing.T) {
+	for _, dscp := range []uint8{26, 27} { // the hosts' frames carry DSCP 26
+		v := clock.NewVirtual(1)
+		st := &signallingStamper{recordingStamper: recordingStamper{dscp: dscp}}
+		sw, hosts := star(v, 1, 100e9, 100e9, 0, Config{ID: 1, Stamper: st})
+		hosts[0].start(1, 10, 0)
+		v.Run()
+		want := 10
+		if dscp != 26 {
+			want = 0
+		}
+		if st.asked != want || len(st.hops) != want || sw.Ports()[1].Stats().Stamped != uint64(want) {
+			t.Fatalf("stamper of DSCP %d asked about %d frames, stamped %d (port: %d), want %d",
+				dscp, st.asked, len(st.hops), sw.Ports()[1].Stats().Stamped, want)
+		}
 	}
 }

@@ -56,6 +56,11 @@ type Frame struct {
 	// 10 Gb/s lab's loop 8 % of its time. Whoever changes such a byte clears it (the
 	// corrupt fault does); frames from a pool, SetBytes and a TAP start without it.
 	Intact bool
+	// Unsignalled is set by a switch that received the frame when its telemetry
+	// stamper found no request signal in it (fabric.SignalStamper): the egress port
+	// need not read the frame again to find that out when it leaves, by then long out
+	// of the caches. Frames from a pool and clones' originals start without it.
+	Unsignalled bool
 }
 
 // Bytes returns the frame's contents. The slice aliases the buffer and is invalidated
@@ -167,7 +172,7 @@ func (e *Editor) close(_ []byte, off, n int) []byte {
 func (f *Frame) Clone() *Frame {
 	c := f.pool.Get()
 	c.SetBytes(f.Bytes())
-	c.Time, c.InPort, c.Priority, c.Intact = f.Time, f.InPort, f.Priority, f.Intact
+	c.Time, c.InPort, c.Priority, c.Intact, c.Unsignalled = f.Time, f.InPort, f.Priority, f.Intact, f.Unsignalled
 	return c
 }
 
@@ -219,7 +224,7 @@ func (pl *Pool) Get() *Frame {
 		f = pl.newFrame()
 	}
 	f.off, f.end = Headroom, Headroom
-	f.Time, f.InPort, f.Priority, f.Intact = 0, 0, 0, false
+	f.Time, f.InPort, f.Priority, f.Intact, f.Unsignalled = 0, 0, 0, false, false
 	return f
 }
 

@@ -14,16 +14,16 @@ func TestSerialPool(t *testing.T) {
 	if _, err := a.SetLen(100); err != nil {
 		t.Fatal(err)
 	}
-	a.Time, a.InPort, a.Priority, a.Intact = 7, 3, 5, true
+	a.Time, a.InPort, a.Priority, a.Intact, a.Unsignalled = 7, 3, 5, true, true
 	b.Release()
 	a.Release()
 	c := pl.Get()
 	if c != a {
 		t.Fatal("Get did not hand back the frame released last")
 	}
-	if c.Len() != 0 || c.Headroom() != Headroom || c.Time != 0 || c.InPort != 0 || c.Priority != 0 || c.Intact {
-		t.Fatalf("reused frame not reset: len %d, headroom %d, metadata %v %v %v %v",
-			c.Len(), c.Headroom(), c.Time, c.InPort, c.Priority, c.Intact)
+	if c.Len() != 0 || c.Headroom() != Headroom || c.Time != 0 || c.InPort != 0 || c.Priority != 0 || c.Intact || c.Unsignalled {
+		t.Fatalf("reused frame not reset: len %d, headroom %d, metadata %v %v %v %v %v",
+			c.Len(), c.Headroom(), c.Time, c.InPort, c.Priority, c.Intact, c.Unsignalled)
 	}
 	if d := pl.Get(); d != b {
 		t.Fatal("the second Get did not reuse the other released frame")

@@ -1,6 +1,7 @@
 package stamp
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/rocelab/rocelab/fabric"
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/internal/clock"
+	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 	"github.com/rocelab/rocelab/roce/telemetry/hpcchop"
 	"github.com/rocelab/rocelab/roce/telemetry/ifa"
@@ -99,6 +101,44 @@ func FuzzSwitchPort(f *testing.F) {
 			if in.RxFrames == 1 && uint64(sinks[1].n)+uint64(sinks[0].n)+out.Drops+out.StampErrors+in.Filtered+in.PauseRcvd+in.RxErrors == 0 && out.QLen == 0 {
 				t.Fatalf("frame lost without a count: in %+v, out %+v", in, out)
 			}
+		}
+	})
+}
+
+// FuzzMayStamp holds MayStamp to its contract (fabric.SignalStamper): for any frame
+// that locates, MayStamp false means Stamp turns the frame away, untouched and
+// without an error, so the switch may skip Stamp for it.
+func FuzzMayStamp(f *testing.F) {
+	for _, ipv6 := range []bool{false, true} {
+		plain := telemetrytest.RoCEFrame(ipv6)
+		f.Add(plain)
+		for _, mk := range fuzzCodecs[:len(fuzzCodecs)-1] {
+			if req, err := mk().Request(append(make([]byte, 0, telemetrytest.BufSize), plain...)); err == nil {
+				f.Add(req)
+			}
+		}
+	}
+	pool := link.NewPool(telemetrytest.BufSize)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, err := roce.Locate(b)
+		if err != nil {
+			return
+		}
+		for _, mk := range fuzzCodecs[:len(fuzzCodecs)-1] {
+			st := New(mk())
+			if st.MayStamp(b, &l) {
+				continue
+			}
+			fr := pool.Get()
+			if fr.SetBytes(b) != nil {
+				fr.Release()
+				return
+			}
+			ok, err := st.Stamp(fr, telemetrytest.Hop(1).Hop)
+			if ok || err != nil || !bytes.Equal(fr.Bytes(), b) {
+				t.Fatalf("%T: MayStamp false, then Stamp %v, %v (frame changed: %v)", mk(), ok, err, !bytes.Equal(fr.Bytes(), b))
+			}
+			fr.Release()
 		}
 	})
 }

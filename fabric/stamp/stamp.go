@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocelab/rocelab/fabric/link"
 	"github.com/rocelab/rocelab/hpcc"
+	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 )
 
@@ -32,6 +33,13 @@ func New(c telemetry.Codec) *Stamper {
 		s.signal = sc.Signal()
 	}
 	return s
+}
+
+// MayStamp reports whether frame, whose headers l locates, shows the codec's request
+// signal (fabric.SignalStamper): Stamp turns away a frame without it as soon as it
+// has located it.
+func (s *Stamper) MayStamp(frame []byte, l *roce.Layout) bool {
+	return l.IPVersion != 0 && s.signal.Shown(frame, l)
 }
 
 // Last returns the status of the most recent push (which overflow rule applied).
