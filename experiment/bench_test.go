@@ -425,23 +425,30 @@ const (
 	sweepSeeds    = 20
 )
 
-// BenchmarkIncastSweep20 is `rocelab experiment sweep incast --seeds 20 --preset ns3`
-// in a child process: the 500 KB 16:1 incast over 20 seeds, as many runs at once as
-// the machine has cores. It reports the whole sweep's wall and CPU time, packets per
-// CPU-second, events per packet and peak RSS, and logs the sweep's summary table.
+// BenchmarkIncastSweep20 is `rocelab experiment sweep incast --seeds 20 --preset ns3
+// --grid cc=hpcc,dcqcn` in a child process: the 500 KB 16:1 incast over 20 seeds under
+// each (HPCC's incast has nothing random, so its seeds agree; DCQCN's RED marking
+// draws), as many runs at once as the machine has cores. It reports the whole sweep's
+// wall and CPU time, packets per CPU-second, events per packet and peak RSS, and logs
+// the sweep's summary table.
 func BenchmarkIncastSweep20(b *testing.B) {
 	_, table := benchScenario(b, sweepScenario)
-	b.Logf("the sweep's table (%d seeds, %d at once):\n%s", sweepSeeds, runtime.NumCPU(), table)
+	b.Logf("the sweep's table (%d seeds a grid point, %d at once):\n%s", sweepSeeds, runtime.NumCPU(), table)
 }
 
 // benchSweepChild runs the sweep of sweepScenario from cfg and writes its counts for
 // benchScenario, its summary table after them.
 func benchSweepChild(t *testing.T, cfg Config) {
-	runs := make([]SweepRun, sweepSeeds)
-	for i := range runs {
-		c := cfg
-		c.Seed = uint64(i + 1)
-		runs[i] = SweepRun{Params: []Param{{"senders", fmt.Sprint(c.Senders)}}, Config: c}
+	var runs []SweepRun
+	for _, cc := range []struct {
+		flag string // as --cc names it
+		mode rnic.Mode
+	}{{"hpcc", rnic.ModeHPCC}, {"dcqcn", rnic.ModeDCQCN}} {
+		for seed := range uint64(sweepSeeds) {
+			c := cfg
+			c.CC, c.Seed = cc.mode, seed+1
+			runs = append(runs, SweepRun{Params: []Param{{"cc", cc.flag}}, Config: c})
+		}
 	}
 	outcomes := Sweep(runs, runtime.NumCPU(), nil, nil)
 	var packets, events uint64
