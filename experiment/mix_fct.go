@@ -11,7 +11,7 @@ func (m *mixRun) flowRecords() {
 	res := m.res
 	for _, f := range m.flows {
 		rec := FlowRecord{ID: f.ID, Src: f.Src, Dst: f.Dst, Size: f.Size, StartNs: int64(f.Start)}
-		ideal := m.cfg.idealMixFCT(f.Size, m.v6, m.paths[f.Src][f.Dst])
+		ideal := m.cfg.idealMixFCT(f.Size, m.v6, m.paths.of(f.Src, f.Dst))
 		rec.IdealNs = ideal.Nanoseconds()
 		switch {
 		case f.Failed != "":

@@ -32,10 +32,37 @@ func (p pathInfo) baseRTT(cfg *Config) time.Duration {
 	return p.rtt
 }
 
+// paths is the pathInfo of every ordered pair of hosts, kept as an index per pair into
+// the few distinct pathInfos a network has (a fat tree's paths differ only in their
+// number of links): a pathInfo per pair was 24 bytes times hosts², half a gigabyte
+// on a 4,394-host fat tree.
+type paths struct {
+	distinct []pathInfo
+	index    [][]uint16 // [src][dst]
+}
+
+// of returns the path from src to dst.
+func (ps *paths) of(src, dst int) pathInfo { return ps.distinct[ps.index[src][dst]] }
+
+// add records p as the path from src to dst.
+func (ps *paths) add(src, dst int, p pathInfo, seen map[pathInfo]uint16) {
+	i, ok := seen[p]
+	if !ok {
+		i = uint16(len(ps.distinct))
+		if int(i) != len(ps.distinct) {
+			panic("experiment: more than 65,536 distinct host paths")
+		}
+		seen[p] = i
+		ps.distinct = append(ps.distinct, p)
+	}
+	ps.index[src][dst] = i
+}
+
 // hostPaths computes pathInfo for every ordered pair of hosts over a shortest path
 // (hosts are never transit; every shortest path of a leaf-spine or fat-tree has the
-// same links' rates and delays) for full packets of seg payload bytes.
-func hostPaths(t *topo.Topology, seg int, v6 bool) [][]pathInfo {
+// same links' rates and delays) for full packets of seg payload bytes. The index of
+// a pair without a path, a host to itself included, is that of the zero pathInfo.
+func hostPaths(t *topo.Topology, seg int, v6 bool) *paths {
 	index := map[string]int{}
 	for i, h := range t.Hosts {
 		index[h.Name] = i
@@ -52,9 +79,11 @@ func hostPaths(t *topo.Topology, seg int, v6 bool) [][]pathInfo {
 	}
 	hdr, _, ackLen := packetHeaders(v6)
 	ser := func(n int, rate uint64) time.Duration { return time.Duration(uint64(n) * 8e9 / rate) }
-	out := make([][]pathInfo, len(t.Hosts))
+	out := &paths{distinct: []pathInfo{{}}, index: make([][]uint16, len(t.Hosts))}
+	seen := map[pathInfo]uint16{{}: 0}
+	var links []pathLink
 	for src := range t.Hosts {
-		out[src] = make([]pathInfo, len(t.Hosts))
+		out.index[src] = make([]uint16, len(t.Hosts))
 		via := make([]int, len(index)) // the link a node was reached over
 		prev := make([]int, len(index))
 		for i := range via {
@@ -80,7 +109,7 @@ func hostPaths(t *topo.Topology, seg int, v6 bool) [][]pathInfo {
 				continue
 			}
 			var p pathInfo
-			var links []pathLink
+			links = links[:0]
 			for n := dst; n != src; n = prev[n] {
 				l := t.Links[via[n]]
 				p.rtt += 2*l.Delay + ser(seg+hdr, l.Rate) + ser(ackLen, l.Rate)
@@ -90,7 +119,7 @@ func hostPaths(t *topo.Topology, seg int, v6 bool) [][]pathInfo {
 				}
 			}
 			p.simRTT = simRTT(seg, links)
-			out[src][dst] = p
+			out.add(src, dst, p, seen)
 		}
 	}
 	return out

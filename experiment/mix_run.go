@@ -111,7 +111,7 @@ type mixRun struct {
 	cfg   *Config
 	topo  *topo.Topology
 	v6    bool // flows run over IPv6 (where the telemetry needs it: IOAM)
-	paths [][]pathInfo
+	paths *paths
 	info  *MixInfo
 	res   *Result
 	flows []*flow
@@ -186,12 +186,12 @@ func newMixRun(cfg *Config, t *topo.Topology, info *MixInfo) *mixRun {
 	m := &mixRun{cfg: cfg, topo: t, info: info,
 		v6: cfg.CC != rnic.ModeDCQCN && cfg.CC != rnic.ModeNone && cfg.Telemetry == telemetry.FormatIOAM}
 	m.paths = hostPaths(t, cfg.segment(), m.v6)
-	for s := range m.paths {
-		for d, p := range m.paths[s] {
+	for s, row := range m.paths.index {
+		for d, i := range row {
 			if s == d {
 				continue
 			}
-			rtt := p.baseRTT(cfg)
+			rtt := m.paths.distinct[i].baseRTT(cfg)
 			if info.RTTMin == 0 || rtt < info.RTTMin {
 				info.RTTMin = rtt
 			}

@@ -2,6 +2,7 @@ package network
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"time"
 
@@ -457,9 +458,16 @@ func portMAC(id uint32, port int) fabric.MAC {
 
 func parseMAC(s string) (fabric.MAC, error) {
 	var m fabric.MAC
-	if _, err := fmt.Sscanf(s, "%02x:%02x:%02x:%02x:%02x:%02x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]); err != nil {
+	// net.ParseMAC, not fmt.Sscanf: a switch's table has an entry per host, and on a
+	// k = 26 fat tree (4,394 hosts, 845 switches) Sscanf took 4.8 of the build's 11 s.
+	hw, err := net.ParseMAC(s)
+	if err != nil {
 		return m, fmt.Errorf("lab: MAC %q: %w", s, err)
 	}
+	if len(hw) != len(m) {
+		return m, fmt.Errorf("lab: MAC %q: %d bytes, want %d", s, len(hw), len(m))
+	}
+	copy(m[:], hw)
 	return m, nil
 }
 
