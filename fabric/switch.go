@@ -33,9 +33,6 @@ import (
 	"github.com/rocelab/rocelab/roce"
 )
 
-// Stamper pushes one hop of in-band telemetry into frames that request it, in one
-// format (INT-MD, IOAM, IFA, HPCC compact). The switch calls it at dequeue for every
-// frame it transmits, after ECN marking, on the switch's loop.
 // A SignalStamper is a Stamper that can tell from a frame's located headers whether
 // the frame shows its format's request signal at all (stamp.Stamper can: a DSCP, an
 // IP protocol or an IPv6 Hop-by-Hop header). The switch asks it when the frame
@@ -49,6 +46,10 @@ type SignalStamper interface {
 	MayStamp(frame []byte, l *roce.Layout) bool
 }
 
+// Stamper pushes one hop of in-band telemetry into frames that request it, in one
+// format (INT-MD, IOAM, IFA, HPCC compact). The switch calls it at dequeue for every
+// frame it transmits (but those a SignalStamper turned away when they arrived), after
+// ECN marking, on the switch's loop.
 type Stamper interface {
 	// Stamp inspects f and, if f requests telemetry in this format, records hop in it
 	// in place and reports true. It must leave f untouched and report false for a
