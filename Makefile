@@ -108,7 +108,9 @@ REALTIME_ALONE := ^(TestLabRealTimeIncastTargets|TestLabRealTimeIncastTwin|TestI
 ## memory check (its shadow memory grows) and the experiments' golden output hashes
 ## (16 s under the detector, and it changes no output)
 unit:
-	$(GO) test -race -count=1 $(PKGS)
+	@# -timeout: the race pass of cmd/rocelab alone takes 8-9 minutes on 2 idle cores, and
+	@# a busy machine took it past go test's default 10 (TestUdpong under the race detector)
+	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 	$(GO) test -count=1 -run 'RealTime|^TestGoldenOutputs$$' -skip '$(REALTIME_ALONE)' ./experiment/ ./cmd/rocelab/
 	$(GO) test -p 1 -count=1 -v -run '$(REALTIME_ALONE)' ./experiment/ ./cmd/rocelab/
 	@# -v streams each interop case as it passes or fails (76 cases, ~7 min in all)
