@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/rocelab/rocelab/hpcc"
-	"github.com/rocelab/rocelab/roce"
 	"github.com/rocelab/rocelab/roce/telemetry"
 	"github.com/rocelab/rocelab/roce/telemetry/telemetrytest"
 )
@@ -299,33 +297,10 @@ func FuzzDecodeStripIn(f *testing.F) {
 	ext, _, _ = c.Push(ext, &h10)
 	f.Add(ext)
 	f.Add(telemetrytest.RoCEFrame(false))
+	decode := func(b []byte, st *telemetry.Stack) error { _, err := c.Decode(b, st); return err }
 	f.Fuzz(func(t *testing.T, b []byte) {
-		l, err := roce.Locate(b)
-		if err != nil {
-			return
-		}
-		var want, got telemetry.Stack
-		_, derr := c.Decode(b, &want)
-		stripped, serr := c.Strip(bytes.Clone(b))
-		in := bytes.Clone(b)
-		out, err := c.DecodeStripIn(in, l, &got, telemetry.Close)
-		switch {
-		case (err == nil) != (derr == nil && serr == nil):
-			t.Fatalf("DecodeStripIn: %v; Decode: %v, Strip: %v", err, derr, serr)
-		case err != nil:
-			if !bytes.Equal(in, b) {
-				t.Fatal("DecodeStripIn failed and changed the frame")
-			}
-			return
-		case !bytes.Equal(out, stripped):
-			t.Fatalf("DecodeStripIn left %x, Strip %x", out, stripped)
-		case got.N != want.N || got.Format != want.Format || got.Truncated != want.Truncated:
-			t.Fatalf("DecodeStripIn decoded %d hops (%s), Decode %d (%s)", got.N, got.Format, want.N, want.Format)
-		}
-		for i, hop := range got.HopList() {
-			if !reflect.DeepEqual(hop, want.Hops[i]) {
-				t.Fatalf("hop %d: DecodeStripIn %+v, Decode %+v", i, hop, want.Hops[i])
-			}
+		if err := telemetrytest.CheckDecodeStripIn(c, decode, c.DecodeStripIn, b); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 
 	"github.com/rocelab/rocelab/hpcc"
 	"github.com/rocelab/rocelab/roce"
@@ -220,6 +221,45 @@ func CheckPush(c telemetry.Codec, decode DecodeFunc, frame []byte) error {
 	}
 	if _, err := c.Strip(out); err != nil && !errors.Is(err, telemetry.ErrUnsupported) {
 		return fmt.Errorf("pushed (%v), then strip: %w", st, err)
+	}
+	return nil
+}
+
+// DecodeStripper is a codec's DecodeStripIn: decode then strip in place, on a frame
+// whose headers l locates.
+type DecodeStripper func(frame []byte, l roce.Layout, st *telemetry.Stack, close telemetry.Closer) ([]byte, error)
+
+// CheckDecodeStripIn returns how decodeStripIn, on frame as roce.Locate locates it,
+// departs from decode then c.Strip: another error, a frame changed by a failure,
+// other bytes left, or another stack decoded. A frame that does not locate is not
+// checked. The codecs' FuzzDecodeStripIn targets run it on arbitrary input.
+func CheckDecodeStripIn(c telemetry.Codec, decode DecodeFunc, decodeStripIn DecodeStripper, frame []byte) error {
+	l, err := roce.Locate(frame)
+	if err != nil {
+		return nil
+	}
+	var want, got telemetry.Stack
+	derr := decode(frame, &want)
+	stripped, serr := c.Strip(bytes.Clone(frame))
+	in := bytes.Clone(frame)
+	out, err := decodeStripIn(in, l, &got, telemetry.Close)
+	switch {
+	case (err == nil) != (derr == nil && serr == nil):
+		return fmt.Errorf("DecodeStripIn: %v; Decode: %v, Strip: %v", err, derr, serr)
+	case err != nil:
+		if !bytes.Equal(in, frame) {
+			return errors.New("DecodeStripIn failed and changed the frame")
+		}
+		return nil
+	case !bytes.Equal(out, stripped):
+		return fmt.Errorf("DecodeStripIn left %x, Strip %x", out, stripped)
+	case got.N != want.N || got.Format != want.Format || got.Truncated != want.Truncated:
+		return fmt.Errorf("DecodeStripIn decoded %d hops (%s), Decode %d (%s)", got.N, got.Format, want.N, want.Format)
+	}
+	for i, hop := range got.HopList() {
+		if !reflect.DeepEqual(hop, want.Hops[i]) {
+			return fmt.Errorf("hop %d: DecodeStripIn %+v, Decode %+v", i, hop, want.Hops[i])
+		}
 	}
 	return nil
 }
