@@ -21,6 +21,10 @@ type Cleaner struct {
 	Grace time.Duration
 	// DryRun reports what would be removed and changes nothing.
 	DryRun bool
+	// Indexed makes Clean clean, besides Store, the store of every root the store index
+	// records ([IndexedStores]): the labs of tests and tools that keep their own state
+	// root.
+	Indexed bool
 }
 
 // DefaultGrace is the SIGTERM-to-SIGKILL delay when [Cleaner.Grace] is 0.

@@ -123,6 +123,7 @@ func (s Store) MakeDir(lab string) error {
 			return err
 		}
 	}
+	s.register()
 	return nil
 }
 

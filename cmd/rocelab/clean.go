@@ -28,13 +28,16 @@ run inside it), clean says so and suggests nothing. A crashed lab whose namespac
 live process outside it holds (a lab of the same name under another state
 directory) is left alone too.
 
-Labs are found in $ROCELAB_STATE_DIR, by default /run/rocelab.`,
+Labs are found in $ROCELAB_STATE_DIR, by default /run/rocelab, and in every other
+state directory a lab was made in (a test's temporary one, say), which rocelab records
+in /run/rocelab-stores.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c := &netns.Cleaner{
-				Store:  netns.DefaultStore(),
-				Log:    stderrLogger(cmd.ErrOrStderr(), verbose),
-				DryRun: dryRun,
+				Store:   netns.DefaultStore(),
+				Log:     stderrLogger(cmd.ErrOrStderr(), verbose),
+				DryRun:  dryRun,
+				Indexed: true,
 			}
 			rep, err := c.Clean()
 			printCleanReport(cmd.OutOrStdout(), rep, dryRun)

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestExitStatusOfSignaledChild: exec exits as a shell does, 128+N for a command killed
@@ -37,4 +38,49 @@ func TestCaptureDurationMustBePositive(t *testing.T) {
 			t.Errorf("--duration %s: %v", d, err)
 		}
 	}
+}
+
+// TestExitWith: --exit-with refuses what is not a live process, by name; the pidfd of
+// a live one signals its exit, and no earlier.
+func TestExitWith(t *testing.T) {
+	if f, err := openExitWith(0); f != nil || err != nil {
+		t.Fatalf("--exit-with 0: %v, %v; want neither", f, err)
+	}
+	if _, err := openExitWith(-3); err == nil || !strings.Contains(err.Error(), "want a process id") {
+		t.Errorf("--exit-with -3: %v", err)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openExitWith(gone.Process.Pid); err == nil || !strings.Contains(err.Error(), "no such process") {
+		t.Errorf("--exit-with of an exited process: %v", err)
+	}
+
+	cat := exec.Command("cat")
+	stdin, err := cat.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pidfd, err := openExitWith(cat.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pidfd.Close()
+	exited := exitOf(pidfd)
+	select {
+	case <-exited:
+		t.Fatal("exit signalled while the process runs")
+	default:
+	}
+	stdin.Close() // cat exits at the end of its input
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the exit of the process was not signalled within 10 s")
+	}
+	cat.Wait()
 }

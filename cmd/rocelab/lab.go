@@ -73,11 +73,16 @@ switch) runs as one part per machine: on each, up --machine NAME --secret-file F
 starts that machine's hosts and switches, and each link to another machine becomes a
 VXLAN tunnel (UDP 4789) between the two parts, which authenticate each other with the
 lab secret on TCP 4790. status on any machine shows every part; down on any machine
-removes every part (docs/multi-machine.md).`
+removes every part (docs/multi-machine.md).
+
+--exit-with PID ties the lab to a process: when that process exits, however it exits,
+the lab goes down as rocelab down would take it, with the processes started in it. A
+script passes its own pid ($$); a test harness sets $ROCELAB_EXIT_WITH to its pid once,
+so that a test killed by its timeout leaves no lab behind.`
 
 func newUpCmd() *cobra.Command {
 	var file, name, metrics, webAddr, captureDir string
-	var threads int
+	var threads, exitWith int
 	var foreground, verbose bool
 	var timeout time.Duration
 	var part partFlags
@@ -113,9 +118,13 @@ func newUpCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			watched, err := openExitWith(exitWith)
+			if err != nil {
+				return fmt.Errorf("up: %w", err)
+			}
 			if foreground {
 				log := stderrLogger(cmd.ErrOrStderr(), verbose)
-				err := runLabProcess(name, file, threads, serving{metrics, webAddr, captureDir}, part, nil, log, cmd.OutOrStdout())
+				err := runLabProcess(name, file, threads, serving{metrics, webAddr, captureDir}, part, nil, watched, log, cmd.OutOrStdout())
 				_, derr := (&netns.Cleaner{Store: netns.DefaultStore(), Log: log}).Down(name)
 				if errors.Is(derr, os.ErrNotExist) {
 					derr = nil
@@ -125,7 +134,7 @@ func newUpCmd() *cobra.Command {
 			if timeout <= 0 {
 				return fmt.Errorf("up: --timeout %v: want a positive duration", timeout)
 			}
-			return startDaemon(cmd.OutOrStdout(), name, file, threads, timeout, serving{metrics, webAddr, captureDir}, partArgs)
+			return startDaemon(cmd.OutOrStdout(), name, file, threads, timeout, serving{metrics, webAddr, captureDir}, partArgs, watched)
 		},
 	}
 	part.bind(cmd.Flags())
@@ -134,6 +143,7 @@ func newUpCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "run the lab in this terminal until Ctrl-C, then remove it")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "with --foreground, log each step")
 	cmd.Flags().IntVar(&threads, "threads", defaultThreads, threadsHelp)
+	cmd.Flags().IntVar(&exitWith, "exit-with", exitWithDefault(), exitWithHelp)
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up, and remove the half-built lab, if it is not ready by then")
 	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port)")
 	cmd.Flags().StringVar(&webAddr, "web", "", "serve a live view of the lab at http://ADDR/ (host:port)")
@@ -170,7 +180,7 @@ func (srv serving) start(l *lab.Lab, name string, progress func(string)) error {
 // startDaemon starts the lab process detached (its own session, output to the lab's
 // log), relays its progress and returns when it reports ready. If it fails, whatever
 // it created is removed.
-func startDaemon(out io.Writer, name, file string, threads int, timeout time.Duration, srv serving, partArgs []string) error {
+func startDaemon(out io.Writer, name, file string, threads int, timeout time.Duration, srv serving, partArgs []string, exitWith *os.File) error {
 	store := netns.DefaultStore()
 	if l, err := store.Load(name); err == nil {
 		if l.Running() {
@@ -181,7 +191,7 @@ func startDaemon(out io.Writer, name, file string, threads int, timeout time.Dur
 	if err := store.MakeDir(name); err != nil {
 		return err
 	}
-	d, err := startLabProcess(store, name, file, threads, srv, partArgs)
+	d, err := startLabProcess(store, name, file, threads, srv, partArgs, exitWith)
 	if err != nil {
 		return err
 	}
@@ -203,8 +213,8 @@ type daemon struct {
 }
 
 // startLabProcess starts `rocelab lab-process` in a session of its own, its output in
-// the lab's log.
-func startLabProcess(store netns.Store, name, file string, threads int, srv serving, partArgs []string) (*daemon, error) {
+// the lab's log. It hands on exitWith, the pidfd of --exit-with's process, if not nil.
+func startLabProcess(store netns.Store, name, file string, threads int, srv serving, partArgs []string, exitWith *os.File) (*daemon, error) {
 	logPath := filepath.Join(store.Dir(name), labLog)
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -234,6 +244,10 @@ func startLabProcess(store netns.Store, name, file string, threads int, srv serv
 		"--metrics", srv.metrics, "--web", srv.web, "--capture-dir", captureDir)
 	c.Args = append(c.Args, partArgs...)
 	c.Stdout, c.Stderr, c.ExtraFiles = logf, logf, []*os.File{pw}
+	if exitWith != nil {
+		c.Args = append(c.Args, "--exit-with-fd", "4")
+		c.ExtraFiles = append(c.ExtraFiles, exitWith)
+	}
 	c.Env = append(os.Environ(), netns.StateRootEnv+"="+store.Root)
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	d := &daemon{cmd: c, progress: pr, logPath: logPath, start: time.Now()}
@@ -340,26 +354,30 @@ func newLabProcessCmd() *cobra.Command {
 	var file, name string
 	var srv serving
 	var part partFlags
-	var readyFD, threads int
+	var readyFD, exitWithFD, threads int
 	cmd := &cobra.Command{
 		Use:    "lab-process",
 		Short:  "Run a lab (started by rocelab up)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var ready *os.File
+			var ready, exitWith *os.File
 			if readyFD > 0 {
 				ready = os.NewFile(uintptr(readyFD), "ready")
+			}
+			if exitWithFD > 0 {
+				exitWith = os.NewFile(uintptr(exitWithFD), "exit-with")
 			}
 			enc := zap.NewProductionEncoderConfig()
 			enc.EncodeTime = zapcore.ISO8601TimeEncoder
 			log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(os.Stderr), zapcore.InfoLevel))
-			return runLabProcess(name, file, threads, srv, part, ready, log, io.Discard)
+			return runLabProcess(name, file, threads, srv, part, ready, exitWith, log, io.Discard)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "topology file")
 	cmd.Flags().StringVar(&name, "name", "", "lab name")
 	cmd.Flags().IntVar(&readyFD, "ready-fd", 0, "fd to report progress and readiness on")
+	cmd.Flags().IntVar(&exitWithFD, "exit-with-fd", 0, "pidfd of the process whose exit takes the lab down")
 	cmd.Flags().StringVar(&srv.metrics, "metrics", "", "serve Prometheus metrics at this address")
 	cmd.Flags().StringVar(&srv.web, "web", "", "serve the live view at this address")
 	cmd.Flags().StringVar(&srv.captureDir, "capture-dir", defaultCaptureDir, "where the live view's captures go")
@@ -370,8 +388,10 @@ func newLabProcessCmd() *cobra.Command {
 
 // runLabProcess brings the lab up and runs it until SIGTERM or SIGINT, then closes it
 // without removing it: removal is down's job, which sent the signal (or clean's, after
-// a crash).
-func runLabProcess(name, file string, threads int, srv serving, part partFlags, ready *os.File, log *zap.Logger, out io.Writer) error {
+// a crash). If the process of the pidfd exitWith exits first, the lab goes down as if
+// up had gone away before it was ready.
+func runLabProcess(name, file string, threads int, srv serving, part partFlags, ready, exitWith *os.File, log *zap.Logger, out io.Writer) error {
+	watchedExit := exitOf(exitWith)
 	abandoned := false // up went away before the lab was ready
 	report := func(prefix, s string) {
 		if ready != nil {
@@ -423,6 +443,9 @@ func runLabProcess(name, file string, threads int, srv serving, part partFlags, 
 	case sig := <-sigs: // up was interrupted or timed out while we built
 		log.Info("stopped before ready", zap.String("signal", sig.String()))
 		abandoned = true
+	case <-watchedExit:
+		log.Info("the --exit-with process exited before the lab was ready")
+		abandoned = true
 	default:
 		report(readyPrefix, "")
 	}
@@ -438,9 +461,17 @@ func runLabProcess(name, file string, threads int, srv serving, part partFlags, 
 		return errors.Join(l.Close(), removeDetached(name, "--this-part"))
 	}
 	fmt.Fprintf(out, "lab %s running; Ctrl-C stops it (then rocelab down %s removes it)\n", name, name)
-	sig := <-sigs
-	log.Info("stopping", zap.String("signal", sig.String()))
-	return l.Close()
+	select {
+	case sig := <-sigs:
+		log.Info("stopping", zap.String("signal", sig.String()))
+		return l.Close()
+	case <-watchedExit:
+		log.Info("the --exit-with process exited: removing the lab")
+		if ready == nil { // in the foreground, up removes the lab once this returns
+			return l.Close()
+		}
+		return errors.Join(l.Close(), removeDetached(name, "--this-part"))
+	}
 }
 
 // readyAck is up's answer to the lab process's ready line.

@@ -28,7 +28,7 @@ import (
 func TestMain(m *testing.M) {
 	switch os.Getenv("ROCELAB_TEST_APP") {
 	case "":
-		os.Exit(m.Run())
+		os.Exit(runTests(m))
 	case "write-target":
 		exitWith(writeTarget(os.Getenv("ROCELAB_TEST_SIZE")))
 	case "write-source":
