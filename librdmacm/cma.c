@@ -147,6 +147,11 @@ struct rl_cm_channel {
 	pthread_mutex_t mu;
 	struct rl_cm_id *ids;	      /* the channel's identifiers, for events to name them */
 	struct rl_local_event *local; /* local events, oldest first */
+	/* readers counts the threads inside rdma_get_cm_event. A channel destroyed while
+	 * one is inside keeps its eventfd and memory until the last leaves (destroyed): as
+	 * the kernel's ucma file stays open under a thread blocked in its read, which
+	 * waits on, and never fails with EBADF. */
+	int readers, destroyed;
 };
 
 /* A multicast group an identifier joined (librdmacm's cma_multicast). */
@@ -202,6 +207,17 @@ struct rdma_event_channel *rdma_create_event_channel(void)
 	return &c->ch;
 }
 
+static void free_channel(struct rl_cm_channel *c)
+{
+	close(c->ch.fd);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+/* rdma_destroy_event_channel frees the channel, or, if a thread is inside
+ * rdma_get_cm_event, leaves that to it (rdma_get_cm_event): rping's event thread is
+ * still waiting when its main thread destroys the channel and returns, and with the
+ * kernel's rdma_cm it waits on until the process exits. */
 void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	struct rl_cm_channel *c = cm_channel(channel);
@@ -209,9 +225,12 @@ void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	call(RL_OP_CM_DESTROY_CHANNEL, &h, sizeof(h), NULL, 0, -1);
 	if (device())
 		rocelab_watch_fd(device(), c->ch.fd, 0);
-	close(c->ch.fd);
-	pthread_mutex_destroy(&c->mu);
-	free(c);
+	pthread_mutex_lock(&c->mu);
+	int readers = c->readers;
+	c->destroyed = 1;
+	pthread_mutex_unlock(&c->mu);
+	if (!readers)
+		free_channel(c);
 }
 
 /* take_local removes and returns the oldest local event of c, of identifier x (NULL:
@@ -1071,9 +1090,29 @@ static int removal_event(struct rl_cm_channel *c, struct rdma_cm_event **event)
 	return 0;
 }
 
+static int get_cm_event(struct rl_cm_channel *c, struct rdma_cm_event **event);
+
+/* rdma_get_cm_event waits for the channel's next event. A channel destroyed meanwhile
+ * (rdma_destroy_event_channel) stays open under it: its stale tokens are skipped as
+ * any are, and it waits on, as the kernel's does, for an event that never comes. */
 int rdma_get_cm_event(struct rdma_event_channel *channel, struct rdma_cm_event **event)
 {
 	struct rl_cm_channel *c = cm_channel(channel);
+	pthread_mutex_lock(&c->mu);
+	c->readers++;
+	pthread_mutex_unlock(&c->mu);
+	int ret = get_cm_event(c, event), err = errno;
+	pthread_mutex_lock(&c->mu);
+	int last = --c->readers == 0 && c->destroyed;
+	pthread_mutex_unlock(&c->mu);
+	if (last)
+		free_channel(c);
+	errno = err;
+	return ret;
+}
+
+static int get_cm_event(struct rl_cm_channel *c, struct rdma_cm_event **event)
+{
 	struct rl_cm_event resp, *w = &resp;
 	struct rl_cm_id *x;
 	for (;;) {

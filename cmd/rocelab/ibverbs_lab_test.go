@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -92,6 +93,17 @@ func realToolsTopology(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// clis is the CLI of each of the lab's machines, once each.
+func (l *ibverbsLab) clis() []*cli {
+	out := []*cli{l.cli}
+	for _, c := range l.parts {
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func (l *ibverbsLab) exec(host string, argv ...string) *exec.Cmd {

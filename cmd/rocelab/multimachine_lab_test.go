@@ -558,7 +558,7 @@ func runIncast(t *testing.T, l *ibverbsLab, rec *cli) (incastFigures, bool) {
 
 // lateness sums the timer lateness (µs) and the timers of every loop of the lab's
 // parts so far.
-func lateness(t *testing.T, name string, clis ...*cli) (sumUS float64, timers uint64) {
+func lateness(t testing.TB, name string, clis ...*cli) (sumUS float64, timers uint64) {
 	t.Helper()
 	for _, c := range clis {
 		reply, err := lab.Query(c.store, name, lab.Request{Op: "status"})

@@ -18,14 +18,18 @@
  * Each check prints "ok" or "FAIL" and a name; the exit status is the number of
  * failures.
  */
+#define _GNU_SOURCE /* gettid */
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <rdma/rdma_cma.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../libibverbs/test/check.h"
 
@@ -134,6 +138,76 @@ static int complete(struct ibv_cq *cq, struct ibv_wc *wc)
 	return n == 1 && wc->status == IBV_WC_SUCCESS;
 }
 
+/* waiter is a thread waiting in rdma_get_cm_event, as rping's event thread does. */
+struct waiter {
+	struct rdma_event_channel *ch;
+	pid_t tid;
+	int returned;
+};
+
+static void *wait_event(void *arg)
+{
+	struct waiter *w = arg;
+	struct rdma_cm_event *ev;
+	__atomic_store_n(&w->tid, gettid(), __ATOMIC_SEQ_CST);
+	rdma_get_cm_event(w->ch, &ev);
+	__atomic_store_n(&w->returned, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+/* reading waits (up to 10 s) until thread tid is blocked in read(2) with eventfd fd
+ * drained: the thread has taken every token and waits for the next. */
+static int reading(pid_t tid, int fd)
+{
+	char path[64], line[256];
+	for (int i = 0; i < 10000; i++, usleep(1000)) {
+		int in_read = 0, drained = 0;
+		snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+		FILE *f = fopen(path, "r");
+		if (f) {
+			in_read = fgets(line, sizeof(line), f) && strncmp(line, "0 ", 2) == 0;
+			fclose(f);
+		}
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+		if ((f = fopen(path, "r"))) {
+			unsigned long long count;
+			while (fgets(line, sizeof(line), f))
+				drained = drained || (sscanf(line, "eventfd-count: %llx", &count) == 1 && count == 0);
+			fclose(f);
+		}
+		if (in_read && drained)
+			return 1;
+	}
+	return 0;
+}
+
+/* destroyed_under_waiter: rping's main thread destroys its identifier and channel while
+ * its event thread still waits in rdma_get_cm_event, then returns. With the kernel's
+ * rdma_cm that thread waits on until the process exits (the closed file stays open
+ * under its read); it must not fail (EBADF made rping exit 255 after its last ping),
+ * not even when woken by a token whose event went with the identifier. rocelab's
+ * library wakes its waiters with eventfd tokens that the verbs service writes; the
+ * check writes one as the service would for an event queued before the destroy. */
+static void destroyed_under_waiter(void)
+{
+	struct waiter w = {.ch = rdma_create_event_channel()};
+	pthread_t th;
+	if (!w.ch || pthread_create(&th, NULL, wait_event, &w) != 0) {
+		CHECK(0, "a channel and a thread waiting on it");
+		return;
+	}
+	while (!__atomic_load_n(&w.tid, __ATOMIC_SEQ_CST))
+		sched_yield();
+	int fd = w.ch->fd;
+	CHECK(reading(w.tid, fd), "a thread waits in rdma_get_cm_event");
+	rdma_destroy_event_channel(w.ch);
+	static const uint64_t stale = 1;
+	CHECK(write(fd, &stale, sizeof(stale)) == sizeof(stale) && reading(w.tid, fd) &&
+		      !__atomic_load_n(&w.returned, __ATOMIC_SEQ_CST),
+	      "the channel destroyed under it, and a stale token, it waits on, as with the kernel's rdma_cm");
+	pthread_detach(th); /* it waits until the process exits */
+}
+
 static void common(void)
 {
 	CHECK(strcmp(rdma_event_str(RDMA_CM_EVENT_ESTABLISHED), "RDMA_CM_EVENT_ESTABLISHED") == 0 &&
@@ -190,6 +264,7 @@ static void common(void)
 	CHECK(rdma_get_cm_event(ch, &ev) == -1 && errno == EAGAIN, "no event: rdma_get_cm_event says EAGAIN");
 	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
 	rdma_destroy_event_channel(ch);
+	destroyed_under_waiter();
 }
 
 static int server(const char *host, const char *port)
