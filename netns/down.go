@@ -113,6 +113,7 @@ func (c *Cleaner) remove(l *Lab, rep *Report) error {
 		if err := os.RemoveAll(dir); err != nil {
 			return fmt.Errorf("netns: remove lab %s state: %w", l.Name, err)
 		}
+		c.Store.unregisterIfEmpty()
 		return nil
 	})
 	return errors.Join(r.errs...)

@@ -59,9 +59,24 @@ func (s Store) register() {
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
 	_, werr := tmp.WriteString(root + "\n")
-	if errors.Join(werr, tmp.Close()) == nil {
-		os.Rename(tmp.Name(), entry)
+	if errors.Join(werr, tmp.Close()) == nil && os.Rename(tmp.Name(), entry) == nil {
+		IndexedStores() // drops the records of roots gone meanwhile: the index stays small
 	}
+}
+
+// unregisterIfEmpty removes the store's record from the index once its root holds no
+// lab (Down removed the last), so that the index does not keep a record for every
+// temporary root a test made. A lab made in the root afterwards records it again
+// (register runs with every save).
+func (s Store) unregisterIfEmpty() {
+	root, err := filepath.Abs(s.Root)
+	if err != nil || root == DefaultStateRoot {
+		return
+	}
+	if entries, err := os.ReadDir(root); err != nil || len(entries) > 0 {
+		return
+	}
+	os.Remove(indexEntry(storeIndex(), root))
 }
 
 // IndexedStores returns the stores the index records, the default store excepted. It

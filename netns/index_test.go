@@ -37,6 +37,20 @@ func TestStoreIndex(t *testing.T) {
 		t.Fatalf("index holds %d records, want 2", len(entries))
 	}
 
+	// Down of a root's last lab removes the root's record.
+	if err := a.Save(&Lab{Name: "lab1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&Cleaner{Store: a}).Down("lab1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := IndexedStores(); err != nil || !slices.Equal(got, []Store{b}) {
+		t.Fatalf("after the last lab of %s went down: indexed %v, %v; want only %s", a.Root, got, err, b.Root)
+	}
+	if err := a.Save(&Lab{Name: "lab1"}); err != nil {
+		t.Fatal(err)
+	}
+
 	if err := os.RemoveAll(b.Root); err != nil {
 		t.Fatal(err)
 	}
