@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -182,6 +184,13 @@ func vmSide(c interopCase, server, client string) string {
 // and returns both outputs and the frames the capture left out.
 func captureCase(t testing.TB, l *lab.Lab, store netns.Store, peer, bin string, c interopCase, file string) (server, client string, dropped uint64) {
 	t.Helper()
+	before := rxeLinkStats(l)
+	defer func() {
+		if r, ok := t.(*recorder); t.Failed() || ok && r.heldFailed() {
+			t.Logf("the VM's namespace, links during the case (the bridge's port to the lab's TAP: tx what reached the lab, tx_dropped what the lab did not read in time):\n%s",
+				rxeLinkStats(l).since(before))
+		}
+	}()
 	f, err := os.Create(file)
 	if err != nil {
 		t.Fatal(err)
@@ -196,6 +205,44 @@ func captureCase(t testing.TB, l *lab.Lab, store netns.Store, peer, bin string, 
 	server, client = runCase(t, l, store, peer, bin, c)
 	stop()
 	return server, client, s.Dropped()
+}
+
+// linkStats are the packet counters of each link in the VM's namespace (the bridge,
+// its port to the lab's TAP, and the VM's TAP while it runs), by name.
+type linkStats map[string][4]uint64 // rx packets, rx dropped, tx packets, tx dropped
+
+// rxeLinkStats reads linkStats with ip -s -j link; nil if it cannot.
+func rxeLinkStats(l *lab.Lab) linkStats {
+	out, err := exec.Command("ip", "-n", netns.NamespaceName(l.Name(), "rxe"), "-s", "-j", "link").Output()
+	if err != nil {
+		return nil
+	}
+	var links []struct {
+		Name  string `json:"ifname"`
+		Stats struct {
+			RX struct{ Packets, Dropped uint64 } `json:"rx"`
+			TX struct{ Packets, Dropped uint64 } `json:"tx"`
+		} `json:"stats64"`
+	}
+	if json.Unmarshal(out, &links) != nil {
+		return nil
+	}
+	st := linkStats{}
+	for _, k := range links {
+		st[k.Name] = [4]uint64{k.Stats.RX.Packets, k.Stats.RX.Dropped, k.Stats.TX.Packets, k.Stats.TX.Dropped}
+	}
+	return st
+}
+
+// since prints each link's counters less those of before, a line each.
+func (st linkStats) since(before linkStats) string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(st)) {
+		now, was := st[name], before[name] // zero for a link made during the case
+		fmt.Fprintf(&b, "%s: rx %d dropped %d, tx %d dropped %d\n", name,
+			now[0]-was[0], now[1]-was[1], now[2]-was[2], now[3]-was[3])
+	}
+	return b.String()
 }
 
 // waitHostListening polls h1's TCP tables until something listens on 18515.
