@@ -64,6 +64,25 @@ func newCLI(t testing.TB) *cli {
 
 func labName(prefix string) string { return fmt.Sprintf("%s%d", prefix, os.Getpid()%100000) }
 
+// execRecorded waits (bounded) until lab name's record lists a process started with
+// exec, and returns that record: exec records the process before it returns control
+// to the command, and the command may run before the record shows it.
+func (c *cli) execRecorded(t testing.TB, name string) *netns.Lab {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		rec, err := c.store.Load(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Processes) > 0 {
+			return rec
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the exec'd process was never recorded")
+		}
+	}
+}
+
 func namespacesOf(t *testing.T, name string) []string {
 	t.Helper()
 	all, err := netns.ListNamespaces()
@@ -125,21 +144,7 @@ func TestUpKillClean(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sleeper.Process.Kill()
-	// exec records the process before it returns control to the command; wait for the
-	// record to show it.
-	var child int
-	for deadline := time.Now().Add(10 * time.Second); child == 0; time.Sleep(10 * time.Millisecond) {
-		rec, err := c.store.Load(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rec.Processes) > 0 {
-			child = rec.Processes[0].PID
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the exec'd process was never recorded")
-		}
-	}
+	child := c.execRecorded(t, name).Processes[0].PID
 	ctl := lab.ControlPath(c.store, name)
 	if _, err := os.Stat(ctl); err != nil {
 		t.Fatal(err)

@@ -64,19 +64,8 @@ func TestHelperHangsWithLabs(t *testing.T) {
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); h.ExecPID == 0; time.Sleep(10 * time.Millisecond) {
-		rec, err := c.store.Load(h.Daemon)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.DaemonPID = rec.Owner.PID
-		if len(rec.Processes) > 0 {
-			h.ExecPID = rec.Processes[0].PID
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the exec'd process was never recorded")
-		}
-	}
+	rec := c.execRecorded(t, h.Daemon)
+	h.DaemonPID, h.ExecPID = rec.Owner.PID, rec.Processes[0].PID
 
 	tp, err := topo.Load("../../topologies/two-hosts.yaml")
 	if err != nil {
