@@ -29,7 +29,7 @@ func (c *Cleaner) Clean() (Report, error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
-		own, _ := filepath.Abs(c.Store.Root)
+		own, _ := c.Store.indexedRoot()
 		for _, s := range indexed {
 			if s.Root != own {
 				stores = append(stores, s)

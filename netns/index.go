@@ -37,12 +37,19 @@ func indexEntry(index, root string) string {
 	return filepath.Join(index, hex.EncodeToString(sum[:8]))
 }
 
+// indexedRoot is the store's root as the index records it, absolute; ok is false for
+// the default store, which the index never records (clean always reads it).
+func (s Store) indexedRoot() (root string, ok bool) {
+	root, err := filepath.Abs(s.Root)
+	return root, err == nil && root != DefaultStateRoot
+}
+
 // register records the store's root in the index unless it is there already. A store
 // the index cannot record (a user without write access to it) still works: its labs
 // are then found only through $ROCELAB_STATE_DIR, and register says nothing.
 func (s Store) register() {
-	root, err := filepath.Abs(s.Root)
-	if err != nil || root == DefaultStateRoot {
+	root, ok := s.indexedRoot()
+	if !ok {
 		return
 	}
 	index := storeIndex()
@@ -69,8 +76,8 @@ func (s Store) register() {
 // temporary root a test made. A lab made in the root afterwards records it again
 // (register runs with every save).
 func (s Store) unregisterIfEmpty() {
-	root, err := filepath.Abs(s.Root)
-	if err != nil || root == DefaultStateRoot {
+	root, ok := s.indexedRoot()
+	if !ok {
 		return
 	}
 	if entries, err := os.ReadDir(root); err != nil || len(entries) > 0 {
