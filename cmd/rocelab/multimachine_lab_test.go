@@ -556,20 +556,37 @@ func runIncast(t *testing.T, l *ibverbsLab, rec *cli) (incastFigures, bool) {
 	return f, true
 }
 
-// lateness sums the timer lateness (µs) and the timers of every loop of the lab's
-// parts so far.
-func lateness(t testing.TB, name string, clis ...*cli) (sumUS float64, timers uint64) {
+// lateMark is the timer lateness (µs) summed over every loop of a lab's parts, and
+// their timers, at one moment: the start of an interval whose lateness is judged.
+type lateMark struct {
+	name   string
+	clis   []*cli
+	sumUS  float64
+	timers uint64
+}
+
+// markLateness reads lab name's loops through the CLI of each of its parts.
+func markLateness(t testing.TB, name string, clis ...*cli) lateMark {
 	t.Helper()
+	m := lateMark{name: name, clis: clis}
 	for _, c := range clis {
 		reply, err := lab.Query(c.store, name, lab.Request{Op: "status"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, lp := range reply.Status.Loops {
-			sumUS, timers = sumUS+lp.LateSumUS, timers+lp.Timers
+			m.sumUS, m.timers = m.sumUS+lp.LateSumUS, m.timers+lp.Timers
 		}
 	}
-	return sumUS, timers
+	return m
+}
+
+// since is the loops' lateness from m until now, as Metrics for KeptUp to judge.
+func (m lateMark) since(t testing.TB) experiment.Metrics {
+	t.Helper()
+	now := markLateness(t, m.name, m.clis...)
+	n := now.timers - m.timers
+	return experiment.Metrics{LoopLateness: &experiment.LoopLateness{Timers: n, MeanUS: (now.sumUS - m.sumUS) / float64(max(1, n))}}
 }
 
 // timedIncast runs runIncast and skips the test, saying why, when the run shows the
@@ -578,11 +595,9 @@ func lateness(t testing.TB, name string, clis ...*cli) (sumUS float64, timers ui
 // filled (the senders themselves short of CPU): the figures would measure the CPU.
 func timedIncast(t *testing.T, what string, l *ibverbsLab, rec *cli, clis ...*cli) incastFigures {
 	t.Helper()
-	sum0, n0 := lateness(t, l.name, clis...)
+	start := markLateness(t, l.name, clis...)
 	f, filled := runIncast(t, l, rec)
-	sum1, n1 := lateness(t, l.name, clis...)
-	m := experiment.Metrics{LoopLateness: &experiment.LoopLateness{Timers: n1 - n0, MeanUS: (sum1 - sum0) / float64(max(1, n1-n0))}}
-	kept, why := m.KeptUp()
+	kept, why := start.since(t).KeptUp()
 	switch {
 	case !kept:
 		t.Skipf("%s: %s; not judged", what, why)

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rocelab/rocelab/experiment"
 )
 
 // newRDMACMLab is a two-host lab whose rocelab binary has rocelab's libibverbs.so.1 and
@@ -94,7 +92,7 @@ func (l *ibverbsLab) cmRun(t testing.TB, srvHost string, server []string, cliHos
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	late0, timers0 := lateness(t, l.name, l.clis()...)
+	start := markLateness(t, l.name, l.clis()...)
 	deadline := time.Now().Add(20 * time.Second)
 	var out []byte
 	for {
@@ -127,10 +125,7 @@ func (l *ibverbsLab) cmRun(t testing.TB, srvHost string, server []string, cliHos
 			srv.Process.Kill() // srvOut is written until the server is waited for
 			<-done
 			if ctx.Err() != nil { // too slow: judged only if the machine kept up
-				late1, timers1 := lateness(t, l.name, l.clis()...)
-				m := experiment.Metrics{LoopLateness: &experiment.LoopLateness{Timers: timers1 - timers0,
-					MeanUS: (late1 - late0) / float64(max(1, timers1-timers0))}}
-				if kept, why := m.KeptUp(); !kept {
+				if kept, why := start.since(t).KeptUp(); !kept {
 					t.Logf("client %v: %v\n%s\nserver:\n%s\nlab:\n%s", client, err, out, srvOut.String(), status)
 					t.Skipf("client %v did not finish in 90 s, and %s; not judged", client, why)
 				}
