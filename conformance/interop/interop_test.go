@@ -182,11 +182,11 @@ func vmSide(c interopCase, server, client string) string {
 
 // captureCase runs c once while capturing the VM's link into file (created anew),
 // and returns both outputs and the frames the capture left out.
-func captureCase(t testing.TB, l *lab.Lab, store netns.Store, peer, bin string, c interopCase, file string) (server, client string, dropped uint64) {
+func captureCase(t *recorder, l *lab.Lab, store netns.Store, peer, bin string, c interopCase, file string) (server, client string, dropped uint64) {
 	t.Helper()
 	before := rxeLinkStats(l)
 	defer func() {
-		if r, ok := t.(*recorder); t.Failed() || ok && r.heldFailed() {
+		if t.Failed() || t.heldFailed() {
 			t.Logf("the VM's namespace, links during the case (the bridge's port to the lab's TAP: tx what reached the lab, tx_dropped what the lab did not read in time):\n%s",
 				rxeLinkStats(l).since(before))
 		}
