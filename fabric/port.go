@@ -416,7 +416,7 @@ func (p *Port) arm() {
 
 func (p *Port) flush() {
 	p.ep.Send(p.out)
-	clear(p.out)
+	link.Forget(p.out)
 	p.out = p.out[:0]
 	p.dirty = false
 }

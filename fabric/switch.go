@@ -251,7 +251,7 @@ func (s *Switch) receive(in *Port, f *link.Frame) {
 		return
 	}
 	in.stats.RxFrames++
-	in.stats.RxBytes += uint64(len(b))
+	in.stats.RxBytes += uint64(f.Len())
 	if h.PFC {
 		in.pause(f.Time, h.PFCEnable, &h.PFCQuanta)
 		in.stats.PauseRcvd++
@@ -331,6 +331,6 @@ func (s *Switch) flush() {
 	for _, p := range s.dirty {
 		p.flush()
 	}
-	clear(s.dirty)
+	link.Forget(s.dirty)
 	s.dirty = s.dirty[:0]
 }

@@ -192,7 +192,7 @@ func Open(cfg Config) (*Device, error) {
 	if cfg.MaxUnackedPSNs < 0 {
 		return nil, errorf(ErrInvalidArgument, "device %q: MaxUnackedPSNs %d is negative", cfg.Name, cfg.MaxUnackedPSNs)
 	}
-	tel, err := newTelemetryCodecs(cfg.CC.Telemetry)
+	tel, err := newTelemetryCodecs(cfg.CC.Telemetry, cfg.PayloadFree)
 	if err != nil {
 		return nil, err
 	}

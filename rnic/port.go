@@ -106,7 +106,7 @@ func (p *port) deliverLooped() {
 	if n > 0 {
 		p.Receive(p.arrived)
 	}
-	clear(p.arrived)
+	link.Forget(p.arrived)
 }
 
 // flush hands the queued frames to the link in one batch, and arms the delivery of
@@ -119,6 +119,6 @@ func (p *port) flush() {
 		return
 	}
 	p.ep.Send(p.out)
-	clear(p.out)
+	link.Forget(p.out)
 	p.out = p.out[:0]
 }

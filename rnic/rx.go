@@ -45,7 +45,7 @@ func (d *Device) receive(f *link.Frame) {
 	defer f.Release()
 	b := f.Bytes()
 	d.stats.RxFrames++
-	d.stats.RxBytes += uint64(len(b))
+	d.stats.RxBytes += uint64(f.Len())
 	if len(b) < roce.EthernetSize {
 		d.stats.RxMalformed++
 		return

@@ -17,7 +17,7 @@ import (
 // (the signalling ones included), requests, and echoes.
 func TestTelemetrySignal(t *testing.T) {
 	for _, format := range []telemetry.Format{telemetry.FormatINTMD, telemetry.FormatHPCC, telemetry.FormatIFA, telemetry.FormatIOAM} {
-		tel, err := newTelemetryCodecs(format)
+		tel, err := newTelemetryCodecs(format, false)
 		if err != nil {
 			t.Fatal(err)
 		}

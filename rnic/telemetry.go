@@ -37,6 +37,9 @@ type codec struct {
 	signal      telemetry.Signal
 	inPlace     telemetry.InPlace    // the codec, if it edits frames in place
 	hopsPusher  telemetry.HopsPusher // the codec, if it pushes several hops at once
+	// detacher is the codec on a PayloadFree device, if its block can travel beside
+	// the frame (link.Frame.Detached): what the device sends then carries it there.
+	detacher telemetry.Detacher
 }
 
 // telemetryCodecs is a device's format: request and echo codecs and the wrap of the
@@ -49,16 +52,70 @@ type telemetryCodecs struct {
 	editor  *link.Editor // for the codecs that edit frames in place
 }
 
-// addRequest adds c's empty request stack to f. A codec that edits frames in place
-// moves the headers in front of the stack, not the payload behind it.
-func (t *telemetryCodecs) addRequest(c *codec, f *link.Frame) ([]byte, error) {
+// addRequest adds c's empty request stack to f: beside it where c detaches, else in
+// it. A codec that edits frames in place moves the headers in front of the stack, not
+// the payload behind it.
+func (t *telemetryCodecs) addRequest(c *codec, f *link.Frame) error {
 	b := f.Bytes() // its capacity runs to the end of the buffer, as Request expects
-	if c.inPlace == nil {
-		return c.Request(b)
+	if c.detacher != nil {
+		l, err := telemetry.Locate(b)
+		if err != nil {
+			return err
+		}
+		blk, err := c.detacher.RequestDetached(b, l, f.Detached())
+		if err != nil {
+			return err
+		}
+		f.SetDetached(blk)
+		return nil
 	}
-	t.editor.Edit(f)
-	defer t.editor.Edit(nil)
-	return c.inPlace.RequestWith(b, t.editor.Open, t.editor.Close)
+	var out []byte
+	var err error
+	if c.inPlace == nil {
+		out, err = c.Request(b)
+	} else {
+		t.editor.Edit(f)
+		out, err = c.inPlace.RequestWith(b, t.editor.Open, t.editor.Close)
+		t.editor.Edit(nil)
+	}
+	if err != nil {
+		return err
+	}
+	f.SetLen(len(out))
+	return nil
+}
+
+// pushHops pushes hops into the stack addRequest added to f, first to last, stopping
+// at the first error.
+func (t *telemetryCodecs) pushHops(c *codec, f *link.Frame, hops []telemetry.Hop) error {
+	if c.detacher != nil {
+		l, err := telemetry.Locate(f.Bytes())
+		if err != nil {
+			return err
+		}
+		blk := f.Detached()
+		for i := range hops {
+			if blk, _, err = c.detacher.PushDetached(blk, &hops[i], l.End-l.L3+len(blk)); err != nil {
+				break
+			}
+		}
+		f.SetDetached(blk)
+		return err
+	}
+	b := f.Bytes()
+	out := b[: len(b) : len(b)+f.Tailroom()]
+	var err error
+	if p := c.hopsPusher; p != nil {
+		out, err = p.PushHops(out, hops)
+	} else {
+		for i := range hops {
+			if out, _, err = c.Push(out, &hops[i]); err != nil {
+				break
+			}
+		}
+	}
+	f.SetLen(len(out))
+	return err
 }
 
 // decodeStrip decodes c's telemetry in f, whose contents are b and whose headers l
@@ -67,6 +124,19 @@ func (t *telemetryCodecs) addRequest(c *codec, f *link.Frame) ([]byte, error) {
 // leaves it. A strip that fails after the decode found telemetry is a malformed
 // frame whatever its error says (found).
 func (t *telemetryCodecs) decodeStrip(c *codec, f *link.Frame, b []byte, l *roce.Layout, st *telemetry.Stack) ([]byte, error) {
+	if blk := f.Detached(); len(blk) > 0 {
+		if c.detacher == nil {
+			return b, telemetry.Malformed("a detached block on a device that does not detach")
+		}
+		if err := c.detacher.DecodeDetached(blk, st); err != nil {
+			return b, err
+		}
+		if err := c.detacher.StripDetached(b, *l, blk); err != nil {
+			return b, err
+		}
+		f.SetDetached(blk[:0])
+		return b, nil
+	}
 	if c.decodeStrip == nil {
 		if err := c.decode(b, st); err != nil {
 			return b, err
@@ -96,7 +166,7 @@ func (t *telemetryCodecs) strip(c *codec, f *link.Frame, b []byte) ([]byte, erro
 // Codecs returns the request codec of format as the switches of a lab must be
 // configured with it (for fabric/stamp).
 func Codecs(format telemetry.Format) (telemetry.Codec, error) {
-	c, err := newTelemetryCodecs(format)
+	c, err := newTelemetryCodecs(format, false)
 	if err != nil || c == nil {
 		return nil, err
 	}
@@ -123,10 +193,16 @@ func CheckLineRate(format telemetry.Format, bps uint64) error {
 	return nil
 }
 
-func newTelemetryCodecs(format telemetry.Format) (*telemetryCodecs, error) {
+// newTelemetryCodecs returns the codecs of format; with detach, those that can carry
+// their blocks beside the frames (telemetry.Detacher) do: a PayloadFree device's.
+func newTelemetryCodecs(format telemetry.Format, detach bool) (*telemetryCodecs, error) {
 	t, err := formatCodecs(format)
 	if t == nil || err != nil {
 		return t, err
+	}
+	if detach {
+		t.request.detacher, _ = t.request.Codec.(telemetry.Detacher)
+		t.echo.detacher, _ = t.echo.Codec.(telemetry.Detacher)
 	}
 	t.editor = link.NewEditor()
 	for _, c := range []*codec{&t.request, &t.echo} {

@@ -73,12 +73,9 @@ func (d *Device) buildRequest(x *QP, start clock.Time) *link.Frame {
 // requestTelemetry adds an empty request stack to f; a frame that cannot carry it
 // (IOAM over IPv4, no room) goes without and is counted.
 func (d *Device) requestTelemetry(f *link.Frame) {
-	out, err := d.tel.addRequest(&d.tel.request, f)
-	if err != nil {
+	if d.tel.addRequest(&d.tel.request, f) != nil {
 		d.stats.TxTelemetryErrors++
-		return
 	}
-	f.SetLen(len(out))
 }
 
 // buildResponse runs steps 1 and 3 for x's next response packet.
@@ -112,26 +109,13 @@ func (d *Device) bthOffset(b []byte) int {
 
 // echoTelemetry puts the hops of cc.echo into the ACK f in the echo encoding.
 func (d *Device) echoTelemetry(f *link.Frame, cc *flowCC) {
-	b := f.Bytes()
-	full := b[: len(b) : len(b)+f.Tailroom()]
-	out, err := d.tel.echo.Request(full)
-	if err != nil {
+	if d.tel.addRequest(&d.tel.echo, f) != nil {
 		d.stats.TxTelemetryErrors++
 		return
 	}
-	if p := d.tel.echo.hopsPusher; p != nil {
-		if out, err = p.PushHops(out, cc.echo.HopList()); err != nil {
-			d.stats.TxTelemetryErrors++
-		}
-	} else {
-		for i := range cc.echo.N {
-			if out, _, err = d.tel.echo.Push(out, &cc.echo.Hops[i]); err != nil {
-				d.stats.TxTelemetryErrors++
-				break
-			}
-		}
+	if cc.echo.N > 0 && d.tel.pushHops(&d.tel.echo, f, cc.echo.HopList()) != nil {
+		d.stats.TxTelemetryErrors++
 	}
-	f.SetLen(len(out))
 }
 
 // buildControl builds a frame of opcode with body on x's path to its peer QP.

@@ -28,6 +28,12 @@ const (
 	MaxFrame = 9000 + 18
 	// Tailroom is the free space after a frame of its pool's maximum size.
 	Tailroom = 256
+	// DetachedMax is the most telemetry a frame carries beside its bytes (Detached):
+	// a soft-RNIC's INT-MD block, 16 bytes of headers and at most eight hops (its
+	// Remaining Hop Count) of 48 bytes, or the HPCC hop block with its rate table.
+	// Below the room Headroom and Tailroom leave, so a block that fits in a frame fits
+	// beside it.
+	DetachedMax = 400
 )
 
 // ErrNoRoom reports that a frame's buffer cannot hold the requested growth.
@@ -61,14 +67,39 @@ type Frame struct {
 	// need not read the frame again to find that out when it leaves, by then long out
 	// of the caches. Frames from a pool and clones' originals start without it.
 	Unsignalled bool
+
+	// detached[:nDetached] is the telemetry block the frame carries beside its bytes
+	// (Detached).
+	nDetached uint16
+	detached  [DetachedMax]byte
 }
 
 // Bytes returns the frame's contents. The slice aliases the buffer and is invalidated
-// by Grow, Shrink and SetLen.
+// by Grow, Shrink and SetLen. It does not hold the Detached block.
 func (f *Frame) Bytes() []byte { return f.buf[f.off:f.end] }
 
-// Len returns the frame length in bytes.
-func (f *Frame) Len() int { return f.end - f.off }
+// Len returns the frame's length on the wire in bytes: its contents and its Detached
+// block.
+func (f *Frame) Len() int { return f.end - f.off + int(f.nDetached) }
+
+// Detached returns the telemetry block the frame carries beside its contents, empty
+// for most frames. A payload-free simulation (rnic.Config.PayloadFree), where nothing
+// but the telemetry codec reads a block, keeps it there instead of between the UDP
+// header and the BTH (telemetry.Detacher): its bytes count in Len, so the wire, the
+// queues and the counters see the frame the block would make, but no hop moves the
+// frame's headers to open or close it. Such a frame never leaves the process: a TAP,
+// a capture or a tunnel gets the contents only. The slice's capacity is DetachedMax;
+// it aliases the frame and is invalidated by SetDetached.
+func (f *Frame) Detached() []byte { return f.detached[:f.nDetached:DetachedMax] }
+
+// SetDetached makes the detached block b, a slice of the frame's Detached's
+// capacity (b[:0] removes it).
+func (f *Frame) SetDetached(b []byte) {
+	if len(b) > 0 && &b[0] != &f.detached[0] {
+		panic("link: SetDetached of a block that is not the frame's")
+	}
+	f.nDetached = uint16(len(b))
+}
 
 // Headroom returns the free bytes before the frame.
 func (f *Frame) Headroom() int { return f.off }
@@ -86,7 +117,7 @@ func (f *Frame) SetLen(n int) ([]byte, error) {
 	return f.Bytes(), nil
 }
 
-// SetBytes replaces the contents with a copy of b.
+// SetBytes replaces the contents with a copy of b, and drops the Detached block.
 func (f *Frame) SetBytes(b []byte) error {
 	dst, err := f.SetLen(len(b))
 	if err != nil {
@@ -94,19 +125,21 @@ func (f *Frame) SetBytes(b []byte) error {
 	}
 	copy(dst, b)
 	f.Intact = false
+	f.nDetached = 0
 	return nil
 }
 
-// Grow opens n bytes at offset off (0 ≤ off ≤ Len), moving the shorter side of the
+// Grow opens n bytes at offset off (0 ≤ off ≤ len(Bytes())), moving the shorter side of the
 // frame into its headroom or tailroom, and returns the gap (not cleared). Bytes before
 // off keep their order and so do bytes after it; slices from Bytes are invalidated.
 func (f *Frame) Grow(off, n int) ([]byte, error) {
-	if off < 0 || off > f.Len() || n < 0 {
+	size := f.end - f.off
+	if off < 0 || off > size || n < 0 {
 		return nil, errors.New("link: Grow outside the frame")
 	}
 	headFits, tailFits := f.off >= n, f.Tailroom() >= n
 	switch {
-	case headFits && (off <= f.Len()-off || !tailFits):
+	case headFits && (off <= size-off || !tailFits):
 		copy(f.buf[f.off-n:], f.buf[f.off:f.off+off])
 		f.off -= n
 	case tailFits:
@@ -120,7 +153,7 @@ func (f *Frame) Grow(off, n int) ([]byte, error) {
 
 // Shrink removes n bytes at offset off by moving the bytes before them forward.
 func (f *Frame) Shrink(off, n int) error {
-	if off < 0 || n < 0 || off+n > f.Len() {
+	if off < 0 || n < 0 || off+n > f.end-f.off {
 		return errors.New("link: Shrink outside the frame")
 	}
 	copy(f.buf[f.off+n:], f.buf[f.off:f.off+off])
@@ -172,6 +205,8 @@ func (e *Editor) close(_ []byte, off, n int) []byte {
 func (f *Frame) Clone() *Frame {
 	c := f.pool.Get()
 	c.SetBytes(f.Bytes())
+	c.nDetached = f.nDetached
+	copy(c.detached[:], f.Detached())
 	c.Time, c.InPort, c.Priority, c.Intact, c.Unsignalled = f.Time, f.InPort, f.Priority, f.Intact, f.Unsignalled
 	return c
 }
@@ -223,7 +258,7 @@ func (pl *Pool) Get() *Frame {
 	} else {
 		f = pl.newFrame()
 	}
-	f.off, f.end = Headroom, Headroom
+	f.off, f.end, f.nDetached = Headroom, Headroom, 0
 	f.Time, f.InPort, f.Priority, f.Intact, f.Unsignalled = 0, 0, 0, false, false
 	return f
 }
@@ -234,4 +269,17 @@ func (pl *Pool) put(f *Frame) {
 		return
 	}
 	pl.shared.Put(f)
+}
+
+// Forget sets a batch of references to nil, so that the array behind it keeps nothing
+// alive once the batch is handed on. A batch holds one frame more often than not (a
+// virtual-time link delivers each frame at its own instant), and clear, which calls
+// into the runtime for pointers (memclrHasPointers and its write-barrier check), cost
+// 2–3 % of a fat tree's instructions where the one store costs nothing.
+func Forget[T any](b []*T) {
+	if len(b) == 1 {
+		b[0] = nil
+		return
+	}
+	clear(b)
 }

@@ -149,8 +149,9 @@ func (e *End) Send(frames []*Frame) {
 		}
 		if f.Corrupt > 0 && rng.Float64() < f.Corrupt {
 			e.stats.Corrupted++
-			bit := rng.IntN(fr.Len() * 8)
-			fr.Bytes()[bit/8] ^= 0x80 >> (bit % 8)
+			b := fr.Bytes()
+			bit := rng.IntN(len(b) * 8)
+			b[bit/8] ^= 0x80 >> (bit % 8)
 			fr.Intact = false
 		}
 		if f.Jitter > 0 && (f.JitterProb == 0 || rng.Float64() < f.JitterProb) {
@@ -261,7 +262,7 @@ func (e *End) deliver() {
 	if len(e.batch) > 0 {
 		e.peer.stats.Delivered += uint64(len(e.batch))
 		e.rx.Receive(e.batch)
-		clear(e.batch)
+		Forget(e.batch)
 	}
 	e.arm()
 }

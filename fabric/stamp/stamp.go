@@ -17,6 +17,9 @@ import (
 type Stamper struct {
 	codec   telemetry.Codec
 	inPlace telemetry.InPlace // the codec, if it edits frames in place
+	// detacher is the codec, if its block can travel beside a frame
+	// (link.Frame.Detached): a frame that carries one gets its hop there.
+	detacher telemetry.Detacher
 	// signal is how the codec's frames are marked (telemetry.Signaller; the zero
 	// Signal, shown by every frame, for a codec that does not say).
 	signal telemetry.Signal
@@ -29,6 +32,7 @@ type Stamper struct {
 func New(c telemetry.Codec) *Stamper {
 	s := &Stamper{codec: c, editor: link.NewEditor()}
 	s.inPlace, _ = c.(telemetry.InPlace)
+	s.detacher, _ = c.(telemetry.Detacher)
 	if sc, ok := c.(telemetry.Signaller); ok {
 		s.signal = sc.Signal()
 	}
@@ -51,7 +55,8 @@ func (s *Stamper) Last() telemetry.Status { return s.last }
 // the codec has then set the format's overflow flag. A codec that can
 // (telemetry.InPlace) opens its gap by moving the frame's shorter side (link.Editor);
 // the others grow the frame into its tailroom, and the adapter tells the frame its
-// new length. An error is a hop the
+// new length; a frame that carries its block beside it (link.Frame.Detached) gets the
+// hop there. An error is a hop the
 // codec could not record (malformed telemetry, a rate the format cannot carry, no
 // room); the codec has left the frame whole, and the switch forwards it.
 func (s *Stamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
@@ -70,6 +75,19 @@ func (s *Stamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
 	s.hop = telemetry.Hop{Hop: hop, IngressPort: uint32(f.InPort)}
 	var out []byte
 	var st telemetry.Status
+	if blk := f.Detached(); len(blk) > 0 {
+		if s.detacher == nil {
+			return false, nil // a block of another format: none of this one's in the frame
+		}
+		s.hop.TTL = l.TTL(b)
+		blk, st, err = s.detacher.PushDetached(blk, &s.hop, l.End-l.L3+len(blk))
+		f.SetDetached(blk)
+		if err != nil {
+			return false, err
+		}
+		s.last = st
+		return st == telemetry.Pushed || st == telemetry.Wrapped, nil
+	}
 	if s.inPlace != nil {
 		s.editor.Edit(f)
 		out, st, err = s.inPlace.PushWith(b, l, &s.hop, s.editor.Open)

@@ -353,6 +353,12 @@ func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.O
 		}
 		code = EscapeCode
 	}
+	return frame, c.record(s, code, h), nil
+}
+
+// record writes hop h, whose rate has code, into slot nhop mod 5 of block s and
+// increments nhop; s has the rate table if code is EscapeCode.
+func (c *Codec) record(s Shim, code uint8, h *telemetry.Hop) telemetry.Status {
 	m := c.multi()
 	w := Word{
 		RateCode: code,
@@ -379,9 +385,92 @@ func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.O
 	}
 	s.SetNHop(next)
 	if n >= MaxHops {
-		return frame, telemetry.Wrapped, nil
+		return telemetry.Wrapped
 	}
-	return frame, telemetry.Pushed, nil
+	return telemetry.Pushed
+}
+
+// RequestDetached writes an empty block into blk[:0], moves the packet's DSCP into it
+// and marks the packet with c.DSCP (telemetry.Detacher).
+func (c *Codec) RequestDetached(frame []byte, l roce.Layout, blk []byte) ([]byte, error) {
+	if l.Proto != telemetry.ProtoUDP || !l.UDPAt(frame, l.L4) {
+		return blk, telemetry.ErrUnsupported
+	}
+	if _, err := c.findIn(frame, l); err == nil || len(blk) > 0 {
+		return blk, telemetry.ErrAlreadyPresent
+	}
+	if cap(blk) < HeaderSize {
+		return blk, telemetry.Malformed("no room for the %d-byte HPCC block", HeaderSize)
+	}
+	blk = blk[:HeaderSize]
+	clear(blk)
+	blk[shimVersionFlags] = Version << 4
+	blk[shimOrigDSCP] = l.DSCP(frame) << 2
+	l.SetDSCP(frame, c.DSCP)
+	return blk, nil
+}
+
+// detached returns block blk as the shim it must be.
+func detached(blk []byte) (Shim, error) {
+	if len(blk) < HeaderSize {
+		return nil, telemetry.Malformed("HPCC block of %d bytes", len(blk))
+	}
+	s := Shim(blk)
+	if s.Version() != Version {
+		return nil, telemetry.Malformed("HPCC shim version %d", s.Version())
+	}
+	if s.size() != len(blk) {
+		return nil, telemetry.Malformed("HPCC block of %d bytes, its flags say %d", len(blk), s.size())
+	}
+	return s, nil
+}
+
+// PushDetached is Push into block blk, which the rate table grows into its capacity
+// (telemetry.Detacher).
+func (c *Codec) PushDetached(blk []byte, h *telemetry.Hop, _ int) ([]byte, telemetry.Status, error) {
+	s, err := detached(blk)
+	if err != nil {
+		return blk, 0, err
+	}
+	code, ok := RateCode(h.Rate)
+	if !ok {
+		if err := CheckRate(h.Rate); err != nil {
+			s.SetFlag(FlagE)
+			return blk, 0, err
+		}
+		if s.Flags()&FlagX == 0 {
+			if cap(blk) < HeaderSize+RateTableSize {
+				s.SetFlag(FlagE)
+				return blk, 0, telemetry.Malformed("no room for the HPCC rate table")
+			}
+			blk = blk[:HeaderSize+RateTableSize]
+			clear(blk[HeaderSize:])
+			s = Shim(blk)
+			s.SetFlag(FlagX)
+		}
+		code = EscapeCode
+	}
+	return blk, c.record(s, code, h), nil
+}
+
+// DecodeDetached is Decode of block blk (telemetry.Detacher).
+func (c *Codec) DecodeDetached(blk []byte, st *telemetry.Stack) error {
+	s, err := detached(blk)
+	if err != nil {
+		return err
+	}
+	c.decodeLocated(s, st)
+	return nil
+}
+
+// StripDetached restores the DSCP block blk keeps in frame (telemetry.Detacher).
+func (c *Codec) StripDetached(frame []byte, l roce.Layout, blk []byte) error {
+	s, err := detached(blk)
+	if err != nil {
+		return err
+	}
+	l.SetDSCP(frame, s.OrigDSCP())
+	return nil
 }
 
 // Decode reads the block into st (hops in path order, the last five when the ring

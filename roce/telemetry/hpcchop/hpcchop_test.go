@@ -334,3 +334,37 @@ func FuzzPushHops(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDetached holds the block carried beside a frame to the block in it: the same
+// bytes, statuses, hops and stripped frame (telemetrytest.CheckDetached), over any
+// frame and hops at the simulator's rates, a lab's and rates no code carries; and a
+// block of any bytes decodes or is refused without a panic.
+func FuzzDetached(f *testing.F) {
+	c := New()
+	f.Add(telemetrytest.RoCEFrame(false), uint8(3), uint8(0))
+	f.Add(telemetrytest.RoCEFrame(true), uint8(7), uint8(0b10))
+	f.Add(telemetrytest.RoCEFrame(false), uint8(2), uint8(0b101))
+	decode := func(b []byte, s *telemetry.Stack) error { _, err := c.Decode(b, s); return err }
+	f.Fuzz(func(t *testing.T, b []byte, n, rates uint8) {
+		hops := make([]telemetry.Hop, n%9)
+		for i := range hops {
+			hops[i] = telemetrytest.Hop(i + 1)
+			switch rates >> (2 * (i % 4)) & 3 {
+			case 1:
+				hops[i].Rate = 10e9
+			case 2:
+				hops[i].Rate = 1.5e6
+			}
+		}
+		if err := telemetrytest.CheckDetached(c, decode, b, hops, 64); err != nil {
+			t.Fatal(err)
+		}
+		var st telemetry.Stack
+		blk := append(make([]byte, 0, 64), b[:min(len(b), 64)]...)
+		if c.DecodeDetached(blk, &st) == nil {
+			h := telemetrytest.Hop(1)
+			h.Rate = 10e9
+			c.PushDetached(blk, &h, 1000)
+		}
+	})
+}

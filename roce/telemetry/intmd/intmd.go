@@ -272,36 +272,55 @@ func (c *Codec) findIn(frame []byte, l roce.Layout) (located, error) {
 		return x, telemetry.ErrNoTelemetry
 	}
 	x.off = l.L4 + roce.UDPSize
-	if x.off+ShimSize+MDHeaderSize > l.End {
-		return x, telemetry.Malformed("INT headers cut off: %d bytes after UDP", l.End-x.off)
+	return x, x.read(frame, l.End)
+}
+
+// read reads the INT headers at x.off in frame, whose IP packet ends at end, into x,
+// and checks them.
+func (x *located) read(frame []byte, end int) error {
+	if x.off+ShimSize+MDHeaderSize > end {
+		return telemetry.Malformed("INT headers cut off: %d bytes after UDP", end-x.off)
 	}
 	x.shim = Shim(frame[x.off:])
 	if t := x.shim.Type(); t != TypeMD && t != TypeMX {
-		return x, telemetry.Malformed("INT shim type %d", t)
+		return telemetry.Malformed("INT shim type %d", t)
 	}
 	x.size = ShimSize + 4*x.shim.Length()
-	if x.size < ShimSize+MDHeaderSize || x.off+x.size > l.End {
-		return x, telemetry.Malformed("INT shim length %d words in %d bytes", x.shim.Length(), l.End-x.off)
+	if x.size < ShimSize+MDHeaderSize || x.off+x.size > end {
+		return telemetry.Malformed("INT shim length %d words in %d bytes", x.shim.Length(), end-x.off)
 	}
 	x.hdr = frame[x.off+ShimSize : x.off+ShimSize+MDHeaderSize]
 	if v := x.hdr[0] >> 4; v != Version {
-		return x, telemetry.Malformed("INT version %d", v)
+		return telemetry.Malformed("INT version %d", v)
 	}
 	if x.shim.Type() == TypeMX && x.size != ShimSize+MXHeaderSize {
-		return x, telemetry.Malformed("INT-MX with %d bytes of stack", x.size-ShimSize-MXHeaderSize)
+		return telemetry.Malformed("INT-MX with %d bytes of stack", x.size-ShimSize-MXHeaderSize)
 	}
 	if x.shim.Type() == TypeMD {
 		md := MD(x.hdr)
 		ml := md.HopML()
 		if stack := x.size - ShimSize - MDHeaderSize; ml == 0 && stack != 0 || ml != 0 && stack%(4*ml) != 0 {
-			return x, telemetry.Malformed("INT-MD stack of %d bytes with Hop ML %d", stack, ml)
+			return telemetry.Malformed("INT-MD stack of %d bytes with Hop ML %d", stack, ml)
 		}
 		// A hop is Hop ML words and holds what the instructions ask for: a header
 		// whose instructions need more (Hop ML 0 with any instruction bit, say) can be
 		// neither stamped nor read, whoever sent it.
 		if need := HopWords(md.Instructions(), md.DomainID(), md.DSInstructions()); need > ml {
-			return x, telemetry.Malformed("INT-MD instructions need %d words per hop, Hop ML is %d", need, ml)
+			return telemetry.Malformed("INT-MD instructions need %d words per hop, Hop ML is %d", need, ml)
 		}
+	}
+	return nil
+}
+
+// block reads a detached block (telemetry.Detacher): the INT headers and stack, the
+// whole of blk.
+func block(blk []byte) (located, error) {
+	var x located
+	if err := x.read(blk, len(blk)); err != nil {
+		return x, err
+	}
+	if x.size != len(blk) {
+		return x, telemetry.Malformed("INT shim length %d words in a block of %d bytes", x.shim.Length(), len(blk))
 	}
 	return x, nil
 }
@@ -335,14 +354,24 @@ func (c *Codec) RequestWith(frame []byte, open telemetry.Opener, _ telemetry.Clo
 	if frame, err = open(frame, off, n); err != nil {
 		return frame, err
 	}
-	b := frame[off : off+n]
+	c.writeHeaders(frame[off:off+n], l.DSCP(frame), ml)
+	telemetry.AddUDPLength(frame, l.L4, n)
+	l.AddIPLength(frame, n)
+	l.SetDSCP(frame, c.DSCP)
+	return frame, nil
+}
+
+// writeHeaders writes the shim, keeping dscp, and the INT-MD (or INT-MX) header of an
+// empty stack of hops of ml words into b.
+func (c *Codec) writeHeaders(b []byte, dscp uint8, ml int) {
+	clear(b)
 	typ := uint8(TypeMD)
 	if c.MX {
 		typ = TypeMX
 	}
 	b[0] = typ << 4 // NPT 0: the shim carries the original DSCP
 	b[1] = MDHeaderSize / 4
-	b[3] = l.DSCP(frame) << 2
+	b[3] = dscp << 2
 	h := b[ShimSize:]
 	h[0] = Version << 4
 	if !c.MX {
@@ -352,10 +381,83 @@ func (c *Codec) RequestWith(frame []byte, open telemetry.Opener, _ telemetry.Clo
 	binary.BigEndian.PutUint16(h[4:], c.Instructions)
 	binary.BigEndian.PutUint16(h[6:], c.DomainID)
 	binary.BigEndian.PutUint16(h[8:], c.DSInstructions)
-	telemetry.AddUDPLength(frame, l.L4, n)
-	l.AddIPLength(frame, n)
+}
+
+// RequestDetached writes the shim and the INT header of an empty stack into blk[:0],
+// keeps the original DSCP in the shim and marks the packet with c.DSCP
+// (telemetry.Detacher).
+func (c *Codec) RequestDetached(frame []byte, l roce.Layout, blk []byte) ([]byte, error) {
+	if l.Proto != telemetry.ProtoUDP || !l.UDPAt(frame, l.L4) {
+		return blk, telemetry.ErrUnsupported
+	}
+	if _, err := c.findIn(frame, l); err == nil || len(blk) > 0 {
+		return blk, telemetry.ErrAlreadyPresent
+	}
+	ml := HopWords(c.Instructions, c.DomainID, c.DSInstructions)
+	if !c.MX && (ml == 0 || ml > 31) {
+		return blk, telemetry.Malformed("instructions need %d words per hop, Hop ML holds 1 to 31", ml)
+	}
+	const n = ShimSize + MDHeaderSize
+	if cap(blk) < n {
+		return blk, telemetry.Malformed("no room for the %d bytes of INT headers", n)
+	}
+	blk = blk[:n]
+	c.writeHeaders(blk, l.DSCP(frame), ml)
 	l.SetDSCP(frame, c.DSCP)
-	return frame, nil
+	return blk, nil
+}
+
+// PushDetached is Push into block blk, the hop growing it into its capacity, which
+// counts as the frame buffer's room does for Push (telemetry.Detacher).
+func (c *Codec) PushDetached(blk []byte, h *telemetry.Hop, ipLen int) ([]byte, telemetry.Status, error) {
+	x, err := block(blk)
+	if err != nil {
+		return blk, 0, err
+	}
+	if x.shim.Type() == TypeMX {
+		return blk, telemetry.NotStacked, nil
+	}
+	md := MD(x.hdr)
+	if md.RemainingHops() == 0 {
+		md.SetE()
+		return blk, telemetry.HopCountExceeded, nil
+	}
+	n := 4 * md.HopML()
+	if n == 0 {
+		return blk, 0, telemetry.Malformed("INT-MD Hop ML 0: a hop has nothing to record")
+	}
+	if 4*x.shim.Length()+n > 255*4 || c.MTU > 0 && ipLen+n > c.MTU || len(blk)+n > cap(blk) {
+		md.SetM()
+		return blk, telemetry.MTUExceeded, nil
+	}
+	const at = ShimSize + MDHeaderSize
+	words := x.shim.Length()
+	blk = blk[:len(blk)+n]
+	copy(blk[at+n:], blk[at:len(blk)-n])
+	writeHop(blk[at:at+n], md.Instructions(), md.DomainID(), md.DSInstructions(), h)
+	md.SetRemainingHops(md.RemainingHops() - 1)
+	Shim(blk).SetLength(words + n/4)
+	return blk, telemetry.Pushed, nil
+}
+
+// DecodeDetached is Decode of block blk (telemetry.Detacher).
+func (c *Codec) DecodeDetached(blk []byte, st *telemetry.Stack) error {
+	x, err := block(blk)
+	if err != nil {
+		return err
+	}
+	_, err = decodeLocated(blk, &x, st)
+	return err
+}
+
+// StripDetached restores the DSCP block blk keeps in frame (telemetry.Detacher).
+func (c *Codec) StripDetached(frame []byte, l roce.Layout, blk []byte) error {
+	x, err := block(blk)
+	if err != nil {
+		return err
+	}
+	l.SetDSCP(frame, x.shim.OrigDSCP())
+	return nil
 }
 
 // Push acts as an INT transit node: with Remaining Hop Count 0 it sets E; when the

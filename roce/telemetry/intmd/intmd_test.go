@@ -343,3 +343,32 @@ func FuzzDecodeStripIn(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDetached holds the block carried beside a frame to the block in it: the same
+// bytes, statuses, hops and stripped frame (telemetrytest.CheckDetached), over any
+// frame, up to ten hops (past Remaining Hop Count), INT-MX and an MTU that a push can
+// meet; and a block of any bytes decodes or is refused without a panic.
+func FuzzDetached(f *testing.F) {
+	f.Add(telemetrytest.RoCEFrame(false), uint8(3), uint16(0), false)
+	f.Add(telemetrytest.RoCEFrame(true), uint8(9), uint16(0), false)
+	f.Add(telemetrytest.RoCEFrame(false), uint8(4), uint16(200), false)
+	f.Add(telemetrytest.RoCEFrame(false), uint8(2), uint16(0), true)
+	f.Fuzz(func(t *testing.T, b []byte, n uint8, mtu uint16, mx bool) {
+		c := New()
+		c.MTU, c.MX = int(mtu), mx
+		decode := func(b []byte, s *telemetry.Stack) error { _, err := c.Decode(b, s); return err }
+		hops := make([]telemetry.Hop, n%11)
+		for i := range hops {
+			hops[i] = telemetrytest.Hop(i + 1)
+		}
+		if err := telemetrytest.CheckDetached(c, decode, b, hops, 400); err != nil {
+			t.Fatal(err)
+		}
+		var st telemetry.Stack
+		blk := append(make([]byte, 0, 400), b[:min(len(b), 400)]...)
+		if c.DecodeDetached(blk, &st) == nil {
+			h := telemetrytest.Hop(1)
+			c.PushDetached(blk, &h, 1000)
+		}
+	})
+}

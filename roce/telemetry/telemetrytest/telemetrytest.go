@@ -263,3 +263,79 @@ func CheckDecodeStripIn(c telemetry.Codec, decode DecodeFunc, decodeStripIn Deco
 	}
 	return nil
 }
+
+// DetachingCodec is a codec whose block can travel beside the frame.
+type DetachingCodec interface {
+	telemetry.Codec
+	telemetry.Detacher
+}
+
+// CheckDetached holds the detached block to the block in the frame: frame requested,
+// pushed hops (each with a lab's 10 Gb/s rate where labRate[i%len(labRate)]), decoded
+// and stripped both ways, room for the block as link.Frame.Detached gives it
+// (detachedMax bytes), must give the same statuses and errors, the block the same
+// bytes the frame held between its UDP header and its BTH, the decode the same hops
+// and the strip the same frame. A frame Request refuses must be refused by
+// RequestDetached too.
+func CheckDetached(c DetachingCodec, decode DecodeFunc, frame []byte, hops []telemetry.Hop, detachedMax int) error {
+	l, err := telemetry.Locate(frame)
+	if err != nil {
+		return nil
+	}
+	room := len(frame) + detachedMax
+	inFrame, rerr := c.Request(append(make([]byte, 0, room), frame...))
+	beside := bytes.Clone(frame)
+	blk, derr := c.RequestDetached(beside, l, make([]byte, 0, detachedMax))
+	if (rerr == nil) != (derr == nil) {
+		return fmt.Errorf("Request: %v; RequestDetached: %v", rerr, derr)
+	}
+	if rerr != nil {
+		if !bytes.Equal(beside, frame) {
+			return errors.New("RequestDetached failed and changed the frame")
+		}
+		return nil
+	}
+	ip := l.End - l.L3 // the IP packet without the block
+	for i := range hops {
+		h1, h2 := hops[i], hops[i]
+		var st1, st2 telemetry.Status
+		var err1, err2 error
+		inFrame, st1, err1 = c.Push(inFrame, &h1)
+		blk, st2, err2 = c.PushDetached(blk, &h2, ip+len(blk))
+		if st1 != st2 || (err1 == nil) != (err2 == nil) {
+			return fmt.Errorf("hop %d: Push %v %v; PushDetached %v %v", i, st1, err1, st2, err2)
+		}
+	}
+	fl, err := telemetry.Locate(inFrame)
+	if err != nil {
+		return fmt.Errorf("the pushed frame does not locate: %v", err)
+	}
+	if off := fl.L4 + roce.UDPSize; off+len(blk) > len(inFrame) || !bytes.Equal(inFrame[off:off+len(blk)], blk) {
+		return fmt.Errorf("block %x, the frame's %x", blk, inFrame[off:min(len(inFrame), off+len(blk))])
+	}
+	if len(beside)+len(blk) != len(inFrame) {
+		return fmt.Errorf("frame %d + block %d bytes, the frame with it %d", len(beside), len(blk), len(inFrame))
+	}
+	var want, got telemetry.Stack
+	werr := decode(inFrame, &want)
+	gerr := c.DecodeDetached(blk, &got)
+	if (werr == nil) != (gerr == nil) {
+		return fmt.Errorf("Decode: %v; DecodeDetached: %v", werr, gerr)
+	}
+	if got.N != want.N || got.Format != want.Format || got.Truncated != want.Truncated {
+		return fmt.Errorf("DecodeDetached decoded %d hops (%s), Decode %d (%s)", got.N, got.Format, want.N, want.Format)
+	}
+	for i, hop := range got.HopList() {
+		if !reflect.DeepEqual(hop, want.Hops[i]) {
+			return fmt.Errorf("hop %d: DecodeDetached %+v, Decode %+v", i, hop, want.Hops[i])
+		}
+	}
+	stripped, serr := c.Strip(inFrame)
+	if err := c.StripDetached(beside, l, blk); (err == nil) != (serr == nil) {
+		return fmt.Errorf("Strip: %v; StripDetached: %v", serr, err)
+	}
+	if serr == nil && !bytes.Equal(beside, stripped) {
+		return fmt.Errorf("StripDetached left %x, Strip %x", beside, stripped)
+	}
+	return nil
+}
