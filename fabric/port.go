@@ -3,6 +3,7 @@ package fabric
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"runtime/debug"
 	"time"
 
@@ -24,6 +25,7 @@ type Port struct {
 	timer *clock.Timer
 
 	queues    [8]fifo
+	backlog   uint8 // bit q set: queues[q] holds frames
 	qbytes    [8]int
 	bytes     int        // queued on the port, all priorities
 	busyUntil clock.Time // when the frame on the wire finishes
@@ -167,6 +169,7 @@ func (p *Port) enqueue(f *link.Frame) {
 	n := f.Len()
 	p.markActive()
 	p.queues[prio].push(f)
+	p.backlog |= 1 << prio
 	p.qbytes[prio] += n
 	p.integrate(t)
 	p.bytes += n
@@ -228,16 +231,15 @@ func (p *Port) advance(t clock.Time) {
 // that has frames and is not paused, or else the paused one that resumes first.
 func (p *Port) next(free clock.Time) (prio uint8, start clock.Time, ok bool) {
 	start = clock.Never
-	for q := 7; q >= 0; q-- {
-		if p.queues[q].empty() {
-			continue
-		}
+	for m := p.backlog; m != 0; {
+		q := uint8(bits.Len8(m) - 1) // the highest priority left
+		m &^= 1 << q
 		resume := p.paused[q]
 		if resume <= free {
-			return uint8(q), free, true
+			return q, free, true
 		}
 		if resume < start {
-			prio, start, ok = uint8(q), resume, true
+			prio, start, ok = q, resume, true
 		}
 	}
 	return prio, start, ok
@@ -248,6 +250,9 @@ func (p *Port) next(free clock.Time) (prio uint8, start clock.Time, ok bool) {
 func (p *Port) dequeue(prio uint8, start clock.Time) {
 	s := p.sw
 	f := p.queues[prio].pop()
+	if p.queues[prio].empty() {
+		p.backlog &^= 1 << prio
+	}
 	n := f.Len()
 	p.qbytes[prio] -= n
 	p.integrate(start)
@@ -429,22 +434,24 @@ type fifo struct {
 
 func (q *fifo) empty() bool { return q.size == 0 }
 
+// push appends f. The ring's length is a power of two (64, then doubled), so that
+// an index wraps with a mask rather than a division.
 func (q *fifo) push(f *link.Frame) {
 	if q.size == len(q.buf) {
 		grown := make([]*link.Frame, max(64, 2*len(q.buf)))
 		for i := range q.size {
-			grown[i] = q.buf[(q.head+i)%len(q.buf)]
+			grown[i] = q.buf[(q.head+i)&(len(q.buf)-1)]
 		}
 		q.buf, q.head = grown, 0
 	}
-	q.buf[(q.head+q.size)%len(q.buf)] = f
+	q.buf[(q.head+q.size)&(len(q.buf)-1)] = f
 	q.size++
 }
 
 func (q *fifo) pop() *link.Frame {
 	f := q.buf[q.head]
 	q.buf[q.head] = nil
-	q.head = (q.head + 1) % len(q.buf)
+	q.head = (q.head + 1) & (len(q.buf) - 1)
 	q.size--
 	return f
 }
