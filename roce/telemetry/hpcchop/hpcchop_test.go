@@ -368,3 +368,25 @@ func FuzzDetached(f *testing.F) {
 		}
 	})
 }
+
+// TestRateCode holds RateCode to LineRates: a rate's code is its index there, and a
+// rate not there has none.
+func TestRateCode(t *testing.T) {
+	for i, r := range LineRates {
+		code, ok := RateCode(r)
+		if r == 0 {
+			if ok {
+				t.Errorf("RateCode(0) = %d, true", code)
+			}
+			continue
+		}
+		if !ok || int(code) != i {
+			t.Errorf("RateCode(%d) = %d, %v; want %d, true", r, code, ok, i)
+		}
+	}
+	for _, r := range []uint64{1e9, 10e9, 40e9, 800e9, 25e9 + 1} {
+		if code, ok := RateCode(r); ok {
+			t.Errorf("RateCode(%d) = %d, true", r, code)
+		}
+	}
+}
