@@ -68,10 +68,12 @@ type Frame struct {
 	// of the caches. Frames from a pool and clones' originals start without it.
 	Unsignalled bool
 
-	// detached[:nDetached] is the telemetry block the frame carries beside its bytes
-	// (Detached).
+	// det[:nDetached] is the telemetry block the frame carries beside its bytes
+	// (Detached). Its room, DetachedMax bytes, follows the buffer in the buffer's
+	// allocation rather than sitting in the Frame: only a stamping switch and the
+	// NICs touch it, and a Frame is read at every event of its frame's life.
+	det       []byte
 	nDetached uint16
-	detached  [DetachedMax]byte
 }
 
 // Bytes returns the frame's contents. The slice aliases the buffer and is invalidated
@@ -90,12 +92,12 @@ func (f *Frame) Len() int { return f.end - f.off + int(f.nDetached) }
 // frame's headers to open or close it. Such a frame never leaves the process: a TAP,
 // a capture or a tunnel gets the contents only. The slice's capacity is DetachedMax;
 // it aliases the frame and is invalidated by SetDetached.
-func (f *Frame) Detached() []byte { return f.detached[:f.nDetached:DetachedMax] }
+func (f *Frame) Detached() []byte { return f.det[:f.nDetached] }
 
 // SetDetached makes the detached block b, a slice of the frame's Detached's
 // capacity (b[:0] removes it).
 func (f *Frame) SetDetached(b []byte) {
-	if len(b) > 0 && &b[0] != &f.detached[0] {
+	if cap(b) != DetachedMax || &b[:1][0] != &f.det[:1][0] {
 		panic("link: SetDetached of a block that is not the frame's")
 	}
 	f.nDetached = uint16(len(b))
@@ -206,7 +208,7 @@ func (f *Frame) Clone() *Frame {
 	c := f.pool.Get()
 	c.SetBytes(f.Bytes())
 	c.nDetached = f.nDetached
-	copy(c.detached[:], f.Detached())
+	copy(c.det[:f.nDetached], f.Detached())
 	c.Time, c.InPort, c.Priority, c.Intact, c.Unsignalled = f.Time, f.InPort, f.Priority, f.Intact, f.Unsignalled
 	return c
 }
@@ -245,7 +247,10 @@ func NewSerialPool(maxFrame int) *Pool {
 	return &Pool{serial: true, size: Headroom + min(maxFrame, MaxFrame) + Tailroom}
 }
 
-func (pl *Pool) newFrame() *Frame { return &Frame{buf: make([]byte, pl.size), pool: pl} }
+func (pl *Pool) newFrame() *Frame {
+	b := make([]byte, pl.size+DetachedMax)
+	return &Frame{buf: b[:pl.size:pl.size], det: b[pl.size:pl.size], pool: pl}
+}
 
 // Get returns an empty frame with Headroom bytes of headroom and zero metadata.
 func (pl *Pool) Get() *Frame {

@@ -42,3 +42,66 @@ func TestSerialPool(t *testing.T) {
 		t.Fatalf("%v allocations per Get and Release in steady state", allocs)
 	}
 }
+
+// TestDetached holds the block a frame carries beside its bytes: counted in Len but
+// not in Bytes, its room DetachedMax bytes that no Grow reaches, copied by Clone,
+// dropped by SetBytes and by the pool, and no other slice taken for it.
+func TestDetached(t *testing.T) {
+	pl := NewSerialPool(1000)
+	f := pl.Get()
+	if _, err := f.SetLen(100); err != nil {
+		t.Fatal(err)
+	}
+	blk := f.Detached()
+	if len(blk) != 0 || cap(blk) != DetachedMax {
+		t.Fatalf("a fresh frame's block: %d bytes, room %d", len(blk), cap(blk))
+	}
+	blk = blk[:44]
+	for i := range blk {
+		blk[i] = byte(i)
+	}
+	f.SetDetached(blk)
+	if f.Len() != 144 || len(f.Bytes()) != 100 {
+		t.Fatalf("Len %d, Bytes %d: want 144 and 100", f.Len(), len(f.Bytes()))
+	}
+	// Growing the frame to its whole tailroom leaves the block alone.
+	gap, err := f.Grow(100, f.Tailroom())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range gap {
+		gap[i] = 0xEE
+	}
+	if err := f.Shrink(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := f.Clone()
+	for i, b := range c.Detached() {
+		if b != byte(i) {
+			t.Fatalf("clone's block byte %d = %#x (the original's after a Grow: %#x)", i, b, f.Detached()[i])
+		}
+	}
+	if c.Len() != f.Len() {
+		t.Fatalf("clone Len %d, original %d", c.Len(), f.Len())
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("SetDetached took another frame's block")
+			}
+		}()
+		c.SetDetached(f.Detached())
+	}()
+	if err := c.SetBytes([]byte{1, 2, 3}); err != nil || c.Len() != 3 || len(c.Detached()) != 0 {
+		t.Fatalf("after SetBytes: Len %d, block %d bytes (%v)", c.Len(), len(c.Detached()), err)
+	}
+	f.SetDetached(f.Detached()[:0])
+	if f.Len() != len(f.Bytes()) {
+		t.Fatalf("block removed: Len %d, Bytes %d", f.Len(), len(f.Bytes()))
+	}
+	f.SetDetached(f.Detached()[:10])
+	f.Release()
+	if g := pl.Get(); len(g.Detached()) != 0 || g.Len() != 0 {
+		t.Fatalf("a frame from the pool carries a %d-byte block", len(g.Detached()))
+	}
+}
