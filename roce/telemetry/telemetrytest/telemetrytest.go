@@ -287,7 +287,7 @@ func CheckDetached(c DetachingCodec, decode DecodeFunc, frame []byte, hops []tel
 	beside := bytes.Clone(frame)
 	blk, derr := c.RequestDetached(beside, l, make([]byte, 0, detachedMax))
 	if (rerr == nil) != (derr == nil) {
-		return fmt.Errorf("Request: %v; RequestDetached: %v", rerr, derr)
+		return fmt.Errorf("in the frame, Request: %v; beside it, RequestDetached: %v", rerr, derr)
 	}
 	if rerr != nil {
 		if !bytes.Equal(beside, frame) {
@@ -320,7 +320,7 @@ func CheckDetached(c DetachingCodec, decode DecodeFunc, frame []byte, hops []tel
 	werr := decode(inFrame, &want)
 	gerr := c.DecodeDetached(blk, &got)
 	if (werr == nil) != (gerr == nil) {
-		return fmt.Errorf("Decode: %v; DecodeDetached: %v", werr, gerr)
+		return fmt.Errorf("in the frame, Decode: %v; beside it, DecodeDetached: %v", werr, gerr)
 	}
 	if got.N != want.N || got.Format != want.Format || got.Truncated != want.Truncated {
 		return fmt.Errorf("DecodeDetached decoded %d hops (%s), Decode %d (%s)", got.N, got.Format, want.N, want.Format)
@@ -332,7 +332,7 @@ func CheckDetached(c DetachingCodec, decode DecodeFunc, frame []byte, hops []tel
 	}
 	stripped, serr := c.Strip(inFrame)
 	if err := c.StripDetached(beside, l, blk); (err == nil) != (serr == nil) {
-		return fmt.Errorf("Strip: %v; StripDetached: %v", serr, err)
+		return fmt.Errorf("in the frame, Strip: %v; beside it, StripDetached: %v", serr, err)
 	}
 	if serr == nil && !bytes.Equal(beside, stripped) {
 		return fmt.Errorf("StripDetached left %x, Strip %x", beside, stripped)
