@@ -339,30 +339,40 @@ func (c *Codec) PushHops(frame []byte, hops []telemetry.Hop) ([]byte, error) {
 // push is Push into the block x locates, with open opening the rate table's gap.
 func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
 	s := x.s
-	code, ok := RateCode(h.Rate)
-	if !ok {
-		if err := CheckRate(h.Rate); err != nil {
+	code, err := hopCode(s, h.Rate)
+	if err != nil {
+		return frame, 0, err
+	}
+	if code == EscapeCode && s.Flags()&FlagX == 0 {
+		at := x.off + HeaderSize
+		grown, err := open(frame, at, RateTableSize)
+		if err != nil {
 			s.SetFlag(FlagE)
 			return frame, 0, err
 		}
-		if s.Flags()&FlagX == 0 {
-			at := x.off + HeaderSize
-			grown, err := open(frame, at, RateTableSize)
-			if err != nil {
-				s.SetFlag(FlagE)
-				return frame, 0, err
-			}
-			// The opener may have moved the bytes before the gap: offsets from the
-			// frame's start hold, slices of the old frame do not.
-			frame = grown
-			telemetry.AddUDPLength(frame, x.l.L4, RateTableSize)
-			x.l.AddIPLength(frame, RateTableSize)
-			s = Shim(frame[x.off : at+RateTableSize])
-			s.SetFlag(FlagX)
-		}
-		code = EscapeCode
+		// The opener may have moved the bytes before the gap: offsets from the
+		// frame's start hold, slices of the old frame do not.
+		frame = grown
+		telemetry.AddUDPLength(frame, x.l.L4, RateTableSize)
+		x.l.AddIPLength(frame, RateTableSize)
+		s = Shim(frame[x.off : at+RateTableSize])
+		s.SetFlag(FlagX)
 	}
 	return frame, c.record(s, code, h), nil
+}
+
+// hopCode returns the rate code a hop at rate bps takes in block s: the simulator's,
+// or EscapeCode for a rate the table must carry (the caller adds the table if s has
+// none). A rate neither can carry sets E and is an error.
+func hopCode(s Shim, bps uint64) (uint8, error) {
+	if code, ok := RateCode(bps); ok {
+		return code, nil
+	}
+	if err := CheckRate(bps); err != nil {
+		s.SetFlag(FlagE)
+		return 0, err
+	}
+	return EscapeCode, nil
 }
 
 // record writes hop h, whose rate has code, into slot nhop mod 5 of block s and
@@ -441,23 +451,19 @@ func (c *Codec) PushDetached(blk []byte, h *telemetry.Hop, _ int) ([]byte, telem
 	if err != nil {
 		return blk, 0, err
 	}
-	code, ok := RateCode(h.Rate)
-	if !ok {
-		if err := CheckRate(h.Rate); err != nil {
+	code, err := hopCode(s, h.Rate)
+	if err != nil {
+		return blk, 0, err
+	}
+	if code == EscapeCode && s.Flags()&FlagX == 0 {
+		if cap(blk) < HeaderSize+RateTableSize {
 			s.SetFlag(FlagE)
-			return blk, 0, err
+			return blk, 0, telemetry.Malformed("no room for the HPCC rate table")
 		}
-		if s.Flags()&FlagX == 0 {
-			if cap(blk) < HeaderSize+RateTableSize {
-				s.SetFlag(FlagE)
-				return blk, 0, telemetry.Malformed("no room for the HPCC rate table")
-			}
-			blk = blk[:HeaderSize+RateTableSize]
-			clear(blk[HeaderSize:])
-			s = Shim(blk)
-			s.SetFlag(FlagX)
-		}
-		code = EscapeCode
+		blk = blk[:HeaderSize+RateTableSize]
+		clear(blk[HeaderSize:])
+		s = Shim(blk)
+		s.SetFlag(FlagX)
 	}
 	return blk, c.record(s, code, h), nil
 }

@@ -414,22 +414,11 @@ func (c *Codec) PushDetached(blk []byte, h *telemetry.Hop, ipLen int) ([]byte, t
 	if err != nil {
 		return blk, 0, err
 	}
-	if x.shim.Type() == TypeMX {
-		return blk, telemetry.NotStacked, nil
+	n, st, err := c.admit(&x, ipLen, cap(blk)-len(blk))
+	if err != nil || st != telemetry.Pushed {
+		return blk, st, err
 	}
 	md := MD(x.hdr)
-	if md.RemainingHops() == 0 {
-		md.SetE()
-		return blk, telemetry.HopCountExceeded, nil
-	}
-	n := 4 * md.HopML()
-	if n == 0 {
-		return blk, 0, telemetry.Malformed("INT-MD Hop ML 0: a hop has nothing to record")
-	}
-	if 4*x.shim.Length()+n > 255*4 || c.MTU > 0 && ipLen+n > c.MTU || len(blk)+n > cap(blk) {
-		md.SetM()
-		return blk, telemetry.MTUExceeded, nil
-	}
 	const at = ShimSize + MDHeaderSize
 	words := x.shim.Length()
 	blk = blk[:len(blk)+n]
@@ -475,30 +464,42 @@ func (c *Codec) PushWith(frame []byte, l roce.Layout, h *telemetry.Hop, open tel
 	return telemetry.PushWith(frame, l, h, open, c.findIn, c.push)
 }
 
-// push is Push of the INT headers x locates, with open opening the gap.
-func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
-	var err error
+// admit applies INT's limits to a hop about to go into the headers x locates, in an
+// IP packet of ipLen bytes with free bytes of room after it: an INT-MX packet takes
+// no hop (NotStacked), Remaining Hop Count 0 sets E (HopCountExceeded), and a hop past
+// the stack's 255 words, c.MTU or the room sets M (MTUExceeded). Otherwise it returns
+// the hop's size in bytes and Pushed.
+func (c *Codec) admit(x *located, ipLen, free int) (int, telemetry.Status, error) {
 	if x.shim.Type() == TypeMX {
-		return frame, telemetry.NotStacked, nil
+		return 0, telemetry.NotStacked, nil
 	}
 	md := MD(x.hdr)
 	if md.RemainingHops() == 0 {
 		md.SetE()
-		return frame, telemetry.HopCountExceeded, nil
+		return 0, telemetry.HopCountExceeded, nil
 	}
 	n := 4 * md.HopML()
 	if n == 0 {
-		return frame, 0, telemetry.Malformed("INT-MD Hop ML 0: a hop has nothing to record")
+		return 0, 0, telemetry.Malformed("INT-MD Hop ML 0: a hop has nothing to record")
 	}
-	if 4*x.shim.Length()+n > 255*4 || c.MTU > 0 && x.l.End-x.l.L3+n > c.MTU || len(frame)+n > cap(frame) {
+	if 4*x.shim.Length()+n > 255*4 || c.MTU > 0 && ipLen+n > c.MTU || n > free {
 		md.SetM()
-		return frame, telemetry.MTUExceeded, nil
+		return 0, telemetry.MTUExceeded, nil
+	}
+	return n, telemetry.Pushed, nil
+}
+
+// push is Push of the INT headers x locates, with open opening the gap.
+func (c *Codec) push(frame []byte, x located, h *telemetry.Hop, open telemetry.Opener) ([]byte, telemetry.Status, error) {
+	n, st, err := c.admit(&x, x.l.End-x.l.L3, cap(frame)-len(frame))
+	if err != nil || st != telemetry.Pushed {
+		return frame, st, err
 	}
 	at, words := x.off+ShimSize+MDHeaderSize, x.shim.Length()
 	if frame, err = open(frame, at, n); err != nil {
 		return frame, 0, err // the check above left room: only an opener that ignores it fails
 	}
-	md = MD(frame[x.off+ShimSize:]) // open may have moved the headers
+	md := MD(frame[x.off+ShimSize:]) // open may have moved the headers
 	writeHop(frame[at:at+n], md.Instructions(), md.DomainID(), md.DSInstructions(), h)
 	md.SetRemainingHops(md.RemainingHops() - 1)
 	Shim(frame[x.off:]).SetLength(words + n/4)
