@@ -38,7 +38,8 @@ type codec struct {
 	inPlace     telemetry.InPlace    // the codec, if it edits frames in place
 	hopsPusher  telemetry.HopsPusher // the codec, if it pushes several hops at once
 	// detacher is the codec on a PayloadFree device, if its block can travel beside
-	// the frame (link.Frame.Detached): what the device sends then carries it there.
+	// the frame (link.Frame.Detached): a frame from a pool with room for one
+	// (link.Pool.WithDetachedRoom) then carries it there.
 	detacher telemetry.Detacher
 }
 
@@ -57,7 +58,7 @@ type telemetryCodecs struct {
 // the payload behind it.
 func (t *telemetryCodecs) addRequest(c *codec, f *link.Frame) error {
 	b := f.Bytes() // its capacity runs to the end of the buffer, as Request expects
-	if c.detacher != nil {
+	if c.detacher != nil && cap(f.Detached()) > 0 {
 		l, err := telemetry.Locate(b)
 		if err != nil {
 			return err
@@ -88,7 +89,7 @@ func (t *telemetryCodecs) addRequest(c *codec, f *link.Frame) error {
 // pushHops pushes hops into the stack addRequest added to f, first to last, stopping
 // at the first error.
 func (t *telemetryCodecs) pushHops(c *codec, f *link.Frame, hops []telemetry.Hop) error {
-	if c.detacher != nil {
+	if c.detacher != nil && len(f.Detached()) > 0 {
 		l, err := telemetry.Locate(f.Bytes())
 		if err != nil {
 			return err

@@ -69,11 +69,20 @@ type Frame struct {
 	Unsignalled bool
 
 	// det[:nDetached] is the telemetry block the frame carries beside its bytes
-	// (Detached). Its room, DetachedMax bytes, follows the buffer in the buffer's
-	// allocation rather than sitting in the Frame: only a stamping switch and the
-	// NICs touch it, and a Frame is read at every event of its frame's life.
+	// (Detached); its room, DetachedMax bytes, follows the Frame in memory
+	// (frameWithRoom) when the pool gives its frames room, and is nil otherwise.
 	det       []byte
 	nDetached uint16
+}
+
+// frameWithRoom is a Frame of a pool WithDetachedRoom and its block's room, in one
+// allocation: a switch stamps the block as it reads the Frame, and room next to the
+// buffer was one more cache miss a hop (6 % slower on the 320-host fat tree than room
+// in the Frame), while room in every Frame made the frames of runs without telemetry
+// 4 % slower.
+type frameWithRoom struct {
+	Frame
+	room [DetachedMax]byte
 }
 
 // Bytes returns the frame's contents. The slice aliases the buffer and is invalidated
@@ -90,8 +99,9 @@ func (f *Frame) Len() int { return f.end - f.off + int(f.nDetached) }
 // header and the BTH (telemetry.Detacher): its bytes count in Len, so the wire, the
 // queues and the counters see the frame the block would make, but no hop moves the
 // frame's headers to open or close it. Such a frame never leaves the process: a TAP,
-// a capture or a tunnel gets the contents only. The slice's capacity is DetachedMax;
-// it aliases the frame and is invalidated by SetDetached.
+// a capture or a tunnel gets the contents only. The slice aliases the frame; its
+// capacity is the room for a block, DetachedMax bytes in a pool WithDetachedRoom and
+// none in others.
 func (f *Frame) Detached() []byte { return f.det[:f.nDetached] }
 
 // SetDetached makes the detached block b, a slice of the frame's Detached's
@@ -230,6 +240,7 @@ type Pool struct {
 	free   []*Frame // a serial pool's released frames, the last released first out
 	serial bool
 	size   int
+	room   bool // its frames have room for a Detached block
 }
 
 // NewPool returns an empty pool, safe for concurrent use, of frames that hold
@@ -247,9 +258,22 @@ func NewSerialPool(maxFrame int) *Pool {
 	return &Pool{serial: true, size: Headroom + min(maxFrame, MaxFrame) + Tailroom}
 }
 
+// WithDetachedRoom gives the pool's frames room for a Detached block, and returns
+// the pool. The pool of a payload-free simulation with telemetry wants it; call it
+// before the first Get.
+func (pl *Pool) WithDetachedRoom() *Pool {
+	pl.room = true
+	return pl
+}
+
 func (pl *Pool) newFrame() *Frame {
-	b := make([]byte, pl.size+DetachedMax)
-	return &Frame{buf: b[:pl.size:pl.size], det: b[pl.size:pl.size], pool: pl}
+	buf := make([]byte, pl.size)
+	if !pl.room {
+		return &Frame{buf: buf, pool: pl}
+	}
+	r := &frameWithRoom{}
+	r.Frame = Frame{buf: buf, pool: pl, det: r.room[:0]}
+	return &r.Frame
 }
 
 // Get returns an empty frame with Headroom bytes of headroom and zero metadata.

@@ -44,10 +44,14 @@ func TestSerialPool(t *testing.T) {
 }
 
 // TestDetached holds the block a frame carries beside its bytes: counted in Len but
-// not in Bytes, its room DetachedMax bytes that no Grow reaches, copied by Clone,
+// not in Bytes, its room DetachedMax bytes (in a pool WithDetachedRoom) that no Grow
+// reaches, copied by Clone,
 // dropped by SetBytes and by the pool, and no other slice taken for it.
 func TestDetached(t *testing.T) {
-	pl := NewSerialPool(1000)
+	if f := NewPool(1000).Get(); cap(f.Detached()) != 0 {
+		t.Fatalf("a frame of a pool without room has room for %d bytes", cap(f.Detached()))
+	}
+	pl := NewSerialPool(1000).WithDetachedRoom()
 	f := pl.Get()
 	if _, err := f.SetLen(100); err != nil {
 		t.Fatal(err)
