@@ -59,9 +59,6 @@ func buildStar(clk clock.Clock, n int, cfg *Config) (*star, error) {
 	}
 	s := &star{sw: sw, pool: pool}
 	cc := cfg.ccConfig()
-	if !cfg.Verify && cc.Telemetry != "" {
-		pool.WithDetachedRoom() // the devices carry telemetry beside the frames
-	}
 	v6 := cfg.Telemetry == telemetry.FormatIOAM
 	for i := range n {
 		a, b, err := link.New(link.Config{Rate: cfg.LinkRate, Delay: cfg.LinkDelay, MTU: cfg.linkMTU()})

@@ -221,9 +221,6 @@ func newBuilder(t *topo.Topology, clk clock.Clock, opts Options) (*builder, erro
 			return nil, err
 		}
 	}
-	if opts.PayloadFree && b.cc.Telemetry != "" {
-		b.n.Pool.WithDetachedRoom() // the devices carry telemetry beside the frames
-	}
 	if b.cc.Mode != rnic.ModeNone && b.cc.Mode != rnic.ModeDCQCN {
 		for _, l := range t.Links {
 			if err := rnic.CheckLineRate(b.format, l.Rate); err != nil {

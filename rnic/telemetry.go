@@ -38,8 +38,7 @@ type codec struct {
 	inPlace     telemetry.InPlace    // the codec, if it edits frames in place
 	hopsPusher  telemetry.HopsPusher // the codec, if it pushes several hops at once
 	// detacher is the codec on a PayloadFree device, if its block can travel beside
-	// the frame (link.Frame.Detached): a frame from a pool with room for one
-	// (link.Pool.WithDetachedRoom) then carries it there.
+	// the frame (link.Frame.Detached): what the device sends then carries it there.
 	detacher telemetry.Detacher
 }
 
@@ -58,7 +57,7 @@ type telemetryCodecs struct {
 // the payload behind it.
 func (t *telemetryCodecs) addRequest(c *codec, f *link.Frame) error {
 	b := f.Bytes() // its capacity runs to the end of the buffer, as Request expects
-	if c.detacher != nil && cap(f.Detached()) > 0 {
+	if c.detacher != nil {
 		l, err := telemetry.Locate(b)
 		if err != nil {
 			return err

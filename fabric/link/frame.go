@@ -20,9 +20,9 @@ import (
 const (
 	// Headroom is the free space before a fresh frame's first byte: room for a
 	// switch to open each hop's telemetry by moving the headers in front of it
-	// rather than the payload behind it (five INT-MD hops of 48 bytes, the
-	// three-tier fat tree's longest path, and the request's 16).
-	Headroom = 320
+	// rather than the payload behind it (eight INT-MD hops of 48 bytes, a NIC's
+	// Remaining Hop Count, and the request's 16), or for a Detached block.
+	Headroom = 400
 	// MaxFrame is the largest frame size a pool supports: a 9000-byte jumbo MTU plus
 	// an Ethernet header with one VLAN tag.
 	MaxFrame = 9000 + 18
@@ -31,9 +31,8 @@ const (
 	// DetachedMax is the most telemetry a frame carries beside its bytes (Detached):
 	// a soft-RNIC's INT-MD block, 16 bytes of headers and at most eight hops (its
 	// Remaining Hop Count) of 48 bytes, or the HPCC hop block with its rate table.
-	// Below the room Headroom and Tailroom leave, so a block that fits in a frame fits
-	// beside it.
-	DetachedMax = 400
+	// The block is kept at the start of the buffer, in the headroom.
+	DetachedMax = Headroom
 )
 
 // ErrNoRoom reports that a frame's buffer cannot hold the requested growth.
@@ -68,21 +67,11 @@ type Frame struct {
 	// of the caches. Frames from a pool and clones' originals start without it.
 	Unsignalled bool
 
-	// det[:nDetached] is the telemetry block the frame carries beside its bytes
-	// (Detached); its room, DetachedMax bytes, follows the Frame in memory
-	// (frameWithRoom) when the pool gives its frames room, and is nil otherwise.
-	det       []byte
+	// buf[:nDetached] is the telemetry block the frame carries beside its bytes
+	// (Detached): in the headroom, a few cache lines before the headers, where it
+	// costs no memory (room of its own, after the buffer or in the Frame, made the
+	// 320-host fat tree's whole run a third slower: more memory per frame in flight).
 	nDetached uint16
-}
-
-// frameWithRoom is a Frame of a pool WithDetachedRoom and its block's room, in one
-// allocation: a switch stamps the block as it reads the Frame, and room next to the
-// buffer was one more cache miss a hop (6 % slower on the 320-host fat tree than room
-// in the Frame), while room in every Frame made the frames of runs without telemetry
-// 4 % slower.
-type frameWithRoom struct {
-	Frame
-	room [DetachedMax]byte
 }
 
 // Bytes returns the frame's contents. The slice aliases the buffer and is invalidated
@@ -99,15 +88,15 @@ func (f *Frame) Len() int { return f.end - f.off + int(f.nDetached) }
 // header and the BTH (telemetry.Detacher): its bytes count in Len, so the wire, the
 // queues and the counters see the frame the block would make, but no hop moves the
 // frame's headers to open or close it. Such a frame never leaves the process: a TAP,
-// a capture or a tunnel gets the contents only. The slice aliases the frame; its
-// capacity is the room for a block, DetachedMax bytes in a pool WithDetachedRoom and
-// none in others.
-func (f *Frame) Detached() []byte { return f.det[:f.nDetached] }
+// a capture or a tunnel gets the contents only. The slice aliases the start of the
+// frame's buffer; its capacity, DetachedMax bytes, is the room for a block, which
+// Grow leaves alone.
+func (f *Frame) Detached() []byte { return f.buf[:f.nDetached:DetachedMax] }
 
 // SetDetached makes the detached block b, a slice of the frame's Detached's
 // capacity (b[:0] removes it).
 func (f *Frame) SetDetached(b []byte) {
-	if cap(b) != DetachedMax || &b[:1][0] != &f.det[:1][0] {
+	if cap(b) != DetachedMax || &b[:1][0] != &f.buf[0] {
 		panic("link: SetDetached of a block that is not the frame's")
 	}
 	f.nDetached = uint16(len(b))
@@ -149,7 +138,7 @@ func (f *Frame) Grow(off, n int) ([]byte, error) {
 	if off < 0 || off > size || n < 0 {
 		return nil, errors.New("link: Grow outside the frame")
 	}
-	headFits, tailFits := f.off >= n, f.Tailroom() >= n
+	headFits, tailFits := f.off-n >= int(f.nDetached), f.Tailroom() >= n
 	switch {
 	case headFits && (off <= size-off || !tailFits):
 		copy(f.buf[f.off-n:], f.buf[f.off:f.off+off])
@@ -218,7 +207,7 @@ func (f *Frame) Clone() *Frame {
 	c := f.pool.Get()
 	c.SetBytes(f.Bytes())
 	c.nDetached = f.nDetached
-	copy(c.det[:f.nDetached], f.Detached())
+	copy(c.buf, f.Detached())
 	c.Time, c.InPort, c.Priority, c.Intact, c.Unsignalled = f.Time, f.InPort, f.Priority, f.Intact, f.Unsignalled
 	return c
 }
@@ -240,7 +229,6 @@ type Pool struct {
 	free   []*Frame // a serial pool's released frames, the last released first out
 	serial bool
 	size   int
-	room   bool // its frames have room for a Detached block
 }
 
 // NewPool returns an empty pool, safe for concurrent use, of frames that hold
@@ -258,23 +246,7 @@ func NewSerialPool(maxFrame int) *Pool {
 	return &Pool{serial: true, size: Headroom + min(maxFrame, MaxFrame) + Tailroom}
 }
 
-// WithDetachedRoom gives the pool's frames room for a Detached block, and returns
-// the pool. The pool of a payload-free simulation with telemetry wants it; call it
-// before the first Get.
-func (pl *Pool) WithDetachedRoom() *Pool {
-	pl.room = true
-	return pl
-}
-
-func (pl *Pool) newFrame() *Frame {
-	buf := make([]byte, pl.size)
-	if !pl.room {
-		return &Frame{buf: buf, pool: pl}
-	}
-	r := &frameWithRoom{}
-	r.Frame = Frame{buf: buf, pool: pl, det: r.room[:0]}
-	return &r.Frame
-}
+func (pl *Pool) newFrame() *Frame { return &Frame{buf: make([]byte, pl.size), pool: pl} }
 
 // Get returns an empty frame with Headroom bytes of headroom and zero metadata.
 func (pl *Pool) Get() *Frame {

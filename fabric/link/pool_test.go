@@ -44,14 +44,10 @@ func TestSerialPool(t *testing.T) {
 }
 
 // TestDetached holds the block a frame carries beside its bytes: counted in Len but
-// not in Bytes, its room DetachedMax bytes (in a pool WithDetachedRoom) that no Grow
-// reaches, copied by Clone,
+// not in Bytes, its room DetachedMax bytes that no Grow reaches, copied by Clone,
 // dropped by SetBytes and by the pool, and no other slice taken for it.
 func TestDetached(t *testing.T) {
-	if f := NewPool(1000).Get(); cap(f.Detached()) != 0 {
-		t.Fatalf("a frame of a pool without room has room for %d bytes", cap(f.Detached()))
-	}
-	pl := NewSerialPool(1000).WithDetachedRoom()
+	pl := NewSerialPool(1000)
 	f := pl.Get()
 	if _, err := f.SetLen(100); err != nil {
 		t.Fatal(err)
@@ -65,11 +61,26 @@ func TestDetached(t *testing.T) {
 		blk[i] = byte(i)
 	}
 	f.SetDetached(blk)
-	if f.Len() != 144 || len(f.Bytes()) != 100 {
+	if f.Len() != 144 || len(f.Bytes()) != 100 || f.Headroom() != Headroom {
 		t.Fatalf("Len %d, Bytes %d: want 144 and 100", f.Len(), len(f.Bytes()))
 	}
-	// Growing the frame to its whole tailroom leaves the block alone.
-	gap, err := f.Grow(100, f.Tailroom())
+	// Growing the frame at its head past the block's end goes to the tail instead;
+	// up to the block's end, and at the tail, it leaves the block alone.
+	gap, err := f.Grow(0, Headroom-20)
+	if err != nil || f.Headroom() != Headroom {
+		t.Fatalf("grown at the head into the block: headroom %d (%v)", f.Headroom(), err)
+	}
+	for i := range gap {
+		gap[i] = 0xEE
+	}
+	gap, err = f.Grow(0, Headroom-44)
+	if err != nil || f.Headroom() != 44 {
+		t.Fatalf("grown at the head up to the block: headroom %d (%v)", f.Headroom(), err)
+	}
+	for i := range gap {
+		gap[i] = 0xEE
+	}
+	gap, err = f.Grow(len(f.Bytes()), 100)
 	if err != nil {
 		t.Fatal(err)
 	}
