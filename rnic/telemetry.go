@@ -52,10 +52,11 @@ type telemetryCodecs struct {
 	editor  *link.Editor // for the codecs that edit frames in place
 }
 
-// addRequest adds c's empty request stack to f: beside it where c detaches, else in
-// it. A codec that edits frames in place moves the headers in front of the stack, not
-// the payload behind it.
-func (t *telemetryCodecs) addRequest(c *codec, f *link.Frame) error {
+// addStack adds c's stack to f holding hops, first to last (none for a sender's
+// request; an ACK's echo holds the hops its data packet collected), stopping at the
+// first error: beside f where c detaches, else in it. A codec that edits frames in
+// place moves the headers in front of the stack, not the payload behind it.
+func (t *telemetryCodecs) addStack(c *codec, f *link.Frame, hops []telemetry.Hop) error {
 	b := f.Bytes() // its capacity runs to the end of the buffer, as Request expects
 	if c.detacher != nil {
 		l, err := telemetry.Locate(b)
@@ -66,8 +67,13 @@ func (t *telemetryCodecs) addRequest(c *codec, f *link.Frame) error {
 		if err != nil {
 			return err
 		}
+		for i := range hops {
+			if blk, _, err = c.detacher.PushDetached(blk, &hops[i], l.End-l.L3+len(blk)); err != nil {
+				break
+			}
+		}
 		f.SetDetached(blk)
-		return nil
+		return err
 	}
 	var out []byte
 	var err error
@@ -81,31 +87,8 @@ func (t *telemetryCodecs) addRequest(c *codec, f *link.Frame) error {
 	if err != nil {
 		return err
 	}
-	f.SetLen(len(out))
-	return nil
-}
-
-// pushHops pushes hops into the stack addRequest added to f, first to last, stopping
-// at the first error.
-func (t *telemetryCodecs) pushHops(c *codec, f *link.Frame, hops []telemetry.Hop) error {
-	if c.detacher != nil && len(f.Detached()) > 0 {
-		l, err := telemetry.Locate(f.Bytes())
-		if err != nil {
-			return err
-		}
-		blk := f.Detached()
-		for i := range hops {
-			if blk, _, err = c.detacher.PushDetached(blk, &hops[i], l.End-l.L3+len(blk)); err != nil {
-				break
-			}
-		}
-		f.SetDetached(blk)
-		return err
-	}
-	b := f.Bytes()
-	out := b[: len(b) : len(b)+f.Tailroom()]
-	var err error
-	if p := c.hopsPusher; p != nil {
+	// out's capacity runs to the end of the buffer, as b's did: the hops grow into it.
+	if p := c.hopsPusher; p != nil && len(hops) > 0 {
 		out, err = p.PushHops(out, hops)
 	} else {
 		for i := range hops {

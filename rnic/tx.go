@@ -73,7 +73,7 @@ func (d *Device) buildRequest(x *QP, start clock.Time) *link.Frame {
 // requestTelemetry adds an empty request stack to f; a frame that cannot carry it
 // (IOAM over IPv4, no room) goes without and is counted.
 func (d *Device) requestTelemetry(f *link.Frame) {
-	if d.tel.addRequest(&d.tel.request, f) != nil {
+	if d.tel.addStack(&d.tel.request, f, nil) != nil {
 		d.stats.TxTelemetryErrors++
 	}
 }
@@ -109,11 +109,7 @@ func (d *Device) bthOffset(b []byte) int {
 
 // echoTelemetry puts the hops of cc.echo into the ACK f in the echo encoding.
 func (d *Device) echoTelemetry(f *link.Frame, cc *flowCC) {
-	if d.tel.addRequest(&d.tel.echo, f) != nil {
-		d.stats.TxTelemetryErrors++
-		return
-	}
-	if cc.echo.N > 0 && d.tel.pushHops(&d.tel.echo, f, cc.echo.HopList()) != nil {
+	if d.tel.addStack(&d.tel.echo, f, cc.echo.HopList()) != nil {
 		d.stats.TxTelemetryErrors++
 	}
 }
