@@ -107,11 +107,15 @@ func (l *ibverbsLab) clis() []*cli {
 }
 
 func (l *ibverbsLab) exec(host string, argv ...string) *exec.Cmd {
-	c := l.cli
-	if pc, ok := l.parts[host]; ok {
-		c = pc
+	return l.cliOf(host).cmd(append([]string{"exec", "--lab", l.name, host, "--"}, argv...)...)
+}
+
+// cliOf is the CLI of host's machine.
+func (l *ibverbsLab) cliOf(host string) *cli {
+	if c, ok := l.parts[host]; ok {
+		return c
 	}
-	return c.cmd(append([]string{"exec", "--lab", l.name, host, "--"}, argv...)...)
+	return l.cli
 }
 
 // waitListening polls host's TCP tables until something listens on port: the tools
@@ -151,14 +155,21 @@ func (l *ibverbsLab) rnicTX(t *testing.T, host string) int {
 	return 0
 }
 
-// child returns the pid of the program rocelab exec started: the process whose parent
-// it is (/proc/PID/stat; a thread's children file misses children of exited threads).
+// child returns the pid of the program rocelab exec started.
 func child(t testing.TB, exec *exec.Cmd) int {
 	t.Helper()
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil {
-		t.Fatal(err)
+	children := processChildren()[exec.Process.Pid]
+	if len(children) == 0 {
+		t.Fatalf("rocelab exec %d has no child", exec.Process.Pid)
 	}
+	return children[0]
+}
+
+// processChildren maps each process's pid to its children's (/proc/PID/stat; a
+// thread's children file misses children of exited threads).
+func processChildren() map[int][]int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	children := make(map[int][]int)
 	for _, f := range stats {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -169,13 +180,13 @@ func child(t testing.TB, exec *exec.Cmd) int {
 		if i < 0 {
 			continue
 		}
-		if f := strings.Fields(string(b[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(exec.Process.Pid) {
+		if f := strings.Fields(string(b[i+1:])); len(f) > 1 {
 			pid, _ := strconv.Atoi(strings.Fields(string(b))[0])
-			return pid
+			ppid, _ := strconv.Atoi(f[1])
+			children[ppid] = append(children[ppid], pid)
 		}
 	}
-	t.Fatalf("rocelab exec %d has no child", exec.Process.Pid)
-	return 0
+	return children
 }
 
 // pair runs server in srvHost and, once it listens on port, client in cliHost (with the
