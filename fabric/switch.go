@@ -40,7 +40,8 @@ import (
 // without the signal (link.Frame.Unsignalled): on a fat tree half the frames (ACKs and
 // their echoes) and, with probe-per-RTT telemetry, nearly all. MayStamp false must
 // mean that Stamp would report false and no error for the frame as it is; a frame
-// whose headers contradict themselves is not asked about, and goes to Stamp.
+// whose headers contradict themselves is not asked about, and goes to Stamp. A frame
+// with the signal gets its IP length and TTL (link.Frame.IPLen, TTL) for Stamp.
 type SignalStamper interface {
 	Stamper
 	MayStamp(frame []byte, l *roce.Layout) bool
@@ -259,7 +260,14 @@ func (s *Switch) receive(in *Port, f *link.Frame) {
 		return
 	}
 	f.InPort = in.index
-	f.Unsignalled = s.signalled != nil && h.located && !s.signalled.MayStamp(b, &h.layout)
+	f.Unsignalled, f.IPLen = false, 0
+	if s.signalled != nil && h.located {
+		if s.signalled.MayStamp(b, &h.layout) {
+			f.IPLen, f.TTL = uint16(h.layout.End-h.layout.L3), h.layout.TTL(b)
+		} else {
+			f.Unsignalled = true
+		}
+	}
 	switch {
 	case h.VLAN:
 		f.Priority = h.PCP

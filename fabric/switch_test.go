@@ -393,7 +393,8 @@ func TestFloodAndLearn(t *testing.T) {
 // (SignalStamper), and counts the frames Stamp was asked about.
 type signallingStamper struct {
 	recordingStamper
-	asked int
+	asked    int
+	badNotes int // frames whose IPLen and TTL were not their headers'
 }
 
 func (s *signallingStamper) MayStamp(frame []byte, l *roce.Layout) bool {
@@ -402,12 +403,16 @@ func (s *signallingStamper) MayStamp(frame []byte, l *roce.Layout) bool {
 
 func (s *signallingStamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
 	s.asked++
+	b := f.Bytes()
+	if l, err := roce.Locate(b); err != nil || int(f.IPLen) != l.End-l.L3 || f.TTL != l.TTL(b) {
+		s.badNotes++
+	}
 	return s.recordingStamper.Stamp(f, hop)
 }
 
 // TestSignalStamperSkipsAtDequeue: a SignalStamper is not asked at dequeue about the
 // frames it said at arrival it would not stamp, and stamps the others as a Stamper
-// does.
+// does, with their IP length and TTL noted on the frame.
 func TestSignalStamperSkipsAtDequeue(t *testing.T) {
 	for _, dscp := range []uint8{26, 27} { // the hosts' frames carry DSCP 26
 		v := clock.NewVirtual(1)
@@ -418,6 +423,9 @@ func TestSignalStamperSkipsAtDequeue(t *testing.T) {
 		want := 10
 		if dscp != 26 {
 			want = 0
+		}
+		if st.badNotes != 0 {
+			t.Errorf("%d of %d frames came to Stamp without their IP length and TTL", st.badNotes, st.asked)
 		}
 		if st.asked != want || len(st.hops) != want || sw.Ports()[1].Stats().Stamped != uint64(want) {
 			t.Fatalf("stamper of DSCP %d asked about %d frames, stamped %d (port: %d), want %d",

@@ -1,6 +1,9 @@
 package link
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // TestSerialPool: a serial pool hands back the frame released last, reset as a new
 // one (full headroom, no metadata), holds no more frames than were in use at once,
@@ -15,15 +18,16 @@ func TestSerialPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Time, a.InPort, a.Priority, a.Intact, a.Unsignalled = 7, 3, 5, true, true
+	a.IPLen, a.TTL = 86, 64
 	b.Release()
 	a.Release()
 	c := pl.Get()
 	if c != a {
 		t.Fatal("Get did not hand back the frame released last")
 	}
-	if c.Len() != 0 || c.Headroom() != Headroom || c.Time != 0 || c.InPort != 0 || c.Priority != 0 || c.Intact || c.Unsignalled {
-		t.Fatalf("reused frame not reset: len %d, headroom %d, metadata %v %v %v %v %v",
-			c.Len(), c.Headroom(), c.Time, c.InPort, c.Priority, c.Intact, c.Unsignalled)
+	if c.Len() != 0 || c.Headroom() != Headroom || c.Time != 0 || c.InPort != 0 || c.Priority != 0 || c.Intact || c.Unsignalled || c.IPLen != 0 || c.TTL != 0 {
+		t.Fatalf("reused frame not reset: len %d, headroom %d, metadata %v %v %v %v %v %v %v",
+			c.Len(), c.Headroom(), c.Time, c.InPort, c.Priority, c.Intact, c.Unsignalled, c.IPLen, c.TTL)
 	}
 	if d := pl.Get(); d != b {
 		t.Fatal("the second Get did not reuse the other released frame")
@@ -118,5 +122,13 @@ func TestDetached(t *testing.T) {
 	f.Release()
 	if g := pl.Get(); len(g.Detached()) != 0 || g.Len() != 0 {
 		t.Fatalf("a frame from the pool carries a %d-byte block", len(g.Detached()))
+	}
+}
+
+// A Frame is one cache line: every node touches its frames' metadata, and on a large
+// simulation each touch is a miss.
+func TestFrameSize(t *testing.T) {
+	if n := unsafe.Sizeof(Frame{}); n > 64 {
+		t.Errorf("a Frame is %d bytes, more than a 64-byte cache line", n)
 	}
 }

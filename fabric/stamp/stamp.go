@@ -60,6 +60,11 @@ func (s *Stamper) Last() telemetry.Status { return s.last }
 // codec could not record (malformed telemetry, a rate the format cannot carry, no
 // room); the codec has left the frame whole, and the switch forwards it.
 func (s *Stamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
+	if blk := f.Detached(); len(blk) > 0 && f.IPLen != 0 && s.detacher != nil {
+		// The switch saw the request signal when the frame arrived, and noted what
+		// the hop needs of its headers.
+		return s.pushDetached(f, blk, hop, int(f.IPLen), f.TTL)
+	}
 	b := f.Bytes()
 	// Most frames carry no request (a probe-per-RTT flow's data and ACKs): one look at
 	// the located headers turns them away before the codec looks at them.
@@ -72,22 +77,15 @@ func (s *Stamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
 	case !s.signal.Shown(b, &l):
 		return false, nil
 	}
-	s.hop = telemetry.Hop{Hop: hop, IngressPort: uint32(f.InPort)}
-	var out []byte
-	var st telemetry.Status
 	if blk := f.Detached(); len(blk) > 0 {
 		if s.detacher == nil {
 			return false, nil // a block of another format: none of this one's in the frame
 		}
-		s.hop.TTL = l.TTL(b)
-		blk, st, err = s.detacher.PushDetached(blk, &s.hop, l.End-l.L3+len(blk))
-		f.SetDetached(blk)
-		if err != nil {
-			return false, err
-		}
-		s.last = st
-		return st == telemetry.Pushed || st == telemetry.Wrapped, nil
+		return s.pushDetached(f, blk, hop, l.End-l.L3, l.TTL(b))
 	}
+	s.hop = telemetry.Hop{Hop: hop, IngressPort: uint32(f.InPort)}
+	var out []byte
+	var st telemetry.Status
 	if s.inPlace != nil {
 		s.editor.Edit(f)
 		out, st, err = s.inPlace.PushWith(b, l, &s.hop, s.editor.Open)
@@ -108,5 +106,18 @@ func (s *Stamper) Stamp(f *link.Frame, hop hpcc.Hop) (bool, error) {
 			return false, err
 		}
 	}
+	return st == telemetry.Pushed || st == telemetry.Wrapped, nil
+}
+
+// pushDetached pushes hop into blk, the block f carries beside its IP packet of
+// ipLen bytes (the block not counted) with the given TTL.
+func (s *Stamper) pushDetached(f *link.Frame, blk []byte, hop hpcc.Hop, ipLen int, ttl uint8) (bool, error) {
+	s.hop = telemetry.Hop{Hop: hop, IngressPort: uint32(f.InPort), TTL: ttl}
+	blk, st, err := s.detacher.PushDetached(blk, &s.hop, ipLen+len(blk))
+	f.SetDetached(blk)
+	if err != nil {
+		return false, err
+	}
+	s.last = st
 	return st == telemetry.Pushed || st == telemetry.Wrapped, nil
 }

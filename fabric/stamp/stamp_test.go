@@ -199,3 +199,52 @@ func TestStampSkipsUnsignalled(t *testing.T) {
 		f.Release()
 	}
 }
+
+// TestStampDetachedNoted: a frame that carries its block beside it (link.Frame.Detached)
+// gets the same hops, statuses and block whether the switch noted its IP length and
+// TTL when it arrived (link.Frame.IPLen) or the stamper reads them from the headers,
+// up to and past the format's hop limit.
+func TestStampDetachedNoted(t *testing.T) {
+	pool := link.NewPool(2048)
+	mtuBound := intmd.New()
+	mtuBound.MTU = 200 // a hop fits; later ones exceed it
+	for _, c := range []telemetry.Detacher{mtuBound, hpcchop.New()} {
+		frames := [2]*link.Frame{pool.Get(), pool.Get()}
+		for i, f := range frames {
+			if err := f.SetBytes(telemetrytest.RoCEFrame(false)); err != nil {
+				t.Fatal(err)
+			}
+			b := f.Bytes()
+			l, err := telemetry.Locate(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			blk, err := c.RequestDetached(b, l, f.Detached()[:0])
+			if err != nil {
+				t.Fatalf("%T: %v", c, err)
+			}
+			f.SetDetached(blk)
+			if i == 1 {
+				f.IPLen, f.TTL = uint16(l.End-l.L3), l.TTL(b)
+			}
+		}
+		st := [2]*Stamper{New(c.(telemetry.Codec)), New(c.(telemetry.Codec))}
+		for hop := range 12 {
+			h := telemetrytest.Hop(hop + 1).Hop
+			ok0, err0 := st[0].Stamp(frames[0], h)
+			ok1, err1 := st[1].Stamp(frames[1], h)
+			if ok0 != ok1 || (err0 == nil) != (err1 == nil) || st[0].Last() != st[1].Last() {
+				t.Fatalf("%T hop %d: read %v %v %v, noted %v %v %v", c, hop, ok0, err0, st[0].Last(), ok1, err1, st[1].Last())
+			}
+			if !bytes.Equal(frames[0].Detached(), frames[1].Detached()) {
+				t.Fatalf("%T hop %d: blocks differ:\n%x\n%x", c, hop, frames[0].Detached(), frames[1].Detached())
+			}
+		}
+		if len(frames[0].Detached()) == 0 {
+			t.Errorf("%T: no block", c)
+		}
+		t.Logf("%T: %d-byte block, last status %v", c, len(frames[0].Detached()), st[0].Last())
+		frames[0].Release()
+		frames[1].Release()
+	}
+}
