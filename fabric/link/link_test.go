@@ -274,8 +274,8 @@ func testRealHandoff(t *testing.T, shared bool) {
 		src = r.NewLoop("src")
 	}
 	a.Attach(src, receiverFunc(func([]*Frame) {}))
-	if a.direct != shared || (a.ring == nil) != shared {
-		t.Fatalf("direct %v, ring %v: want direct handoff exactly when the loop is shared", a.direct, a.ring != nil)
+	if a.direct != shared || (a.ring == nil) != shared || a.barriered {
+		t.Fatalf("direct %v, ring %v, barriered %v: want direct handoff exactly when the loop is shared, a ring otherwise", a.direct, a.ring != nil, a.barriered)
 	}
 	pool := NewPool(1518)
 	src.NewTask(func() {
@@ -400,9 +400,9 @@ func (l *lateness) Receive(frames []*Frame) {
 }
 
 // TestParallelHandoverGrows sends more frames in one window of the parallel driver
-// than a real-time ring holds, across a link between two partitions: the ring grows to
-// hold them, and every frame is delivered at its arrival time (held back in the
-// sender's backlog, the frames beyond the ring's size would arrive windows late).
+// than a real-time ring holds, across a link between two partitions: the hand-over
+// holds them, and every frame is delivered at its arrival time (held back in the
+// sender's backlog, the frames beyond a ring's size would arrive windows late).
 func TestParallelHandoverGrows(t *testing.T) {
 	for _, threads := range []int{1, 2} {
 		p, err := clock.NewParallel(clock.ParallelOptions{Seed: 1, Partitions: 2, Lookahead: time.Microsecond, Threads: threads,
@@ -439,8 +439,8 @@ func TestParallelHandoverGrows(t *testing.T) {
 		if late := slices.Max(rx.late); late != 0 {
 			t.Fatalf("%d threads: a frame delivered %v after its arrival time", threads, late)
 		}
-		if n := len(b.ring.slots); n < frames {
-			t.Fatalf("%d threads: the ring has %d slots for %d frames", threads, n, frames)
+		if !b.barriered || b.ring != nil {
+			t.Fatalf("%d threads: barriered %v, ring %v: want the partitions' hand-over", threads, b.barriered, b.ring != nil)
 		}
 	}
 }

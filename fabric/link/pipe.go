@@ -71,18 +71,26 @@ type End struct {
 	flush   *clock.Task
 	blocked atomic.Bool
 
-	// Receiver side: ring is the handoff from the peer's loop; the rest is touched
+	// Receiver side: ring (loops that run at once) or handed (two partitions of
+	// the parallel driver) is the handoff from the peer's loop; the rest is touched
 	// only by this end's loop, or by the peer's when the two loops are synchronous
 	// (clock.Synchronous: one virtual clock, or one loop both ends' nodes share),
-	// which then inserts arrivals directly and has no ring.
-	direct  bool
-	ring    *ring
-	drain   *clock.Task
-	rx      Receiver
-	arrived arrivals
-	timer   *clock.Timer
-	batch   []*Frame
-	merge   *Merge // the ends whose late arrivals are handed over together with this one's
+	// which then inserts arrivals directly and has neither.
+	direct bool
+	ring   *ring
+	// barriered: the peer's loop and this end's are partitions of one parallel
+	// driver (clock.Barriered), and the peer appends to handed, which this end
+	// drains at the barrier between windows, when the peer's loop is stopped: the
+	// barrier orders the two, and a window's frames need neither atomics nor a
+	// bound (a frame held back would arrive a window late).
+	barriered bool
+	handed    []*Frame
+	drain     *clock.Task
+	rx        Receiver
+	arrived   arrivals
+	timer     *clock.Timer
+	batch     []*Frame
+	merge     *Merge // the ends whose late arrivals are handed over together with this one's
 }
 
 var _ Endpoint = (*End)(nil)
@@ -96,8 +104,12 @@ func (e *End) Attach(loop clock.Loop, rx Receiver) {
 	if p := e.peer; p.loop != nil {
 		e.direct = clock.Synchronous(loop, p.loop)
 		p.direct = e.direct
-		if !e.direct {
-			e.ring, p.ring = newRing(clock.Barriered(loop, p.loop)), newRing(clock.Barriered(p.loop, loop))
+		switch {
+		case e.direct:
+		case clock.Barriered(loop, p.loop) && clock.Barriered(p.loop, loop):
+			e.barriered, p.barriered = true, true
+		default:
+			e.ring, p.ring = newRing(), newRing()
 		}
 	}
 }
@@ -190,8 +202,12 @@ func (e *End) push(far *End, fr *Frame, arrival clock.Time) {
 
 func (e *End) pushAt(far *End, fr *Frame, arrival clock.Time) {
 	fr.Time = arrival
-	if e.direct {
+	switch {
+	case e.direct:
 		far.arrived.insert(fr)
+		return
+	case far.barriered:
+		far.handed = append(far.handed, fr)
 		return
 	}
 	if len(e.backlog) == 0 && far.ring.push(fr) {
@@ -235,6 +251,15 @@ func (e *End) flushBacklog() {
 
 // drainRing runs on this end's loop: it moves handed-over frames into arrival order.
 func (e *End) drainRing() {
+	if e.barriered {
+		for _, fr := range e.handed {
+			e.arrived.insert(fr)
+		}
+		Forget(e.handed)
+		e.handed = e.handed[:0]
+		e.deliver()
+		return
+	}
 	for fr := e.ring.pop(); fr != nil; fr = e.ring.pop() {
 		e.arrived.insert(fr)
 	}
@@ -336,51 +361,28 @@ func (e *End) arm() {
 	}
 }
 
-// ring is a single-producer single-consumer queue of frames.
-//
-// Between two loops that run at once (Real) it has a fixed size: a loop can fall
-// behind by milliseconds (4,096 frames are 3 ms of 10 Gb/s in 1 KB frames), and the
-// sender's backlog holds what does not fit. Between two partitions of the parallel
-// driver (clock.Barriered) the sender never runs while the receiver drains, so the
-// ring grows instead: its frames are a window's, handed over at the window's end, and
-// a frame held back in the backlog would arrive a window late. It starts small and
-// ends the size of a window's frames, so its slots stay in the caches (4,096 slots
-// per direction of each link between partitions were 3–5 % of a 320-host fat tree's
-// CPU, misses on slots last written a turn of the ring ago).
+// ring is a single-producer single-consumer queue of frames between two loops that
+// run at once (Real). It has a fixed size: a loop can fall behind by milliseconds
+// (4,096 frames are 3 ms of 10 Gb/s in 1 KB frames), and the sender's backlog holds
+// what does not fit.
 type ring struct {
-	slots      []*Frame      // a power of two of them
-	grows      bool          // when full, instead of refusing a frame
+	slots      []*Frame      // realTimeRing of them
 	head, tail atomic.Uint64 // head: next to pop (consumer); tail: next to push (producer)
 	// The rest of two cache lines (128 bytes, what the processor fetches together):
 	// the rings of links that other threads fill and drain at the same time (a
 	// real-time lab's loops) would otherwise share lines with this one. (The ring
-	// held its slots inline, 32 KB, before it could grow.)
-	_ [128 - 24 - 8 - 16]byte
+	// held its slots inline, 32 KB, once.)
+	_ [128 - 24 - 16]byte
 }
 
-const (
-	realTimeRing = 4096
-	windowRing   = 64 // the first size of a growing ring
-)
+const realTimeRing = 4096
 
-func newRing(grows bool) *ring {
-	if grows {
-		return &ring{slots: make([]*Frame, windowRing), grows: true}
-	}
-	return &ring{slots: make([]*Frame, realTimeRing)}
-}
+func newRing() *ring { return &ring{slots: make([]*Frame, realTimeRing)} }
 
 func (r *ring) push(f *Frame) bool {
 	t, h := r.tail.Load(), r.head.Load()
 	if t-h == uint64(len(r.slots)) {
-		if !r.grows {
-			return false
-		}
-		slots := make([]*Frame, 2*len(r.slots))
-		for i := h; i != t; i++ {
-			slots[i&uint64(len(slots)-1)] = r.slots[i&uint64(len(r.slots)-1)]
-		}
-		r.slots = slots
+		return false
 	}
 	r.slots[t&uint64(len(r.slots)-1)] = f
 	r.tail.Store(t + 1)
