@@ -19,7 +19,7 @@ func (q *QP) PostSend(wr *SendWR) error {
 		return fmt.Errorf("%w: %v with max_rd_atomic 0", ErrInvalidWR, wr.Opcode)
 	}
 	if q.sq.full() {
-		return fmt.Errorf("%w: send queue holds %d WRs", ErrQueueFull, len(q.sq.wqes))
+		return fmt.Errorf("%w: send queue holds %d WRs", ErrQueueFull, q.sq.depth)
 	}
 	*q.sq.push() = sendWQE{wr: *wr, length: n}
 	if q.state == StateErr || q.state == StateSQE {

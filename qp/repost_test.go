@@ -2,6 +2,7 @@ package qp
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -21,9 +22,16 @@ func (c *repostCQ) Push(wc WC) {
 
 // TestRepostFromCompletion: with exactly max_send_wr WRs posted, each completion's
 // send-queue slot is free by the time the completion is visible, so re-posting one WR
-// per completion never finds the queue full — on success and on flush.
+// per completion never finds the queue full — on success and on flush — at a depth
+// the ring's length is and at one it is not (the ring is a power of two long).
 func TestRepostFromCompletion(t *testing.T) {
-	const depth, total = 4, 40
+	for _, depth := range []int{4, 5} {
+		t.Run(fmt.Sprintf("depth-%d", depth), func(t *testing.T) { testRepostFromCompletion(t, depth) })
+	}
+}
+
+func testRepostFromCompletion(t *testing.T, depth int) {
+	const total = 40
 	o := defaultOpts()
 	o.sqDepth = depth
 	a, b := newPair(t, o)

@@ -1,6 +1,10 @@
 package qp
 
-import "github.com/rocelab/rocelab/roce"
+import (
+	"math/bits"
+
+	"github.com/rocelab/rocelab/roce"
+)
 
 // sendWQE is a posted send work request and its transport progress.
 type sendWQE struct {
@@ -24,15 +28,20 @@ type sendWQE struct {
 
 // sendQueue is the send queue: a ring of WQEs between three free-running indices.
 // [head, next) are started (being transmitted or awaiting acknowledgement), [next, tail)
-// wait for the requester.
+// wait for the requester. The ring's length is a power of two, so that an index wraps
+// with a mask rather than a division (2.4 % of a simulated incast's CPU); it holds
+// the queue's depth, which bounds the WQEs posted.
 type sendQueue struct {
 	wqes             []sendWQE
+	depth            uint64
 	head, next, tail uint64
 }
 
-func (s *sendQueue) init(n int)           { s.wqes = make([]sendWQE, n) }
-func (s *sendQueue) at(i uint64) *sendWQE { return &s.wqes[i%uint64(len(s.wqes))] }
-func (s *sendQueue) full() bool           { return s.tail-s.head == uint64(len(s.wqes)) }
+func (s *sendQueue) init(n int) {
+	s.wqes, s.depth = make([]sendWQE, 1<<bits.Len(uint(max(n, 1)-1))), uint64(n)
+}
+func (s *sendQueue) at(i uint64) *sendWQE { return &s.wqes[i&uint64(len(s.wqes)-1)] }
+func (s *sendQueue) full() bool           { return s.tail-s.head == s.depth }
 func (s *sendQueue) push() *sendWQE       { w := s.at(s.tail); s.tail++; return w }
 func (s *sendQueue) clear()               { clear(s.wqes); s.head, s.next, s.tail = 0, 0, 0 }
 
