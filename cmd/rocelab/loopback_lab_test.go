@@ -29,11 +29,12 @@ func newLoopbackLab(t *testing.T) *ibverbsLab {
 	return upLab(t, c, "lpb", realToolsTopology(t))
 }
 
-// rnicStats returns host's soft-RNIC counters from rocelab status --json.
+// rnicStats returns host's soft-RNIC counters and verbs service from rocelab status
+// --json, as host's machine reports them.
 func (l *ibverbsLab) rnicStats(t testing.TB, host string) lab.HostStatus {
 	t.Helper()
 	var st lab.Status
-	if err := json.Unmarshal([]byte(l.run("status", "--json", "--lab", l.name)), &st); err != nil {
+	if err := json.Unmarshal([]byte(l.cliOf(host).run("status", "--json", "--lab", l.name)), &st); err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range st.Hosts {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/rocelab/rocelab/lab"
 )
 
 // newRDMACMLab is a two-host lab whose rocelab binary has rocelab's libibverbs.so.1 and
@@ -187,17 +184,11 @@ func (s *cmServer) stop() {
 // verbsClients is how many verbs clients host's soft-RNIC serves.
 func (l *ibverbsLab) verbsClients(t testing.TB, host string) int {
 	t.Helper()
-	var st lab.Status
-	if err := json.Unmarshal([]byte(l.cliOf(host).run("status", "--json", "--lab", l.name)), &st); err != nil {
-		t.Fatal(err)
+	h := l.rnicStats(t, host)
+	if h.Verbs == nil {
+		t.Fatalf("rocelab status shows no verbs service in %s", host)
 	}
-	for _, h := range st.Hosts {
-		if h.Name == host && h.Verbs != nil {
-			return h.Verbs.Clients
-		}
-	}
-	t.Fatalf("rocelab status shows no verbs service in %s", host)
-	return 0
+	return h.Verbs.Clients
 }
 
 // waitVerbsClients waits until host's soft-RNIC serves at most n verbs clients: a
